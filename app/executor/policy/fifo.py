@@ -1,0 +1,27 @@
+"""FIFO: the paper's baseline. Each trial gets exclusive devices and runs to completion; the rest
+wait in arrival order (strict: the head of the queue blocks those behind it)."""
+
+from __future__ import annotations
+
+from app.executor.policy.placing import Board
+from app.executor.policy.types import ClusterSnapshot, Plan
+
+
+class FifoPolicy:
+    name = "fifo"
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        board = Board(snapshot)
+        alive = snapshot.alive()
+        # Running trials keep their devices: FIFO never preempts.
+        for t in alive:
+            if t.running and t.devices:
+                board.put(t.id, t.devices)
+        for t in alive:
+            if t.running:
+                continue
+            devices = board.choose(t)
+            if devices is None:
+                break  # head-of-line blocking: nobody overtakes the oldest waiting trial
+            board.put(t.id, devices)
+        return Plan(placement=board.placement())

@@ -1,0 +1,159 @@
+"""The values every policy reads and writes: `ClusterSnapshot` in, `Plan` out.
+
+Policies are pure functions `plan(snapshot) -> Plan`: no I/O, no clock (the snapshot carries `now`),
+no torch/celery/sqlmodel. Anything a policy must remember between rounds (stride passes, packs on
+trial, bad pairs, feedback-queue levels) goes out in `Plan.state` and comes back in the next
+snapshot's `policy_state`; the controller persists it, so a restarted controller plans the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class TrialStatus(StrEnum):
+    """Lifecycle of a trial. `QUEUED` trials never ran (or wait to restart from a checkpoint);
+    `RUNNING` trials are resident in a process (running or parked); the rest are final."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    KILLED = "killed"  # stopped by a policy (early feedback) or a user
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (TrialStatus.COMPLETED, TrialStatus.KILLED, TrialStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """One device a trial can run on. `id` is unique in the cluster (e.g. ``cpu:0``, ``n2/cuda:1``)."""
+
+    id: str
+    node: str = "local"
+    kind: str = "cpu"
+    memory_mb: float = 0.0  # capacity; 0 = unknown/unbounded
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """What a policy knows about one trial.
+
+    `devices` is where the trial is resident (its process holds state for those devices; empty when it
+    is queued); `running` says whether it computes now or is parked. Rates are mini-batches per second
+    measured by the runtime: `rate_solo` when it ran alone on its device(s), `rate_packed` beside
+    another trial (see `ClusterSnapshot.pair_rates` for the pair). `curve` is the objective as reported,
+    as (step, value) pairs, oriented so that larger is better for `maximize` and smaller for `minimize`
+    exactly as the user reported it.
+    """
+
+    id: int
+    search_id: int = 0
+    status: TrialStatus = TrialStatus.QUEUED
+    devices: tuple[str, ...] = ()
+    running: bool = False
+    devices_needed: int = 1
+    arrival: float = 0.0  # when it became runnable (snapshot clock)
+    steps_done: int = 0
+    max_steps: int = 0
+    device_seconds: float = 0.0  # device time attained so far (summed over its devices)
+    rate_solo: float | None = None
+    rate_packed: float | None = None
+    memory_mb: float | None = None
+    curve: tuple[tuple[int, float], ...] = ()
+    priority: float = 0.0  # higher runs first (early feedback; 0 when unknown)
+    p_reach: float | None = None  # predicted probability of reaching the target (None = no prediction yet)
+    elastic: bool = False
+    kind: str = ""  # job type (simulator traces); empty for search trials
+
+    @property
+    def resident(self) -> bool:
+        return bool(self.devices)
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """Search-level facts a policy may use (target, goal, scheduler knobs)."""
+
+    id: int
+    goal: str = "maximize"
+    target: float | None = None
+    max_steps: int = 0
+    knobs: Mapping[str, Any] = field(default_factory=dict)  # the spec's scheduler block
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything a policy may look at, frozen at one instant `now` (seconds, any epoch).
+
+    `pair_rates[(a, b)]` = (rate of a, rate of b) measured while a and b were packed on one device
+    (trial ids, a < b). `policy_state` is what this policy returned in `Plan.state` last round.
+    """
+
+    now: float
+    devices: tuple[DeviceView, ...]
+    trials: tuple[TrialView, ...]
+    searches: tuple[SearchView, ...] = ()
+    pair_rates: Mapping[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    policy_state: Mapping[str, Any] = field(default_factory=dict)
+    quantum_s: float = 2.0
+    round_no: int = 0
+
+    def trial(self, trial_id: int) -> TrialView:
+        for t in self.trials:
+            if t.id == trial_id:
+                return t
+        raise KeyError(trial_id)
+
+    def alive(self) -> tuple[TrialView, ...]:
+        """Trials that are queued or resident, in arrival order (ties by id)."""
+        live = [t for t in self.trials if not t.status.final]
+        return tuple(sorted(live, key=lambda t: (t.arrival, t.id)))
+
+    def search(self, search_id: int) -> SearchView | None:
+        for s in self.searches:
+            if s.id == search_id:
+                return s
+        return None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What runs in the next quantum.
+
+    `placement[device_id]` lists the trials that run on that device (two or more = packed). A trial
+    needing k devices appears under k devices. Alive trials absent from `placement` are parked (if
+    resident) or stay queued. `stop` lists trials to end for good (killed). `state` is carried to the
+    next snapshot's `policy_state`. `notes` explain decisions (shown in logs and the dashboard).
+    """
+
+    placement: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    stop: tuple[int, ...] = ()
+    state: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def devices_of(self, trial_id: int) -> tuple[str, ...]:
+        return tuple(sorted(d for d, ids in self.placement.items() if trial_id in ids))
+
+    def running(self) -> set[int]:
+        return {i for ids in self.placement.values() for i in ids}
+
+
+class Policy(Protocol):
+    """Decides placement for one quantum. Must be pure and deterministic in the snapshot."""
+
+    name: str
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan: ...
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where trials are now, as the runtime reports it: resident devices and whether running."""
+
+    resident: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    running: frozenset[int] = frozenset()

@@ -1,0 +1,42 @@
+"""`reconcile(current, plan) -> [Action]`: the pure diff between where trials are and where the plan
+wants them. Order matters and is part of the contract: stops and suspensions come first (they free
+devices), then migrations, then runs; the runtime applies them in that order."""
+
+from __future__ import annotations
+
+from app.executor.actions import Action, Migrate, Run, Stop, Suspend
+from app.executor.policy.types import Placement, Plan
+
+
+def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = frozenset()) -> list[Action]:
+    """Actions that take `current` to `plan`.
+
+    - a trial in `plan.stop` that is resident or queued gets `Stop`;
+    - a running trial absent from the placement gets `Suspend`;
+    - a placed trial resident on other devices gets `Migrate` (the runtime parks it first if running);
+    - a placed trial not running (queued, or parked on the same devices) gets `Run`;
+    - a placed trial already running on exactly those devices gets nothing.
+    `checkpoint` names trials whose suspension should also write a checkpoint.
+    """
+    stops: list[Action] = []
+    suspends: list[Action] = []
+    migrates: list[Action] = []
+    runs: list[Action] = []
+    stopping = set(plan.stop)
+    for tid in sorted(stopping):
+        stops.append(Stop(tid, "policy"))
+    wanted: dict[int, tuple[str, ...]] = {}
+    for tid in sorted(plan.running() - stopping):
+        wanted[tid] = plan.devices_of(tid)
+    for tid in sorted(current.running):
+        if tid in stopping:
+            continue
+        if tid not in wanted:
+            suspends.append(Suspend(tid, checkpoint=tid in checkpoint))
+    for tid, devs in wanted.items():
+        here = tuple(sorted(current.resident.get(tid, ())))
+        if here and here != devs:
+            migrates.append(Migrate(tid, devs))
+        elif tid not in current.running:
+            runs.append(Run(tid, devs))
+    return stops + suspends + migrates + runs

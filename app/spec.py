@@ -1,0 +1,196 @@
+"""The search spec: what a user posts (YAML or JSON) to start a search.
+
+`load_spec(path)` / `parse_spec(text_or_mapping)` return a validated, immutable `SearchSpec` or raise
+`SpecError` whose `errors` list names each bad field by its dotted path (``budget.max_steps``,
+``space.optimizer.choice[0].momentum``) with the reason. Nothing here touches a database or a device.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from app.search.space import SpaceError, validate_space
+
+_TRAINABLE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_]\w*$")
+
+
+class SpecError(ValueError):
+    """A spec failed validation. `errors` is a list of (field path, reason)."""
+
+    def __init__(self, errors: list[tuple[str, str]], source: str | None = None):
+        self.errors = errors
+        self.source = source
+        where = f"{source}: " if source else ""
+        lines = "; ".join(f"{path}: {reason}" for path, reason in errors)
+        super().__init__(f"{where}invalid spec: {lines}")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricSpec(_Frozen):
+    name: str = Field(min_length=1)
+    goal: Literal["maximize", "minimize"] = "maximize"
+    target: float | None = None
+
+    def better(self, a: float, b: float) -> bool:
+        """True when metric value `a` is strictly better than `b`."""
+        return a > b if self.goal == "maximize" else a < b
+
+    def reaches(self, value: float | None) -> bool:
+        """True when `value` meets the target (no target: never)."""
+        if value is None or self.target is None:
+            return False
+        return value >= self.target if self.goal == "maximize" else value <= self.target
+
+    def loss(self, value: float) -> float:
+        """The value as a loss to minimise (what the searcher is told)."""
+        return -value if self.goal == "maximize" else value
+
+
+class BudgetSpec(_Frozen):
+    max_trials: int = Field(default=50, ge=1)
+    max_steps: int = Field(default=1000, ge=1, description="mini-batches per trial at most")
+    max_seconds: float = Field(default=3600.0, gt=0, description="wall-clock budget of the search")
+    stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
+
+
+class ResourcesSpec(_Frozen):
+    devices_per_trial: int = Field(default=1, ge=1)
+
+
+class SearchAlgoSpec(_Frozen):
+    algorithm: Literal["tpe", "random"] = "tpe"
+    n_startup: int = Field(default=20, ge=0)
+
+
+class SchedulerSpec(_Frozen):
+    """Scheduling knobs. Each policy reads the ones it needs; the rest are ignored."""
+
+    policy: Literal["fifo", "timeslice", "gandiva"] = "timeslice"
+    quantum_s: float = Field(default=2.0, gt=0)
+    checkpoint_every_quanta: int = Field(default=10, ge=1)
+    checkpoint_every_s: float = Field(default=60.0, gt=0, description="checkpoint a trial that never parks")
+    max_retries: int = Field(default=2, ge=0, description="restarts from checkpoint after a crash")
+    # Early feedback (gandiva).
+    feedback_every_steps: int | None = Field(default=None, ge=1, description="default: 3% of max_steps")
+    min_steps_before_judgement: int | None = Field(default=None, ge=1)
+    kill_threshold: float = Field(default=0.05, ge=0, le=1, description="kill below this P(reach target)")
+    top_m: int | None = Field(default=None, ge=0, description="exclusive trials; default: half the devices")
+    # Introspective packing (gandiva).
+    packing: bool = True
+    pack_margin: float = Field(default=0.05, ge=0)
+    grow_shrink: bool = False
+    idle_grow_s: float = Field(default=30.0, ge=0)
+
+
+class SearchSpec(_Frozen):
+    name: str = Field(min_length=1, max_length=200)
+    trainable: str
+    space: dict[str, Any]
+    metric: MetricSpec
+    budget: BudgetSpec = BudgetSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+    parallelism: int = Field(default=4, ge=1)
+    search: SearchAlgoSpec = SearchAlgoSpec()
+    scheduler: SchedulerSpec = SchedulerSpec()
+    seed: int = Field(default=0, ge=0)
+    config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
+
+    @field_validator("trainable")
+    @classmethod
+    def _trainable_shape(cls, v: str) -> str:
+        if not _TRAINABLE.match(v):
+            raise ValueError("must look like 'package.module:function'")
+        return v
+
+    @field_validator("space")
+    @classmethod
+    def _space_valid(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("must define at least one parameter")
+        validate_space(v)
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SearchSpec:
+        clash = set(self.space) & set(self.config)
+        if clash:
+            raise ValueError(f"config repeats space parameters {sorted(clash)}")
+        return self
+
+    @property
+    def module(self) -> str:
+        return self.trainable.split(":", 1)[0]
+
+    def feedback_every(self) -> int:
+        """Steps between learning-curve predictions (default about 3 % of max_steps)."""
+        if self.scheduler.feedback_every_steps:
+            return self.scheduler.feedback_every_steps
+        return max(1, round(0.03 * self.budget.max_steps))
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "spec"
+
+
+def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = None) -> SearchSpec:
+    """Validate a spec from YAML/JSON text or an already-parsed mapping.
+
+    Raises `SpecError` naming every bad field; never returns a partially valid spec.
+    """
+    if isinstance(source, str | bytes):
+        try:
+            data = yaml.safe_load(source)
+        except yaml.YAMLError as exc:
+            raise SpecError([("spec", f"not valid YAML or JSON: {exc}")], origin) from None
+    else:
+        data = dict(source)
+    if not isinstance(data, Mapping):
+        raise SpecError([("spec", "must be a mapping of fields")], origin)
+    try:
+        return SearchSpec.model_validate(data)
+    except SpaceError as exc:  # raised directly when pydantic re-raises non-ValueErrors
+        raise SpecError([(exc.path, exc.reason)], origin) from None
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            ctx_err = (err.get("ctx") or {}).get("error")
+            if isinstance(ctx_err, SpaceError):
+                errors.append((ctx_err.path, ctx_err.reason))
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                errors.append((_loc(tuple(err["loc"])), msg))
+        raise SpecError(errors, origin) from None
+
+
+def load_spec(path: str | Path) -> SearchSpec:
+    """Read and validate a spec file (.yaml, .yml or .json)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecError([("spec", f"cannot read {p}: {exc.strerror}")], str(p)) from None
+    if p.suffix == ".json":
+        try:
+            return parse_spec(json.loads(text), origin=str(p))
+        except json.JSONDecodeError as exc:
+            raise SpecError([("spec", f"not valid JSON: {exc}")], str(p)) from None
+    return parse_spec(text, origin=str(p))
