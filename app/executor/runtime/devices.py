@@ -1,0 +1,138 @@
+"""Devices a node offers to trials, and binding a process to one.
+
+`parse_devices("cpu:2" | "cuda:0,1" | "cuda:all" | "auto")` lists them. A CPU "device" is a disjoint
+share of this machine's cores: `cpu:N` splits the cores the process may use into N groups, and a trial
+on `cpu:i` is pinned to group i with that many torch threads. Two trials packed on one CPU device
+therefore really share its cores (packing is measured honestly), and moving a trial between CPU
+devices re-pins it. CUDA devices map to `torch.device("cuda:i")`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# torch is imported lazily: the controller lists devices without paying for torch's import.
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str  # "cpu:0", "cuda:1"
+    kind: str  # "cpu" | "cuda"
+    index: int
+    cores: tuple[int, ...] = ()  # CPU devices: the cores it owns
+    memory_mb: float = 0.0
+
+    @property
+    def threads(self) -> int:
+        return max(1, len(self.cores)) if self.kind == "cpu" else 1
+
+
+class DeviceSpecError(ValueError):
+    pass
+
+
+def _cores() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def _host_memory_mb() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError):
+        return 0.0
+
+
+def cpu_devices(n: int) -> list[Device]:
+    if n < 1:
+        raise DeviceSpecError("cpu:N needs N >= 1")
+    cores = _cores()
+    groups: list[list[int]] = [[] for _ in range(n)]
+    if n <= len(cores):
+        per = len(cores) // n
+        for i in range(n):
+            groups[i] = cores[i * per : (i + 1) * per]
+    else:  # more devices than cores: devices share cores round-robin
+        for i in range(n):
+            groups[i] = [cores[i % len(cores)]]
+    mem = _host_memory_mb() / n
+    return [Device(f"cpu:{i}", "cpu", i, tuple(g), mem) for i, g in enumerate(groups)]
+
+
+def cuda_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        return 0
+
+
+def cuda_devices(indices: list[int]) -> list[Device]:
+    import torch
+
+    count = cuda_count()
+    out = []
+    for i in indices:
+        if i >= count:
+            raise DeviceSpecError(f"cuda:{i} does not exist ({count} CUDA devices present)")
+        mem = torch.cuda.get_device_properties(i).total_memory / 2**20
+        out.append(Device(f"cuda:{i}", "cuda", i, (), mem))
+    return out
+
+
+def parse_devices(spec: str) -> list[Device]:
+    """`cpu:N`, `cuda:0,1`, `cuda:all` or `auto` (all CUDA devices, else one CPU device per core)."""
+    s = spec.strip().lower()
+    if s == "auto":
+        n = cuda_count()
+        return cuda_devices(list(range(n))) if n else cpu_devices(len(_cores()))
+    kind, _, rest = s.partition(":")
+    if kind == "cpu":
+        if not rest.isdigit():
+            raise DeviceSpecError(f"devices '{spec}': expected cpu:N with N a positive integer")
+        return cpu_devices(int(rest))
+    if kind == "cuda":
+        if rest == "all":
+            n = cuda_count()
+            if not n:
+                raise DeviceSpecError("devices 'cuda:all': no CUDA device present")
+            return cuda_devices(list(range(n)))
+        try:
+            idx = [int(x) for x in rest.split(",") if x.strip()]
+        except ValueError:
+            raise DeviceSpecError(f"devices '{spec}': expected cuda:0,1,...") from None
+        if not idx:
+            raise DeviceSpecError(f"devices '{spec}': no CUDA index given")
+        return cuda_devices(idx)
+    raise DeviceSpecError(f"devices '{spec}': expected cpu:N, cuda:I[,J...], cuda:all or auto")
+
+
+def bind_process(devices: list[Device]) -> None:
+    """Pin this process (all its threads) to the devices' cores and size torch's thread pool.
+    For CUDA devices, select the first as the current CUDA device."""
+    import torch
+
+    first = devices[0]
+    if first.kind == "cpu":
+        cores = sorted({c for d in devices for c in d.cores})
+        if cores and hasattr(os, "sched_setaffinity"):
+            # sched_setaffinity(0) pins only the calling thread: pin every thread of the process so
+            # torch's worker threads follow the trial to its new device.
+            for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
+                try:
+                    os.sched_setaffinity(int(tid), cores)
+                except OSError:
+                    pass
+        torch.set_num_threads(max(1, len(cores)))
+    else:
+        torch.cuda.set_device(first.index)
+
+
+def torch_device(device: Device):  # -> torch.device
+    import torch
+
+    return torch.device("cpu") if device.kind == "cpu" else torch.device("cuda", device.index)

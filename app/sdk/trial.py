@@ -1,0 +1,282 @@
+"""`Trial`: the object a trainable receives. Its public surface is the trial contract:
+
+    def train(config: dict, trial: Trial) -> None:
+        model, opt = build(config)
+        trial.track(model=model, optimizer=opt)
+        for step in trial.steps(max_steps):      # one iteration = one mini-batch
+            x, y = batch(step, device=trial.device)
+            ...
+            if step % 50 == 0:
+                trial.report(accuracy=acc)
+
+- `track(**objects)`: objects with `state_dict()`/`load_state_dict()` (modules, optimizers, LR
+  schedulers, ...). Modules and optimizers are moved between devices by Quanta; all are saved in
+  checkpoints and restored on restart.
+- `steps(n)`: yields step numbers from where the trial resumes (0, or the checkpointed step) up to
+  `min(n, budget max_steps) - 1`. Between two yields Quanta may park the trial (suspend), move it to
+  another device, checkpoint it, or stop it; the body of the loop never notices except through
+  `trial.device`.
+- `report(**metrics)`: named float metrics at the current step; the spec's metric is the objective.
+- `device` / `devices`: the torch device(s) the trial runs on now. `elastic = True` declares the
+  trainable data-parallel ready (it may be given more devices).
+
+Without a controller (`Trial.standalone()`), steps simply run and reports are kept in `history`,
+so a trainable can be debugged as a plain function.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from app.executor.runtime import checkpoint as ckpt
+from app.executor.runtime.devices import Device, bind_process, cpu_devices, torch_device
+
+
+class TrialStopped(BaseException):
+    """Raised inside `steps()` when Quanta stops the trial. A BaseException, so a trainable's
+    `except Exception` does not swallow it."""
+
+
+class ControllerGone(BaseException):
+    """The control connection closed: the controller or node agent is gone; the trial exits."""
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return 0.0
+
+
+def _move(obj: Any, device: torch.device) -> None:
+    """Move a tracked object's tensors to `device` in place (modules and optimizers)."""
+    if isinstance(obj, torch.nn.Module):
+        obj.to(device)
+    elif isinstance(obj, torch.optim.Optimizer):
+        for state in obj.state.values():
+            for key, value in state.items():
+                # Adam's `step` counter stays on the CPU by design unless capturable.
+                if torch.is_tensor(value) and not (key == "step" and value.dim() == 0):
+                    state[key] = value.to(device, non_blocking=False)
+
+
+class Trial:
+    """The in-process view of one trial. Constructed by the runtime (or `standalone()`)."""
+
+    def __init__(
+        self,
+        trial_id: int,
+        config: dict[str, Any],
+        max_steps: int,
+        devices: list[Device],
+        *,
+        conn: Connection | None = None,
+        checkpoint_path: str | None = None,
+        resume: bool = False,
+        checkpoint_every_quanta: int = 10,
+        checkpoint_every_s: float = 60.0,
+        profile_every_s: float = 1.0,
+    ):
+        self.id = trial_id
+        self.config = config
+        self.max_steps = max_steps
+        self.elastic = False
+        self.history: list[tuple[int, dict[str, float]]] = []
+        self._devices = devices
+        self._conn = conn
+        self._checkpoint_path = checkpoint_path
+        self._resume = resume
+        self._ckpt_every_quanta = checkpoint_every_quanta
+        self._ckpt_every_s = checkpoint_every_s
+        self._profile_every_s = profile_every_s
+        self._tracked: dict[str, Any] = {}
+        self._step = 0  # steps done
+        self._start_step = 0
+        self._quanta_since_ckpt = 0
+        self._last_ckpt = time.monotonic()
+        # Profiling window: steps and compute time since the last profile sample.
+        self._win_steps = 0
+        self._win_start = time.monotonic()
+        self._win_wall = time.time()
+
+    # ---- public contract ---------------------------------------------------------------------
+
+    @classmethod
+    def standalone(cls, config: dict[str, Any] | None = None, max_steps: int = 10**9) -> Trial:
+        """A trial with no controller: runs on the first CPU device, keeps reports in `history`."""
+        return cls(0, dict(config or {}), max_steps, cpu_devices(1)[:1])
+
+    @property
+    def device(self) -> torch.device:
+        return torch_device(self._devices[0])
+
+    @property
+    def devices(self) -> list[torch.device]:
+        return [torch_device(d) for d in self._devices]
+
+    @property
+    def step(self) -> int:
+        """Mini-batches done so far."""
+        return self._step
+
+    def track(self, **objects: Any) -> None:
+        """Register state to move, checkpoint and restore. Restores from the checkpoint when the
+        trial restarts (after a crash or a cross-node move)."""
+        for name, obj in objects.items():
+            if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
+                raise TypeError(f"trial.track({name}=...): object has no state_dict/load_state_dict")
+            self._tracked[name] = obj
+            _move(obj, self.device)
+        if self._resume and self._checkpoint_path and Path(self._checkpoint_path).exists():
+            self._restore(Path(self._checkpoint_path))
+
+    def report(self, **metrics: float) -> None:
+        """Record named metrics at the current step. Values must be real numbers."""
+        clean: dict[str, float] = {}
+        for key, value in metrics.items():
+            try:
+                clean[key] = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"trial.report({key}=...): not a number: {value!r}") from None
+        self.history.append((self._step, clean))
+        self._send("report", step=self._step, metrics=clean, at=time.time())
+
+    def steps(self, n: int | None = None) -> Iterator[int]:
+        """Yield step numbers; Quanta may park, move, checkpoint or stop the trial between them."""
+        end = self.max_steps if n is None else min(int(n), self.max_steps)
+        self._step = self._start_step
+        self._win_start, self._win_wall = time.monotonic(), time.time()
+        for step in range(self._start_step, end):
+            self._between_steps()
+            yield step
+            self._step = step + 1
+            self._win_steps += 1
+        self._between_steps(final=True)
+
+    # ---- mechanism ---------------------------------------------------------------------------
+
+    def _send(self, kind: str, **payload: Any) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send((kind, payload))
+            except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+                raise ControllerGone() from None
+
+    def _recv(self) -> tuple[str, dict[str, Any]]:
+        assert self._conn is not None
+        try:
+            return self._conn.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            raise ControllerGone() from None
+
+    def _flush_profile(self) -> None:
+        now = time.monotonic()
+        if self._win_steps or now - self._win_start > 0:
+            self._send(
+                "profile",
+                steps=self._win_steps,
+                seconds=now - self._win_start,
+                rss_mb=_rss_mb(),
+                started_at=self._win_wall,
+                at=time.time(),
+                elastic=self.elastic,
+            )
+        self._win_steps, self._win_start, self._win_wall = 0, time.monotonic(), time.time()
+
+    def _between_steps(self, final: bool = False) -> None:
+        if self._conn is None:
+            return
+        now = time.monotonic()
+        if final:
+            self._flush_profile()
+            return
+        if now - self._win_start >= self._profile_every_s:
+            self._flush_profile()
+        if now - self._last_ckpt >= self._ckpt_every_s and self._checkpoint_path:
+            self.checkpoint()
+        while self._conn.poll():
+            kind, msg = self._recv()
+            self._handle(kind, msg)
+
+    def _handle(self, kind: str, msg: dict[str, Any]) -> None:
+        if kind == "suspend":
+            self._park(msg)
+        elif kind == "stop":
+            raise TrialStopped(msg.get("reason", "stopped"))
+        elif kind == "checkpoint":
+            self.checkpoint()
+        elif kind == "resume":  # resumed while running = move in place
+            self._bind(msg["devices"])
+            self._send("resumed", sent=msg.get("sent"), step=self._step, at=time.time())
+        else:
+            raise RuntimeError(f"unknown control message {kind!r}")
+
+    def _park(self, msg: dict[str, Any]) -> None:
+        """Stop at this boundary: report the quantum's profile, move state to host memory, release
+        cached device memory, then block until resumed (possibly on other devices) or stopped."""
+        self._flush_profile()
+        on_accel = self._devices[0].kind != "cpu"
+        if on_accel:
+            host = torch.device("cpu")
+            for obj in self._tracked.values():
+                _move(obj, host)
+            torch.cuda.empty_cache()
+        self._send("parked", sent=msg.get("sent"), step=self._step, at=time.time())
+        self._quanta_since_ckpt += 1
+        if msg.get("checkpoint") or self._quanta_since_ckpt >= self._ckpt_every_quanta:
+            self.checkpoint()  # written while parked: costs no device time
+        while True:
+            kind, nxt = self._recv()
+            if kind == "resume":
+                self._bind(nxt["devices"])
+                self._win_steps, self._win_start, self._win_wall = 0, time.monotonic(), time.time()
+                self._send("resumed", sent=nxt.get("sent"), step=self._step, at=time.time())
+                return
+            if kind == "stop":
+                raise TrialStopped(nxt.get("reason", "stopped"))
+            if kind == "checkpoint":
+                self.checkpoint()
+            elif kind != "suspend":
+                raise RuntimeError(f"unknown control message {kind!r}")
+
+    def _bind(self, devices: list[Device]) -> None:
+        old = self.device
+        self._devices = list(devices)
+        bind_process(self._devices)
+        new = self.device
+        if new != old or new.type != "cpu":
+            for obj in self._tracked.values():
+                _move(obj, new)
+
+    def checkpoint(self) -> str | None:
+        """Write a checkpoint now (atomically). Returns its path, or None without a checkpoint path."""
+        if not self._checkpoint_path:
+            return None
+        payload = {
+            "step": self._step,
+            "state": {name: obj.state_dict() for name, obj in self._tracked.items()},
+            "rng": ckpt.rng_state(),
+            "history": self.history,
+        }
+        path = ckpt.save_atomic(payload, self._checkpoint_path)
+        self._quanta_since_ckpt = 0
+        self._last_ckpt = time.monotonic()
+        self._send("checkpointed", step=self._step, path=str(path), at=time.time())
+        return str(path)
+
+    def _restore(self, path: Path) -> None:
+        payload = ckpt.load(path, map_location=self.device)
+        for name, obj in self._tracked.items():
+            if name in payload["state"]:
+                obj.load_state_dict(payload["state"][name])
+        ckpt.set_rng_state(payload["rng"])
+        self.history = list(payload.get("history", []))
+        self._start_step = self._step = int(payload["step"])
