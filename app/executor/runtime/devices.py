@@ -9,6 +9,7 @@ devices re-pins it. CUDA devices map to `torch.device("cuda:i")`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -123,10 +124,8 @@ def bind_process(devices: list[Device]) -> None:
             # sched_setaffinity(0) pins only the calling thread: pin every thread of the process so
             # torch's worker threads follow the trial to its new device.
             for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
-                try:
+                with contextlib.suppress(OSError):
                     os.sched_setaffinity(int(tid), cores)
-                except OSError:
-                    pass
         torch.set_num_threads(max(1, len(cores)))
     else:
         torch.cuda.set_device(first.index)
