@@ -114,6 +114,17 @@ class Resumed:
 
 
 @dataclass(frozen=True)
+class Started:
+    """The trial's process is up and computing (`step` > 0 when restored from a checkpoint)."""
+
+    trial_id: int
+    devices: tuple[str, ...]
+    start_ms: float  # start request to first step
+    step: int
+    at: float
+
+
+@dataclass(frozen=True)
 class Checkpointed:
     trial_id: int
     step: int
@@ -132,9 +143,10 @@ class Exited:
     error: str | None
     at: float
     elastic: bool = False
+    device_seconds: float = 0.0
 
 
-Event = Reported | Profiled | Parked | Resumed | Checkpointed | Exited
+Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited
 
 
 @dataclass

@@ -183,6 +183,7 @@ class Trial:
             self._send(
                 "profile",
                 steps=self._win_steps,
+                step=self._step,
                 seconds=now - self._win_start,
                 rss_mb=_rss_mb(),
                 started_at=self._win_wall,

@@ -1,0 +1,534 @@
+"""The controller: one tick = sync searches -> snapshot -> policy.plan -> reconcile -> record intent ->
+runtime.apply; between ticks it turns runtime events into stored facts.
+
+It holds a working copy of the active searches in memory (a cache: `load()` rebuilds it from the
+store after a restart) and writes every fact through to the store. It knows nothing about which
+runtime it drives (local processes, Celery nodes or the simulator's virtual clock).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
+from app.db.store import Store
+from app.executor.actions import (
+    Checkpointed,
+    Event,
+    Exited,
+    Parked,
+    Profiled,
+    Reported,
+    Resumed,
+    Run,
+    Started,
+    Stop,
+    action_to_dict,
+)
+from app.executor.policy import make_policy
+from app.executor.policy.types import (
+    ClusterSnapshot,
+    Placement,
+    Plan,
+    Policy,
+    SearchView,
+    TrialStatus,
+    TrialView,
+)
+from app.executor.reconcile import reconcile
+from app.executor.runtime.base import Runtime, TrialLaunch
+from app.search.searcher import HistoryItem, Searcher, make_searcher
+from app.spec import SearchSpec, parse_spec
+
+log = logging.getLogger("quanta.controller")
+
+_EMA = 0.5  # weight of the newest rate sample in the running estimate
+
+
+@dataclass
+class TrialState:
+    id: int
+    search_id: int
+    number: int
+    params: dict[str, Any]
+    vals: dict[str, Any]
+    created_at: float
+    status: TrialStatus = TrialStatus.QUEUED
+    steps: int = 0
+    metric: float | None = None
+    best: float | None = None
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    device_seconds_base: float = 0.0  # device time of earlier processes (before a restart)
+    device_seconds: float = 0.0
+    retries: int = 0
+    resume: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
+    rate_solo: float | None = None
+    rate_packed: float | None = None
+    memory_mb: float | None = None
+    elastic: bool = False
+    error: str | None = None
+    devices: tuple[str, ...] = ()
+
+
+@dataclass
+class SearchState:
+    id: int
+    spec: SearchSpec
+    searcher: Searcher
+    started_at: float
+    status: str = "running"
+    trials: dict[int, TrialState] = field(default_factory=dict)
+    created: int = 0
+    best_trial: int | None = None
+    best: float | None = None
+    reached_at: float | None = None
+
+    def alive(self) -> list[TrialState]:
+        return [t for t in self.trials.values() if not t.status.final]
+
+
+class Controller:
+    """Drives one runtime for all active searches. Not thread-safe: call it from one thread."""
+
+    def __init__(self, store: Store, runtime: Runtime, *, workdir: str | Path = ".quanta"):
+        self.store = store
+        self.runtime = runtime
+        self.workdir = Path(workdir)
+        self.searches: dict[int, SearchState] = {}
+        self._trial_index: dict[int, SearchState] = {}
+        self._policies: dict[str, Policy] = {}
+        self._policy_state: dict[str, Any] = (store.get_state("policy") or {}).get("state", {})
+        self.round_no = int((store.get_state("controller") or {}).get("round_no", 0))
+        self._last_tick: float | None = None
+        self._wake = False
+        self._pending_rows: list[Any] = []
+        self._pair_latest: dict[tuple[int, int], float] = {}
+        self.last_plan: Plan | None = None
+
+    # ---- searches ------------------------------------------------------------------------------
+
+    def submit(self, spec: SearchSpec) -> int:
+        """Persist a validated spec as a new search and start it. Returns the search id."""
+        now = self.runtime.now()
+        row = self.store.create_search(spec.name, spec.model_dump(mode="json"), now)
+        assert row.id is not None
+        self.store.update_search(row.id, status="running", started_at=now)
+        self._activate(row.id, spec, now, history=[])
+        return row.id
+
+    def _activate(self, search_id: int, spec: SearchSpec, started_at: float, history: list[HistoryItem]) -> SearchState:
+        state = SearchState(search_id, spec, make_searcher(spec, history), started_at)
+        self.searches[search_id] = state
+        self.runtime.warm([spec.module])
+        self._wake = True
+        return state
+
+    def load(self) -> None:
+        """Rebuild the working set from the store (after a restart): active searches continue, their
+        searchers are rebuilt from stored history, and trials that were resident restart from their
+        checkpoints (their processes died with the previous controller)."""
+        for row in self.store.searches(("running", "queued")):
+            assert row.id is not None
+            spec = parse_spec(row.spec)
+            trials = self.store.trials(row.id)
+            history = [
+                HistoryItem(
+                    t.number, t.vals, None if not _final(t.status) else _loss(spec, t.metric), t.status != "failed"
+                )
+                for t in trials
+            ]
+            s = self._activate(row.id, spec, row.started_at or row.created_at, history)
+            s.created = max([t.number + 1 for t in trials], default=0)
+            s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
+            for t in trials:
+                assert t.id is not None
+                ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
+                ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
+                ts.device_seconds_base = ts.device_seconds = t.device_seconds
+                ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
+                ts.curve = [(r.step, r.objective) for r in self.store.reports(t.id) if r.objective is not None]
+                if ts.status == TrialStatus.RUNNING:
+                    ts.status, ts.resume = TrialStatus.QUEUED, True
+                    self.store.update_trial(t.id, status="queued")
+                s.trials[t.id] = ts
+                self._trial_index[t.id] = s
+
+    def stop_search(self, search_id: int, status: str = "stopped", reason: str = "search stopped") -> None:
+        s = self.searches.get(search_id)
+        if s is None:
+            return
+        self._finish(s, status, reason)
+
+    # ---- the tick ------------------------------------------------------------------------------
+
+    def tick(self) -> Plan | None:
+        now = self.runtime.now()
+        self._last_tick = now
+        self._wake = False
+        for s in list(self.searches.values()):
+            self._sync(s, now)
+        active = [s for s in self.searches.values() if s.status == "running"]
+        if not active:
+            return None
+        policy = self._policy(active[0].spec)
+        snapshot = self.snapshot(now, policy)
+        plan = policy.plan(snapshot)
+        self._policy_state = dict(plan.state)
+        self.store.set_state("policy", {"name": policy.name, "state": self._policy_state})
+        residency = {tid: r for tid, r in self.runtime.residency().items() if tid in self._trial_index}
+        current = Placement(
+            resident={tid: r.devices for tid, r in residency.items()},
+            running=frozenset(tid for tid, r in residency.items() if r.running),
+        )
+        for tid in plan.stop:  # queued trials are stopped here; resident ones by the runtime
+            ts = self._trial(tid)
+            if ts is not None and tid not in residency:
+                self._final(ts, TrialStatus.KILLED, now, "stopped by policy")
+        actions = [a for a in reconcile(current, plan) if self._trial(a.trial_id) is not None]
+        for a in actions:
+            if isinstance(a, Stop):
+                ts = self._trial(a.trial_id)
+                if ts is not None and not ts.status.final:
+                    self._final(ts, TrialStatus.KILLED, now, "stopped by policy", tell_now=False)
+        self.last_plan = plan
+        if actions:
+            self.round_no += 1
+            self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in actions])
+            self.store.set_state("controller", {"round_no": self.round_no})
+            for a in actions:
+                if isinstance(a, Run):
+                    ts = self._trial(a.trial_id)
+                    if ts is not None and ts.status == TrialStatus.QUEUED:
+                        ts.status = TrialStatus.RUNNING
+                        ts.started_at = ts.started_at or now
+                        self.store.update_trial(ts.id, status="running", started_at=ts.started_at)
+            self.runtime.apply(self.round_no, actions)
+        return plan
+
+    def step(self, max_wait: float | None = None) -> None:
+        """One tick, then handle events until the next tick is due (a quantum later, or sooner when
+        a trial ends and frees a device)."""
+        self.tick()
+        quantum = self._quantum()
+        due = (self._last_tick or self.runtime.now()) + (quantum if max_wait is None else min(quantum, max_wait))
+        while not self._wake:
+            timeout = due - self.runtime.now()
+            if timeout <= 0:
+                break
+            self.handle(self.runtime.poll(min(timeout, 0.5)))
+        self.flush()
+
+    def run(self, search_id: int, on_progress: Callable[[SearchState], None] | None = None) -> SearchState:
+        """Tick until the search ends; returns its final state."""
+        s = self.searches[search_id]
+        while s.status == "running":
+            self.step()
+            if on_progress:
+                on_progress(s)
+        # Let stopping trials report their end so their rows are final.
+        deadline = self.runtime.now() + 10
+        while any(tid in self._trial_index for tid in self.runtime.residency()) and self.runtime.now() < deadline:
+            self.handle(self.runtime.poll(0.2))
+        self.flush()
+        return s
+
+    # ---- snapshot ------------------------------------------------------------------------------
+
+    def _policy(self, spec: SearchSpec) -> Policy:
+        name = spec.scheduler.policy
+        if name not in self._policies:
+            self._policies[name] = make_policy(name, **spec.scheduler.model_dump())
+        return self._policies[name]
+
+    def _quantum(self) -> float:
+        active = [s for s in self.searches.values() if s.status == "running"]
+        return active[0].spec.scheduler.quantum_s if active else 1.0
+
+    def snapshot(self, now: float, policy: Policy | None = None) -> ClusterSnapshot:
+        residency = self.runtime.residency()
+        trials: list[TrialView] = []
+        searches: list[SearchView] = []
+        for s in self.searches.values():
+            if s.status != "running":
+                continue
+            spec = s.spec
+            searches.append(
+                SearchView(
+                    s.id, spec.metric.goal, spec.metric.target, spec.budget.max_steps, spec.scheduler.model_dump()
+                )
+            )
+            for t in s.alive():
+                r = residency.get(t.id)
+                if r is not None:
+                    t.device_seconds = t.device_seconds_base + r.device_seconds
+                    t.steps = max(t.steps, r.steps)
+                    t.elastic = t.elastic or r.elastic
+                trials.append(
+                    TrialView(
+                        id=t.id,
+                        search_id=s.id,
+                        status=t.status,
+                        devices=tuple(sorted(r.devices)) if r else (),
+                        running=bool(r and r.running),
+                        devices_needed=spec.resources.devices_per_trial,
+                        arrival=t.created_at,
+                        steps_done=t.steps,
+                        max_steps=spec.budget.max_steps,
+                        device_seconds=t.device_seconds,
+                        rate_solo=t.rate_solo,
+                        rate_packed=t.rate_packed,
+                        memory_mb=t.memory_mb,
+                        curve=tuple(t.curve),
+                        elastic=t.elastic,
+                    )
+                )
+        alive_ids = {t.id for t in trials}
+        pairs = {
+            k: (self._pair_latest[k], self._pair_latest[(k[1], k[0])])
+            for k in self._pair_latest
+            if k[0] < k[1] and (k[1], k[0]) in self._pair_latest and alive_ids.issuperset(k)
+        }
+        return ClusterSnapshot(
+            now=now,
+            devices=tuple(self.runtime.devices()),
+            trials=tuple(trials),
+            searches=tuple(searches),
+            pair_rates=pairs,
+            policy_state=self._policy_state,
+            quantum_s=self._quantum(),
+            round_no=self.round_no,
+        )
+
+    # ---- search bookkeeping --------------------------------------------------------------------
+
+    def _sync(self, s: SearchState, now: float) -> None:
+        if s.status != "running":
+            return
+        spec = s.spec
+        if s.reached_at is not None and spec.budget.stop_on_target:
+            self._finish(s, "completed", "target reached")
+            return
+        if now - s.started_at >= spec.budget.max_seconds:
+            self._finish(s, "completed", "time budget spent")
+            return
+        while len(s.alive()) < spec.parallelism and s.created < spec.budget.max_trials:
+            self._new_trial(s, now)
+        if s.created >= spec.budget.max_trials and not s.alive():
+            self._finish(s, "completed", "all trials done")
+
+    def _new_trial(self, s: SearchState, now: float) -> TrialState:
+        number = s.created
+        suggestion = s.searcher.ask(number)
+        row = self.store.add_trial(s.id, number, suggestion.params, suggestion.vals, now)
+        assert row.id is not None
+        s.created = number + 1
+        ts = TrialState(row.id, s.id, number, suggestion.params, suggestion.vals, now)
+        s.trials[row.id] = ts
+        self._trial_index[row.id] = s
+        return ts
+
+    def _finish(self, s: SearchState, status: str, reason: str) -> None:
+        now = self.runtime.now()
+        s.status = status
+        resident = self.runtime.residency()
+        stops = []
+        for t in s.alive():
+            if t.id in resident:
+                stops.append(Stop(t.id, reason))
+            self._final(t, TrialStatus.KILLED, now, reason)
+        if stops:
+            self.round_no += 1
+            self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in stops])
+            self.runtime.apply(self.round_no, stops)
+        self.store.update_search(s.id, status=status, finished_at=now)
+        log.info("search %s %s: %s", s.id, status, reason)
+
+    def _trial(self, trial_id: int) -> TrialState | None:
+        s = self._trial_index.get(trial_id)
+        return s.trials.get(trial_id) if s else None
+
+    def _final(
+        self, t: TrialState, status: TrialStatus, now: float, error: str | None = None, tell_now: bool = True
+    ) -> None:
+        t.status = status
+        t.finished_at = now
+        if status == TrialStatus.FAILED:
+            t.error = error
+        self.store.update_trial(
+            t.id,
+            status=status.value,
+            finished_at=now,
+            error=t.error,
+            steps=t.steps,
+            metric=t.metric,
+            best_metric=t.best,
+            device_seconds=t.device_seconds,
+        )
+        s = self._trial_index[t.id]
+        s.searcher.tell(t.number, _loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None)
+        self._wake = True
+
+    # ---- events --------------------------------------------------------------------------------
+
+    def handle(self, events: list[Event]) -> None:
+        for e in events:
+            ts = self._trial(e.trial_id)
+            if ts is None:
+                continue
+            s = self._trial_index[e.trial_id]
+            if isinstance(e, Reported):
+                self._on_report(s, ts, e)
+            elif isinstance(e, Profiled):
+                self._on_profile(s, ts, e)
+            elif isinstance(e, Exited):
+                self._on_exit(s, ts, e)
+            elif isinstance(e, Parked):
+                self._pending_rows.append(LatencyRow(trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at))
+            elif isinstance(e, Resumed):
+                kind = "migrate" if e.migrated else "resume"
+                self._pending_rows.append(LatencyRow(trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at))
+                ts.devices = e.devices
+            elif isinstance(e, Started):
+                self._pending_rows.append(LatencyRow(trial_id=ts.id, kind="start", ms=e.start_ms, at=e.at))
+                ts.devices = e.devices
+            elif isinstance(e, Checkpointed):
+                ts.resume = True
+                self.store.update_trial(ts.id, checkpoint_step=e.step)
+        if events:
+            self.flush()
+
+    def flush(self) -> None:
+        rows, self._pending_rows = self._pending_rows, []
+        self.store.add_rows(rows)
+
+    def _on_report(self, s: SearchState, t: TrialState, e: Reported) -> None:
+        spec = s.spec
+        objective = e.metrics.get(spec.metric.name)
+        if objective is not None and not math.isfinite(objective):
+            objective = None
+        self._pending_rows.append(
+            ReportRow(trial_id=t.id, search_id=s.id, step=e.step, at=e.at, metrics=e.metrics, objective=objective)
+        )
+        t.steps = max(t.steps, e.step)
+        if objective is None:
+            return
+        t.metric = objective
+        t.curve.append((e.step, objective))
+        if t.best is None or spec.metric.better(objective, t.best):
+            t.best = objective
+        if s.best is None or spec.metric.better(objective, s.best):
+            s.best, s.best_trial = objective, t.id
+            fields: dict[str, Any] = {"best_trial_id": t.id, "best_metric": objective, "best_params": t.params}
+            if s.reached_at is None and spec.metric.reaches(objective):
+                s.reached_at = e.at
+                fields.update(reached=True, reached_at=e.at, seconds_to_target=max(0.0, e.at - s.started_at))
+                self._wake = True
+            self.flush()
+            self.store.update_search(s.id, **fields)
+        self.store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+
+    def _on_profile(self, s: SearchState, t: TrialState, e: Profiled) -> None:
+        t.memory_mb = e.rss_mb
+        if e.seconds > 0.05 and e.steps > 0:
+            rate = e.rate
+            if e.packed_with:
+                t.rate_packed = rate if t.rate_packed is None else (1 - _EMA) * t.rate_packed + _EMA * rate
+                for other in e.packed_with:
+                    self._pair_latest[(t.id, other)] = rate
+                    if (other, t.id) in self._pair_latest:
+                        a, b = sorted((t.id, other))
+                        self._pending_rows.append(
+                            PairRow(
+                                trial_a=a,
+                                trial_b=b,
+                                rate_a=self._pair_latest[(a, b)],
+                                rate_b=self._pair_latest[(b, a)],
+                                at=e.at,
+                            )
+                        )
+            else:
+                t.rate_solo = rate if t.rate_solo is None else (1 - _EMA) * t.rate_solo + _EMA * rate
+        self._pending_rows.append(
+            QuantumRow(
+                trial_id=t.id,
+                search_id=s.id,
+                devices=",".join(e.devices),
+                started_at=e.started_at,
+                ended_at=e.at,
+                steps=e.steps,
+                rate=e.rate,
+                rss_mb=e.rss_mb,
+                packed_with=",".join(map(str, e.packed_with)),
+            )
+        )
+
+    def _on_exit(self, s: SearchState, t: TrialState, e: Exited) -> None:
+        t.device_seconds_base += e.device_seconds
+        t.device_seconds = t.device_seconds_base
+        t.steps = max(t.steps, e.steps)
+        t.devices = ()
+        self._wake = True
+        now = self.runtime.now()
+        if t.status.final and e.status != "completed":
+            # Already final (stopped by a policy or the search ending): record its last figures.
+            self.store.update_trial(t.id, steps=t.steps, device_seconds=t.device_seconds)
+            return
+        if e.status == "completed":
+            if t.status.final:  # it finished before the stop reached it: completed is the truth
+                self.store.update_trial(t.id, status="completed", steps=t.steps, device_seconds=t.device_seconds)
+                t.status = TrialStatus.COMPLETED
+                return
+            self._final(t, TrialStatus.COMPLETED, now)
+        elif e.status == "killed":
+            self._final(t, TrialStatus.KILLED, now, e.error)
+        elif e.status == "crashed" and t.retries < s.spec.scheduler.max_retries:
+            t.retries += 1
+            t.status = TrialStatus.QUEUED
+            t.resume = True
+            t.error = e.error
+            log.warning("trial %s crashed (%s); restart %d from its checkpoint", t.id, e.error, t.retries)
+            self.store.update_trial(
+                t.id, status="queued", retries=t.retries, error=e.error, device_seconds=t.device_seconds
+            )
+        else:
+            self._final(t, TrialStatus.FAILED, now, e.error or "failed")
+
+    # ---- launching -----------------------------------------------------------------------------
+
+    def launch(self, trial_id: int) -> TrialLaunch:
+        """What the runtime needs to start trial `trial_id` (used as LocalRuntime's launcher)."""
+        s = self._trial_index[trial_id]
+        t = s.trials[trial_id]
+        spec = s.spec
+        config = {"seed": spec.seed, **spec.config, **t.params}
+        base = self.workdir / f"search-{s.id}"
+        return TrialLaunch(
+            trial_id=trial_id,
+            trainable=spec.trainable,
+            config=config,
+            max_steps=spec.budget.max_steps,
+            checkpoint_path=str(base / "checkpoints" / f"trial-{trial_id}.pt"),
+            resume=t.resume,
+            checkpoint_every_quanta=spec.scheduler.checkpoint_every_quanta,
+            checkpoint_every_s=spec.scheduler.checkpoint_every_s,
+            log_path=str(base / "logs" / f"trial-{trial_id}.log"),
+        )
+
+    def close(self) -> None:
+        self.flush()
+        self.runtime.close()
+
+
+def _final(status: str) -> bool:
+    return status in ("completed", "killed", "failed")
+
+
+def _loss(spec: SearchSpec, metric: float | None) -> float | None:
+    return None if metric is None else spec.metric.loss(metric)

@@ -1,0 +1,196 @@
+"""`Store`: every read and write the controller and the API make, over SQLModel.
+
+SQLite by default (a file in the working directory), PostgreSQL by URL. Each method is one short
+transaction, so a crash between two calls leaves the database consistent, and a failed call leaves
+nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, SQLModel, create_engine, select
+
+from app.db.models import (
+    ControllerStateRow,
+    IntentRow,
+    LatencyRow,
+    PairRow,
+    QuantumRow,
+    ReportRow,
+    SearchRow,
+    TrialRow,
+)
+
+DEFAULT_URL = "sqlite:///quanta.db"
+ACTIVE = ("queued", "running", "paused")
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _: Any) -> None:  # readers do not block the writer
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Store:
+    def __init__(self, url: str = DEFAULT_URL):
+        self.url = url
+        self.engine = make_engine(url)
+        SQLModel.metadata.create_all(self.engine)
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    # ---- searches ------------------------------------------------------------------------------
+
+    def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
+        with self.session() as s:
+            row = SearchRow(name=name, spec=spec, status="queued", created_at=at)
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def search(self, search_id: int) -> SearchRow | None:
+        with self.session() as s:
+            return s.get(SearchRow, search_id)
+
+    def searches(self, statuses: Sequence[str] | None = None) -> list[SearchRow]:
+        with self.session() as s:
+            q = select(SearchRow).order_by(SearchRow.id)
+            if statuses:
+                q = q.where(SearchRow.status.in_(statuses))  # type: ignore[union-attr]
+            return list(s.exec(q))
+
+    def update_search(self, search_id: int, **fields: Any) -> SearchRow:
+        with self.session() as s:
+            row = s.get(SearchRow, search_id)
+            if row is None:
+                raise KeyError(f"search {search_id} not found")
+            for k, v in fields.items():
+                setattr(row, k, v)
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    # ---- trials --------------------------------------------------------------------------------
+
+    def add_trial(self, search_id: int, number: int, params: dict, vals: dict, at: float) -> TrialRow:
+        """Insert the trial and bump the search's created counter in one transaction."""
+        with self.session() as s:
+            row = TrialRow(search_id=search_id, number=number, params=params, vals=vals, created_at=at)
+            s.add(row)
+            search = s.get(SearchRow, search_id)
+            if search is not None:
+                search.trials_created = max(search.trials_created, number + 1)
+                s.add(search)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def trial(self, trial_id: int) -> TrialRow | None:
+        with self.session() as s:
+            return s.get(TrialRow, trial_id)
+
+    def trials(self, search_id: int) -> list[TrialRow]:
+        with self.session() as s:
+            q = select(TrialRow).where(TrialRow.search_id == search_id).order_by(TrialRow.number)
+            return list(s.exec(q))
+
+    def update_trial(self, trial_id: int, **fields: Any) -> None:
+        with self.session() as s:
+            row = s.get(TrialRow, trial_id)
+            if row is None:
+                raise KeyError(f"trial {trial_id} not found")
+            for k, v in fields.items():
+                setattr(row, k, v)
+            s.add(row)
+            s.commit()
+
+    # ---- measurements --------------------------------------------------------------------------
+
+    def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        with self.session() as s:
+            s.add_all(rows)
+            s.commit()
+
+    def reports(self, trial_id: int) -> list[ReportRow]:
+        with self.session() as s:
+            q = select(ReportRow).where(ReportRow.trial_id == trial_id).order_by(ReportRow.id)
+            return list(s.exec(q))
+
+    def search_reports(self, search_id: int) -> list[ReportRow]:
+        with self.session() as s:
+            q = select(ReportRow).where(ReportRow.search_id == search_id).order_by(ReportRow.id)
+            return list(s.exec(q))
+
+    def quanta(self, search_id: int | None = None, trial_id: int | None = None) -> list[QuantumRow]:
+        with self.session() as s:
+            q = select(QuantumRow).order_by(QuantumRow.id)
+            if search_id is not None:
+                q = q.where(QuantumRow.search_id == search_id)
+            if trial_id is not None:
+                q = q.where(QuantumRow.trial_id == trial_id)
+            return list(s.exec(q))
+
+    def latencies(self, kind: str | None = None) -> list[LatencyRow]:
+        with self.session() as s:
+            q = select(LatencyRow).order_by(LatencyRow.id)
+            if kind:
+                q = q.where(LatencyRow.kind == kind)
+            return list(s.exec(q))
+
+    def pairs(self) -> list[PairRow]:
+        with self.session() as s:
+            return list(s.exec(select(PairRow).order_by(PairRow.id)))
+
+    # ---- controller state ----------------------------------------------------------------------
+
+    def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
+        with self.session() as s:
+            s.add(IntentRow(round_no=round_no, at=at, actions=actions))
+            s.commit()
+
+    def last_intent(self) -> IntentRow | None:
+        with self.session() as s:
+            return s.exec(select(IntentRow).order_by(IntentRow.id.desc()).limit(1)).first()  # type: ignore[union-attr]
+
+    def get_state(self, key: str) -> dict[str, Any] | None:
+        with self.session() as s:
+            row = s.get(ControllerStateRow, key)
+            return dict(row.value) if row else None
+
+    def set_state(self, key: str, value: dict[str, Any]) -> None:
+        # JSON round trip: tuples become lists and non-string keys are rejected early, not at commit.
+        value = json.loads(json.dumps(value))
+        with self.session() as s:
+            row = s.get(ControllerStateRow, key)
+            if row is None:
+                row = ControllerStateRow(key=key, value=value)
+            else:
+                row.value = value
+            s.add(row)
+            s.commit()

@@ -1,0 +1,452 @@
+"""Early feedback: extrapolate a trial's learning curve to its last step.
+
+In the spirit of Domhan, Springenberg and Hutter, "Speeding up automatic hyperparameter optimization
+of deep neural networks by extrapolation of learning curves" (IJCAI 2015): fit a few parametric
+families of saturating, increasing curves to the points a trial has reported so far, combine them,
+and read off a predicted final value and the probability that the run reaches the search's target.
+Where the paper samples a weighted ensemble by MCMC, this module fits each family by least squares
+(`scipy.optimize.curve_fit`, started from a small grid search) and weights the fits by a BIC score,
+which costs milliseconds per call; the Gandiva policy calls it for every live trial every round.
+
+Families, written for an increasing curve in x = step / max_steps (a `minimize` metric is negated
+first, so a falling loss becomes a rising curve):
+
+    pow3       c - a * x**-alpha                  (Domhan's pow3)
+    exp3       c - a * exp(-b * x)                 (exp3)
+    log_power  base + a / (1 + (x / e**b)**-c)     (log power; `base` is the lower end of the curve's
+                                                    range: the metric's lower bound, or 0 for a
+                                                    non-negative maximised metric; skipped otherwise)
+    janoschek  c - a * exp(-k * x**d)              (Janoschek / Weibull)
+    mmf        c - a / (1 + (k * x)**d)            (Morgan-Mercer-Flodin)
+    pow4       c - a * (x + b)**-alpha             (pow4, reparametrised)
+
+Every family is increasing by construction (a >= 0, positive rates). A fit is rejected when its
+prediction is not finite, falls outside `bounds`, is not non-decreasing from the last observed step to
+`max_steps`, or rises by more than `_MAX_GAIN` times the observed range after the last observation
+(a diverging fit). When nothing survives, the prediction is the level of the last few points
+(`families == ()`).
+
+Uncertainty: each surviving fit contributes a normal distribution for the curve's value at
+`max_steps`, with the fit's parameter uncertainty propagated by the delta method; the fits are mixed
+with their BIC weights. `spread` is the standard deviation of that mixture; `p_reach` adds the
+residual noise of the observations (the target is checked against reported values), truncates to
+`bounds` when given, and is clipped to [0.001, 0.999]. A curve whose last reported value already meets
+the target gets `p_reach = 0.999`.
+
+Pure: numpy and scipy only; no devices, no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import OptimizeWarning, curve_fit
+from scipy.special import ndtr
+
+GOALS = ("maximize", "minimize")
+MIN_POINTS = 3  # distinct steps needed before the curve is judged at all
+P_MIN, P_MAX = 0.001, 0.999
+
+# Function evaluations per curve_fit call (3- and 4-parameter families); each costs ~0.1 ms.
+_MAXFEV, _MAXFEV_4 = 40, 20
+_TOL = {"ftol": 1e-6, "xtol": 1e-6, "gtol": 1e-8}  # enough: the data are noisy and rounded anyway
+_MAX_GAIN = 5.0  # a fit may rise at most this many observed ranges after the last observation
+_NOISE_PRIOR = 0.02  # prior residual std, as a fraction of the observed range ...
+_NOISE_PRIOR_DOF = 2.0  # ... worth this many residual degrees of freedom
+_RSS_FLOOR = 1e-3  # per-point rms floor (fraction of the observed range) in the BIC score
+_NO_TARGET_P = 0.5  # p_reach when the search has no target: uninformative
+_TIE = 1e-4  # weight of the `final` tie-break in priority()
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Where a learning curve is heading, judged from the points reported so far."""
+
+    final: float  # predicted metric at max_steps (in the metric's own units)
+    p_reach: float  # probability (0..1) the curve reaches the target by max_steps
+    spread: float  # uncertainty (std of the ensemble prediction at max_steps)
+    n_points: int
+    families: tuple[str, ...]  # families that fitted
+
+
+# ---------------------------------------------------------------------------------------------------
+# Families. Each works in normalised units: x = step / max_steps, y = (flipped value - mid) / scale,
+# so the observed part of the curve spans about one unit. `guess` returns a starting point from a
+# small grid search in which the linear parameters (c, a) are solved exactly (a >= 0), or None.
+
+
+@dataclass(frozen=True)
+class _Family:
+    name: str
+    model: Callable[..., np.ndarray]
+    jac: Callable[..., np.ndarray]  # d model / d params, shape (len(x), n_params)
+    guess: Callable[[np.ndarray, np.ndarray], np.ndarray | None]
+    lower: tuple[float, ...]
+    upper: tuple[float, ...]
+
+    @property
+    def n_params(self) -> int:
+        return len(self.lower)
+
+
+def _saturating(phi: np.ndarray, y: np.ndarray) -> tuple[int, float, float] | None:
+    """Best row of y ~ c - a * phi[row] with a >= 0: (row, c, a), or None if nothing is finite."""
+    pm = phi.mean(axis=1)
+    dp = phi - pm[:, None]
+    dy = y - y.mean()
+    var = np.einsum("gn,gn->g", dp, dp)
+    cov = dp @ dy
+    a = np.where(var > 1e-300, -cov / np.maximum(var, 1e-300), 0.0)
+    a = np.maximum(a, 0.0)
+    c = y.mean() + a * pm
+    rss = ((y - c[:, None] + a[:, None] * phi) ** 2).sum(axis=1)
+    rss = np.where(np.isfinite(rss), rss, np.inf)
+    row = int(np.argmin(rss))
+    if not np.isfinite(rss[row]):
+        return None
+    return row, float(c[row]), float(a[row])
+
+
+def _taus(x: np.ndarray, n: int) -> np.ndarray:
+    """Candidate time scales, from well before the first observation to past max_steps."""
+    return np.geomspace(max(x[0] / 4.0, 1e-9), 4.0, n)
+
+
+def _pow3(x, c, a, alpha):
+    return c - a * x ** (-alpha)
+
+
+def _pow3_jac(x, c, a, alpha):
+    u = x ** (-alpha)
+    return np.stack([np.ones_like(x), -u, a * u * np.log(x)], axis=1)
+
+
+def _pow3_guess(x, y):
+    alphas = np.geomspace(0.02, 3.0, 24)
+    best = _saturating(x[None, :] ** -alphas[:, None], y)
+    return None if best is None else np.array([best[1], best[2], alphas[best[0]]])
+
+
+def _exp3(x, c, a, b):
+    return c - a * np.exp(-b * x)
+
+
+def _exp3_jac(x, c, a, b):
+    e = np.exp(-b * x)
+    return np.stack([np.ones_like(x), -e, a * x * e], axis=1)
+
+
+def _exp3_guess(x, y):
+    rates = np.clip(1.0 / _taus(x, 28), 1e-3, 1e4)
+    best = _saturating(np.exp(-rates[:, None] * x[None, :]), y)
+    return None if best is None else np.array([best[1], best[2], rates[best[0]]])
+
+
+def _janoschek(x, c, a, k, d):
+    return c - a * np.exp(-k * x**d)
+
+
+def _janoschek_jac(x, c, a, k, d):
+    xd = x**d
+    e = np.exp(-k * xd)
+    return np.stack([np.ones_like(x), -e, a * xd * e, a * k * xd * np.log(x) * e], axis=1)
+
+
+def _janoschek_guess(x, y):
+    tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5]), indexing="ij")
+    k, d = np.clip((tau**-d).ravel(), 1e-6, 1e6), d.ravel()
+    best = _saturating(np.exp(-k[:, None] * x[None, :] ** d[:, None]), y)
+    return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
+
+
+def _mmf(x, c, a, k, d):
+    return c - a / (1.0 + (k * x) ** d)
+
+
+def _mmf_jac(x, c, a, k, d):
+    u = (k * x) ** d
+    g2 = 1.0 / (1.0 + u) ** 2
+    return np.stack([np.ones_like(x), -1.0 / (1.0 + u), a * g2 * d * u / k, a * g2 * u * np.log(k * x)], axis=1)
+
+
+def _mmf_guess(x, y):
+    tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 4.0]), indexing="ij")
+    k, d = np.clip(1.0 / tau.ravel(), 1e-4, 1e6), d.ravel()
+    best = _saturating(1.0 / (1.0 + (k[:, None] * x[None, :]) ** d[:, None]), y)
+    return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
+
+
+def _pow4(x, c, a, b, alpha):
+    return c - a * (x + b) ** (-alpha)
+
+
+def _pow4_jac(x, c, a, b, alpha):
+    u = (x + b) ** (-alpha)
+    return np.stack([np.ones_like(x), -u, a * alpha * u / (x + b), a * u * np.log(x + b)], axis=1)
+
+
+def _pow4_guess(x, y):
+    offs = np.concatenate([[0.0], np.geomspace(max(x[0] / 4.0, 1e-9), 2.0, 9)])
+    b, alpha = np.meshgrid(offs, np.geomspace(0.05, 4.0, 12), indexing="ij")
+    b, alpha = b.ravel(), alpha.ravel()
+    best = _saturating((x[None, :] + b[:, None]) ** -alpha[:, None], y)
+    return None if best is None else np.array([best[1], best[2], b[best[0]], alpha[best[0]]])
+
+
+def _log_power_family(base: float) -> _Family:
+    def model(x, a, b, c):
+        return base + a / (1.0 + (x / np.exp(b)) ** (-c))
+
+    def jac(x, a, b, c):
+        lx = np.log(x) - b
+        v = np.exp(-c * lx)
+        g = 1.0 / (1.0 + v)
+        return np.stack([g, -a * g * g * c * v, a * g * g * lx * v], axis=1)
+
+    def guess(x, y):
+        tau, c = np.meshgrid(_taus(x, 14), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]), indexing="ij")
+        tau, c = tau.ravel(), c.ravel()
+        g = 1.0 / (1.0 + (x[None, :] / tau[:, None]) ** -c[:, None])
+        gg = np.einsum("gn,gn->g", g, g)
+        a = np.maximum(np.where(gg > 1e-300, (g @ (y - base)) / np.maximum(gg, 1e-300), 0.0), 0.0)
+        rss = ((y - base - a[:, None] * g) ** 2).sum(axis=1)
+        rss = np.where(np.isfinite(rss), rss, np.inf)
+        row = int(np.argmin(rss))
+        if not np.isfinite(rss[row]):
+            return None
+        return np.array([a[row], math.log(tau[row]), c[row]])
+
+    return _Family("log_power", model, jac, guess, (0.0, -25.0, 0.01), (1e4, 5.0, 10.0))
+
+
+_INF = 1e3  # "unbounded" asymptote in normalised units (the observed range is 1)
+_FAMILIES: tuple[_Family, ...] = (
+    _Family("pow3", _pow3, _pow3_jac, _pow3_guess, (-_INF, 0.0, 0.005), (_INF, 1e4, 6.0)),
+    _Family("exp3", _exp3, _exp3_jac, _exp3_guess, (-_INF, 0.0, 1e-4), (_INF, 1e4, 1e5)),
+    _Family("janoschek", _janoschek, _janoschek_jac, _janoschek_guess, (-_INF, 0.0, 1e-8, 0.05), (_INF, 1e4, 1e8, 6.0)),
+    _Family("mmf", _mmf, _mmf_jac, _mmf_guess, (-_INF, 0.0, 1e-5, 0.05), (_INF, 1e4, 1e8, 8.0)),
+    _Family("pow4", _pow4, _pow4_jac, _pow4_guess, (-_INF, 0.0, 0.0, 0.005), (_INF, 1e4, 100.0, 10.0)),
+)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Fit:
+    name: str
+    mean: float  # predicted value at x = 1 (normalised units)
+    var: float  # parameter uncertainty of that value (delta method), before the noise is known
+    rss: float
+    k: int
+
+
+def _clean(curve: Sequence[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Finite points with a positive step, the last value reported per step, sorted by step."""
+    last: dict[float, float] = {}
+    for item in curve:
+        step, value = item
+        try:
+            s, v = float(step), float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(s) and s > 0 and math.isfinite(v):
+            last[s] = v
+        elif math.isfinite(s) and s in last and not math.isfinite(v):
+            del last[s]  # a later non-finite report replaces an earlier one: the step is unknown
+    steps = np.array(sorted(last), dtype=float)
+    return steps, np.array([last[s] for s in steps], dtype=float)
+
+
+def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Least squares from the grid guess; returns (params, rss) of the best point evaluated.
+
+    The best point seen is kept because a fit that runs out of `_MAXFEV` evaluations (typically a
+    four-parameter family sliding along a flat valley towards a power law) is still a good fit, and
+    curve_fit raises instead of returning it.
+    """
+    p0 = fam.guess(x, y)
+    if p0 is None:
+        return None
+    lo, hi = np.array(fam.lower), np.array(fam.upper)
+    p0 = np.clip(p0, lo + 1e-12 * (hi - lo), hi - 1e-12 * (hi - lo))
+    rss0 = float(((fam.model(x, *p0) - y) ** 2).sum())
+    best: list = [rss0 if math.isfinite(rss0) else math.inf, p0]
+
+    def tracked(xd: np.ndarray, *p: float) -> np.ndarray:
+        out = fam.model(xd, *p)
+        rss = float(((out - y) ** 2).sum())
+        if rss < best[0]:
+            best[0], best[1] = rss, np.array(p)
+        return out
+
+    maxfev = _MAXFEV if fam.n_params <= 3 else _MAXFEV_4
+    with contextlib.suppress(RuntimeError, ValueError):  # out of evaluations or a bad step
+        curve_fit(tracked, x, y, p0=p0, jac=fam.jac, bounds=(lo, hi), method="trf", maxfev=maxfev, **_TOL)
+    return (best[1], best[0]) if math.isfinite(best[0]) else None
+
+
+def _delta_var(fam: _Family, p: np.ndarray, x: np.ndarray) -> float:
+    """Var of the value at x=1 per unit residual variance: g' (J'J)^+ g (delta method)."""
+    jac = fam.jac(np.append(x, 1.0), *p)
+    if not np.all(np.isfinite(jac)):
+        return math.inf
+    j, g = jac[:-1], jac[-1]
+    return float(g @ np.linalg.pinv(j.T @ j, rcond=1e-10) @ g)
+
+
+def _normal_tail(t: float, mu: np.ndarray, sd: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """P(Y >= t) for Y ~ N(mu, sd) truncated to [lo, hi] (either end may be infinite)."""
+    sd = np.maximum(sd, 1e-12)
+    c_lo, c_hi = ndtr((lo - mu) / sd), ndtr((hi - mu) / sd)
+    c_t = ndtr((min(max(t, lo), hi) - mu) / sd)
+    mass = c_hi - c_lo
+    out = np.where(mass > 1e-12, (c_hi - c_t) / np.maximum(mass, 1e-12), (mu >= t).astype(float))
+    return np.clip(out, 0.0, 1.0)
+
+
+def predict(
+    curve: Sequence[tuple[int, float]],
+    max_steps: int,
+    target: float | None,
+    goal: str = "maximize",
+    *,
+    bounds: tuple[float, float] | None = None,
+) -> Prediction | None:
+    """Predict the metric at `max_steps` from `(step, value)` reports; None below `MIN_POINTS` points.
+
+    Reports may be unsorted and repeat a step (the last report of a step wins); points with a
+    non-finite value or a step <= 0 are ignored. `bounds` (e.g. (0, 1) for accuracy) are the metric's
+    possible range in its own units; fits that extrapolate outside it are rejected.
+    """
+    if goal not in GOALS:
+        raise ValueError(f"goal must be one of {GOALS}, not {goal!r}")
+    if not (isinstance(max_steps, int | float) and math.isfinite(max_steps) and max_steps > 0):
+        raise ValueError(f"max_steps must be a positive number, not {max_steps!r}")
+    if target is not None and not math.isfinite(target):
+        raise ValueError(f"target must be finite or None, not {target!r}")
+    lo, hi = (-math.inf, math.inf) if bounds is None else (float(bounds[0]), float(bounds[1]))
+    if math.isnan(lo) or math.isnan(hi) or lo >= hi:
+        raise ValueError(f"bounds must be (low, high) with low < high, not {bounds!r}")
+
+    steps, values = _clean(curve)
+    n = len(steps)
+    if n < MIN_POINTS:
+        return None
+
+    # Work on an increasing curve: negate a minimised metric (and its bounds and target).
+    sign = 1.0 if goal == "maximize" else -1.0
+    yv = sign * values
+    f_lo, f_hi = (lo, hi) if sign > 0 else (-hi, -lo)
+    f_target = None if target is None else sign * float(target)
+
+    x = steps / float(max_steps)
+    mid = float(yv.mean())
+    scale = float(np.ptp(yv))
+    floor = 1e-3 * (f_hi - f_lo) if math.isfinite(f_hi - f_lo) else 1e-9 * max(abs(mid), 1.0)
+    scale = max(scale, floor, 1e-300)
+    y = (yv - mid) / scale
+    n_lo, n_hi = (f_lo - mid) / scale, (f_hi - mid) / scale
+
+    families = list(_FAMILIES)
+    base = f_lo if math.isfinite(f_lo) else (0.0 if goal == "maximize" and yv.min() >= 0 else None)
+    if base is not None:
+        families.insert(2, _log_power_family((base - mid) / scale))
+
+    fits: list[_Fit] = []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", OptimizeWarning)
+        for fam in families:
+            if fam.n_params > n or (fam.n_params > 3 and n < fam.n_params + 2):
+                continue  # a four-parameter family needs two spare points before it is trusted
+            res = _fit(fam, x, y)
+            if res is None:
+                continue
+            p, rss = res
+            grid = np.linspace(x[-1], max(1.0, x[-1]), 16)
+            path = fam.model(grid, *p)
+            mean = float(fam.model(np.array([1.0]), *p)[0])
+            tol = 1e-6 * max(1.0, float(np.abs(path).max())) if np.all(np.isfinite(path)) else 0.0
+            if not (math.isfinite(mean) and np.all(np.isfinite(path))):
+                continue  # diverges
+            if np.any(np.diff(path) < -tol):
+                continue  # not monotone
+            if mean - path[0] > _MAX_GAIN:
+                continue  # implausible rise after the last observation
+            if mean > n_hi + 1e-9 * (1 + abs(n_hi)) or mean < n_lo - 1e-9 * (1 + abs(n_lo)):
+                continue  # outside the metric's possible range
+            fits.append(_Fit(fam.name, mean, _delta_var(fam, p, x), rss, fam.n_params))
+
+    # Residual noise: pooled over fits (BIC weights), shrunk towards a small prior so that a curve
+    # fitted exactly by a few points is not taken as noise-free.
+    prior_var = _NOISE_PRIOR**2
+    last_level = float(np.mean(y[-min(3, n) :]))
+    if fits:
+        rss = np.array([f.rss for f in fits])
+        ks = np.array([f.k for f in fits], dtype=float)
+        bic = n * np.log(np.maximum(rss, n * _RSS_FLOOR**2) / n) + ks * math.log(n)
+        w = np.exp(-0.5 * (bic - bic.min()))
+        w /= w.sum()
+        dof = np.maximum(n - ks, 0.0)
+        pooled = float(w @ (rss / np.maximum(dof, 1.0)))
+        dof_eff = float(w @ dof)
+        noise_var = (dof_eff * pooled + _NOISE_PRIOR_DOF * prior_var) / (dof_eff + _NOISE_PRIOR_DOF)
+        mu = np.array([f.mean for f in fits])
+        cap = (_MAX_GAIN + 1.0) ** 2  # a fit's own uncertainty never exceeds the largest allowed rise
+        pvar = np.minimum(np.array([f.var for f in fits]) * noise_var, cap)
+        pvar = np.where(np.isfinite(pvar), pvar, cap)
+        mean = float(w @ mu)
+        spread_var = float(w @ (pvar + mu**2) - mean**2)
+        names = tuple(f.name for f in fits)
+    else:  # nothing fits sensibly: persistence, with the observed range as its uncertainty
+        noise_var = max(float(np.var(y)), prior_var)
+        w, mu, pvar = np.ones(1), np.array([last_level]), np.ones(1)
+        mean, spread_var, names = last_level, 1.0, ()
+    spread = math.sqrt(max(spread_var, 0.0))
+
+    if f_target is None:
+        p_reach = _NO_TARGET_P
+    elif yv[-1] >= f_target:
+        p_reach = P_MAX  # already there
+    else:
+        t = (f_target - mid) / scale
+        tails = _normal_tail(t, mu, np.sqrt(pvar + noise_var), n_lo, n_hi)
+        p_reach = float(np.clip(w @ tails, P_MIN, P_MAX))
+
+    final = min(max(mid + scale * mean, f_lo), f_hi)
+    return Prediction(
+        final=float(sign * final),
+        p_reach=p_reach,
+        spread=float(scale * spread),
+        n_points=n,
+        families=names,
+    )
+
+
+def priority(pred: Prediction | None, goal: str = "maximize", *, default: float = 0.5) -> float:
+    """A scalar for ordering trials, higher = more promising.
+
+    `p_reach`, with the predicted `final` (better = higher for the goal) as a tie-break that moves the
+    value by less than 1e-4; `default` when there is no prediction yet.
+    """
+    if goal not in GOALS:
+        raise ValueError(f"goal must be one of {GOALS}, not {goal!r}")
+    if pred is None:
+        return default
+    v = pred.final if goal == "maximize" else -pred.final
+    return pred.p_reach + _TIE * v / (1.0 + abs(v))
+
+
+def should_kill(pred: Prediction | None, threshold: float, steps_done: int, min_steps: int) -> bool:
+    """Stop a trial once it has run `min_steps` and its curve is unlikely to reach the target.
+
+    True only with a prediction (never on too little data) whose `p_reach` is below `threshold`.
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], not {threshold!r}")
+    return pred is not None and steps_done >= min_steps and pred.p_reach < threshold

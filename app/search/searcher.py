@@ -1,0 +1,292 @@
+"""Ask/tell searchers over HyperOpt: which configuration a trial tries next.
+
+HyperOpt is built around `fmin`, which owns the loop and calls the objective. Quanta owns the loop
+(trials run for a long time, in parallel, are told in any order and outlive the process), so the
+searchers here drive `hyperopt.tpe.suggest` / `hyperopt.rand.suggest` directly, one trial at a time,
+against a `Trials` object whose documents they keep themselves:
+
+- `ask(number)` suggests the configuration of trial `number` and records it as a *running* document:
+  HyperOpt counts it as pending (loss +inf, a pessimistic "constant liar"), which spreads parallel asks,
+  and it counts toward `n_startup`.
+- `tell(number, loss, ok)` completes (or fails, or re-opens) that document. Tells may come in any order
+  and a second tell overwrites the first.
+- Each ask uses a seed derived from (search seed, trial number), so the first `n_startup` suggestions of
+  TPE, and every suggestion of random search, depend on nothing but the seed and the trial number.
+- `restore(space, seed, n_startup, history)` rebuilds a searcher from the stored `HistoryItem`s (the
+  database is the truth); the rebuilt searcher asks exactly what the original would have asked next.
+
+Pure: no devices, no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+import numpy as np
+from hyperopt import Trials, rand, space_eval, tpe
+from hyperopt.base import (
+    JOB_STATE_DONE,
+    JOB_STATE_RUNNING,
+    STATUS_FAIL,
+    STATUS_OK,
+    STATUS_RUNNING,
+    Domain,
+    spec_from_misc,
+)
+from hyperopt.exceptions import BadSearchSpace
+from hyperopt.pyll import Apply
+
+from app.search.space import SpaceError, compile_space
+
+if TYPE_CHECKING:
+    from app.spec import SearchSpec
+
+__all__ = [
+    "HistoryItem",
+    "HyperOptSearcher",
+    "RandomSearcher",
+    "Searcher",
+    "Suggestion",
+    "ask_seed",
+    "make_searcher",
+]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """What `ask` returns.
+
+    `params` is the nested configuration the trainable receives (plain python values). `vals` is the
+    searcher's flat record, ``{label: [value]}`` for the active labels only, JSON-serialisable: store it
+    and hand it back in a `HistoryItem` to rebuild the searcher.
+    """
+
+    params: dict[str, Any]
+    vals: dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """One trial as the searcher needs to remember it."""
+
+    number: int  # trial number within the search, 0, 1, 2, ...
+    vals: dict[str, list[Any]]  # Suggestion.vals as stored
+    loss: float | None  # None = still in flight (pending)
+    ok: bool = True  # False = failed trial (HyperOpt STATUS_FAIL)
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    def ask(self, number: int) -> Suggestion: ...
+
+    def tell(self, number: int, loss: float | None, ok: bool = True) -> None: ...
+
+
+def ask_seed(seed: int, number: int) -> int:
+    """The seed of the ask for trial `number` of a search seeded with `seed` (a 32-bit integer)."""
+    return int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1)[0])
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> python scalars, recursively through dicts, lists and tuples."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _is_compiled(node: Any) -> bool:
+    """True when `node` already holds HyperOpt expressions (a space passed through `compile_space`)."""
+    if isinstance(node, Apply):
+        return True
+    if isinstance(node, Mapping):
+        return any(_is_compiled(v) for v in node.values())
+    if isinstance(node, list | tuple):
+        return any(_is_compiled(v) for v in node)
+    return False
+
+
+def _check_number(number: Any) -> int:
+    if isinstance(number, bool) or not isinstance(number, int | np.integer):
+        raise TypeError(f"trial number must be an int, not {type(number).__name__}")
+    if number < 0:
+        raise ValueError(f"trial number must be >= 0, got {number}")
+    return int(number)
+
+
+class _TrialsSearcher:
+    """Shared bookkeeping: one HyperOpt `Trials` document per asked trial, mutated in place on tell."""
+
+    def __init__(self, space: Mapping[str, Any], seed: int, n_startup: int = 20):
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        if n_startup < 0:
+            raise ValueError(f"n_startup must be >= 0, got {n_startup}")
+        self.space = space
+        self.seed = int(seed)
+        self.n_startup = int(n_startup)
+        self._hp_space = space if _is_compiled(space) else compile_space(space)
+        try:
+            self._domain = Domain(_never_called, self._hp_space)
+        except BadSearchSpace as exc:  # e.g. DuplicateLabel: a key with '/' colliding with a nested path
+            raise SpaceError("space", f"HyperOpt rejects the space: {type(exc).__name__} {exc}") from None
+        self._labels: tuple[str, ...] = tuple(self._domain.params)
+        self._trials = Trials()
+        self._docs: dict[int, dict[str, Any]] = {}  # number -> the document stored inside self._trials
+        self._told: dict[int, tuple[float | None, bool]] = {}
+
+    # -- construction from history -------------------------------------------------------------------
+    @classmethod
+    def restore(
+        cls,
+        space: Mapping[str, Any],
+        seed: int,
+        n_startup: int,
+        history: Sequence[HistoryItem],
+    ) -> Self:
+        """Rebuild the searcher from stored history (asked trials, told or still pending).
+
+        The next `ask` of the rebuilt searcher equals what the original would have asked next.
+        """
+        searcher = cls(space, seed, n_startup)
+        for item in sorted(history, key=lambda h: h.number):
+            number = _check_number(item.number)
+            if number in searcher._docs:
+                raise ValueError(f"history repeats trial {number}")
+            searcher._record(number, searcher._checked_vals(number, item.vals))
+            if item.loss is not None or not item.ok:
+                searcher.tell(number, item.loss, item.ok)
+        return searcher
+
+    # -- the protocol ----------------------------------------------------------------------------
+    def ask(self, number: int) -> Suggestion:
+        """Suggest trial `number`'s configuration and record the trial as pending."""
+        number = _check_number(number)
+        if number in self._docs:
+            raise ValueError(f"trial {number} was already asked")
+        docs = self._suggest(number, ask_seed(self.seed, number))
+        misc = docs[0]["misc"]
+        vals = {label: [_plain(v) for v in vs] for label, vs in misc["vals"].items() if len(vs) > 0}
+        self._record(number, vals)
+        return Suggestion(params=self.params_of(vals), vals=vals)
+
+    def tell(self, number: int, loss: float | None, ok: bool = True) -> None:
+        """Report trial `number`: a loss (ok), a failure (ok=False) or, with loss None, pending again.
+
+        A NaN loss is recorded as a failure (TPE cannot rank it); a failure keeps no loss, so
+        `history()` shows it as (loss None, ok False). Telling twice overwrites.
+        """
+        if number not in self._docs:
+            raise KeyError(f"trial {number} was never asked")
+        doc = self._docs[number]
+        if loss is not None:
+            loss = float(loss)
+            if math.isnan(loss):
+                ok = False
+        if not ok:  # a failed trial's loss, if any, is dropped: TPE ranks it last (loss +inf)
+            doc["state"] = JOB_STATE_DONE
+            doc["result"] = {"status": STATUS_FAIL}
+            stored: tuple[float | None, bool] = (None, False)
+        elif loss is None:
+            doc["state"] = JOB_STATE_RUNNING
+            doc["result"] = {"status": STATUS_RUNNING}
+            stored = (None, True)
+        else:
+            doc["state"] = JOB_STATE_DONE
+            doc["result"] = {"status": STATUS_OK, "loss": loss}
+            stored = (loss, True)
+        self._told[number] = stored
+        self._trials.refresh()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def params_of(self, vals: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+        """The nested configuration for a flat `vals` record (as in `Suggestion.vals`)."""
+        return _plain(space_eval(self._hp_space, spec_from_misc({"vals": dict(vals)})))
+
+    def history(self) -> list[HistoryItem]:
+        """Every asked trial, by number: what `restore` needs."""
+        out = []
+        for number in sorted(self._docs):
+            loss, ok = self._told.get(number, (None, True))
+            vals = {label: list(vs) for label, vs in self._docs[number]["misc"]["vals"].items() if vs}
+            out.append(HistoryItem(number=number, vals=vals, loss=loss, ok=ok))
+        return out
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def _checked_vals(self, number: int, vals: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+        unknown = set(vals) - set(self._labels)
+        if unknown:
+            raise ValueError(f"trial {number}: labels {sorted(unknown)} are not in the space")
+        out = {}
+        for label, vs in vals.items():
+            vs = list(vs)
+            if len(vs) > 1:
+                raise ValueError(f"trial {number}: label {label!r} has {len(vs)} values")
+            if vs:
+                out[label] = [_plain(vs[0])]
+        return out
+
+    def _record(self, number: int, vals: dict[str, list[Any]]) -> None:
+        """Insert trial `number` as a running document built from plain `vals`.
+
+        Asked and restored trials go through here alike, so both searchers hold identical documents.
+        """
+        misc = {
+            "tid": number,
+            "cmd": self._domain.cmd,
+            "workdir": self._domain.workdir,
+            "idxs": {label: ([number] if label in vals else []) for label in self._labels},
+            "vals": {label: list(vals.get(label, [])) for label in self._labels},
+        }
+        (doc,) = self._trials.new_trial_docs([number], [None], [{"status": STATUS_RUNNING}], [misc])
+        doc["state"] = JOB_STATE_RUNNING
+        self._trials.insert_trial_docs([doc])
+        stored = self._trials._dynamic_trials[-1]  # insert_trial_docs stores a copy: keep the stored one
+        assert stored["tid"] == number
+        self._docs[number] = stored
+        self._trials.refresh()
+
+    def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+def _never_called(_config: Any) -> float:
+    raise RuntimeError("the searcher's objective is never evaluated: trials report through tell()")
+
+
+class HyperOptSearcher(_TrialsSearcher):
+    """TPE (`hyperopt.tpe.suggest`) one trial at a time; pending trials count as running documents.
+
+    The first `n_startup` trials (asked, whether told or not) are random; later asks use the losses
+    told so far, with pending and failed trials counted as loss +inf.
+    """
+
+    def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
+        return tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=self.n_startup, verbose=False)
+
+
+class RandomSearcher(_TrialsSearcher):
+    """Random search (`hyperopt.rand.suggest`): each trial depends only on (seed, number).
+
+    Same API as `HyperOptSearcher`; `n_startup` is accepted and ignored. Its suggestions equal TPE's
+    start-up suggestions for the same seed.
+    """
+
+    def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
+        return rand.suggest([number], self._domain, self._trials, seed)
+
+
+def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = ()) -> Searcher:
+    """The searcher the spec asks for, rebuilt from `history` (empty: a fresh search)."""
+    cls = HyperOptSearcher if spec.search.algorithm == "tpe" else RandomSearcher
+    return cls.restore(spec.space, spec.seed, spec.search.n_startup, history)

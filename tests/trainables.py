@@ -1,0 +1,66 @@
+"""Small trainables for integration tests: real torch training, deterministic in (seed, step)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from app.sdk import Trial
+
+
+def _data(seed: int, n: int = 256, d: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    w = torch.randn(d, 1, generator=g)
+    return x, (x @ w > 0).float()
+
+
+def linear(config: dict, trial: Trial) -> None:
+    """Logistic regression on a fixed synthetic set; reports `loss` every step and `accuracy`."""
+    torch.manual_seed(config.get("seed", 0))
+    x, y = _data(config.get("data_seed", 0))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(x.shape[1], config.get("hidden", 32)),
+        torch.nn.ReLU(),
+        torch.nn.Linear(config.get("hidden", 32), 1),
+    )
+    opt = torch.optim.Adam(model.parameters(), lr=config.get("lr", 0.01))
+    trial.track(model=model, optimizer=opt)
+    bs = config.get("batch", 32)
+    sleep = config.get("sleep_s", 0.0)
+    crash_at = config.get("crash_at")
+    for step in trial.steps(config.get("steps")):
+        g = torch.Generator().manual_seed(step)
+        idx = torch.randint(0, x.shape[0], (bs,), generator=g)
+        xb, yb = x[idx].to(trial.device), y[idx].to(trial.device)
+        noise = torch.randn(1).item() * 0  # consumes the global RNG: restored on restart
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(xb), yb) + noise
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if sleep:
+            time.sleep(sleep)  # stands for an input-pipeline stall
+        if crash_at is not None and step == crash_at and not os.path.exists(config["crash_marker"]):
+            open(config["crash_marker"], "w").close()
+            os.kill(os.getpid(), 9)
+        report_every = config.get("report_every", 1)
+        if step % report_every == 0 or step == trial.max_steps - 1:
+            with torch.no_grad():
+                acc = ((model(x.to(trial.device)) > 0).float() == y.to(trial.device)).float().mean().item()
+            trial.report(loss=loss.item(), accuracy=acc)
+
+
+def boom(config: dict, trial: Trial) -> None:
+    for step in trial.steps(10):
+        if step == 3:
+            raise ValueError("boom at step 3")
+
+
+def segfault(config: dict, trial: Trial) -> None:
+    import ctypes
+
+    for step in trial.steps(10):
+        if step == 2:
+            ctypes.string_at(0)
