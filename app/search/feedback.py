@@ -52,9 +52,7 @@ GOALS = ("maximize", "minimize")
 MIN_POINTS = 3  # distinct steps needed before the curve is judged at all
 P_MIN, P_MAX = 0.001, 0.999
 
-# Function evaluations per curve_fit call (3- and 4-parameter families); each costs ~0.1 ms.
-_MAXFEV, _MAXFEV_4 = 40, 20
-_TOL = {"ftol": 1e-6, "xtol": 1e-6, "gtol": 1e-8}  # enough: the data are noisy and rounded anyway
+_MAXFEV = 100  # evaluations per family and call (~20 us each); most fits converge in 5-25
 _MAX_GAIN = 5.0  # a fit may rise at most this many observed ranges after the last observation
 _NOISE_PRIOR = 0.02  # prior residual std, as a fraction of the observed range ...
 _NOISE_PRIOR_DOF = 2.0  # ... worth this many residual degrees of freedom
@@ -86,12 +84,11 @@ class _Family:
     model: Callable[..., np.ndarray]
     jac: Callable[..., np.ndarray]  # d model / d params, shape (len(x), n_params)
     guess: Callable[[np.ndarray, np.ndarray], np.ndarray | None]
-    lower: tuple[float, ...]
-    upper: tuple[float, ...]
+    positive: tuple[bool, ...]  # parameters fitted on a log scale, which keeps them > 0
 
     @property
     def n_params(self) -> int:
-        return len(self.lower)
+        return len(self.positive)
 
 
 def _saturating(phi: np.ndarray, y: np.ndarray) -> tuple[int, float, float] | None:
@@ -221,16 +218,15 @@ def _log_power_family(base: float) -> _Family:
             return None
         return np.array([a[row], math.log(tau[row]), c[row]])
 
-    return _Family("log_power", model, jac, guess, (0.0, -25.0, 0.01), (1e4, 5.0, 10.0))
+    return _Family("log_power", model, jac, guess, (True, False, True))
 
 
-_INF = 1e3  # "unbounded" asymptote in normalised units (the observed range is 1)
 _FAMILIES: tuple[_Family, ...] = (
-    _Family("pow3", _pow3, _pow3_jac, _pow3_guess, (-_INF, 0.0, 0.005), (_INF, 1e4, 6.0)),
-    _Family("exp3", _exp3, _exp3_jac, _exp3_guess, (-_INF, 0.0, 1e-4), (_INF, 1e4, 1e5)),
-    _Family("janoschek", _janoschek, _janoschek_jac, _janoschek_guess, (-_INF, 0.0, 1e-8, 0.05), (_INF, 1e4, 1e8, 6.0)),
-    _Family("mmf", _mmf, _mmf_jac, _mmf_guess, (-_INF, 0.0, 1e-5, 0.05), (_INF, 1e4, 1e8, 8.0)),
-    _Family("pow4", _pow4, _pow4_jac, _pow4_guess, (-_INF, 0.0, 0.0, 0.005), (_INF, 1e4, 100.0, 10.0)),
+    _Family("pow3", _pow3, _pow3_jac, _pow3_guess, (False, True, True)),
+    _Family("exp3", _exp3, _exp3_jac, _exp3_guess, (False, True, True)),
+    _Family("janoschek", _janoschek, _janoschek_jac, _janoschek_guess, (False, True, True, True)),
+    _Family("mmf", _mmf, _mmf_jac, _mmf_guess, (False, True, True, True)),
+    _Family("pow4", _pow4, _pow4_jac, _pow4_guess, (False, True, True, True)),
 )
 
 
@@ -264,30 +260,39 @@ def _clean(curve: Sequence[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """Least squares from the grid guess; returns (params, rss) of the best point evaluated.
+    """Least squares (Levenberg-Marquardt) from the grid guess: (params, rss) of the best point seen.
 
-    The best point seen is kept because a fit that runs out of `_MAXFEV` evaluations (typically a
-    four-parameter family sliding along a flat valley towards a power law) is still a good fit, and
-    curve_fit raises instead of returning it.
+    Positive parameters are fitted as logarithms, so the fit needs no bounds and stays increasing.
+    The best point evaluated is kept because a fit that runs out of `_MAXFEV` evaluations (a family
+    sliding along a flat valley towards another family's shape) is still a good fit, and curve_fit
+    raises instead of returning it.
     """
     p0 = fam.guess(x, y)
     if p0 is None:
         return None
-    lo, hi = np.array(fam.lower), np.array(fam.upper)
-    p0 = np.clip(p0, lo + 1e-12 * (hi - lo), hi - 1e-12 * (hi - lo))
+    pos = np.array(fam.positive)
+    p0 = np.where(pos, np.maximum(p0, 1e-8), p0)
     rss0 = float(((fam.model(x, *p0) - y) ** 2).sum())
     best: list = [rss0 if math.isfinite(rss0) else math.inf, p0]
 
-    def tracked(xd: np.ndarray, *p: float) -> np.ndarray:
-        out = fam.model(xd, *p)
+    def params(phi: tuple[float, ...]) -> np.ndarray:
+        return np.where(pos, np.exp(np.minimum(phi, 700.0)), phi)
+
+    def model(xd: np.ndarray, *phi: float) -> np.ndarray:
+        theta = params(phi)
+        out = fam.model(xd, *theta)
         rss = float(((out - y) ** 2).sum())
         if rss < best[0]:
-            best[0], best[1] = rss, np.array(p)
+            best[0], best[1] = rss, theta
         return out
 
-    maxfev = _MAXFEV if fam.n_params <= 3 else _MAXFEV_4
-    with contextlib.suppress(RuntimeError, ValueError):  # out of evaluations or a bad step
-        curve_fit(tracked, x, y, p0=p0, jac=fam.jac, bounds=(lo, hi), method="trf", maxfev=maxfev, **_TOL)
+    def jac(xd: np.ndarray, *phi: float) -> np.ndarray:
+        theta = params(phi)
+        return fam.jac(xd, *theta) * np.where(pos, theta, 1.0)
+
+    phi0 = np.where(pos, np.log(p0), p0)
+    with contextlib.suppress(RuntimeError, ValueError, TypeError):  # out of evaluations, bad step
+        curve_fit(model, x, y, p0=phi0, jac=jac, method="lm", maxfev=_MAXFEV, ftol=1e-6, xtol=1e-6)
     return (best[1], best[0]) if math.isfinite(best[0]) else None
 
 

@@ -1,0 +1,144 @@
+"""The `quanta` command."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
+console = Console(stderr=True)
+
+EXIT_REACHED, EXIT_ERROR, EXIT_NOT_REACHED = 0, 2, 3
+
+
+@app.callback()
+def _root() -> None:
+    """Quanta: Gandiva-style hyperparameter search."""
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(EXIT_ERROR)
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+@app.command()
+def run(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="search spec (.yaml or .json)")],
+    devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto")] = "auto",
+    db: Annotated[str, typer.Option(help="database URL")] = "sqlite:///quanta.db",
+    output: Annotated[Path | None, typer.Option(help="write the result as JSON here")] = None,
+    workdir: Annotated[Path, typer.Option(help="checkpoints and trial logs")] = Path(".quanta"),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run a search on this machine until its target is reached or its budget is spent.
+
+    Exit code 0: target reached; 3: budget spent without reaching it; 2: bad input; other: error."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    from app.controller import Controller
+    from app.db.store import Store
+    from app.db.summary import search_result
+    from app.executor.runtime.devices import DeviceSpecError, parse_devices
+    from app.executor.runtime.local import LocalRuntime
+    from app.spec import SpecError, load_spec
+
+    # Validate everything before anything is persisted.
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as exc:
+        raise _fail(str(exc)) from None
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(spec.module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise _fail(f"{spec_path}: trainable: module '{spec.module}' cannot be imported")
+    try:
+        devs = parse_devices(devices)
+    except DeviceSpecError as exc:
+        raise _fail(str(exc)) from None
+
+    store = Store(db)
+    ctl: Controller | None = None
+    runtime = LocalRuntime(devs, lambda tid: ctl.launch(tid), warm_modules=[spec.module])  # type: ignore[union-attr]
+    ctl = Controller(store, runtime, workdir=workdir)
+    search_id = ctl.submit(spec)
+    metric = spec.metric
+    try:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[best]}"),
+            TextColumn("{task.fields[use]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            task = progress.add_task(spec.name, total=spec.budget.max_trials, best="best -", use="")
+
+            def show(s) -> None:  # noqa: ANN001
+                done = sum(1 for t in s.trials.values() if t.status.final)
+                busy = {d for r in runtime.residency().values() if r.running for d in r.devices}
+                best = f"best {metric.name}={s.best:.4f}" if s.best is not None else "best -"
+                if s.reached_at is not None:
+                    best += " [green](target reached)[/]"
+                progress.update(task, completed=done, best=best, use=f"devices busy {len(busy)}/{len(devs)}")
+
+            final = ctl.run(search_id, on_progress=show)
+    except KeyboardInterrupt:
+        ctl.stop_search(search_id, "stopped", "interrupted")
+        ctl.close()
+        console.print("interrupted: search stopped")
+        raise typer.Exit(130) from None
+    ctl.close()
+    result = search_result(store, search_id)
+    result["devices"] = [d.id for d in devs]
+    result["db"] = db
+    table = Table(title=f"search {search_id}: {spec.name}", show_header=False)
+    table.add_row("status", final.status)
+    table.add_row("best metric", f"{metric.name} = {result['best_metric']}")
+    table.add_row("best config", json.dumps(result["best_params"]))
+    target = f"{metric.target} ({metric.goal})"
+    if result["reached"]:
+        table.add_row("target", f"{target}: reached after {result['seconds_to_target']:.1f} s")
+    else:
+        table.add_row("target", f"{target}: not reached")
+    table.add_row("wall time", f"{result['wall_seconds']:.1f} s")
+    table.add_row(
+        "trials", f"{len(result['trials'])} ({sum(t['status'] == 'completed' for t in result['trials'])} completed)"
+    )
+    table.add_row("stored in", f"{db} (search {search_id}); checkpoints and logs in {workdir}")
+    Console().print(table)
+    if output:
+        _write_json_atomic(output, result)
+    raise typer.Exit(EXIT_REACHED if result["reached"] else EXIT_NOT_REACHED)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
