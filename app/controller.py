@@ -75,6 +75,11 @@ class TrialState:
     elastic: bool = False
     error: str | None = None
     devices: tuple[str, ...] = ()
+    devices_needed: int = 1
+    max_steps: int = 0
+    kind: str = ""  # job type for trace jobs (simulator); empty for search trials
+    trainable: str | None = None  # trace jobs run for real: their own trainable and config
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,14 +100,27 @@ class SearchState:
 
 
 class Controller:
-    """Drives one runtime for all active searches. Not thread-safe: call it from one thread."""
+    """Drives one runtime for all active searches (and trace jobs). Not thread-safe: call it from one
+    thread. `policy`/`quantum_s` override the governing search's scheduler (the simulator sets them);
+    otherwise the oldest running search's spec chooses the cluster's policy."""
 
-    def __init__(self, store: Store, runtime: Runtime, *, workdir: str | Path = ".quanta"):
+    def __init__(
+        self,
+        store: Store,
+        runtime: Runtime,
+        *,
+        workdir: str | Path = ".quanta",
+        policy: Policy | None = None,
+        quantum_s: float | None = None,
+    ):
         self.store = store
         self.runtime = runtime
         self.workdir = Path(workdir)
         self.searches: dict[int, SearchState] = {}
-        self._trial_index: dict[int, SearchState] = {}
+        self.trials: dict[int, TrialState] = {}  # every trial of active searches, and every job
+        self._alive: dict[int, TrialState] = {}
+        self._fixed_policy = policy
+        self._fixed_quantum = quantum_s
         self._policies: dict[str, Policy] = {}
         self._policy_state: dict[str, Any] = (store.get_state("policy") or {}).get("state", {})
         self.round_no = int((store.get_state("controller") or {}).get("round_no", 0))
@@ -157,8 +175,41 @@ class Controller:
                 if ts.status == TrialStatus.RUNNING:
                     ts.status, ts.resume = TrialStatus.QUEUED, True
                     self.store.update_trial(t.id, status="queued")
-                s.trials[t.id] = ts
-                self._trial_index[t.id] = s
+                self._index(s, ts)
+
+    def _index(self, s: SearchState | None, ts: TrialState) -> None:
+        if s is not None:
+            s.trials[ts.id] = ts
+            ts.devices_needed = s.spec.resources.devices_per_trial
+            ts.max_steps = s.spec.budget.max_steps
+        self.trials[ts.id] = ts
+        if not ts.status.final:
+            self._alive[ts.id] = ts
+
+    def add_job(
+        self,
+        kind: str,
+        steps: int,
+        devices_needed: int = 1,
+        *,
+        trainable: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> int:
+        """Submit a job that is not part of a search (a trace job): it runs `steps` mini-batches on
+        `devices_needed` devices and is placed by the same policy as search trials."""
+        now = self.runtime.now()
+        number = len(self.trials)
+        row = self.store.add_trial(0, number, {"kind": kind}, {}, now)
+        assert row.id is not None
+        ts = TrialState(row.id, 0, number, {"kind": kind}, {}, now, kind=kind, trainable=trainable)
+        ts.config = dict(config or {})
+        self._index(None, ts)
+        ts.devices_needed, ts.max_steps = devices_needed, steps
+        self._wake = True
+        return row.id
+
+    def alive(self) -> list[TrialState]:
+        return list(self._alive.values())
 
     def stop_search(self, search_id: int, status: str = "stopped", reason: str = "search stopped") -> None:
         s = self.searches.get(search_id)
@@ -172,17 +223,17 @@ class Controller:
         now = self.runtime.now()
         self._last_tick = now
         self._wake = False
+        self._sync_store(now)
         for s in list(self.searches.values()):
             self._sync(s, now)
-        active = [s for s in self.searches.values() if s.status == "running"]
-        if not active:
+        policy = self._policy()
+        if policy is None or not self._alive:
             return None
-        policy = self._policy(active[0].spec)
-        snapshot = self.snapshot(now, policy)
+        snapshot = self.snapshot(now)
         plan = policy.plan(snapshot)
         self._policy_state = dict(plan.state)
         self.store.set_state("policy", {"name": policy.name, "state": self._policy_state})
-        residency = {tid: r for tid, r in self.runtime.residency().items() if tid in self._trial_index}
+        residency = {tid: r for tid, r in self.runtime.residency().items() if tid in self.trials}
         current = Placement(
             resident={tid: r.devices for tid, r in residency.items()},
             running=frozenset(tid for tid, r in residency.items() if r.running),
@@ -196,7 +247,7 @@ class Controller:
             if isinstance(a, Stop):
                 ts = self._trial(a.trial_id)
                 if ts is not None and not ts.status.final:
-                    self._final(ts, TrialStatus.KILLED, now, "stopped by policy", tell_now=False)
+                    self._final(ts, TrialStatus.KILLED, now, "stopped by policy")
         self.last_plan = plan
         if actions:
             self.round_no += 1
@@ -234,61 +285,74 @@ class Controller:
                 on_progress(s)
         # Let stopping trials report their end so their rows are final.
         deadline = self.runtime.now() + 10
-        while any(tid in self._trial_index for tid in self.runtime.residency()) and self.runtime.now() < deadline:
+        while any(tid in self.trials for tid in self.runtime.residency()) and self.runtime.now() < deadline:
             self.handle(self.runtime.poll(0.2))
         self.flush()
         return s
 
     # ---- snapshot ------------------------------------------------------------------------------
 
-    def _policy(self, spec: SearchSpec) -> Policy:
-        name = spec.scheduler.policy
+    def _governing(self) -> SearchState | None:
+        return next((s for s in self.searches.values() if s.status == "running"), None)
+
+    def _policy(self) -> Policy | None:
+        if self._fixed_policy is not None:
+            return self._fixed_policy
+        s = self._governing()
+        if s is None:
+            return None
+        name = s.spec.scheduler.policy
         if name not in self._policies:
-            self._policies[name] = make_policy(name, **spec.scheduler.model_dump())
+            self._policies[name] = make_policy(name, **s.spec.scheduler.model_dump())
         return self._policies[name]
 
     def _quantum(self) -> float:
-        active = [s for s in self.searches.values() if s.status == "running"]
-        return active[0].spec.scheduler.quantum_s if active else 1.0
+        if self._fixed_quantum is not None:
+            return self._fixed_quantum
+        s = self._governing()
+        return s.spec.scheduler.quantum_s if s else 1.0
 
-    def snapshot(self, now: float, policy: Policy | None = None) -> ClusterSnapshot:
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        """The frozen view the policy plans on: alive trials (queued or resident) with their
+        measured rates, device time and curves, plus devices and measured pair rates."""
         residency = self.runtime.residency()
+        searches = tuple(
+            SearchView(
+                s.id, s.spec.metric.goal, s.spec.metric.target, s.spec.budget.max_steps, s.spec.scheduler.model_dump()
+            )
+            for s in self.searches.values()
+            if s.status == "running"
+        )
         trials: list[TrialView] = []
-        searches: list[SearchView] = []
-        for s in self.searches.values():
-            if s.status != "running":
+        paused = {s.id for s in self.searches.values() if s.status == "paused"}
+        for t in self._alive.values():
+            if t.search_id in paused:
                 continue
-            spec = s.spec
-            searches.append(
-                SearchView(
-                    s.id, spec.metric.goal, spec.metric.target, spec.budget.max_steps, spec.scheduler.model_dump()
+            r = residency.get(t.id)
+            if r is not None:
+                t.device_seconds = t.device_seconds_base + r.device_seconds
+                t.steps = max(t.steps, r.steps)
+                t.elastic = t.elastic or r.elastic
+            trials.append(
+                TrialView(
+                    id=t.id,
+                    search_id=t.search_id,
+                    status=t.status,
+                    devices=tuple(sorted(r.devices)) if r else (),
+                    running=bool(r and r.running),
+                    devices_needed=t.devices_needed,
+                    arrival=t.created_at,
+                    steps_done=t.steps,
+                    max_steps=t.max_steps,
+                    device_seconds=t.device_seconds,
+                    rate_solo=t.rate_solo,
+                    rate_packed=t.rate_packed,
+                    memory_mb=t.memory_mb,
+                    curve=tuple(t.curve),
+                    elastic=t.elastic,
+                    kind=t.kind,
                 )
             )
-            for t in s.alive():
-                r = residency.get(t.id)
-                if r is not None:
-                    t.device_seconds = t.device_seconds_base + r.device_seconds
-                    t.steps = max(t.steps, r.steps)
-                    t.elastic = t.elastic or r.elastic
-                trials.append(
-                    TrialView(
-                        id=t.id,
-                        search_id=s.id,
-                        status=t.status,
-                        devices=tuple(sorted(r.devices)) if r else (),
-                        running=bool(r and r.running),
-                        devices_needed=spec.resources.devices_per_trial,
-                        arrival=t.created_at,
-                        steps_done=t.steps,
-                        max_steps=spec.budget.max_steps,
-                        device_seconds=t.device_seconds,
-                        rate_solo=t.rate_solo,
-                        rate_packed=t.rate_packed,
-                        memory_mb=t.memory_mb,
-                        curve=tuple(t.curve),
-                        elastic=t.elastic,
-                    )
-                )
         alive_ids = {t.id for t in trials}
         pairs = {
             k: (self._pair_latest[k], self._pair_latest[(k[1], k[0])])
@@ -307,6 +371,51 @@ class Controller:
         )
 
     # ---- search bookkeeping --------------------------------------------------------------------
+
+    def _sync_store(self, now: float) -> None:
+        """Pick up what users asked through the database (the API writes rows, never calls us):
+        new searches, stop/pause/resume of searches, stop of trials."""
+        for row in self.store.searches_needing_controller():
+            assert row.id is not None
+            s = self.searches.get(row.id)
+            if row.status == "queued" and s is None:
+                try:
+                    spec = parse_spec(row.spec)
+                except ValueError as exc:
+                    self.store.update_search(row.id, status="failed", error=str(exc), finished_at=now)
+                    continue
+                self.store.update_search(row.id, status="running", started_at=now, command=None)
+                self._activate(row.id, spec, now, history=[])
+                continue
+            command = row.command
+            self.store.update_search(row.id, command=None)
+            if s is None or s.status not in ("running", "paused"):
+                continue
+            if command == "stop":
+                self._finish(s, "stopped", "stopped by user")
+            elif command == "pause" and s.status == "running":
+                s.status = "paused"
+                self.store.update_search(row.id, status="paused")
+            elif command == "resume" and s.status == "paused":
+                s.status = "running"
+                self.store.update_search(row.id, status="running")
+        for trow in self.store.trials_with_commands():
+            assert trow.id is not None
+            self.store.update_trial(trow.id, command=None)
+            t = self._alive.get(trow.id)
+            if t is not None and trow.command == "stop":
+                self._stop_trials([t], "stopped by user")
+
+    def _stop_trials(self, trials: list[TrialState], reason: str) -> None:
+        now = self.runtime.now()
+        resident = self.runtime.residency()
+        stops = [Stop(t.id, reason) for t in trials if t.id in resident]
+        for t in trials:
+            self._final(t, TrialStatus.KILLED, now, reason)
+        if stops:
+            self.round_no += 1
+            self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in stops])
+            self.runtime.apply(self.round_no, stops)
 
     def _sync(self, s: SearchState, now: float) -> None:
         if s.status != "running":
@@ -330,34 +439,23 @@ class Controller:
         assert row.id is not None
         s.created = number + 1
         ts = TrialState(row.id, s.id, number, suggestion.params, suggestion.vals, now)
-        s.trials[row.id] = ts
-        self._trial_index[row.id] = s
+        self._index(s, ts)
+        self._wake = True
         return ts
 
     def _finish(self, s: SearchState, status: str, reason: str) -> None:
         now = self.runtime.now()
         s.status = status
-        resident = self.runtime.residency()
-        stops = []
-        for t in s.alive():
-            if t.id in resident:
-                stops.append(Stop(t.id, reason))
-            self._final(t, TrialStatus.KILLED, now, reason)
-        if stops:
-            self.round_no += 1
-            self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in stops])
-            self.runtime.apply(self.round_no, stops)
+        self._stop_trials(s.alive(), reason)
         self.store.update_search(s.id, status=status, finished_at=now)
         log.info("search %s %s: %s", s.id, status, reason)
 
     def _trial(self, trial_id: int) -> TrialState | None:
-        s = self._trial_index.get(trial_id)
-        return s.trials.get(trial_id) if s else None
+        return self.trials.get(trial_id)
 
-    def _final(
-        self, t: TrialState, status: TrialStatus, now: float, error: str | None = None, tell_now: bool = True
-    ) -> None:
+    def _final(self, t: TrialState, status: TrialStatus, now: float, error: str | None = None) -> None:
         t.status = status
+        self._alive.pop(t.id, None)
         t.finished_at = now
         if status == TrialStatus.FAILED:
             t.error = error
@@ -371,8 +469,9 @@ class Controller:
             best_metric=t.best,
             device_seconds=t.device_seconds,
         )
-        s = self._trial_index[t.id]
-        s.searcher.tell(t.number, _loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None)
+        s = self.searches.get(t.search_id)
+        if s is not None:
+            s.searcher.tell(t.number, _loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None)
         self._wake = True
 
     # ---- events --------------------------------------------------------------------------------
@@ -382,7 +481,7 @@ class Controller:
             ts = self._trial(e.trial_id)
             if ts is None:
                 continue
-            s = self._trial_index[e.trial_id]
+            s = self.searches.get(ts.search_id)
             if isinstance(e, Reported):
                 self._on_report(s, ts, e)
             elif isinstance(e, Profiled):
@@ -408,17 +507,19 @@ class Controller:
         rows, self._pending_rows = self._pending_rows, []
         self.store.add_rows(rows)
 
-    def _on_report(self, s: SearchState, t: TrialState, e: Reported) -> None:
-        spec = s.spec
-        objective = e.metrics.get(spec.metric.name)
+    def _on_report(self, s: SearchState | None, t: TrialState, e: Reported) -> None:
+        objective = e.metrics.get(s.spec.metric.name) if s is not None else None
         if objective is not None and not math.isfinite(objective):
             objective = None
         self._pending_rows.append(
-            ReportRow(trial_id=t.id, search_id=s.id, step=e.step, at=e.at, metrics=e.metrics, objective=objective)
+            ReportRow(
+                trial_id=t.id, search_id=t.search_id, step=e.step, at=e.at, metrics=e.metrics, objective=objective
+            )
         )
         t.steps = max(t.steps, e.step)
-        if objective is None:
+        if objective is None or s is None:
             return
+        spec = s.spec
         t.metric = objective
         t.curve.append((e.step, objective))
         if t.best is None or spec.metric.better(objective, t.best):
@@ -434,7 +535,7 @@ class Controller:
             self.store.update_search(s.id, **fields)
         self.store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
 
-    def _on_profile(self, s: SearchState, t: TrialState, e: Profiled) -> None:
+    def _on_profile(self, s: SearchState | None, t: TrialState, e: Profiled) -> None:
         t.memory_mb = e.rss_mb
         if e.seconds > 0.05 and e.steps > 0:
             rate = e.rate
@@ -458,7 +559,7 @@ class Controller:
         self._pending_rows.append(
             QuantumRow(
                 trial_id=t.id,
-                search_id=s.id,
+                search_id=t.search_id,
                 devices=",".join(e.devices),
                 started_at=e.started_at,
                 ended_at=e.at,
@@ -469,7 +570,7 @@ class Controller:
             )
         )
 
-    def _on_exit(self, s: SearchState, t: TrialState, e: Exited) -> None:
+    def _on_exit(self, s: SearchState | None, t: TrialState, e: Exited) -> None:
         t.device_seconds_base += e.device_seconds
         t.device_seconds = t.device_seconds_base
         t.steps = max(t.steps, e.steps)
@@ -488,7 +589,7 @@ class Controller:
             self._final(t, TrialStatus.COMPLETED, now)
         elif e.status == "killed":
             self._final(t, TrialStatus.KILLED, now, e.error)
-        elif e.status == "crashed" and t.retries < s.spec.scheduler.max_retries:
+        elif e.status == "crashed" and t.retries < (s.spec.scheduler.max_retries if s else 2):
             t.retries += 1
             t.status = TrialStatus.QUEUED
             t.resume = True
@@ -504,20 +605,27 @@ class Controller:
 
     def launch(self, trial_id: int) -> TrialLaunch:
         """What the runtime needs to start trial `trial_id` (used as LocalRuntime's launcher)."""
-        s = self._trial_index[trial_id]
-        t = s.trials[trial_id]
-        spec = s.spec
-        config = {"seed": spec.seed, **spec.config, **t.params}
-        base = self.workdir / f"search-{s.id}"
+        t = self.trials[trial_id]
+        s = self.searches.get(t.search_id)
+        if s is None:  # a trace job run for real
+            if t.trainable is None:
+                raise ValueError(f"job {trial_id} ({t.kind}) has no trainable to run")
+            base = self.workdir / "jobs"
+            trainable, config, every_q, every_s = t.trainable, dict(t.config), 10, 60.0
+        else:
+            spec = s.spec
+            base = self.workdir / f"search-{s.id}"
+            trainable, config = spec.trainable, {"seed": spec.seed, **spec.config, **t.params}
+            every_q, every_s = spec.scheduler.checkpoint_every_quanta, spec.scheduler.checkpoint_every_s
         return TrialLaunch(
             trial_id=trial_id,
-            trainable=spec.trainable,
+            trainable=trainable,
             config=config,
-            max_steps=spec.budget.max_steps,
+            max_steps=t.max_steps,
             checkpoint_path=str(base / "checkpoints" / f"trial-{trial_id}.pt"),
             resume=t.resume,
-            checkpoint_every_quanta=spec.scheduler.checkpoint_every_quanta,
-            checkpoint_every_s=spec.scheduler.checkpoint_every_s,
+            checkpoint_every_quanta=every_q,
+            checkpoint_every_s=every_s,
             log_path=str(base / "logs" / f"trial-{trial_id}.log"),
         )
 

@@ -30,6 +30,7 @@ class SearchRow(SQLModel, table=True):
     reached_at: float | None = None
     seconds_to_target: float | None = None
     trials_created: int = 0
+    command: str | None = Field(default=None, index=True)  # stop | pause | resume, for the controller
     policy_state: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     error: str | None = Field(default=None, sa_column=Column(Text))
 
@@ -55,6 +56,7 @@ class TrialRow(SQLModel, table=True):
     finished_at: float | None = None
     priority: float = 0.0
     p_reach: float | None = None
+    command: str | None = Field(default=None, index=True)  # stop, for the controller
 
 
 class ReportRow(SQLModel, table=True):

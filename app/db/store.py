@@ -93,6 +93,16 @@ class Store:
             s.refresh(row)
             return row
 
+    def searches_needing_controller(self) -> list[SearchRow]:
+        """Searches the controller must act on: newly queued ones and those with a pending command."""
+        with self.session() as s:
+            q = select(SearchRow).where((SearchRow.status == "queued") | (SearchRow.command.is_not(None)))  # type: ignore[union-attr]
+            return list(s.exec(q.order_by(SearchRow.id)))
+
+    def trials_with_commands(self) -> list[TrialRow]:
+        with self.session() as s:
+            return list(s.exec(select(TrialRow).where(TrialRow.command.is_not(None))))  # type: ignore[union-attr]
+
     # ---- trials --------------------------------------------------------------------------------
 
     def add_trial(self, search_id: int, number: int, params: dict, vals: dict, at: float) -> TrialRow:
