@@ -249,6 +249,7 @@ class Controller:
                 if ts is not None and not ts.status.final:
                     self._final(ts, TrialStatus.KILLED, now, "stopped by policy")
         self.last_plan = plan
+        self._publish_cluster(snapshot, plan)
         if actions:
             self.round_no += 1
             self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in actions])
@@ -262,6 +263,43 @@ class Controller:
                         self.store.update_trial(ts.id, status="running", started_at=ts.started_at)
             self.runtime.apply(self.round_no, actions)
         return plan
+
+    def _publish_cluster(self, snapshot: ClusterSnapshot, plan: Plan) -> None:
+        """Store what runs where (read by the API's /cluster and the dashboard)."""
+        resident = {t.id: t for t in snapshot.trials if t.devices}
+        devices = []
+        for d in snapshot.devices:
+            devices.append(
+                {
+                    "id": d.id,
+                    "node": d.node,
+                    "kind": d.kind,
+                    "memory_mb": d.memory_mb,
+                    "running": list(plan.placement.get(d.id, ())),
+                    "parked": sorted(t.id for t in resident.values() if d.id in t.devices and not t.running),
+                }
+            )
+        pairs = [
+            {
+                "a": a,
+                "b": b,
+                "rate_a": ra,
+                "rate_b": rb,
+                "solo_a": resident[a].rate_solo if a in resident else None,
+                "solo_b": resident[b].rate_solo if b in resident else None,
+            }
+            for (a, b), (ra, rb) in snapshot.pair_rates.items()
+        ]
+        self.store.set_state(
+            "cluster",
+            {
+                "at": snapshot.now,
+                "round_no": self.round_no,
+                "devices": devices,
+                "pairs": pairs,
+                "notes": list(plan.notes),
+            },
+        )
 
     def step(self, max_wait: float | None = None) -> None:
         """One tick, then handle events until the next tick is due (a quantum later, or sooner when

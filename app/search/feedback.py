@@ -250,18 +250,16 @@ class _Fit:
 
 
 def _clean(curve: Sequence[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """Finite points with a positive step, the last value reported per step, sorted by step."""
+    """Points with a finite value and a finite step > 0, the last one reported per step, by step.
+
+    Non-finite values (a NaN loss, an inf) are skipped rather than fitted; a value that is not a
+    number at all raises (TypeError/ValueError from float()).
+    """
     last: dict[float, float] = {}
-    for item in curve:
-        step, value = item
-        try:
-            s, v = float(step), float(value)
-        except (TypeError, ValueError):
-            continue
+    for step, value in curve:
+        s, v = float(step), float(value)
         if math.isfinite(s) and s > 0 and math.isfinite(v):
             last[s] = v
-        elif math.isfinite(s) and s in last and not math.isfinite(v):
-            del last[s]  # a later non-finite report replaces an earlier one: the step is unknown
     steps = np.array(sorted(last), dtype=float)
     return steps, np.array([last[s] for s in steps], dtype=float)
 
