@@ -1,0 +1,60 @@
+# Quanta: `make demo` and `make test` are the two commands a fresh machine needs.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+# CPU-only machines get the CPU build of torch (a GPU machine may pick its own CUDA build).
+TORCH_PIN ?= torch==2.13.0
+TORCH_INDEX ?=
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+DEB_PKGS := redis-server postgresql chromium
+PYTEST_ARGS ?=
+
+.PHONY: demo test install dev system-deps lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+ifeq ($(HAS_GPU),)
+	$(PY) -m pip install -q $(TORCH_PIN) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+endif
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.dev
+
+# Services and a browser for the integration tests (the tests start their own instances on free ports).
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	fi
+
+demo: install
+	$(VENV)/bin/quanta run examples/mnist1d.yaml --devices auto --output demo-result.json; \
+	  code=$$?; echo "quanta run exited with $$code (0 = target reached, 3 = budget spent)"; \
+	  echo "result written to demo-result.json"; exit $$code
+
+lint: dev
+	$(VENV)/bin/ruff check app workers examples tests bench
+
+test: dev system-deps lint
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: dev
+	$(PY) bench/timeslice.py --json bench/results/timeslice.json
+	$(PY) bench/search.py --json bench/results/search.json
+
+clean:
+	rm -rf $(VENV) .quanta quanta.db demo-result.json test-artifacts

@@ -1,0 +1,41 @@
+"""Helpers for tests that drive a LocalRuntime directly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from app.executor.actions import Event, Exited
+from app.executor.runtime.base import TrialLaunch
+from app.executor.runtime.local import LocalRuntime
+
+
+def launches(tmp: Path, table: dict[int, tuple[str, dict]], max_steps: int = 200, **kw) -> Callable[[int], TrialLaunch]:
+    def launch(tid: int) -> TrialLaunch:
+        trainable, config = table[tid]
+        return TrialLaunch(
+            tid,
+            trainable,
+            config,
+            config.get("steps", max_steps),
+            str(tmp / f"ckpt-{tid}.pt"),
+            log_path=str(tmp / f"trial-{tid}.log"),
+            **kw,
+        )
+
+    return launch
+
+
+def collect_until_exit(rt: LocalRuntime, ids: set[int], timeout: float = 60) -> list[Event]:
+    """Poll events until every trial in `ids` has exited (or fail after `timeout`)."""
+    events: list[Event] = []
+    left = set(ids)
+    end = time.monotonic() + timeout
+    while left and time.monotonic() < end:
+        for e in rt.poll(0.2):
+            events.append(e)
+            if isinstance(e, Exited):
+                left.discard(e.trial_id)
+    assert not left, f"trials {left} did not exit within {timeout} s"
+    return events

@@ -1,0 +1,164 @@
+"""Real trial processes on CPU devices: park/resume, migration, crashes, controller loss."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Started, Stop, Suspend
+from app.executor.runtime.devices import parse_devices
+from app.executor.runtime.local import LocalRuntime
+from tests.integration.helpers import collect_until_exit, launches
+
+LINEAR = "tests.trainables:linear"
+
+
+def losses(events, tid):
+    return [(e.step, e.metrics["loss"]) for e in events if isinstance(e, Reported) and e.trial_id == tid]
+
+
+@pytest.fixture
+def rt_factory(tmp_path):
+    made = []
+
+    def make(table, devices="cpu:2", **kw):
+        rt = LocalRuntime(parse_devices(devices), launches(tmp_path, table, **kw), warm_modules=["tests.trainables"])
+        made.append(rt)
+        return rt
+
+    yield make
+    for rt in made:
+        rt.close()
+
+
+def test_suspend_resume_and_migration_preserve_training_exactly(rt_factory):
+    """A trial parked and resumed many times, moving between two CPU devices, computes exactly the
+    loss sequence of the same trial run without interruption."""
+    cfg = {"steps": 400, "report_every": 1, "sleep_s": 0.0005, "lr": 0.05}
+    rt = rt_factory({1: (LINEAR, cfg), 2: (LINEAR, cfg)})
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    reference = losses(collect_until_exit(rt, {1}), 1)
+    assert [s for s, _ in reference] == list(range(400))
+
+    rt.apply(2, [Run(2, ("cpu:0",))])
+    events, round_no, device = [], 3, "cpu:0"
+    parks = 0
+    while True:
+        time.sleep(0.01)
+        rt.apply(round_no, [Suspend(2)])
+        round_no += 1
+        device = "cpu:1" if device == "cpu:0" else "cpu:0"
+        rt.apply(round_no, [Migrate(2, (device,))])
+        round_no += 1
+        got = rt.poll(0)
+        events += got
+        parks += 1
+        if any(isinstance(e, Exited) for e in got) or parks > 2000:
+            break
+    events += collect_until_exit(rt, {2}) if not any(isinstance(e, Exited) for e in events) else []
+    interrupted = losses(events, 2)
+    n_parked = sum(isinstance(e, Parked) for e in events)
+    migrations = [e for e in events if isinstance(e, Resumed) and e.migrated]
+    assert n_parked >= 5, "the trial should have been parked several times"
+    assert len(migrations) >= 5
+    assert interrupted == reference  # bit-for-bit: same steps, same losses
+
+
+def test_park_happens_at_a_minibatch_boundary_quickly(rt_factory):
+    rt = rt_factory({1: (LINEAR, {"steps": 100000, "report_every": 1000, "sleep_s": 0.002})})
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    time.sleep(0.5)
+    rt.apply(2, [Suspend(1)])
+    res = rt.residency()[1]
+    assert not res.running
+    parked = [e for e in rt.poll(1) if isinstance(e, Parked)]
+    assert parked and parked[0].park_ms < 1000
+    steps_at_park = res.steps
+    time.sleep(0.3)
+    assert rt.residency()[1].steps == steps_at_park  # parked trials do not advance
+    rt.apply(3, [Stop(1)])
+    ended = [e for e in collect_until_exit(rt, {1}) if isinstance(e, Exited)]
+    assert ended[0].status == "killed"
+
+
+def test_failures_are_isolated_and_reported(rt_factory):
+    ok = {"steps": 300, "report_every": 50}
+    rt = rt_factory({1: ("tests.trainables:boom", {}), 2: ("tests.trainables:segfault", {}), 3: (LINEAR, ok)})
+    rt.apply(1, [Run(1, ("cpu:0",)), Run(2, ("cpu:1",)), Run(3, ("cpu:0",))])
+    exits = {e.trial_id: e for e in collect_until_exit(rt, {1, 2, 3}) if isinstance(e, Exited)}
+    assert exits[1].status == "failed" and "ValueError: boom at step 3" in exits[1].error
+    assert exits[2].status == "crashed" and "SIGSEGV" in exits[2].error
+    assert exits[3].status == "completed" and exits[3].steps == 300
+
+
+def test_start_from_template_is_fast(rt_factory):
+    rt = rt_factory({i: (LINEAR, {"steps": 5}) for i in range(1, 4)})
+    rt.apply(1, [Run(i, ("cpu:0",)) for i in range(1, 4)])
+    starts = [e for e in collect_until_exit(rt, {1, 2, 3}) if isinstance(e, Started)]
+    assert len(starts) == 3
+    # Generous bound for a loaded CI machine; bench/timeslice.py measures the real figure.
+    assert min(e.start_ms for e in starts) < 1000
+
+
+def test_trials_exit_when_their_controller_dies(tmp_path: Path):
+    """kill -9 the process hosting the runtime: the template and the trial processes notice the
+    closed connection and exit by themselves, so nothing keeps burning a device."""
+    script = tmp_path / "host.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+            from pathlib import Path
+            from app.executor.actions import Run, Started
+            from app.executor.runtime.devices import parse_devices
+            from app.executor.runtime.local import LocalRuntime
+            from tests.integration.helpers import launches
+            table = {{1: ("tests.trainables:linear", {{"steps": 10**7, "report_every": 10**6, "sleep_s": 0.001}})}}
+            rt = LocalRuntime(parse_devices("cpu:1"), launches(Path({str(tmp_path)!r}), table))
+            rt.apply(1, [Run(1, ("cpu:0",))])
+            while True:
+                for e in rt.poll(1):
+                    if isinstance(e, Started):
+                        print("PIDS", rt._template.pid, rt.residency()[1].extra["pid"], flush=True)
+            """
+        )
+    )
+    host = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while not line.startswith("PIDS") and time.monotonic() < deadline:
+            line = host.stdout.readline()
+        assert line.startswith("PIDS"), "host did not start its trial"
+        _, template_pid, trial_pid = line.split()
+        time.sleep(0.5)
+        while True:  # the trial's pid is reported once it said hello
+            if int(trial_pid) > 0:
+                break
+        os.kill(host.pid, signal.SIGKILL)
+        host.wait(10)
+        deadline = time.monotonic() + 10
+        alive = [int(template_pid), int(trial_pid)]
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in alive if _alive(p)]
+            time.sleep(0.1)
+        assert not alive, f"processes {alive} outlived their controller"
+    finally:
+        if host.poll() is None:
+            host.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
