@@ -130,7 +130,10 @@ def run(
         "trials", f"{len(result['trials'])} ({sum(t['status'] == 'completed' for t in result['trials'])} completed)"
     )
     table.add_row("stored in", f"{db} (search {search_id}); checkpoints and logs in {workdir}")
-    Console().print(table)
+    out_console = Console()
+    if not out_console.is_terminal:  # logs and CI: do not wrap paths at 80 columns
+        out_console = Console(width=200)
+    out_console.print(table)
     if output:
         _write_json_atomic(output, result)
     raise typer.Exit(EXIT_REACHED if result["reached"] else EXIT_NOT_REACHED)

@@ -126,3 +126,13 @@ class ControllerStateRow(SQLModel, table=True):
     __tablename__ = "controller_state"
     key: str = Field(primary_key=True)
     value: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class TokenRow(SQLModel, table=True):
+    """An API token, stored as its sha256 hex digest (the token itself is never stored)."""
+
+    __tablename__ = "token"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = "default"
+    token_hash: str = Field(index=True, unique=True)
+    created_at: float

@@ -1,0 +1,521 @@
+// Quanta dashboard: token form, searches list (#/), search page (#/search/<id>), live through /events.
+
+import { api, AuthError, adoptTokenFromUrl, getToken, setToken, clearToken, checkToken, subscribe } from "./api.js";
+import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText, flatten } from "./dom.js";
+import { BestChart, CurvesChart } from "./charts.js";
+import { renderGantt } from "./gantt.js";
+import { renderParcoords } from "./parcoords.js";
+
+const root = document.getElementById("app");
+const connEl = document.getElementById("conn");
+const logoutEl = document.getElementById("logout");
+
+const ACTIVE = new Set(["queued", "running", "paused"]);
+let view = null; // the current view: {dispose(), onEvent(kind, data), poll()}
+let unsubscribe = null;
+let connState = "down";
+
+// ---------------------------------------------------------------- helpers
+
+function statusBadge(status) {
+  return h("span", { class: `badge st-${String(status).replace(/[^a-z]/g, "")}` }, status);
+}
+
+function goalArrow(metric) {
+  if (!metric) return "";
+  return metric.goal === "minimize" ? "↓" : "↑";
+}
+
+function progressBar(p) {
+  const max = p?.max_trials || 0;
+  const done = p?.trials_done || 0;
+  const created = p?.trials_created || 0;
+  const pct = max ? Math.min(100, (100 * done) / max) : 0;
+  const pctCreated = max ? Math.min(100, (100 * created) / max) : 0;
+  return h(
+    "div",
+    { class: "progress", title: `${done} done, ${created} created of at most ${max} trials` },
+    h("div", { class: "bar" }, h("div", { class: "created", style: `width:${pctCreated.toFixed(1)}%` }), h("div", { class: "done", style: `width:${pct.toFixed(1)}%` })),
+    h("span", { class: "ptext" }, `${done}/${max}`),
+  );
+}
+
+function showError(container, err) {
+  if (err instanceof AuthError) return needToken("The stored token was refused; enter a valid one.");
+  replace(container, h("div", { class: "error" }, String(err.message || err)));
+}
+
+/** Coalesce refreshes: parts marked dirty are refreshed together at most every `ms`. */
+function refresher(parts, ms = 700) {
+  const dirty = new Set();
+  let timer = null;
+  let running = false;
+  let disposed = false;
+  const flush = async () => {
+    timer = null;
+    if (disposed) return;
+    if (running) {
+      timer = setTimeout(flush, ms);
+      return;
+    }
+    running = true;
+    const todo = [...dirty];
+    dirty.clear();
+    try {
+      await Promise.all(todo.map((p) => parts[p]().catch((e) => console.warn(`refresh ${p}`, e))));
+    } finally {
+      running = false;
+    }
+  };
+  return {
+    mark(...names) {
+      for (const n of names) if (parts[n]) dirty.add(n);
+      if (!timer) timer = setTimeout(flush, ms);
+    },
+    now: async (...names) => {
+      await Promise.all(names.map((n) => parts[n]().catch((e) => console.warn(`refresh ${n}`, e))));
+    },
+    dispose() {
+      disposed = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+// ---------------------------------------------------------------- token form
+
+function needToken(message) {
+  if (view) view.dispose();
+  view = null;
+  if (unsubscribe) unsubscribe();
+  unsubscribe = null;
+  setConn("down");
+  logoutEl.hidden = true;
+  clearToken();
+  const input = h("input", { type: "password", name: "token", id: "token-input", placeholder: "API token", autocomplete: "off" });
+  const msg = h("div", { class: "form-msg" }, message || "");
+  const form = h(
+    "form",
+    { class: "token-form", id: "token-form" },
+    h("h2", {}, "Sign in"),
+    h("p", {}, "Paste the API token that ", h("code", {}, "quanta serve"), " printed (or set in QUANTA_TOKEN). It is kept in this browser's local storage."),
+    h("label", { for: "token-input" }, "Token"),
+    input,
+    h("button", { type: "submit" }, "Open dashboard"),
+    msg,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const token = input.value.trim();
+    if (!token) return;
+    msg.textContent = "Checking…";
+    try {
+      if (await checkToken(token)) {
+        setToken(token);
+        start();
+      } else msg.textContent = "That token was refused.";
+    } catch (e) {
+      msg.textContent = `Cannot reach the API: ${e.message}`;
+    }
+  });
+  replace(root, form);
+  input.focus();
+}
+
+// ---------------------------------------------------------------- searches list
+
+function listView() {
+  const body = h("tbody");
+  const count = h("span", { class: "muted" });
+  const table = h(
+    "table",
+    { class: "searches", id: "searches" },
+    h("thead", {}, h("tr", {}, ...["id", "name", "status", "best", "progress", "target", "created", "time"].map((c) => h("th", {}, c)))),
+    body,
+  );
+  replace(root, h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), count), table));
+
+  async function refresh() {
+    const data = await api("/searches?limit=200");
+    const items = data.items || [];
+    count.textContent = `${data.total ?? items.length} total`;
+    clear(body);
+    if (!items.length) {
+      body.appendChild(h("tr", {}, h("td", { colspan: 8, class: "empty" }, "No searches yet. Post a spec to /api/v1/searches or run `quanta submit`.")));
+      return;
+    }
+    for (const sr of items) {
+      const m = sr.metric || {};
+      const end = sr.finished_at || (ACTIVE.has(sr.status) ? Date.now() / 1000 : null);
+      const link = h("a", { href: `#/search/${Number(sr.id)}`, class: "search-link" }, sr.name);
+      body.appendChild(
+        h(
+          "tr",
+          { "data-search-id": sr.id },
+          h("td", { class: "num" }, String(sr.id)),
+          h("td", { class: "name" }, link),
+          h("td", {}, statusBadge(sr.status), sr.reached ? h("span", { class: "reached", title: "target reached" }, " ✓") : ""),
+          h("td", { class: "num", title: sr.best ? paramsText(sr.best.params) : "" }, sr.best ? `${m.name} ${goalArrow(m)} ${fmtNum(sr.best.metric)}` : "—"),
+          h("td", {}, progressBar(sr.progress)),
+          h("td", { class: "num" }, m.target !== null && m.target !== undefined ? fmtNum(m.target) : "—"),
+          h("td", {}, fmtTime(sr.created_at)),
+          h("td", { class: "num" }, sr.started_at && end ? fmtDuration(end - sr.started_at) : "—"),
+        ),
+      );
+    }
+  }
+
+  const r = refresher({ list: refresh }, 800);
+  refresh().catch((e) => showError(root, e));
+  return {
+    onEvent(kind) {
+      if (kind === "search" || kind === "trial" || kind === "message") r.mark("list");
+    },
+    poll() {
+      r.mark("list");
+    },
+    dispose() {
+      r.dispose();
+    },
+  };
+}
+
+// ---------------------------------------------------------------- search page
+
+const SORTABLE = { id: "id", steps: "steps", metric: "metric" };
+const PAGE = 25;
+
+function searchView(id) {
+  const st = { search: null, trials: new Map(), allTrials: [], sort: "-id", offset: 0, cluster: null, disposed: false };
+
+  const title = h("h2", { class: "search-name", id: "search-name" });
+  const badge = h("span");
+  const actions = h("div", { class: "actions" });
+  const stats = h("div", { class: "stats" });
+  const errorBox = h("div", { class: "error", hidden: true });
+  const bestEl = h("div", { class: "chart", id: "chart-best" });
+  const curvesEl = h("div", { class: "chart", id: "chart-curves" });
+  const curvesInfo = h("div", { class: "hint" }, "Hover a curve to see its trial.");
+  const ganttEl = h("div", { class: "gantt-wrap", id: "gantt" });
+  const pcEl = h("div", { class: "pc-wrap", id: "parcoords" });
+  const tableBody = h("tbody");
+  const tableHead = h("tr");
+  const pager = h("div", { class: "pager" });
+  const clusterEl = h("div", { class: "cluster", id: "cluster" });
+  const specEl = h("pre", { class: "spec" });
+
+  const panel = (titleText, hint, ...content) =>
+    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h3", {}, titleText), hint ? h("span", { class: "muted" }, hint) : ""), ...content);
+
+  replace(
+    root,
+    h("div", { class: "crumbs" }, h("a", { href: "#/" }, "← all searches")),
+    h("div", { class: "search-head" }, h("div", { class: "title-row" }, title, badge), actions),
+    errorBox,
+    stats,
+    h(
+      "div",
+      { class: "grid" },
+      panel("Best so far", "best metric versus time since start", bestEl),
+      panel(
+        "Learning curves",
+        "",
+        h("div", { class: "legend" }, h("span", { class: "key key-best" }), "best", h("span", { class: "key key-killed" }), "killed", h("span", { class: "key key-failed" }), "failed", h("span", { class: "key key-run" }), "other trials"),
+        curvesEl,
+        curvesInfo,
+      ),
+    ),
+    panel("Device timeline", "each quantum: which trial ran on which device", ganttEl),
+    panel("Params versus metric", "parallel coordinates, one line per trial", pcEl),
+    panel("Trials", "", h("table", { class: "trials", id: "trials" }, h("thead", {}, tableHead), tableBody), pager),
+    h("div", { class: "grid" }, panel("Cluster", "now", clusterEl), panel("Spec", "", h("details", {}, h("summary", {}, "show the posted spec"), specEl))),
+  );
+
+  const bestChart = new BestChart(bestEl);
+  const curvesChart = new CurvesChart(curvesEl, curvesInfo);
+
+  const bestId = () => st.search?.best?.trial_id ?? null;
+  const nowOrEnd = () => {
+    const sr = st.search;
+    if (!sr) return null;
+    if (sr.finished_at) return sr.finished_at;
+    return ACTIVE.has(sr.status) ? Date.now() / 1000 : null;
+  };
+
+  // ------------ parts
+  async function summary() {
+    const sr = await api(`/searches/${id}`);
+    st.search = sr;
+    title.textContent = sr.name;
+    document.title = `${sr.name} · Quanta`;
+    replace(badge, statusBadge(sr.status), sr.reached ? h("span", { class: "reached" }, " target reached ✓") : "");
+    const btn = (label, cmd, cls = "") =>
+      h("button", {
+        class: cls,
+        "data-action": cmd,
+        onclick: async (ev) => {
+          if (cmd === "stop" && !confirm(`Stop search ${sr.id}? Its running trials are stopped.`)) return;
+          ev.target.disabled = true;
+          try {
+            await api(`/searches/${id}/${cmd}`, { method: "POST" });
+          } catch (e) {
+            alertBox(e);
+          }
+          r.mark("summary", "trials", "cluster");
+        },
+      }, label);
+    clear(actions);
+    if (sr.status === "running" || sr.status === "queued") actions.appendChild(btn("Pause", "pause"));
+    if (sr.status === "paused") actions.appendChild(btn("Resume", "resume"));
+    if (ACTIVE.has(sr.status)) actions.appendChild(btn("Stop", "stop", "danger"));
+
+    const m = sr.metric || {};
+    const p = sr.progress || {};
+    const end = nowOrEnd();
+    const stat = (label, ...value) => h("div", { class: "stat" }, h("div", { class: "label" }, label), h("div", { class: "value" }, ...value));
+    replace(
+      stats,
+      stat(`best ${m.name || "metric"} ${goalArrow(m)}`, sr.best ? fmtNum(sr.best.metric) : "—", sr.best ? h("div", { class: "sub" }, `trial ${sr.best.trial_id}: ${paramsText(sr.best.params)}`) : ""),
+      stat("target", m.target !== null && m.target !== undefined ? fmtNum(m.target) : "none", h("div", { class: "sub" }, sr.reached ? `reached after ${fmtDuration(sr.seconds_to_target)}` : "not reached")),
+      stat("trials", `${p.trials_done ?? 0} done`, h("div", { class: "sub" }, `${p.trials_created ?? 0} created, at most ${p.max_trials ?? "?"}`), progressBar(p)),
+      stat("elapsed", sr.started_at && end ? fmtDuration(end - sr.started_at) : "—", h("div", { class: "sub" }, `created ${fmtTime(sr.created_at)}`)),
+      stat("policy", typeof sr.policy === "string" ? sr.policy : (sr.spec?.scheduler?.policy ?? "—"), h("div", { class: "sub" }, sr.spec?.trainable || "")),
+    );
+    specEl.textContent = JSON.stringify(sr.spec ?? {}, null, 2);
+    if (sr.error) {
+      errorBox.hidden = false;
+      errorBox.textContent = `search error: ${sr.error}`;
+    }
+  }
+
+  function alertBox(e) {
+    errorBox.hidden = false;
+    errorBox.textContent = String(e.message || e);
+  }
+
+  async function best() {
+    const data = await api(`/searches/${id}/best`);
+    if (!st.search) await summary();
+    const sr = st.search;
+    const until = sr.started_at && nowOrEnd() ? nowOrEnd() - sr.started_at : null;
+    bestChart.update(data.points || [], sr.metric, until);
+  }
+
+  async function curves() {
+    const data = await api(`/searches/${id}/curves`);
+    if (!st.search) await summary();
+    const labels = {};
+    for (const [tid, t] of st.trials) labels[tid] = paramsText(t.params);
+    curvesChart.update(data, bestId(), st.search.metric, labels);
+  }
+
+  async function allTrials() {
+    // Every trial (for the parallel coordinates and the timeline's statuses), paged through.
+    const out = [];
+    let total = Infinity;
+    while (out.length < total && out.length < 5000) {
+      const page = await api(`/searches/${id}/trials?offset=${out.length}&limit=500&sort=id`);
+      total = page.total ?? 0;
+      if (!page.items || !page.items.length) break;
+      out.push(...page.items);
+    }
+    st.allTrials = out;
+    st.trials = new Map(out.map((t) => [t.id, t]));
+    if (!st.search) await summary();
+    renderParcoords(pcEl, out, st.search.metric, bestId(), (tid) => highlightRow(tid));
+  }
+
+  function highlightRow(tid) {
+    for (const tr of tableBody.querySelectorAll("tr.picked")) tr.classList.remove("picked");
+    const row = tableBody.querySelector(`tr[data-trial-id="${Number(tid)}"]`);
+    if (row) {
+      row.classList.add("picked");
+      row.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    }
+  }
+
+  async function table() {
+    const data = await api(`/searches/${id}/trials?offset=${st.offset}&limit=${PAGE}&sort=${encodeURIComponent(st.sort)}`);
+    if (!st.search) await summary();
+    const items = data.items || [];
+    const total = data.total ?? items.length;
+    const m = st.search.metric || {};
+    // Header with sort toggles (the API sorts by id, metric and steps).
+    clear(tableHead);
+    const cols = [
+      ["id", "id"],
+      ["#", null],
+      ["status", null],
+      [`${m.name || "metric"} (last)`, "metric"],
+      ["best", null],
+      ["steps", "steps"],
+      ["device s", null],
+      ["retries", null],
+      ["params", null],
+      ["error", null],
+    ];
+    for (const [label, key] of cols) {
+      if (!key) {
+        tableHead.appendChild(h("th", {}, label));
+        continue;
+      }
+      const active = st.sort.replace("-", "") === key;
+      const desc = st.sort.startsWith("-");
+      const th = h(
+        "th",
+        { class: `sortable${active ? " active" : ""}`, "data-sort": key, title: `sort by ${key}` },
+        label,
+        active ? (desc ? " ▼" : " ▲") : "",
+      );
+      th.addEventListener("click", () => {
+        st.sort = active && desc ? key : `-${key}`;
+        st.offset = 0;
+        r.now("table");
+      });
+      tableHead.appendChild(th);
+    }
+    clear(tableBody);
+    if (!items.length) tableBody.appendChild(h("tr", {}, h("td", { colspan: cols.length, class: "empty" }, "No trials yet.")));
+    for (const t of items) {
+      const err = t.error ? String(t.error) : "";
+      tableBody.appendChild(
+        h(
+          "tr",
+          { "data-trial-id": t.id, class: `trial st-row-${String(t.status).replace(/[^a-z]/g, "")}${t.id === bestId() ? " best" : ""}` },
+          h("td", { class: "num" }, String(t.id)),
+          h("td", { class: "num" }, String(t.number)),
+          h("td", {}, statusBadge(t.status), t.id === bestId() ? h("span", { class: "best-tag" }, " best") : ""),
+          h("td", { class: "num" }, fmtNum(t.metric)),
+          h("td", { class: "num" }, fmtNum(t.best_metric)),
+          h("td", { class: "num" }, String(t.steps ?? 0)),
+          h("td", { class: "num" }, fmtNum(t.device_seconds, 3)),
+          h("td", { class: "num" }, String(t.retries ?? 0)),
+          h("td", { class: "params", title: JSON.stringify(t.params) }, paramsText(t.params)),
+          h("td", { class: "err", title: err }, err.length > 80 ? `${err.slice(0, 79)}…` : err),
+        ),
+      );
+    }
+    clear(pager);
+    const pages = Math.max(1, Math.ceil(total / PAGE));
+    const pageNo = Math.floor(st.offset / PAGE) + 1;
+    pager.appendChild(
+      h("button", { disabled: st.offset === 0, onclick: () => { st.offset = Math.max(0, st.offset - PAGE); r.now("table"); } }, "‹ prev"),
+    );
+    pager.appendChild(h("span", { class: "muted" }, ` page ${pageNo} of ${pages} · ${total} trials `));
+    pager.appendChild(
+      h("button", { disabled: st.offset + PAGE >= total, onclick: () => { st.offset += PAGE; r.now("table"); } }, "next ›"),
+    );
+  }
+
+  async function timeline() {
+    const data = await api(`/searches/${id}/timeline`);
+    if (!st.search) await summary();
+    const devices = (st.cluster?.devices || []).map((d) => d.id);
+    renderGantt(ganttEl, data, st.trials, { devices, now: ACTIVE.has(st.search.status) ? Date.now() / 1000 : null, bestId: bestId() });
+  }
+
+  async function cluster() {
+    const data = await api("/cluster");
+    st.cluster = data;
+    const rows = (data.devices || []).map((d) =>
+      h(
+        "tr",
+        {},
+        h("td", {}, String(d.id)),
+        h("td", {}, String(d.node ?? "")),
+        h("td", {}, String(d.kind ?? "")),
+        h("td", {}, (d.running || []).length ? (d.running || []).map((t) => h("span", { class: "chip run" }, String(t))) : "idle"),
+        h("td", {}, (d.parked || []).map((t) => h("span", { class: "chip park" }, String(t)))),
+      ),
+    );
+    const pairs = (data.pairs || []).map((p) =>
+      h("li", {}, typeof p === "object" && p !== null ? Object.entries(p).map(([k, v]) => `${k}=${typeof v === "number" ? fmtNum(v, 3) : JSON.stringify(v)}`).join(", ") : String(p)),
+    );
+    replace(
+      clusterEl,
+      h("table", { class: "cluster-table" }, h("thead", {}, h("tr", {}, ...["device", "node", "kind", "running", "parked"].map((c) => h("th", {}, c)))), h("tbody", {}, ...rows)),
+      pairs.length ? h("div", {}, h("h4", {}, "Packed pairs (measured)"), h("ul", { class: "pairs" }, ...pairs)) : "",
+    );
+  }
+
+  const r = refresher({ summary, best, curves, trials: allTrials, table, timeline, cluster }, 800);
+
+  (async () => {
+    try {
+      await summary();
+      await Promise.all([allTrials(), cluster()]);
+      await Promise.all([best(), curves(), table(), timeline()]);
+    } catch (e) {
+      if (e.status === 404) replace(root, h("div", { class: "crumbs" }, h("a", { href: "#/" }, "← all searches")), h("div", { class: "error" }, `Search ${id} does not exist.`));
+      else showError(root, e);
+    }
+  })();
+
+  const mine = (data) => {
+    if (!data || typeof data !== "object") return true;
+    const sid = data.search_id ?? data.search ?? null;
+    return sid === null || sid === undefined || Number(sid) === id;
+  };
+
+  return {
+    onEvent(kind, data) {
+      if (kind === "search") {
+        const sid = data?.search_id ?? data?.id;
+        if (sid === undefined || Number(sid) === id) r.mark("summary", "best", "timeline", "cluster");
+      } else if (kind === "trial") {
+        if (mine(data)) r.mark("summary", "trials", "table", "curves", "timeline", "cluster");
+      } else if (kind === "report") {
+        if (mine(data)) r.mark("summary", "best", "curves", "table");
+      } else r.mark("summary", "best", "curves", "trials", "table", "timeline", "cluster");
+    },
+    poll() {
+      if (!st.search || ACTIVE.has(st.search.status)) r.mark("summary", "best", "curves", "trials", "table", "timeline", "cluster");
+    },
+    dispose() {
+      st.disposed = true;
+      r.dispose();
+      bestChart.dispose();
+      curvesChart.dispose();
+    },
+  };
+}
+
+// ---------------------------------------------------------------- routing and live updates
+
+function setConn(state) {
+  connState = state;
+  connEl.textContent = { live: "● live", connecting: "○ connecting…", down: "○ offline (polling)" }[state] || state;
+  connEl.className = `conn conn-${state}`;
+}
+
+function route() {
+  if (!getToken()) return needToken();
+  if (view) view.dispose();
+  const m = /^#\/search\/(\d+)/.exec(window.location.hash);
+  view = m ? searchView(Number(m[1])) : listView();
+}
+
+function start() {
+  logoutEl.hidden = false;
+  if (!unsubscribe) {
+    unsubscribe = subscribe(
+      (kind, data) => view && view.onEvent(kind, data),
+      (state) => setConn(state),
+    );
+  }
+  route();
+}
+
+window.addEventListener("hashchange", () => getToken() && route());
+logoutEl.addEventListener("click", () => needToken("Signed out."));
+// Poll as a fallback while the event stream is down, and slowly anyway (running bars grow with time).
+let tick = 0;
+setInterval(() => {
+  tick++;
+  if (!view || !getToken()) return;
+  if (connState !== "live" || tick % 6 === 0) view.poll();
+}, 5000);
+
+adoptTokenFromUrl();
+if (getToken()) start();
+else needToken();

@@ -1,0 +1,167 @@
+"""`MemoryStore`: the `Store` interface kept in process memory, for the simulator and tests.
+
+Same methods, signatures and return shapes as `app.db.store.Store` (the SQLModel row classes,
+constructed without a session), but no database: every call is a dict or list operation, so a
+simulated trace of 15,000 jobs does not pay for a transaction per fact. `tests/unit/test_store_contract.py`
+runs the same assertions against both.
+
+Differences that do not change what callers see:
+- rows are returned by reference (the SQL store returns detached copies); callers must not mutate them;
+- `set_state` keeps the value it is given and does the JSON round trip (tuples become lists) when it is
+  read back, not when it is written: the controller writes its state every tick and reads it once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from app.db.models import (
+    IntentRow,
+    LatencyRow,
+    PairRow,
+    QuantumRow,
+    ReportRow,
+    SearchRow,
+    TrialRow,
+)
+
+_MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
+
+
+class MemoryStore:
+    """In-memory `Store`. `keep_measurements=False` drops quantum/latency/pair rows (the simulator's
+    bulk facts) after counting them, for runs where only the trials' final figures matter."""
+
+    url = "memory://"
+
+    def __init__(self, *, keep_measurements: bool = True):
+        self.keep_measurements = keep_measurements
+        self._searches: dict[int, SearchRow] = {}
+        self._trials: dict[int, TrialRow] = {}
+        self._trials_by_search: dict[int, list[TrialRow]] = {}
+        self._trial_commands: set[int] = set()
+        self._rows: dict[type, list[Any]] = {cls: [] for cls in _MEASUREMENTS}
+        self._ids: dict[type, int] = {cls: 0 for cls in (*_MEASUREMENTS, SearchRow, TrialRow, IntentRow)}
+        self.counts: dict[str, int] = {cls.__name__: 0 for cls in _MEASUREMENTS}
+        self._intents: list[IntentRow] = []
+        self._state: dict[str, Any] = {}
+
+    def _next_id(self, cls: type) -> int:
+        self._ids[cls] += 1
+        return self._ids[cls]
+
+    # ---- searches ------------------------------------------------------------------------------
+
+    def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
+        row = SearchRow(id=self._next_id(SearchRow), name=name, spec=spec, status="queued", created_at=at)
+        self._searches[row.id] = row  # type: ignore[index]
+        return row
+
+    def search(self, search_id: int) -> SearchRow | None:
+        return self._searches.get(search_id)
+
+    def searches(self, statuses: Sequence[str] | None = None) -> list[SearchRow]:
+        rows = [self._searches[i] for i in sorted(self._searches)]
+        return [r for r in rows if r.status in statuses] if statuses else rows
+
+    def update_search(self, search_id: int, **fields: Any) -> SearchRow:
+        row = self._searches.get(search_id)
+        if row is None:
+            raise KeyError(f"search {search_id} not found")
+        for k, v in fields.items():
+            setattr(row, k, v)
+        return row
+
+    def searches_needing_controller(self) -> list[SearchRow]:
+        if not self._searches:
+            return []
+        return [
+            self._searches[i]
+            for i in sorted(self._searches)
+            if self._searches[i].status == "queued" or self._searches[i].command is not None
+        ]
+
+    def trials_with_commands(self) -> list[TrialRow]:
+        if not self._trial_commands:
+            return []
+        return [self._trials[i] for i in sorted(self._trial_commands)]
+
+    # ---- trials --------------------------------------------------------------------------------
+
+    def add_trial(self, search_id: int, number: int, params: dict, vals: dict, at: float) -> TrialRow:
+        row = TrialRow(
+            id=self._next_id(TrialRow), search_id=search_id, number=number, params=params, vals=vals, created_at=at
+        )
+        self._trials[row.id] = row  # type: ignore[index]
+        self._trials_by_search.setdefault(search_id, []).append(row)
+        search = self._searches.get(search_id)
+        if search is not None:
+            search.trials_created = max(search.trials_created, number + 1)
+        return row
+
+    def trial(self, trial_id: int) -> TrialRow | None:
+        return self._trials.get(trial_id)
+
+    def trials(self, search_id: int) -> list[TrialRow]:
+        return sorted(self._trials_by_search.get(search_id, []), key=lambda r: r.number)
+
+    def update_trial(self, trial_id: int, **fields: Any) -> None:
+        row = self._trials.get(trial_id)
+        if row is None:
+            raise KeyError(f"trial {trial_id} not found")
+        for k, v in fields.items():
+            setattr(row, k, v)
+        if "command" in fields:
+            if fields["command"] is None:
+                self._trial_commands.discard(trial_id)
+            else:
+                self._trial_commands.add(trial_id)
+
+    # ---- measurements --------------------------------------------------------------------------
+
+    def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
+        for row in rows:
+            cls = type(row)
+            self.counts[cls.__name__] += 1
+            if not self.keep_measurements and cls is not ReportRow:
+                continue
+            row.id = self._next_id(cls)
+            self._rows[cls].append(row)
+
+    def reports(self, trial_id: int) -> list[ReportRow]:
+        return [r for r in self._rows[ReportRow] if r.trial_id == trial_id]
+
+    def search_reports(self, search_id: int) -> list[ReportRow]:
+        return [r for r in self._rows[ReportRow] if r.search_id == search_id]
+
+    def quanta(self, search_id: int | None = None, trial_id: int | None = None) -> list[QuantumRow]:
+        return [
+            r
+            for r in self._rows[QuantumRow]
+            if (search_id is None or r.search_id == search_id) and (trial_id is None or r.trial_id == trial_id)
+        ]
+
+    def latencies(self, kind: str | None = None) -> list[LatencyRow]:
+        return [r for r in self._rows[LatencyRow] if not kind or r.kind == kind]
+
+    def pairs(self) -> list[PairRow]:
+        return list(self._rows[PairRow])
+
+    # ---- controller state ----------------------------------------------------------------------
+
+    def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
+        self._intents.append(IntentRow(id=self._next_id(IntentRow), round_no=round_no, at=at, actions=actions))
+        if not self.keep_measurements and len(self._intents) > 1:
+            del self._intents[0]  # only the last intent is ever read back
+
+    def last_intent(self) -> IntentRow | None:
+        return self._intents[-1] if self._intents else None
+
+    def get_state(self, key: str) -> dict[str, Any] | None:
+        value = self._state.get(key)
+        return None if value is None else json.loads(json.dumps(value))
+
+    def set_state(self, key: str, value: dict[str, Any]) -> None:
+        self._state[key] = value
