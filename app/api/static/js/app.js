@@ -45,6 +45,13 @@ function showError(container, err) {
   replace(container, h("div", { class: "error" }, String(err.message || err)));
 }
 
+function onRefreshError(part) {
+  return (e) => {
+    if (e instanceof AuthError) needToken("The stored token was refused; enter a valid one.");
+    else console.warn(`refresh ${part}:`, e.message || e);
+  };
+}
+
 /** Coalesce refreshes: parts marked dirty are refreshed together at most every `ms`. */
 function refresher(parts, ms = 700) {
   const dirty = new Set();
@@ -62,7 +69,7 @@ function refresher(parts, ms = 700) {
     const todo = [...dirty];
     dirty.clear();
     try {
-      await Promise.all(todo.map((p) => parts[p]().catch((e) => console.warn(`refresh ${p}`, e))));
+      await Promise.all(todo.map((p) => parts[p]().catch(onRefreshError(p))));
     } finally {
       running = false;
     }
@@ -73,7 +80,7 @@ function refresher(parts, ms = 700) {
       if (!timer) timer = setTimeout(flush, ms);
     },
     now: async (...names) => {
-      await Promise.all(names.map((n) => parts[n]().catch((e) => console.warn(`refresh ${n}`, e))));
+      await Promise.all(names.map((n) => parts[n]().catch(onRefreshError(n))));
     },
     dispose() {
       disposed = true;
@@ -90,6 +97,7 @@ function needToken(message) {
   if (unsubscribe) unsubscribe();
   unsubscribe = null;
   setConn("down");
+  connEl.textContent = "";
   logoutEl.hidden = true;
   clearToken();
   const input = h("input", { type: "password", name: "token", id: "token-input", placeholder: "API token", autocomplete: "off" });
@@ -428,9 +436,20 @@ function searchView(id) {
         h("td", {}, (d.parked || []).map((t) => h("span", { class: "chip park" }, String(t)))),
       ),
     );
-    const pairs = (data.pairs || []).map((p) =>
-      h("li", {}, typeof p === "object" && p !== null ? Object.entries(p).map(([k, v]) => `${k}=${typeof v === "number" ? fmtNum(v, 3) : JSON.stringify(v)}`).join(", ") : String(p)),
-    );
+    const pairs = (data.pairs || []).map((p) => {
+      if (p && typeof p === "object" && "a" in p && "b" in p) {
+        const rel = (r, solo) => (typeof r === "number" && typeof solo === "number" && solo > 0 ? ` ${fmtNum((100 * r) / solo, 3)}% of solo` : "");
+        const gain = typeof p.gain === "number" ? p.gain : null;
+        return h(
+          "li",
+          {},
+          `trials ${p.a} + ${p.b}: `,
+          h("b", { class: gain !== null && gain > 1 ? "gain-good" : "gain-bad" }, gain !== null ? `gain ${fmtNum(gain, 3)}` : "gain —"),
+          ` (${p.a}:${rel(p.rate_a, p.solo_a) || ` ${fmtNum(p.rate_a, 3)} steps/s`}; ${p.b}:${rel(p.rate_b, p.solo_b) || ` ${fmtNum(p.rate_b, 3)} steps/s`})`,
+        );
+      }
+      return h("li", {}, typeof p === "object" && p !== null ? Object.entries(p).map(([k, v]) => `${k}=${typeof v === "number" ? fmtNum(v, 3) : JSON.stringify(v)}`).join(", ") : String(p));
+    });
     replace(
       clusterEl,
       h("table", { class: "cluster-table" }, h("thead", {}, h("tr", {}, ...["device", "node", "kind", "running", "parked"].map((c) => h("th", {}, c)))), h("tbody", {}, ...rows)),

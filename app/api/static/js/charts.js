@@ -31,6 +31,7 @@ class Chart {
   draw(key, makeOpts, data) {
     if (this.plot && key === this.key) {
       this.plot.setData(data);
+      this.container.dataset.points = String(data[0].length);
       return this.plot;
     }
     this.destroy();
@@ -39,11 +40,14 @@ class Chart {
     Object.assign(opts, sizeOf(this.container, this.height));
     this.plot = new uPlot(opts, data, this.container);
     this.key = key;
+    this.container.dataset.series = String(opts.series.length - 1); // drawn series (for tests and a11y)
+    this.container.dataset.points = String(data[0].length);
     return this.plot;
   }
 
   empty(message) {
     this.destroy();
+    this.container.dataset.series = "0";
     replace(this.container, h("div", { class: "empty" }, message));
   }
 
@@ -95,7 +99,7 @@ export class BestChart extends Chart {
           { ...axisFont(), label: `best ${name}`, size: 60, values: (u, v) => v.map((x) => fmtNum(x, 3)) },
         ],
         series: [
-          { label: "s", value: (u, v) => (v === null ? "—" : fmtNum(v, 3)) },
+          { label: "t (s)", value: (u, v) => (v === null ? "—" : fmtNum(v, 3)) },
           {
             label: `best ${name}`,
             stroke: BEST,

@@ -13,8 +13,10 @@ const RIGHT = 12;
 const TOP = 8;
 const AXIS_H = 26;
 
-function devList(s) {
-  return String(s || "")
+/** A list field that may come as an array or a comma-separated string ("cpu:0,cpu:1"). */
+function devList(v) {
+  if (Array.isArray(v)) return v.map((d) => String(d).trim()).filter(Boolean);
+  return String(v ?? "")
     .split(",")
     .map((d) => d.trim())
     .filter(Boolean);

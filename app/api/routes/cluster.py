@@ -1,0 +1,17 @@
+"""/cluster: devices, what runs or is parked on each, and measured packed pairs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api import crud
+from app.api.deps import Authenticated, StoreDep
+from app.api.models import ClusterOut
+from app.api.routes.common import AUTH_ERRORS
+
+router = APIRouter(tags=["cluster"], dependencies=[Authenticated], responses=AUTH_ERRORS)
+
+
+@router.get("/cluster", response_model=ClusterOut)
+def get_cluster(store: StoreDep) -> ClusterOut:
+    return crud.cluster(store)

@@ -1,0 +1,65 @@
+"""/events: live updates as server-sent events (`search`, `trial`, `report`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+
+from app.api.deps import AuthenticatedOrQuery, SettingsDep, StoreDep
+from app.api.events import Poller
+from app.api.routes.common import AUTH_ERRORS, MAX_ID
+
+router = APIRouter(tags=["events"], responses=AUTH_ERRORS)
+
+
+@router.get(
+    "/events",
+    dependencies=[AuthenticatedOrQuery],
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "an event stream"}},
+)
+async def events(
+    request: Request,
+    store: StoreDep,
+    settings: SettingsDep,
+    search_id: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only this search")] = None,
+    max_seconds: Annotated[float | None, Query(gt=0, le=86_400, description="end the stream after this")] = None,
+    last_event_id: Annotated[str | None, Header(description="resume after this report id")] = None,
+) -> StreamingResponse:
+    """Server-sent events: `search` (a SearchOut whose status, best or progress changed), `trial` (a
+    TrialOut whose status, steps or metric changed) and `report` (a new report row; its event id is the
+    report id, so a reconnecting EventSource resumes where it left off). Auth by header or `?token=`."""
+    resume = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None
+    poller = Poller(store, search_id, resume)
+    limit = min(max_seconds or settings.events_max_s, settings.events_max_s)
+    stopping = getattr(request.app.state, "stopping", None)  # a threading.Event set on shutdown
+
+    async def stream() -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + limit
+        quiet_since = loop.time()
+        yield "retry: 2000\n: connected\n\n"
+        while True:
+            chunks = await run_in_threadpool(poller.poll)
+            for chunk in chunks:
+                yield chunk
+            now = loop.time()
+            if chunks:
+                quiet_since = now
+            elif now - quiet_since >= settings.events_keepalive_s:
+                quiet_since = now
+                yield ": keepalive\n\n"
+            if now >= end or (stopping is not None and stopping.is_set()) or await request.is_disconnected():
+                return
+            await asyncio.sleep(min(settings.events_poll_s, max(0.0, end - now)))
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

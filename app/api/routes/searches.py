@@ -1,0 +1,263 @@
+"""/searches: create, list, read, control and delete searches, and the per-search views the dashboard
+draws (trials, curves, timeline, best-so-far)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import math
+from typing import Annotated, Any, Literal
+
+import yaml
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from app.api import crud
+from app.api.deps import Authenticated, SettingsDep, StoreDep
+from app.api.models import (
+    BestCurveOut,
+    CurvesOut,
+    Deleting,
+    Message,
+    SearchList,
+    SearchOut,
+    SpecErrors,
+    TimelineOut,
+    TrialList,
+)
+from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, not_found
+from app.api.settings import Settings
+from app.spec import SearchSpec, SpecError, parse_spec
+
+router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
+
+SearchStatus = Literal["queued", "running", "paused", "completed", "stopped", "failed"]
+TrialStatus = Literal["queued", "running", "completed", "killed", "failed"]
+
+JSON_TYPES = ("application/json",)
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "")
+
+_SPEC_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "a search spec as JSON, or as YAML text (application/yaml or text/plain)",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/SearchSpec"}},
+            "application/yaml": {"schema": {"type": "string"}},
+            "text/plain": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+def _spec_error(errors: list[tuple[str, str]]) -> HTTPException:
+    return HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": loc, "msg": msg} for loc, msg in errors]
+    )
+
+
+def _non_finite(data: Any, path: str = "") -> str | None:
+    """Dotted path of the first NaN or infinite number in `data` (JSON cannot carry them back)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "spec"
+    if isinstance(data, dict):
+        for k, v in data.items():
+            found = _non_finite(v, f"{path}.{k}" if path else str(k))
+            if found:
+                return found
+    if isinstance(data, list):
+        for i, v in enumerate(data):
+            found = _non_finite(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
+    """Validate a posted spec: 415 for other media types, 422 naming each bad field, 403 when the
+    trainable's module is not allowed."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media not in JSON_TYPES + YAML_TYPES:
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"send the spec as application/json or application/yaml, not {media}"
+        )
+    if len(body) > settings.max_spec_bytes:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"spec larger than {settings.max_spec_bytes} bytes")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _spec_error([("spec", "not UTF-8 text")]) from None
+    try:
+        data = json.loads(text) if media in JSON_TYPES else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        kind = "JSON" if media in JSON_TYPES else "YAML"
+        raise _spec_error([("spec", f"not valid {kind}: {exc}")]) from None
+    except RecursionError:
+        raise _spec_error([("spec", "nested too deeply")]) from None
+    if not isinstance(data, dict):
+        raise _spec_error([("spec", "must be a mapping of fields")])
+    bad = _non_finite(data)
+    if bad:
+        raise _spec_error([(bad, "must be a finite number")])
+    try:
+        spec = parse_spec(data)
+    except SpecError as exc:
+        raise _spec_error(exc.errors) from None
+    except (TypeError, ValueError, RecursionError) as exc:  # a value the validators did not foresee
+        raise _spec_error([("spec", str(exc) or type(exc).__name__)]) from None
+    if not settings.allows(spec.module):
+        allowed = ", ".join(repr(p) for p in settings.allowlist) or "(none)"
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"trainable '{spec.trainable}' is not allowed: its module must start with one of {allowed} "
+            "(the server's QUANTA_TRAINABLE_ALLOWLIST)",
+        )
+    try:
+        found = importlib.util.find_spec(spec.module) is not None
+    except Exception:  # a parent package that is not a package, or fails to import
+        found = False
+    if not found:
+        raise _spec_error([("trainable", f"module '{spec.module}' cannot be imported on the server")])
+    return spec
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SearchOut,
+    openapi_extra=_SPEC_BODY,
+    responses={
+        403: {"model": Message, "description": "trainable not in the allowlist"},
+        413: {"model": Message, "description": "spec too large"},
+        415: {"model": Message, "description": "unsupported media type"},
+        422: {"model": SpecErrors, "description": "invalid spec: each error names its field"},
+    },
+)
+async def create_search(request: Request, store: StoreDep, settings: SettingsDep) -> SearchOut:
+    """Submit a search spec. It is stored as `queued`; the controller starts it at its next tick."""
+    body = await request.body()
+    spec = await run_in_threadpool(read_spec, body, request.headers.get("content-type", ""), settings)
+    return await run_in_threadpool(crud.create_search, store, spec)
+
+
+@router.get("", response_model=SearchList)
+def list_searches(
+    store: StoreDep,
+    offset: Offset = 0,
+    limit: Limit = 100,
+    sort: crud.SearchSort = "-id",
+    status: SearchStatus | None = None,
+) -> SearchList:
+    """Searches, newest first by default."""
+    items, total = crud.list_searches(store, offset, limit, sort, status)
+    return SearchList(items=items, total=total)
+
+
+@router.get("/{search_id}", response_model=SearchOut, responses=NOT_FOUND)
+def get_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+    out = crud.get_search(store, search_id)
+    if out is None:
+        raise not_found("search", search_id)
+    return out
+
+
+def _command(store: StoreDep, search_id: int, command: Literal["stop", "pause", "resume"]) -> SearchOut:
+    try:
+        out = crud.command_search(store, search_id, command)
+    except crud.Conflict as exc:
+        raise conflict(str(exc)) from None
+    if out is None:
+        raise not_found("search", search_id)
+    return out
+
+
+@router.post("/{search_id}/stop", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
+def stop_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+    """Stop the search and its trials (the controller acts at its next tick)."""
+    return _command(store, search_id, "stop")
+
+
+@router.post("/{search_id}/pause", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
+def pause_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+    """Park the search's trials and start no new ones until resumed."""
+    return _command(store, search_id, "pause")
+
+
+@router.post("/{search_id}/resume", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
+def resume_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+    return _command(store, search_id, "resume")
+
+
+@router.delete(
+    "/{search_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={**NOT_FOUND, 202: {"model": Deleting, "description": "trials still stopping; deleted once they exit"}},
+)
+async def delete_search(search_id: SearchId, store: StoreDep, settings: SettingsDep) -> Response:
+    """Stop the search's trials, then delete it with everything recorded about it. 204 once deleted;
+    202 when its trials have not exited within the server's wait (the deletion completes later)."""
+    if not await run_in_threadpool(crud.search_exists, store, search_id):
+        raise not_found("search", search_id)
+    if await run_in_threadpool(crud.delete_if_queued, store, search_id):
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    await run_in_threadpool(crud.request_delete, store, search_id)
+    with contextlib.suppress(crud.Conflict):
+        await run_in_threadpool(crud.command_search, store, search_id, "stop")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.delete_wait_s
+    while await run_in_threadpool(crud.search_exists, store, search_id):
+        if loop.time() >= deadline:
+            return JSONResponse(Deleting(id=search_id).model_dump(), status_code=status.HTTP_202_ACCEPTED)
+        await asyncio.sleep(0.2)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{search_id}/trials", response_model=TrialList, responses=NOT_FOUND)
+def list_trials(
+    search_id: SearchId,
+    store: StoreDep,
+    offset: Offset = 0,
+    limit: Limit = 100,
+    sort: crud.TrialSort = "id",
+    status: TrialStatus | None = None,
+) -> TrialList:
+    """The search's trials, paged. `metric` sorts by the last reported objective (trials without
+    one last); prefix `-` for descending."""
+    if not crud.search_exists(store, search_id):
+        raise not_found("search", search_id)
+    items, total = crud.list_trials(store, search_id, offset, limit, sort, status)
+    return TrialList(items=items, total=total)
+
+
+@router.get("/{search_id}/curves", response_model=CurvesOut, responses=NOT_FOUND)
+def search_curves(
+    search_id: SearchId,
+    store: StoreDep,
+    max_points: Annotated[int, Query(ge=2, le=100_000, description="per trial, evenly thinned")] = 1000,
+) -> CurvesOut:
+    """Every trial's learning curve (step, objective) in one call."""
+    if not crud.search_exists(store, search_id):
+        raise not_found("search", search_id)
+    return crud.curves(store, search_id, max_points)
+
+
+@router.get("/{search_id}/timeline", response_model=TimelineOut, responses=NOT_FOUND)
+def search_timeline(search_id: SearchId, store: StoreDep) -> TimelineOut:
+    """Every measured quantum of the search's trials: which devices, when, packed beside whom."""
+    out = crud.timeline(store, search_id)
+    if out is None:
+        raise not_found("search", search_id)
+    return out
+
+
+@router.get("/{search_id}/best", response_model=BestCurveOut, responses=NOT_FOUND)
+def search_best(search_id: SearchId, store: StoreDep) -> BestCurveOut:
+    """Best objective so far versus seconds since the search started (one point per improvement)."""
+    out = crud.best_curve(store, search_id)
+    if out is None:
+        raise not_found("search", search_id)
+    return out

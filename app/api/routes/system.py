@@ -1,0 +1,39 @@
+"""/healthz (no auth) and /metrics (Prometheus text format)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from app.api.deps import Authenticated, StoreDep
+from app.api.models import Health
+from app.api.routes.common import AUTH_ERRORS
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+def healthz(request: Request, store: StoreDep) -> Health | JSONResponse:
+    """Liveness: the database answers. `controller` says whether this server runs the controller loop
+    (`starting`, `running`, `stopped`, or `none` when the API runs without one)."""
+    state = getattr(request.app.state, "controller_state", None)
+    controller = state() if callable(state) else "none"
+    try:
+        with store.session() as s:
+            s.connection().execute(text("SELECT 1"))
+    except Exception:
+        return JSONResponse(Health(status="database unavailable", controller=controller).model_dump(), 503)
+    return Health(status="ok", controller=controller)
+
+
+@router.get(
+    "/metrics",
+    dependencies=[Authenticated],
+    response_class=Response,
+    responses={**AUTH_ERRORS, 200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+)
+def metrics(request: Request) -> Response:
+    """Trials by state, device busy fraction, quanta, suspend/resume latency histograms, best metrics."""
+    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,561 @@
+"""`SimRuntime`: the `Runtime` protocol on a virtual clock.
+
+A cluster of servers with `per_server` devices each (`DeviceView.node` = server). Every computing job
+advances at its measured rate: alone, its solo rate (the unconsolidated one when a multi-device job
+spans servers); sharing a device with another job, its rate from the measured pair table. Suspending,
+resuming and migrating cost virtual time as in Gandiva (sub-second suspend/resume, 1-2 s migration):
+the job holds its devices but computes nothing for that long.
+
+`poll(timeout)` fast-forwards the clock to the next event (a completion, or the end of a job's first
+measurement window) or to the timeout, and reports what the real runtime would: `Started`, `Parked`,
+`Resumed`, `Profiled` (with `packed_with`, so the controller measures solo and pair rates exactly as it
+does for real processes) and `Exited`. Nothing here knows which policy runs; there are no
+"if simulate" branches elsewhere.
+
+Cost is O(changes), not O(time): a job emits a `Profiled` when its stretch of computing at one rate ends
+(suspended, moved, a co-runner came or went, it finished) and once `profile_after_s` into each new
+stretch, so a job running alone for a day produces two events, not 1,440.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.executor.actions import (
+    Action,
+    Event,
+    Exited,
+    Migrate,
+    Parked,
+    Profiled,
+    Residency,
+    Resumed,
+    Run,
+    Started,
+    Stop,
+    Suspend,
+)
+from app.executor.policy.types import DeviceView
+from app.executor.runtime.base import TrialLaunch
+from app.sim.throughputs import Throughputs
+
+
+class InvariantError(AssertionError):
+    """The simulated cluster reached a state that cannot exist (a device over capacity, ...)."""
+
+
+@dataclass(frozen=True)
+class SimCosts:
+    """Mechanism costs in seconds. Gandiva: suspend + resume well under a second; migration 1-2 s."""
+
+    start_s: float = 0.0  # a fresh job's first mini-batch (trace run times already include start-up)
+    suspend_s: float = 0.1  # reported as the park latency; the device is free once parked
+    resume_s: float = 0.4  # resuming on the devices it was parked on
+    migrate_s: float = 1.5  # resuming on other devices (state copied through a checkpoint)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What the simulator needs to know about a job: its type (throughput table key), devices asked
+    for, total mini-batches, and an explicit solo rate when the trace gives one."""
+
+    job_type: str
+    steps: int
+    devices: int = 1
+    rate: float | None = None
+
+
+class _Job:
+    __slots__ = (
+        "id",
+        "spec",
+        "total",
+        "steps",
+        "devices",
+        "state",
+        "rate",
+        "mark",
+        "compute_from",
+        "device_seconds",
+        "partners",
+        "version",
+        "opened",
+        "measured",
+        "win_start",
+        "win_steps",
+        "win_secs",
+        "first_target",
+        "first_at",
+        "solo_c",
+        "solo_u",
+        "res",
+    )
+
+    def __init__(self, jid: int, spec: JobSpec, solo_c: float, solo_u: float, first_target: float):
+        self.id = jid
+        self.spec = spec
+        self.total = float(spec.steps)
+        self.steps = 0.0
+        self.devices: tuple[str, ...] = ()
+        self.state = "new"  # running | parked | exited
+        self.rate = 0.0
+        self.mark = 0.0  # progress and device time are settled up to here
+        self.compute_from = 0.0  # overhead (start/resume/migration) ends here
+        self.device_seconds = 0.0
+        self.partners: tuple[int, ...] = ()
+        self.version = 0
+        self.opened = False  # a stretch at `rate` is open
+        self.measured = False  # the current stretch has had its first measurement
+        self.win_start = 0.0
+        self.win_steps = 0.0
+        self.win_secs = 0.0
+        self.first_target = first_target
+        self.first_at: float | None = None
+        self.solo_c = solo_c
+        self.solo_u = solo_u
+        self.res: Residency | None = None
+
+
+class SimRuntime:
+    """Virtual-clock runtime. `launcher(trial_id)` (the controller's `launch`) or `register()` says what
+    each job is: `TrialLaunch.max_steps` and `config` keys ``job_type``, ``devices`` and ``rate``."""
+
+    def __init__(
+        self,
+        servers: int,
+        per_server: int,
+        *,
+        kind: str = "v100",
+        throughputs: Throughputs | None = None,
+        launcher: Callable[[int], TrialLaunch] | None = None,
+        costs: SimCosts = SimCosts(),
+        profile_after_s: float = 10.0,
+        first_steps: int = 100,
+        max_per_device: int = 2,
+        memory_mb: float = 16_000.0,
+        start: float = 0.0,
+    ):
+        self.kind = kind
+        self.throughputs = throughputs or Throughputs()
+        self.launcher = launcher
+        self.costs = costs
+        self.profile_after_s = profile_after_s
+        self.first_steps = first_steps
+        self.max_per_device = max_per_device
+        self._devices = [
+            DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb) for s in range(servers) for g in range(per_server)
+        ]
+        self._node = {d.id: d.node for d in self._devices}
+        self._on: dict[str, list[int]] = {d.id: [] for d in self._devices}  # computing jobs per device
+        self._now = float(start)
+        self._jobs: dict[int, _Job] = {}
+        self._specs: dict[int, JobSpec] = {}
+        self._running: set[int] = set()
+        self._resident: dict[int, Residency] = {}
+        self._res_at = -math.inf
+        self._heap: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind 0=finish 1=profile, job, version)
+        self._seq = 0
+        self._pending: list[Event] = []
+        self._last_round: dict[int, int] = {}
+        self._round = 0
+        self._pair_factor: dict[tuple[int, int], float] = {}
+        self._busy = 0  # devices with at least one computing job
+        self._packs: dict[tuple[int, int], float] = {}  # pair sharing a device -> since
+        # Counters the driver reports.
+        self.busy_device_seconds = 0.0
+        self.exited_at: dict[int, float] = {}
+        self.first_at: dict[int, float] = {}
+        self.migrations = 0
+        self.suspends = 0
+        self.resumes = 0
+        self.starts = 0
+        self.packs_kept = 0
+        self.packs_undone = 0
+        self.packed_seconds = 0.0
+        self.steps_done_total = 0.0
+
+    # ---- jobs ----------------------------------------------------------------------------------
+
+    def register(self, trial_id: int, spec: JobSpec) -> None:
+        """Say what trial `trial_id` is (instead of a launcher)."""
+        self._specs[trial_id] = spec
+
+    def _spec(self, trial_id: int, devices: int) -> JobSpec:
+        spec = self._specs.pop(trial_id, None)
+        if spec is not None:
+            return spec
+        if self.launcher is None:
+            raise KeyError(f"job {trial_id}: not registered and no launcher")
+        launch = self.launcher(trial_id)
+        cfg = launch.config
+        return JobSpec(
+            str(cfg.get("job_type", "")),
+            int(launch.max_steps),
+            int(cfg.get("devices", devices)),
+            float(cfg["rate"]) if cfg.get("rate") is not None else None,
+        )
+
+    def _new_job(self, trial_id: int, devices: int) -> _Job:
+        spec = self._spec(trial_id, devices)
+        t = self.throughputs
+        if spec.rate is not None or not t.knows(spec.job_type, self.kind):
+            if spec.rate is None:
+                raise KeyError(f"job {trial_id}: no rate and job type '{spec.job_type}' not in the throughput table")
+            solo_c, solo_u = spec.rate, spec.rate * t.spread_factor
+        else:
+            solo_c = t.solo(spec.job_type, spec.devices, self.kind, True) or 0.0
+            solo_u = t.solo(spec.job_type, spec.devices, self.kind, False) or solo_c
+        if solo_c <= 0:
+            raise ValueError(f"job {trial_id}: non-positive solo rate for {spec}")
+        job = _Job(trial_id, spec, solo_c, solo_u, float(min(self.first_steps, spec.steps)))
+        self._jobs[trial_id] = job
+        return job
+
+    # ---- Runtime protocol ----------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceView]:
+        return list(self._devices)
+
+    def warm(self, modules: Sequence[str]) -> None:
+        return None
+
+    def now(self) -> float:
+        return self._now
+
+    def close(self) -> None:
+        self._pending.clear()
+
+    def residency(self) -> dict[int, Residency]:
+        if self._res_at != self._now:
+            now = self._now
+            for jid in self._running:
+                j = self._jobs[jid]
+                r = j.res
+                assert r is not None
+                r.device_seconds = j.device_seconds + (now - j.mark) * len(j.devices)
+                c0 = max(j.mark, j.compute_from)
+                live = j.steps + j.rate * (now - c0) if now > c0 else j.steps
+                r.steps = int(min(j.total, live) + 1e-9)
+            self._res_at = now
+        return dict(self._resident)
+
+    def apply(self, round_no: int, actions: Sequence[Action]) -> None:
+        now = self._now
+        self._round = round_no
+        todo = [a for a in actions if self._last_round.get(a.trial_id) != round_no]
+        for a in todo:
+            self._last_round[a.trial_id] = round_no
+        if not todo:
+            return
+        touched: set[int] = set()  # jobs whose co-runners or rate may change
+        stopped_or_parked: set[int] = set()
+        for a in todo:
+            j = self._jobs.get(a.trial_id)
+            if isinstance(a, Stop):
+                if j is not None and j.state in ("running", "parked"):
+                    touched |= self._neighbours(j)
+                    self._exit(j, "killed", a.reason)
+                    stopped_or_parked.add(j.id)
+            elif isinstance(a, Suspend):
+                if j is not None and j.state == "running":
+                    touched |= self._neighbours(j)
+                    self._park(j)
+                    stopped_or_parked.add(j.id)
+        for a in todo:
+            if not isinstance(a, Run | Migrate):
+                continue
+            devices = tuple(sorted(a.devices))
+            j = self._jobs.get(a.trial_id)
+            if j is None or j.state == "new":
+                j = j or self._new_job(a.trial_id, len(devices))
+                self._place(j, devices, self.costs.start_s)
+                self.starts += 1
+                self._pending.append(Started(j.id, devices, self.costs.start_s * 1000, 0, now))
+            elif j.state == "exited":
+                continue
+            elif j.state == "running":
+                if devices == j.devices:
+                    continue
+                touched |= self._neighbours(j)
+                self._park(j, report=False)
+                self._resume(j, devices)
+            else:
+                self._resume(j, devices)
+            touched |= self._neighbours(j)
+        self._refresh(touched, stopped_or_parked)
+
+    def poll(self, timeout: float) -> list[Event]:
+        if self._pending:
+            out, self._pending = self._pending, []
+            return out
+        target = self._now + max(0.0, timeout)
+        heap = self._heap
+        while heap:
+            t, _, kind, jid, version = heap[0]
+            j = self._jobs[jid]
+            if j.version != version or j.state != "running":
+                heapq.heappop(heap)
+                continue
+            if t > target:
+                break
+            self._advance(t)
+            while heap and heap[0][0] <= t:
+                _, _, kind, jid, version = heapq.heappop(heap)
+                j = self._jobs[jid]
+                if j.version != version or j.state != "running":
+                    continue
+                if kind == 0:
+                    self._settle(j, t)
+                    j.steps = j.total
+                    touched = self._neighbours(j)
+                    self._exit(j, "completed", None)
+                    self._refresh(touched, {j.id})
+                else:
+                    self._close_window(j, t)
+                    j.measured = True
+            out, self._pending = self._pending, []
+            return out
+        self._advance(target)
+        return []
+
+    # ---- mechanics -----------------------------------------------------------------------------
+
+    def _advance(self, t: float) -> None:
+        if t > self._now:
+            self.busy_device_seconds += self._busy * (t - self._now)
+            if self._packs:
+                self.packed_seconds += len(self._packs) * (t - self._now)
+            self._now = t
+
+    def _neighbours(self, j: _Job) -> set[int]:
+        out = {j.id}
+        for d in j.devices:
+            out.update(self._on[d])
+        return out
+
+    def _place(self, j: _Job, devices: tuple[str, ...], cost: float) -> None:
+        for d in devices:
+            if d not in self._on:
+                raise InvariantError(f"job {j.id}: unknown device {d}")
+            on = self._on[d]
+            if not on:
+                self._busy += 1
+            on.append(j.id)
+            if len(on) > self.max_per_device:
+                raise InvariantError(f"device {d} runs {len(on)} jobs {on} (capacity {self.max_per_device})")
+        now = self._now
+        j.devices = devices
+        j.state = "running"
+        j.mark = now
+        j.compute_from = now + cost
+        j.opened = False
+        self._running.add(j.id)
+        if j.res is None:
+            j.res = Residency(devices, True, int(j.steps), j.device_seconds)
+        j.res.devices, j.res.running = devices, True
+        self._resident[j.id] = j.res
+        self._res_at = -math.inf
+
+    def _release(self, j: _Job) -> None:
+        for d in j.devices:
+            on = self._on[d]
+            on.remove(j.id)
+            if not on:
+                self._busy -= 1
+        self._running.discard(j.id)
+        self._res_at = -math.inf
+
+    def _park(self, j: _Job, report: bool = True) -> None:
+        self._close_window(j, self._now)
+        self._release(j)
+        j.state = "parked"
+        j.opened = False
+        j.version += 1
+        assert j.res is not None
+        j.res.running, j.res.steps, j.res.device_seconds = False, int(j.steps + 1e-9), j.device_seconds
+        if report:
+            self.suspends += 1
+            self._pending.append(Parked(j.id, int(j.steps + 1e-9), self.costs.suspend_s * 1000, self._now))
+
+    def _resume(self, j: _Job, devices: tuple[str, ...]) -> None:
+        migrated = devices != j.devices
+        cost = self.costs.migrate_s if migrated else self.costs.resume_s
+        if migrated:
+            self.migrations += 1
+        else:
+            self.resumes += 1
+        self._place(j, devices, cost)
+        self._pending.append(Resumed(j.id, devices, cost * 1000, migrated, self._now))
+
+    def _exit(self, j: _Job, status: str, error: str | None) -> None:
+        if j.state == "running":
+            self._close_window(j, self._now)
+            self._release(j)
+        j.state = "exited"
+        j.version += 1
+        self._resident.pop(j.id, None)
+        self.exited_at[j.id] = self._now
+        self.steps_done_total += j.steps
+        self._pending.append(
+            Exited(j.id, status, int(j.steps + 1e-9), error, self._now, False, j.device_seconds)
+        )
+
+    def _settle(self, j: _Job, t: float) -> None:
+        """Advance a computing job's progress and device time to `t` at its current rate."""
+        if t <= j.mark:
+            return
+        j.device_seconds += (t - j.mark) * len(j.devices)
+        c0 = j.compute_from if j.compute_from > j.mark else j.mark
+        if t > c0 and j.rate > 0:
+            dt = t - c0
+            before = j.steps
+            j.steps = min(j.total, before + j.rate * dt)
+            j.win_steps += j.steps - before
+            j.win_secs += dt
+            if j.first_at is None and j.steps >= j.first_target - 1e-9:
+                j.first_at = c0 + max(0.0, j.first_target - before) / j.rate
+                self.first_at[j.id] = j.first_at
+        j.mark = t
+
+    def _close_window(self, j: _Job, t: float) -> None:
+        """Settle to `t` and report the measured stretch since the window opened."""
+        if not j.opened:
+            return
+        self._settle(j, t)
+        steps = int(j.win_steps + 1e-9)
+        if steps >= 1 and j.rate > 0:
+            self._pending.append(
+                Profiled(j.id, j.devices, steps, steps / j.rate, 0.0, t, j.win_start, j.partners, self._round)
+            )
+        j.win_start, j.win_steps, j.win_secs = t, 0.0, 0.0
+
+    def _factor(self, j: _Job, o: _Job) -> float:
+        key = (j.id, o.id)
+        f = self._pair_factor.get(key)
+        if f is None:
+            f = self.throughputs.unmeasured_pair_factor
+            if j.spec.rate is None and o.spec.rate is None:
+                a, b = (j.spec.job_type, j.spec.devices), (o.spec.job_type, o.spec.devices)
+                pair = self.throughputs.pair(a, b, self.kind)
+                solo = self.throughputs.solo(*a, self.kind, True)
+                if pair is not None and solo:
+                    f = pair[0] / solo
+            self._pair_factor[key] = f
+        return f
+
+    def _rate_of(self, j: _Job) -> tuple[float, tuple[int, ...]]:
+        devices = j.devices
+        node = self._node[devices[0]]
+        spread = any(self._node[d] != node for d in devices)
+        base = j.solo_u if spread else j.solo_c
+        factor = 1.0
+        partners: set[int] = set()
+        for d in devices:
+            on = self._on[d]
+            if len(on) == 1:
+                continue
+            others = [o for o in on if o != j.id]
+            partners.update(others)
+            if len(others) == 1:
+                f = self._factor(j, self._jobs[others[0]])
+            else:
+                f = 1.0 / len(on)
+            factor = min(factor, f)
+        return base * factor, tuple(sorted(partners))
+
+    def _refresh(self, touched: set[int], gone: set[int]) -> None:
+        """After a change at `now`: close the stretch of every computing job among `touched` whose
+        co-runners or rate changed, open its new stretch, and schedule its completion."""
+        now = self._now
+        for jid in sorted(touched):
+            j = self._jobs.get(jid)
+            if j is None:
+                continue
+            old = j.partners
+            if j.state != "running":
+                new: tuple[int, ...] = ()
+                rate = 0.0
+            else:
+                rate, new = self._rate_of(j)
+            if old != new:
+                self._pack_change(j, old, new, gone)
+            if j.state != "running":
+                j.partners = ()
+                continue
+            if j.opened and new == old and rate == j.rate:
+                continue
+            self._close_window(j, now)
+            self._settle(j, now)
+            j.partners, j.rate = new, rate
+            j.version += 1
+            j.opened, j.measured = True, False
+            j.win_start, j.win_steps, j.win_secs = now, 0.0, 0.0
+            c0 = max(now, j.compute_from)
+            self._seq += 1
+            heapq.heappush(self._heap, (c0 + (j.total - j.steps) / rate, self._seq, 0, j.id, j.version))
+            if self.profile_after_s > 0:
+                self._seq += 1
+                heapq.heappush(self._heap, (c0 + self.profile_after_s, self._seq, 1, j.id, j.version))
+
+    def _pack_change(self, j: _Job, old: tuple[int, ...], new: tuple[int, ...], gone: set[int]) -> None:
+        for p in new:
+            if p not in old:
+                self._packs.setdefault((min(j.id, p), max(j.id, p)), self._now)
+        for p in old:
+            if p in new:
+                continue
+            key = (min(j.id, p), max(j.id, p))
+            if self._packs.pop(key, None) is None:
+                continue
+            other = self._jobs[p]
+            finished = j.state == "exited" or other.state == "exited"
+            if finished or (j.state != "running" and other.state != "running"):
+                self.packs_kept += 1  # ended by a completion, or both time-sliced out together
+            else:
+                self.packs_undone += 1  # split while one of them kept computing
+
+    # ---- inspection (driver, tests) ------------------------------------------------------------
+
+    def jobs_on(self, device: str) -> tuple[int, ...]:
+        return tuple(self._on[device])
+
+    def running_ids(self) -> set[int]:
+        return set(self._running)
+
+    def progress(self, trial_id: int) -> tuple[float, float]:
+        """(steps done, total steps) of a job, settled to now."""
+        j = self._jobs[trial_id]
+        if j.state == "running":
+            self._settle(j, self._now)
+        return j.steps, j.total
+
+    def job_rate(self, trial_id: int) -> float:
+        return self._jobs[trial_id].rate
+
+    def check(self) -> None:
+        """Cluster invariants: no device over capacity, each computing job on as many devices as it
+        asked for and listed on each of them, and work conserved (0 <= steps <= total; no more steps
+        than its device time at its best rate allows)."""
+        for d, on in self._on.items():
+            if len(on) > self.max_per_device:
+                raise InvariantError(f"device {d} runs {on}")
+            for jid in on:
+                if d not in self._jobs[jid].devices or self._jobs[jid].state != "running":
+                    raise InvariantError(f"device {d} lists job {jid} that does not run there")
+        for jid in self._running:
+            j = self._jobs[jid]
+            if len(j.devices) != j.spec.devices and j.spec.devices <= len(self._devices):
+                raise InvariantError(f"job {jid} asked for {j.spec.devices} devices, runs on {j.devices}")
+            if any(jid not in self._on[d] for d in j.devices):
+                raise InvariantError(f"job {jid} not listed on its devices {j.devices}")
+        for j in self._jobs.values():
+            if j.steps < 0 or j.steps > j.total + 1e-6:
+                raise InvariantError(f"job {j.id}: {j.steps} steps of {j.total}")
+            best = max(j.solo_c, j.solo_u)
+            if j.devices and j.steps > best * j.device_seconds / len(j.devices) + 1e-6:
+                raise InvariantError(f"job {j.id}: {j.steps} steps in {j.device_seconds} device-seconds")
+            if j.state == "exited" and j.id in self.exited_at and j.steps > j.total + 1e-6:
+                raise InvariantError(f"job {j.id} overshot")
