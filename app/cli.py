@@ -16,6 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from app.api.serve import serve
+from app.sdk.submit_cmd import submit
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 console = Console(stderr=True)
 
@@ -137,6 +140,10 @@ def run(
     if output:
         _write_json_atomic(output, result)
     raise typer.Exit(EXIT_REACHED if result["reached"] else EXIT_NOT_REACHED)
+
+
+app.command("serve")(serve)
+app.command("submit")(submit)
 
 
 def main() -> None:

@@ -129,6 +129,19 @@ class Controller:
         self._pending_rows: list[Any] = []
         self._pair_latest: dict[tuple[int, int], float] = {}
         self.last_plan: Plan | None = None
+        # How long one poll may block (seconds of the runtime's clock). The simulator lifts the cap.
+        self.poll_cap_s = 0.5
+        # Republish the cluster view at most this often (0 = every tick); the simulator has no viewer.
+        self.publish_every_s = 0.0
+        self._published_at = -math.inf
+        # Reuse a trial's TrialView between snapshots while nothing about it changed (no event, no
+        # action, not resident). Off by default; the simulator turns it on for clusters of thousands.
+        self.cache_views = False
+        self._views: dict[int, TrialView] = {}
+        self._dirty: set[int] = set()
+        self._was_resident: set[int] = set()
+        self._pair_keys: dict[int, set[tuple[int, int]]] = {}  # trial -> its keys in _pair_latest
+        self._gone: list[int] = []  # trials finalised since the last snapshot (their pairs are dropped)
 
     # ---- searches ------------------------------------------------------------------------------
 
@@ -249,7 +262,9 @@ class Controller:
                 if ts is not None and not ts.status.final:
                     self._final(ts, TrialStatus.KILLED, now, "stopped by policy")
         self.last_plan = plan
-        self._publish_cluster(snapshot, plan)
+        if now - self._published_at >= self.publish_every_s:
+            self._published_at = now
+            self._publish_cluster(snapshot, plan)
         if actions:
             self.round_no += 1
             self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in actions])
@@ -258,6 +273,7 @@ class Controller:
                 if isinstance(a, Run):
                     ts = self._trial(a.trial_id)
                     if ts is not None and ts.status == TrialStatus.QUEUED:
+                        self._dirty.add(ts.id)
                         ts.status = TrialStatus.RUNNING
                         ts.started_at = ts.started_at or now
                         self.store.update_trial(ts.id, status="running", started_at=ts.started_at)
@@ -311,7 +327,7 @@ class Controller:
             timeout = due - self.runtime.now()
             if timeout <= 0:
                 break
-            self.handle(self.runtime.poll(min(timeout, 0.5)))
+            self.handle(self.runtime.poll(min(timeout, self.poll_cap_s)))
         self.flush()
 
     def run(self, search_id: int, on_progress: Callable[[SearchState], None] | None = None) -> SearchState:
@@ -363,8 +379,16 @@ class Controller:
         )
         trials: list[TrialView] = []
         paused = {s.id for s in self.searches.values() if s.status == "paused"}
+        views = self._views if self.cache_views else None
+        dirty = self._dirty | self._was_resident
+        dirty.update(residency)
+        self._dirty, self._was_resident = set(), set(residency)
         for t in self._alive.values():
             if t.search_id in paused:
+                self._views.pop(t.id, None)
+                continue
+            if views is not None and t.id not in dirty and t.id in views:
+                trials.append(views[t.id])
                 continue
             r = residency.get(t.id)
             if r is not None:
@@ -391,6 +415,13 @@ class Controller:
                     kind=t.kind,
                 )
             )
+            if views is not None:
+                views[t.id] = trials[-1]
+        for tid in self._gone:  # pairs of finished trials never reach a snapshot again
+            self._views.pop(tid, None)
+            for k in self._pair_keys.pop(tid, ()):
+                self._pair_latest.pop(k, None)
+        self._gone.clear()
         alive_ids = {t.id for t in trials}
         pairs = {
             k: (self._pair_latest[k], self._pair_latest[(k[1], k[0])])
@@ -494,6 +525,7 @@ class Controller:
     def _final(self, t: TrialState, status: TrialStatus, now: float, error: str | None = None) -> None:
         t.status = status
         self._alive.pop(t.id, None)
+        self._gone.append(t.id)
         t.finished_at = now
         if status == TrialStatus.FAILED:
             t.error = error
@@ -519,6 +551,7 @@ class Controller:
             ts = self._trial(e.trial_id)
             if ts is None:
                 continue
+            self._dirty.add(ts.id)
             s = self.searches.get(ts.search_id)
             if isinstance(e, Reported):
                 self._on_report(s, ts, e)
@@ -581,6 +614,8 @@ class Controller:
                 t.rate_packed = rate if t.rate_packed is None else (1 - _EMA) * t.rate_packed + _EMA * rate
                 for other in e.packed_with:
                     self._pair_latest[(t.id, other)] = rate
+                    self._pair_keys.setdefault(t.id, set()).add((t.id, other))
+                    self._pair_keys.setdefault(other, set()).add((t.id, other))
                     if (other, t.id) in self._pair_latest:
                         a, b = sorted((t.id, other))
                         self._pending_rows.append(

@@ -316,7 +316,8 @@ def _thin(points: list[tuple[int, float]], max_points: int) -> list[tuple[int, f
 def curves(store: Store, search_id: int, max_points: int) -> CurvesOut:
     with store.session() as s:
         status = {
-            str(tid): st for tid, st in s.exec(select(TrialRow.id, TrialRow.status).where(TrialRow.search_id == search_id))
+            str(tid): st
+            for tid, st in s.exec(select(TrialRow.id, TrialRow.status).where(TrialRow.search_id == search_id))
         }
         rows = s.exec(
             select(ReportRow.trial_id, ReportRow.step, ReportRow.objective)
@@ -393,9 +394,7 @@ def cluster(store: Store) -> ClusterOut:
     alive: set[int] = set()
     if ids:
         with store.session() as s:
-            alive = set(
-                s.exec(select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == "running"))
-            )
+            alive = set(s.exec(select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == "running")))
     out = [
         DeviceOut(
             id=d["id"],

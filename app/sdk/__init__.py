@@ -1,5 +1,31 @@
-"""What users import: `Trial` (inside a trainable) and `Client` (the REST client)."""
+"""What users import: `Trial` (inside a trainable) and `Client` (the REST client).
 
-from app.sdk.trial import ControllerGone, Trial, TrialStopped
+Names are imported on first use (module `__getattr__`): `from app.sdk import Trial` inside a trial
+process does not import httpx, and `from app.sdk import Client` (or the `quanta` command) does not
+import torch."""
 
-__all__ = ["ControllerGone", "Trial", "TrialStopped"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.sdk.client import ApiError, Client, Search
+    from app.sdk.trial import ControllerGone, Trial, TrialStopped
+
+__all__ = ["ApiError", "Client", "ControllerGone", "Search", "Trial", "TrialStopped"]
+
+_HOME = {
+    "Trial": "app.sdk.trial",
+    "TrialStopped": "app.sdk.trial",
+    "ControllerGone": "app.sdk.trial",
+    "Client": "app.sdk.client",
+    "Search": "app.sdk.client",
+    "ApiError": "app.sdk.client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'app.sdk' has no attribute {name!r}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -137,6 +138,8 @@ class SimRuntime:
         max_per_device: int = 2,
         memory_mb: float = 16_000.0,
         start: float = 0.0,
+        jitter: float = 0.0,
+        seed: int = 0,
     ):
         self.kind = kind
         self.throughputs = throughputs or Throughputs()
@@ -145,6 +148,8 @@ class SimRuntime:
         self.profile_after_s = profile_after_s
         self.first_steps = first_steps
         self.max_per_device = max_per_device
+        self.jitter = jitter
+        self.seed = seed
         self._devices = [
             DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb) for s in range(servers) for g in range(per_server)
         ]
@@ -210,6 +215,9 @@ class SimRuntime:
             solo_u = t.solo(spec.job_type, spec.devices, self.kind, False) or solo_c
         if solo_c <= 0:
             raise ValueError(f"job {trial_id}: non-positive solo rate for {spec}")
+        if self.jitter > 0:  # per-job speed noise, the same for a given (seed, job)
+            noise = math.exp(random.Random(self.seed * 1_000_003 + trial_id).gauss(0.0, self.jitter))
+            solo_c, solo_u = solo_c * noise, solo_u * noise
         job = _Job(trial_id, spec, solo_c, solo_u, float(min(self.first_steps, spec.steps)))
         self._jobs[trial_id] = job
         return job
@@ -264,6 +272,10 @@ class SimRuntime:
                     touched |= self._neighbours(j)
                     self._park(j)
                     stopped_or_parked.add(j.id)
+            elif isinstance(a, Migrate):  # like the real runtime: park every mover before any resumes
+                if j is not None and j.state == "running" and tuple(sorted(a.devices)) != j.devices:
+                    touched |= self._neighbours(j)
+                    self._park(j, report=False)
         for a in todo:
             if not isinstance(a, Run | Migrate):
                 continue
@@ -277,11 +289,7 @@ class SimRuntime:
             elif j.state == "exited":
                 continue
             elif j.state == "running":
-                if devices == j.devices:
-                    continue
-                touched |= self._neighbours(j)
-                self._park(j, report=False)
-                self._resume(j, devices)
+                continue  # already computing there (a Migrate to where it is, or a repeated Run)
             else:
                 self._resume(j, devices)
             touched |= self._neighbours(j)
@@ -318,6 +326,8 @@ class SimRuntime:
                     j.measured = True
             out, self._pending = self._pending, []
             return out
+        if math.isinf(target):
+            raise InvariantError("stalled: nothing computes and nothing will happen (a job fits no placement?)")
         self._advance(target)
         return []
 

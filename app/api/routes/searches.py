@@ -54,9 +54,7 @@ _SPEC_BODY: dict[str, Any] = {
 
 
 def _spec_error(errors: list[tuple[str, str]]) -> HTTPException:
-    return HTTPException(
-        status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": loc, "msg": msg} for loc, msg in errors]
-    )
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": loc, "msg": msg} for loc, msg in errors])
 
 
 def _non_finite(data: Any, path: str = "") -> str | None:
@@ -82,7 +80,8 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
     media = content_type.split(";", 1)[0].strip().lower()
     if media not in JSON_TYPES + YAML_TYPES:
         raise HTTPException(
-            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"send the spec as application/json or application/yaml, not {media}"
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            f"send the spec as application/json or application/yaml, not {media}",
         )
     if len(body) > settings.max_spec_bytes:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"spec larger than {settings.max_spec_bytes} bytes")

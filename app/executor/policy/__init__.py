@@ -31,10 +31,12 @@ def _load_builtin() -> None:
     if _REGISTRY:
         return
     from app.executor.policy.fifo import FifoPolicy
+    from app.executor.policy.gandiva import GandivaPolicy
     from app.executor.policy.timeslice import TimeslicePolicy
 
     register("fifo", lambda **_: FifoPolicy())
     register("timeslice", lambda **_: TimeslicePolicy())
+    register("gandiva", lambda **k: GandivaPolicy.from_knobs(**k))
 
 
 __all__ = ["ClusterSnapshot", "Plan", "Policy", "make_policy", "policy_names", "register"]

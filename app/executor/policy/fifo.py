@@ -9,6 +9,10 @@ from app.executor.policy.types import ClusterSnapshot, Plan
 
 class FifoPolicy:
     name = "fifo"
+    # Its plan depends only on which trials are alive and where they run, never on time or device time
+    # attained: replanning between arrivals and completions changes nothing (the simulator ticks it
+    # on those events only).
+    event_driven = True
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         board = Board(snapshot)

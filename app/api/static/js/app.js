@@ -167,7 +167,7 @@ function listView() {
           h("td", {}, progressBar(sr.progress)),
           h("td", { class: "num" }, m.target !== null && m.target !== undefined ? fmtNum(m.target) : "—"),
           h("td", {}, fmtTime(sr.created_at)),
-          h("td", { class: "num" }, sr.started_at && end ? fmtDuration(end - sr.started_at) : "—"),
+          h("td", { class: "num" }, end ? fmtDuration(end - (sr.started_at ?? sr.created_at)) : "—"),
         ),
       );
     }
@@ -286,7 +286,7 @@ function searchView(id) {
       stat(`best ${m.name || "metric"} ${goalArrow(m)}`, sr.best ? fmtNum(sr.best.metric) : "—", sr.best ? h("div", { class: "sub" }, `trial ${sr.best.trial_id}: ${paramsText(sr.best.params)}`) : ""),
       stat("target", m.target !== null && m.target !== undefined ? fmtNum(m.target) : "none", h("div", { class: "sub" }, sr.reached ? `reached after ${fmtDuration(sr.seconds_to_target)}` : "not reached")),
       stat("trials", `${p.trials_done ?? 0} done`, h("div", { class: "sub" }, `${p.trials_created ?? 0} created, at most ${p.max_trials ?? "?"}`), progressBar(p)),
-      stat("elapsed", sr.started_at && end ? fmtDuration(end - sr.started_at) : "—", h("div", { class: "sub" }, `created ${fmtTime(sr.created_at)}`)),
+      stat("elapsed", end ? fmtDuration(end - (sr.started_at ?? sr.created_at)) : "—", h("div", { class: "sub" }, `created ${fmtTime(sr.created_at)}`)),
       stat("policy", typeof sr.policy === "string" ? sr.policy : (sr.spec?.scheduler?.policy ?? "—"), h("div", { class: "sub" }, sr.spec?.trainable || "")),
     );
     specEl.textContent = JSON.stringify(sr.spec ?? {}, null, 2);
@@ -305,7 +305,8 @@ function searchView(id) {
     const data = await api(`/searches/${id}/best`);
     if (!st.search) await summary();
     const sr = st.search;
-    const until = sr.started_at && nowOrEnd() ? nowOrEnd() - sr.started_at : null;
+    // The API counts best-so-far time from started_at (created_at while a search has not started).
+    const until = nowOrEnd() ? nowOrEnd() - (sr.started_at ?? sr.created_at) : null;
     bestChart.update(data.points || [], sr.metric, until);
   }
 
@@ -330,7 +331,7 @@ function searchView(id) {
     st.allTrials = out;
     st.trials = new Map(out.map((t) => [t.id, t]));
     if (!st.search) await summary();
-    renderParcoords(pcEl, out, st.search.metric, bestId(), (tid) => highlightRow(tid));
+    renderParcoords(pcEl, out, st.search.metric, bestId(), (tid) => highlightRow(tid), st.search.spec?.space);
   }
 
   function highlightRow(tid) {
@@ -419,7 +420,12 @@ function searchView(id) {
     const data = await api(`/searches/${id}/timeline`);
     if (!st.search) await summary();
     const devices = (st.cluster?.devices || []).map((d) => d.id);
-    renderGantt(ganttEl, data, st.trials, { devices, now: ACTIVE.has(st.search.status) ? Date.now() / 1000 : null, bestId: bestId() });
+    renderGantt(ganttEl, data, st.trials, {
+      devices,
+      now: ACTIVE.has(st.search.status) ? Date.now() / 1000 : null,
+      bestId: bestId(),
+      t0: st.search.started_at ?? st.search.created_at,
+    });
   }
 
   async function cluster() {

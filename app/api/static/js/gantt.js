@@ -51,7 +51,8 @@ function assignRows(intervals) {
  * Render into `container`.
  * timeline: {items: [{trial_id, devices, started_at, ended_at, packed_with}], t0}
  * trials: Map id -> TrialOut (for status and params, may be partial)
- * opts: {devices: [ids from /cluster], now: unix seconds or null when finished, bestId}
+ * opts: {devices: [ids from /cluster], now: unix seconds or null when finished, bestId,
+ *        t0: where the time axis starts when the timeline has no t0 (the search's start)}
  */
 export function renderGantt(container, timeline, trials, opts = {}) {
   const items = (timeline && timeline.items) || [];
@@ -59,7 +60,8 @@ export function renderGantt(container, timeline, trials, opts = {}) {
     replace(container, h("div", { class: "empty" }, "No quanta recorded yet."));
     return;
   }
-  const t0 = timeline.t0 ?? Math.min(...items.map((q) => q.started_at));
+  const first = Math.min(...items.map((q) => q.started_at));
+  const t0 = Math.min(timeline.t0 ?? opts.t0 ?? first, first);
   let tEnd = Math.max(...items.map((q) => q.ended_at));
   if (opts.now && opts.now > tEnd) tEnd = opts.now;
   const span = Math.max(1e-3, tEnd - t0);

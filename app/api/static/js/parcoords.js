@@ -15,14 +15,30 @@ function trialMetric(t) {
   return t.best_metric ?? t.metric;
 }
 
-function makeAxis(name, values) {
+/** Dotted names of the params the spec draws on a log scale (loguniform, qloguniform). */
+export function logScaled(space, prefix = "", out = new Set()) {
+  if (!space || typeof space !== "object" || Array.isArray(space)) return out;
+  const keys = Object.keys(space);
+  if (keys.length === 1 && (keys[0] === "loguniform" || keys[0] === "qloguniform")) {
+    out.add(prefix);
+    return out;
+  }
+  if (keys.length === 1 && keys[0] === "choice" && Array.isArray(space.choice)) {
+    for (const option of space.choice) logScaled(option, prefix, out);
+    return out;
+  }
+  for (const k of keys) logScaled(space[k], prefix ? `${prefix}.${k}` : k, out);
+  return out;
+}
+
+function makeAxis(name, values, logHint = false) {
   const present = values.filter((v) => v !== undefined && v !== null);
   const nums = present.filter((v) => typeof v === "number" && Number.isFinite(v));
   const missing = present.length < values.length;
   if (present.length && nums.length === present.length) {
     let lo = Math.min(...nums);
     let hi = Math.max(...nums);
-    const log = lo > 0 && hi / lo >= 50;
+    const log = lo > 0 && (logHint ? hi / lo > 1.5 : hi / lo >= 100);
     if (lo === hi) {
       const pad = lo === 0 ? 1 : Math.abs(lo) * 0.1;
       lo -= pad;
@@ -54,17 +70,22 @@ function makeAxis(name, values) {
 }
 
 function logTicks(lo, hi) {
-  const out = [];
-  for (let e = Math.ceil(Math.log10(lo)); e <= Math.floor(Math.log10(hi)); e++) out.push(10 ** e);
-  if (out.length < 2) return [lo, hi];
+  // The ends, and the powers of ten between them that are not crowding an end.
+  const out = [lo];
+  const span = Math.log10(hi) - Math.log10(lo);
+  for (let e = Math.ceil(Math.log10(lo)); e <= Math.floor(Math.log10(hi)); e++) {
+    const v = 10 ** e;
+    if (Math.log10(v) - Math.log10(lo) > 0.12 * span && Math.log10(hi) - Math.log10(v) > 0.12 * span) out.push(v);
+  }
+  out.push(hi);
   return out;
 }
 
 /**
  * trials: [TrialOut]; metric: {name, goal, target}; bestId: trial id.
- * `onPick(trialId)` is called when a line is clicked.
+ * `onPick(trialId)` is called when a line is clicked; `space` (the spec's) marks log-scaled params.
  */
-export function renderParcoords(container, trials, metric, bestId, onPick) {
+export function renderParcoords(container, trials, metric, bestId, onPick, space = null) {
   const withMetric = trials.filter((t) => typeof trialMetric(t) === "number");
   if (!withMetric.length) {
     replace(container, h("div", { class: "empty" }, "No trial has reported the metric yet."));
@@ -76,7 +97,8 @@ export function renderParcoords(container, trials, metric, bestId, onPick) {
   const varying = keys.filter((k) => new Set(flat.map((f) => JSON.stringify(f[k] ?? null))).size > 1);
   const paramKeys = varying.length ? varying : keys;
   const mname = (metric && metric.name) || "metric";
-  const axes = paramKeys.map((k) => makeAxis(k, flat.map((f) => f[k])));
+  const logKeys = logScaled(space);
+  const axes = paramKeys.map((k) => makeAxis(k, flat.map((f) => f[k]), logKeys.has(k)));
   const mAxis = makeAxis(mname, withMetric.map(trialMetric));
   mAxis.isMetric = true;
   axes.push(mAxis);
@@ -143,8 +165,10 @@ export function renderParcoords(container, trials, metric, bestId, onPick) {
       { x, y: TOP - 14, "text-anchor": j === 0 ? "start" : j === axes.length - 1 ? "end" : "middle", class: "aname" },
       a.name.length > 22 ? `${a.name.slice(0, 21)}…` : a.name,
     );
-    label.appendChild(stitle(`${a.name} (${a.kind}${a.isMetric ? `, best per trial, ${metric?.goal || ""}` : ""})`));
-    g.appendChild(label);
+    // The hover title sits beside the text (in a group), so the label's own text is only the name.
+    g.appendChild(
+      s("g", { class: "alabel" }, stitle(`${a.name} (${a.kind}${a.isMetric ? `, best per trial, ${metric?.goal || ""}` : ""})`), label),
+    );
     for (const tv of a.ticks) {
       const y = ypos(a, tv);
       g.appendChild(s("line", { x1: x - 3, x2: x + 3, y1: y, y2: y }));

@@ -1,0 +1,457 @@
+"""The REST API over a temporary SQLite database (FastAPI's TestClient), and one search run to the end by
+a live controller loop in this process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from app.api import crud
+from app.api.main import create_app
+from app.api.serve import ControllerLoop
+from app.api.settings import Settings
+from app.db.models import LatencyRow, QuantumRow, ReportRow
+from app.db.store import Store
+from app.executor.runtime.devices import parse_devices
+from app.sdk.client import parse_sse
+
+TOKEN = "api-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+SPEC = {
+    "name": "lin",
+    "trainable": "tests.trainables:linear",
+    "space": {"lr": {"loguniform": [0.001, 0.1]}},
+    "metric": {"name": "accuracy", "goal": "maximize", "target": 0.9},
+    "budget": {"max_trials": 3, "max_steps": 40},
+    "parallelism": 2,
+    "scheduler": {"quantum_s": 0.5},
+    "config": {"report_every": 5},
+}
+
+
+def settings_for(tmp_path, **kw) -> Settings:
+    base = dict(
+        db_url=f"sqlite:///{tmp_path / 'api.db'}",
+        token=TOKEN,
+        trainable_allowlist="tests.,examples.",
+        delete_wait_s=0.3,
+        events_poll_s=0.1,
+    )
+    return Settings(**{**base, **kw})
+
+
+@pytest.fixture
+def client(tmp_path):
+    app = create_app(settings_for(tmp_path))
+    with TestClient(app, headers=AUTH) as c:
+        yield c
+
+
+@pytest.fixture
+def store(client) -> Store:
+    return client.app.state.store
+
+
+def post(client, spec=SPEC, **kw):
+    return client.post("/api/v1/searches", json=spec, **kw)
+
+
+def running_search(client, store, spec=SPEC) -> int:
+    """A search as the controller leaves it once started (without running a controller)."""
+    sid = post(client, spec).json()["id"]
+    store.update_search(sid, status="running", started_at=time.time())
+    return sid
+
+
+# ---- auth ----------------------------------------------------------------------------------------
+
+
+PROTECTED = [
+    ("GET", "/api/v1/searches"),
+    ("POST", "/api/v1/searches"),
+    ("GET", "/api/v1/searches/1"),
+    ("POST", "/api/v1/searches/1/stop"),
+    ("POST", "/api/v1/searches/1/pause"),
+    ("POST", "/api/v1/searches/1/resume"),
+    ("DELETE", "/api/v1/searches/1"),
+    ("GET", "/api/v1/searches/1/trials"),
+    ("GET", "/api/v1/searches/1/curves"),
+    ("GET", "/api/v1/searches/1/timeline"),
+    ("GET", "/api/v1/searches/1/best"),
+    ("GET", "/api/v1/trials/1"),
+    ("POST", "/api/v1/trials/1/stop"),
+    ("GET", "/api/v1/cluster"),
+    ("GET", "/api/v1/events"),
+    ("GET", "/metrics"),
+]
+
+
+def test_every_route_but_health_and_dashboard_needs_a_token(client, store):
+    post(client)
+    anonymous = TestClient(client.app)
+    for method, path in PROTECTED:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+            r = anonymous.request(method, path, headers=headers)
+            assert r.status_code == 401, (method, path, headers, r.status_code)
+            assert r.headers["www-authenticate"] == "Bearer"
+    assert anonymous.get("/healthz").json() == {"status": "ok", "controller": "none"}
+    assert anonymous.get("/").status_code == 200
+    assert anonymous.get("/static/no-such-file.js").status_code == 404
+    assert anonymous.get("/openapi.json").status_code == 200
+    # EventSource cannot set headers: the token may come in the query string.
+    r = anonymous.get("/api/v1/events", params={"token": TOKEN, "max_seconds": 0.2})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert anonymous.get("/api/v1/searches", params={"token": TOKEN}).status_code == 401  # header only elsewhere
+
+
+def test_tokens_are_stored_hashed(client, store):
+    from sqlmodel import select
+
+    from app.db.models import TokenRow
+
+    with store.session() as s:
+        rows = list(s.exec(select(TokenRow)))
+    assert rows and all(TOKEN not in r.token_hash for r in rows)
+    assert len(rows[0].token_hash) == 64
+
+
+# ---- create / read ---------------------------------------------------------------------------------
+
+
+def test_create_json_and_yaml_then_get_and_list(client):
+    r = post(client)
+    assert r.status_code == 201
+    a = r.json()
+    assert a["status"] == "queued" and a["name"] == "lin" and a["best"] is None
+    assert a["progress"] == {"trials_created": 0, "trials_done": 0, "max_trials": 3}
+    assert a["metric"] == {"name": "accuracy", "goal": "maximize", "target": 0.9}
+    assert a["policy"] == "timeslice" and a["spec"]["trainable"] == "tests.trainables:linear"
+    for key in ("created_at", "started_at", "finished_at", "reached", "seconds_to_target"):
+        assert key in a
+    text = yaml.safe_dump({**SPEC, "name": "from-yaml"})
+    for ctype in ("application/yaml", "text/plain", "application/x-yaml"):
+        r = client.post("/api/v1/searches", content=text, headers={"Content-Type": ctype})
+        assert r.status_code == 201, r.text
+        assert r.json()["name"] == "from-yaml"
+    assert client.get(f"/api/v1/searches/{a['id']}").json()["id"] == a["id"]
+    body = client.get("/api/v1/searches").json()
+    assert body["total"] == 4 and [s["id"] for s in body["items"]] == [4, 3, 2, 1]  # newest first
+    body = client.get("/api/v1/searches", params={"sort": "id", "offset": 1, "limit": 2}).json()
+    assert body["total"] == 4 and [s["id"] for s in body["items"]] == [2, 3]
+    assert client.get("/api/v1/searches", params={"status": "running"}).json() == {"items": [], "total": 0}
+
+
+def test_invalid_specs_are_422_naming_the_field_and_create_nothing(client):
+    cases = [
+        ({**SPEC, "budget": {"max_steps": 0}}, "budget.max_steps"),
+        ({**SPEC, "metric": {"name": "accuracy", "goal": "up"}}, "metric.goal"),
+        ({k: v for k, v in SPEC.items() if k != "trainable"}, "trainable"),
+        ({**SPEC, "trainable": "not a function"}, "trainable"),
+        ({**SPEC, "space": {}}, "space"),
+        ({**SPEC, "unknown_field": 1}, "unknown_field"),
+        ({**SPEC, "trainable": "tests.no_such_module:train"}, "trainable"),
+    ]
+    for spec, loc in cases:
+        r = post(client, spec)
+        assert r.status_code == 422, (loc, r.text)
+        locs = [e["loc"] for e in r.json()["detail"]]
+        assert loc in locs, (loc, r.json())
+        assert all(e["msg"] for e in r.json()["detail"])
+    r = client.post("/api/v1/searches", content="name: [unclosed", headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == "spec"
+    r = client.post("/api/v1/searches", content="{bad json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+    r = client.post("/api/v1/searches", content="- a list", headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 422
+    nan = yaml.safe_dump({**SPEC, "metric": {"name": "accuracy", "target": float("nan")}})
+    r = client.post("/api/v1/searches", content=nan, headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == "metric.target"
+    r = client.post("/api/v1/searches", content=b"\xff\xfe", headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 422
+    r = client.post("/api/v1/searches", content=b"x", headers={"Content-Type": "image/png"})
+    assert r.status_code == 415
+    assert client.get("/api/v1/searches").json()["total"] == 0
+
+
+def test_trainables_outside_the_allowlist_are_403(client):
+    for trainable in ("os:system", "subprocess:run", "examplesx.mod:f", "app.cli:main"):
+        r = post(client, {**SPEC, "trainable": trainable})
+        assert r.status_code == 403, trainable
+        assert f"trainable '{trainable}' is not allowed" in r.json()["detail"]
+    assert post(client, {**SPEC, "trainable": "examples.digits:train"}).status_code == 201
+    assert client.get("/api/v1/searches").json()["total"] == 1
+
+
+def test_default_allowlist_is_examples_only(tmp_path):
+    settings = Settings(db_url=f"sqlite:///{tmp_path / 'a.db'}", token=TOKEN)
+    assert settings.allowlist == ["examples."]
+    with TestClient(create_app(settings), headers=AUTH) as c:
+        assert post(c).status_code == 403  # tests.trainables
+        assert post(c, {**SPEC, "trainable": "examples.digits:train"}).status_code == 201
+
+
+def test_unknown_ids_are_404(client):
+    for method, path in PROTECTED:
+        if "/1" not in path:
+            continue
+        r = client.request(method, path.replace("/1", "/999"))
+        assert r.status_code == 404, (method, path, r.status_code)
+        assert "999 not found" in r.json()["detail"]
+    assert client.get("/api/v1/searches/0").status_code == 422
+    assert client.get("/api/v1/searches/abc").status_code == 422
+
+
+# ---- control -------------------------------------------------------------------------------------
+
+
+def test_stop_pause_resume_write_commands_for_the_controller(client, store):
+    queued = post(client).json()["id"]
+    assert client.post(f"/api/v1/searches/{queued}/pause").status_code == 409
+    r = client.post(f"/api/v1/searches/{queued}/stop")  # never started: stopped here at once
+    assert r.status_code == 202 and r.json()["status"] == "stopped"
+    assert client.post(f"/api/v1/searches/{queued}/stop").status_code == 409
+
+    sid = running_search(client, store)
+    assert client.post(f"/api/v1/searches/{sid}/resume").status_code == 409
+    r = client.post(f"/api/v1/searches/{sid}/pause")
+    assert r.status_code == 202 and store.search(sid).command == "pause"
+    store.update_search(sid, status="paused", command=None)  # what the controller does
+    r = client.post(f"/api/v1/searches/{sid}/resume")
+    assert r.status_code == 202 and store.search(sid).command == "resume"
+    r = client.post(f"/api/v1/searches/{sid}/stop")
+    assert r.status_code == 202 and store.search(sid).command == "stop"
+
+    t = store.add_trial(sid, 0, {"lr": 0.01}, {"lr": 0.01}, time.time())
+    r = client.post(f"/api/v1/trials/{t.id}/stop")
+    assert r.status_code == 202 and r.json()["id"] == t.id
+    assert store.trial(t.id).command == "stop"
+    store.update_trial(t.id, status="completed", command=None)
+    assert client.post(f"/api/v1/trials/{t.id}/stop").status_code == 409
+
+
+def test_delete(client, store):
+    queued = post(client).json()["id"]
+    assert client.delete(f"/api/v1/searches/{queued}").status_code == 204
+    assert client.get(f"/api/v1/searches/{queued}").status_code == 404
+
+    # A started search: the API asks the controller's host to stop it and delete it; without a
+    # controller it answers 202 after its wait, and the request stays recorded.
+    sid = running_search(client, store)
+    t = store.add_trial(sid, 0, {"lr": 0.01}, {"lr": 0.01}, time.time())
+    store.add_rows([ReportRow(trial_id=t.id, search_id=sid, step=1, at=time.time(), metrics={"a": 1.0})])
+    r = client.delete(f"/api/v1/searches/{sid}")
+    assert r.status_code == 202 and r.json() == {"id": sid, "status": "deleting"}
+    assert crud.pending_deletes(store) == [sid]
+    assert store.search(sid).command == "stop"
+    crud.delete_search_rows(store, sid)  # what the controller's host does once the trials exited
+    assert client.get(f"/api/v1/searches/{sid}").status_code == 404
+    assert store.trial(t.id) is None and store.search_reports(sid) == [] and crud.pending_deletes(store) == []
+
+
+# ---- trials and views ----------------------------------------------------------------------------
+
+
+def _populate(store: Store, sid: int) -> list[int]:
+    now = time.time()
+    ids = []
+    for n, (metric, steps, status) in enumerate(
+        [(0.5, 10, "completed"), (None, 0, "queued"), (0.9, 30, "running"), (0.7, 20, "killed"), (0.6, 40, "failed")]
+    ):
+        t = store.add_trial(sid, n, {"lr": 0.01 * (n + 1)}, {"lr": 0.01 * (n + 1)}, now)
+        store.update_trial(t.id, metric=metric, best_metric=metric, steps=steps, status=status)
+        ids.append(t.id)
+    return ids
+
+
+def test_trials_are_paged_sorted_and_filtered(client, store):
+    sid = running_search(client, store)
+    ids = _populate(store, sid)
+    body = client.get(f"/api/v1/searches/{sid}/trials").json()
+    assert body["total"] == 5 and [t["id"] for t in body["items"]] == ids
+    t = body["items"][0]
+    assert set(t) >= {
+        "id", "search_id", "number", "params", "status", "metric", "best_metric", "steps",
+        "device_seconds", "retries", "error", "created_at", "started_at", "finished_at",
+    }  # fmt: skip
+    metric = lambda sort: [  # noqa: E731
+        x["metric"] for x in client.get(f"/api/v1/searches/{sid}/trials", params={"sort": sort}).json()["items"]
+    ]
+    assert metric("metric") == [0.5, 0.6, 0.7, 0.9, None]
+    assert metric("-metric") == [0.9, 0.7, 0.6, 0.5, None]
+    steps = client.get(f"/api/v1/searches/{sid}/trials", params={"sort": "-steps"}).json()["items"]
+    assert [x["steps"] for x in steps] == [40, 30, 20, 10, 0]
+    page = client.get(f"/api/v1/searches/{sid}/trials", params={"sort": "-id", "offset": 1, "limit": 2}).json()
+    assert page["total"] == 5 and [x["id"] for x in page["items"]] == [ids[3], ids[2]]
+    done = client.get(f"/api/v1/searches/{sid}/trials", params={"status": "completed"}).json()
+    assert done["total"] == 1 and done["items"][0]["id"] == ids[0]
+    assert client.get(f"/api/v1/searches/{sid}/trials", params={"sort": "bogus"}).status_code == 422
+    assert client.get(f"/api/v1/searches/{sid}/trials", params={"limit": 0}).status_code == 422
+    assert client.get(f"/api/v1/searches/{sid}").json()["progress"]["trials_done"] == 3
+
+
+def test_trial_detail_curves_timeline_best(client, store):
+    sid = running_search(client, store)
+    t0 = store.search(sid).started_at
+    a, b = _populate(store, sid)[:2]
+    store.add_rows(
+        [ReportRow(trial_id=a, search_id=sid, step=s, at=t0 + s, metrics={"accuracy": v, "loss": float("nan")},
+                   objective=v) for s, v in [(1, 0.3), (2, 0.5), (3, 0.4)]]
+        + [ReportRow(trial_id=b, search_id=sid, step=1, at=t0 + 2.5, metrics={"accuracy": 0.6}, objective=0.6)]
+        + [QuantumRow(trial_id=a, search_id=sid, devices="cpu:0", started_at=t0, ended_at=t0 + 1, steps=5,
+                      rate=5.0, rss_mb=10, packed_with=str(b)),
+           QuantumRow(trial_id=b, search_id=sid, devices="cpu:0", started_at=t0, ended_at=t0 + 1, steps=4,
+                      rate=4.0, rss_mb=10, packed_with=str(a))]
+    )  # fmt: skip
+    d = client.get(f"/api/v1/trials/{a}").json()
+    assert d["id"] == a and d["search_id"] == sid and d["params"] == {"lr": 0.01}
+    assert [(p["step"], p["objective"]) for p in d["curve"]] == [(1, 0.3), (2, 0.5), (3, 0.4)]
+    assert d["curve"][0]["metrics"] == {"accuracy": 0.3, "loss": None}  # NaN travels as null
+    assert d["quanta"] == [
+        {"devices": ["cpu:0"], "started_at": t0, "ended_at": t0 + 1, "steps": 5, "rate": 5.0, "packed_with": [b]}
+    ]
+    curves = client.get(f"/api/v1/searches/{sid}/curves").json()
+    assert curves["trials"][str(a)] == [[1, 0.3], [2, 0.5], [3, 0.4]]
+    assert curves["trials"][str(b)] == [[1, 0.6]]
+    assert curves["status"][str(a)] == "completed" and len(curves["status"]) == 5
+    thin = client.get(f"/api/v1/searches/{sid}/curves", params={"max_points": 2}).json()
+    assert thin["trials"][str(a)] == [[1, 0.3], [3, 0.4]]
+    tl = client.get(f"/api/v1/searches/{sid}/timeline").json()
+    assert tl["t0"] == t0 and len(tl["items"]) == 2
+    assert tl["items"][0] | {"trial_id": a} == {
+        "trial_id": a, "devices": ["cpu:0"], "started_at": t0, "ended_at": t0 + 1, "packed_with": [b],
+    }  # fmt: skip
+    best = client.get(f"/api/v1/searches/{sid}/best").json()["points"]
+    assert best == [[1.0, 0.3], [2.0, 0.5], [2.5, 0.6]]
+
+
+def test_cluster_reports_devices_pairs_and_gain(client, store):
+    sid = running_search(client, store)
+    a, b, c = _populate(store, sid)[:3]  # a completed, c running
+    store.update_trial(b, status="running")
+    store.set_state(
+        "cluster",
+        {
+            "at": 123.0,
+            "devices": [
+                {"id": "cpu:0", "node": "local", "kind": "cpu", "memory_mb": 100.0, "running": [a, b], "parked": []},
+                {"id": "cpu:1", "node": "local", "kind": "cpu", "memory_mb": 100.0, "running": [], "parked": [c]},
+            ],
+            "pairs": [{"a": b, "b": c, "rate_a": 6.0, "rate_b": 3.0, "solo_a": 10.0, "solo_b": 5.0}],
+        },
+    )
+    body = client.get("/api/v1/cluster").json()
+    assert body["at"] == 123.0 and body["nodes"] == ["local"]
+    assert body["devices"][0]["running"] == [b]  # a has ended since the controller published
+    assert body["devices"][1]["parked"] == [c]
+    assert body["pairs"] == [{"a": b, "b": c, "rate_a": 6.0, "rate_b": 3.0, "solo_a": 10.0, "solo_b": 5.0, "gain": 1.2}]
+
+
+def test_metrics_in_prometheus_format(client, store):
+    sid = running_search(client, store)
+    ids = _populate(store, sid)
+    store.update_search(sid, best_metric=0.9, best_trial_id=ids[2])
+    now = time.time()
+    store.add_rows(
+        [LatencyRow(trial_id=ids[0], kind="park", ms=3.0, at=now), LatencyRow(trial_id=ids[0], kind="resume", ms=40, at=now)]
+        + [QuantumRow(trial_id=ids[2], search_id=sid, devices="cpu:0", started_at=now - 30, ended_at=now - 15, steps=5,
+                      rate=1.0, rss_mb=1.0)]
+    )  # fmt: skip
+    r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    assert 'quanta_trials{state="running"} 1.0' in text
+    assert 'quanta_trials{state="completed"} 1.0' in text
+    assert 'quanta_searches{state="running"} 1.0' in text
+    assert "quanta_quanta_total 1.0" in text
+    assert 'quanta_device_busy_fraction{device="cpu:0"} 0.25' in text
+    assert 'quanta_mechanism_latency_seconds_bucket{kind="park",le="0.005"} 1.0' in text
+    assert 'quanta_mechanism_latency_seconds_bucket{kind="resume",le="0.025"} 0.0' in text
+    assert 'quanta_mechanism_latency_seconds_count{kind="resume"} 1.0' in text
+    assert f'quanta_search_best_metric{{metric="accuracy",name="lin",search_id="{sid}"}} 0.9' in text
+
+
+def test_events_stream_changes_as_server_sent_events(client, store):
+    sid = running_search(client, store)
+    t = store.add_trial(sid, 0, {"lr": 0.01}, {"lr": 0.01}, time.time())
+
+    def later():
+        time.sleep(0.5)
+        store.add_rows([ReportRow(trial_id=t.id, search_id=sid, step=3, at=time.time(), metrics={"accuracy": 0.5},
+                                  objective=0.5)])  # fmt: skip
+        store.update_trial(t.id, status="running", metric=0.5, steps=3)
+        store.update_search(sid, best_metric=0.5, best_trial_id=t.id)
+
+    writer = threading.Thread(target=later)
+    writer.start()
+    r = client.get("/api/v1/events", params={"max_seconds": 1.5})
+    writer.join()
+    assert r.status_code == 200
+    events = list(parse_sse(iter(r.text.split("\n"))))
+    kinds = {e.event for e in events}
+    assert kinds == {"search", "trial", "report"}, events
+    report = next(e for e in events if e.event == "report")
+    assert report.data["trial_id"] == t.id and report.data["step"] == 3 and report.id == str(report.data["id"])
+    assert next(e for e in events if e.event == "trial").data["metric"] == 0.5
+    assert next(e for e in events if e.event == "search").data["best"]["metric"] == 0.5
+    # Resuming after a report id replays what came after it.
+    r = client.get("/api/v1/events", params={"max_seconds": 0.2}, headers={"Last-Event-ID": "0"})
+    assert [e.data["id"] for e in parse_sse(iter(r.text.split("\n"))) if e.event == "report"] == [report.data["id"]]
+
+
+def test_openapi_documents_the_routes_and_the_spec_body(client):
+    doc = client.get("/openapi.json").json()
+    assert "/api/v1/searches/{search_id}/trials" in doc["paths"]
+    body = doc["paths"]["/api/v1/searches"]["post"]["requestBody"]["content"]
+    assert body["application/json"]["schema"] == {"$ref": "#/components/schemas/SearchSpec"}
+    assert "SearchSpec" in doc["components"]["schemas"] and "BudgetSpec" in doc["components"]["schemas"]
+
+
+# ---- with a live controller ----------------------------------------------------------------------
+
+
+def test_a_posted_search_runs_to_completion_under_the_controller_loop(tmp_path):
+    settings = settings_for(tmp_path, delete_wait_s=30)
+    app = create_app(settings)
+    store = app.state.store
+    loop = ControllerLoop(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2)
+    app.state.controller_state = loop.state
+    loop.start()
+    try:
+        with TestClient(app, headers=AUTH) as c:
+            sid = post(c).json()["id"]
+            slow = post(c, {**SPEC, "name": "slow", "metric": {"name": "accuracy", "target": 2.0},
+                            "budget": {"max_trials": 20, "max_steps": 10_000},
+                            "config": {"sleep_s": 0.01}}).json()["id"]  # fmt: skip
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                s = c.get(f"/api/v1/searches/{sid}").json()
+                if s["status"] in crud.FINAL_SEARCH:
+                    break
+                time.sleep(0.3)
+            assert s["status"] == "completed", s
+            assert c.get("/healthz").json()["controller"] == "running"
+            assert s["reached"] and s["best"]["metric"] >= 0.9 and s["seconds_to_target"] is not None
+            trials = c.get(f"/api/v1/searches/{sid}/trials").json()["items"]
+            assert trials and all(t["status"] in crud.FINAL_TRIAL for t in trials)
+            assert sorted(t["number"] for t in trials) == list(range(len(trials)))
+            best = c.get(f"/api/v1/trials/{s['best']['trial_id']}").json()
+            assert best["curve"] and best["quanta"] and best["steps"] > 0
+            assert c.get(f"/api/v1/searches/{sid}/best").json()["points"]
+
+            # The other search is running trials: deleting it stops them first, then deletes it.
+            while not any(t["status"] == "running" for t in c.get(f"/api/v1/searches/{slow}/trials").json()["items"]):
+                time.sleep(0.2)
+            slow_trials = [t["id"] for t in c.get(f"/api/v1/searches/{slow}/trials").json()["items"]]
+            r = c.delete(f"/api/v1/searches/{slow}")
+            assert r.status_code == 204, r.text
+            assert c.get(f"/api/v1/searches/{slow}").status_code == 404
+            assert [store.trial(t) for t in slow_trials] == [None] * len(slow_trials)
+            assert not (tmp_path / "work" / f"search-{slow}").exists()
+    finally:
+        loop.stop()
+    assert loop.state() == "stopped"
