@@ -58,9 +58,6 @@ def run(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    from app.controller import Controller
-    from app.db.store import Store
-    from app.db.summary import search_result
     from app.executor.runtime.devices import DeviceSpecError, parse_devices
     from app.executor.runtime.local import LocalRuntime
     from app.spec import SpecError, load_spec
@@ -82,9 +79,14 @@ def run(
     except DeviceSpecError as exc:
         raise _fail(str(exc)) from None
 
-    store = Store(db)
-    ctl: Controller | None = None
+    ctl = None
+    # Start the trial template first: it imports torch while this process imports the rest.
     runtime = LocalRuntime(devs, lambda tid: ctl.launch(tid), warm_modules=[spec.module])  # type: ignore[union-attr]
+    from app.controller import Controller
+    from app.db.store import Store
+    from app.db.summary import search_result
+
+    store = Store(db)
     ctl = Controller(store, runtime, workdir=workdir)
     search_id = ctl.submit(spec)
     metric = spec.metric

@@ -107,6 +107,7 @@ class LocalRuntime:
         self._template_ready = threading.Event()
         self._template_lock = threading.Lock()
         self._warm_errors: dict[str, str | None] = {}
+        self._warmed: set[str] = set(warm_modules)
         self._conns: list[Connection] = []
         self._wake_r, self._wake_w = os.pipe()
         self._accept_thread = threading.Thread(target=self._accept_loop, name="quanta-accept", daemon=True)
@@ -125,9 +126,8 @@ class LocalRuntime:
             stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
         )
-        if not self._template_ready.wait(120):
-            self.close()
-            raise RuntimeError("trial template process did not start within 120 s")
+        # The template imports torch in the background; the first fork waits for it (see
+        # _send_template), so a caller can do its own start-up meanwhile.
 
     # ---- Runtime protocol ----------------------------------------------------------------------
 
@@ -139,7 +139,10 @@ class LocalRuntime:
 
     def warm(self, modules: Sequence[str]) -> None:
         """Import these modules (and call their `prepare()`) in the template before forking trials."""
-        self._send_template("warm", {"modules": list(modules)})
+        new = [m for m in modules if m not in self._warmed]
+        if new:
+            self._warmed.update(new)
+            self._send_template("warm", {"modules": new})
 
     def apply(self, round_no: int, actions: Sequence[Action]) -> None:
         with self._apply_lock:
@@ -265,7 +268,17 @@ class LocalRuntime:
         with contextlib.suppress(OSError):  # the reader sees the closed connection and reports the exit
             h.conn.send((kind, msg))
 
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until the template process is up (torch imported, modules warmed)."""
+        deadline = time.monotonic() + timeout
+        while not self._template_ready.wait(0.1):
+            if self._template.poll() is not None:
+                raise RuntimeError(f"trial template process exited with code {self._template.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"trial template process did not start within {timeout:.0f} s")
+
     def _send_template(self, kind: str, msg: dict[str, Any]) -> None:
+        self.wait_ready()
         with self._template_lock:
             if self._template_conn is None:
                 raise RuntimeError("trial template is not running")
