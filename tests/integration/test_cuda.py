@@ -1,0 +1,56 @@
+"""GPU paths of the mechanism: run only where CUDA is present (skipped otherwise)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Suspend
+from app.executor.runtime.devices import parse_devices
+from app.executor.runtime.local import LocalRuntime
+from tests.integration.helpers import collect_until_exit, launches
+
+pytestmark = pytest.mark.cuda
+
+
+def test_park_frees_device_memory_and_resume_is_exact(tmp_path):
+    import torch
+
+    cfg = {"steps": 300, "report_every": 1, "hidden": 4096}
+    rt = LocalRuntime(
+        parse_devices("cuda:0"),
+        launches(tmp_path, {1: ("tests.trainables:linear", cfg), 2: ("tests.trainables:linear", cfg)}),
+    )
+    try:
+        rt.apply(1, [Run(1, ("cuda:0",))])
+        ref = [e.metrics["loss"] for e in collect_until_exit(rt, {1}) if isinstance(e, Reported)]
+        rt.apply(2, [Run(2, ("cuda:0",))])
+        time.sleep(1.0)
+        before = torch.cuda.mem_get_info(0)[0]
+        rt.apply(3, [Suspend(2)])
+        assert any(isinstance(e, Parked) for e in rt.poll(5))
+        time.sleep(0.5)
+        after = torch.cuda.mem_get_info(0)[0]
+        assert after > before  # the parked trial's tensors left the device and its cache was released
+        rt.apply(4, [Run(2, ("cuda:0",))])
+        got = [e.metrics["loss"] for e in collect_until_exit(rt, {2}) if isinstance(e, Reported)]
+        assert got == ref
+    finally:
+        rt.close()
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.device_count() > 1", reason="needs two CUDA devices")
+def test_migration_between_gpus(tmp_path):
+    cfg = {"steps": 10**6, "report_every": 100}
+    rt = LocalRuntime(parse_devices("cuda:0,1"), launches(tmp_path, {1: ("tests.trainables:linear", cfg)}))
+    try:
+        rt.apply(1, [Run(1, ("cuda:0",))])
+        time.sleep(1.0)
+        rt.apply(2, [Migrate(1, ("cuda:1",))])
+        resumed = [e for e in rt.poll(10) if isinstance(e, Resumed)]
+        assert resumed and resumed[0].migrated and resumed[0].devices == ("cuda:1",)
+        rt.apply(3, [Suspend(1)])
+    finally:
+        rt.close()
+    assert not any(isinstance(e, Exited) and e.status == "failed" for e in rt.poll(0))
