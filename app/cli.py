@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from app.api.serve import serve
+from app.cli_distributed import controller, worker
 from app.sdk.submit_cmd import submit
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
@@ -146,6 +147,8 @@ def run(
 
 app.command("serve")(serve)
 app.command("submit")(submit)
+app.command("controller")(controller)
+app.command("worker")(worker)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.db.launch import search_launch
 from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
 from app.db.store import Store
 from app.executor.actions import (
@@ -164,7 +165,8 @@ class Controller:
     def load(self) -> None:
         """Rebuild the working set from the store (after a restart): active searches continue, their
         searchers are rebuilt from stored history, and trials that were resident restart from their
-        checkpoints (their processes died with the previous controller)."""
+        checkpoints (their processes died with the previous controller) unless the runtime still
+        holds them (node agents outlive a controller in distributed mode)."""
         for row in self.store.searches(("running", "queued")):
             assert row.id is not None
             spec = parse_spec(row.spec)
@@ -178,6 +180,7 @@ class Controller:
             s = self._activate(row.id, spec, row.started_at or row.created_at, history)
             s.created = max([t.number + 1 for t in trials], default=0)
             s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
+            resident = self.runtime.residency()
             for t in trials:
                 assert t.id is not None
                 ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
@@ -185,7 +188,7 @@ class Controller:
                 ts.device_seconds_base = ts.device_seconds = t.device_seconds
                 ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
                 ts.curve = [(r.step, r.objective) for r in self.store.reports(t.id) if r.objective is not None]
-                if ts.status == TrialStatus.RUNNING:
+                if ts.status == TrialStatus.RUNNING and t.id not in resident:
                     ts.status, ts.resume = TrialStatus.QUEUED, True
                     self.store.update_trial(t.id, status="queued")
                 self._index(s, ts)
@@ -265,6 +268,8 @@ class Controller:
         if now - self._published_at >= self.publish_every_s:
             self._published_at = now
             self._publish_cluster(snapshot, plan)
+            # steps and device time of resident trials, so readers see them before the trial ends
+            self.store.update_progress([(t.id, t.steps_done, t.device_seconds) for t in snapshot.trials if t.devices])
         if actions:
             self.round_no += 1
             self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in actions])
@@ -284,6 +289,7 @@ class Controller:
         """Store what runs where (read by the API's /cluster and the dashboard)."""
         resident = {t.id: t for t in snapshot.trials if t.devices}
         devices = []
+        placed = plan.running()
         for d in snapshot.devices:
             devices.append(
                 {
@@ -292,7 +298,7 @@ class Controller:
                     "kind": d.kind,
                     "memory_mb": d.memory_mb,
                     "running": list(plan.placement.get(d.id, ())),
-                    "parked": sorted(t.id for t in resident.values() if d.id in t.devices and not t.running),
+                    "parked": sorted(t.id for t in resident.values() if d.id in t.devices and t.id not in placed),
                 }
             )
         pairs = [
@@ -484,6 +490,7 @@ class Controller:
         if stops:
             self.round_no += 1
             self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in stops])
+            self.store.set_state("controller", {"round_no": self.round_no})  # rounds never repeat
             self.runtime.apply(self.round_no, stops)
 
     def _sync(self, s: SearchState, now: float) -> None:
@@ -680,25 +687,20 @@ class Controller:
         """What the runtime needs to start trial `trial_id` (used as LocalRuntime's launcher)."""
         t = self.trials[trial_id]
         s = self.searches.get(t.search_id)
-        if s is None:  # a trace job run for real
-            if t.trainable is None:
-                raise ValueError(f"job {trial_id} ({t.kind}) has no trainable to run")
-            base = self.workdir / "jobs"
-            trainable, config, every_q, every_s = t.trainable, dict(t.config), 10, 60.0
-        else:
-            spec = s.spec
-            base = self.workdir / f"search-{s.id}"
-            trainable, config = spec.trainable, {"seed": spec.seed, **spec.config, **t.params}
-            every_q, every_s = spec.scheduler.checkpoint_every_quanta, spec.scheduler.checkpoint_every_s
+        if s is not None:  # the same builder node agents use from the database
+            return search_launch(s.spec, s.id, trial_id, t.params, self.workdir, t.resume)
+        if t.trainable is None:  # a trace job run for real needs its own trainable
+            raise ValueError(f"job {trial_id} ({t.kind}) has no trainable to run")
+        base = self.workdir / "jobs"
         return TrialLaunch(
             trial_id=trial_id,
-            trainable=trainable,
-            config=config,
+            trainable=t.trainable,
+            config=dict(t.config),
             max_steps=t.max_steps,
             checkpoint_path=str(base / "checkpoints" / f"trial-{trial_id}.pt"),
             resume=t.resume,
-            checkpoint_every_quanta=every_q,
-            checkpoint_every_s=every_s,
+            checkpoint_every_quanta=10,
+            checkpoint_every_s=60.0,
             log_path=str(base / "logs" / f"trial-{trial_id}.log"),
         )
 

@@ -227,9 +227,7 @@ class ResNet(nn.Module):
     def __init__(self, width: int = 16, blocks: int = 1, classes: int = 10, stem_stride: int = 1):
         super().__init__()
         w = width
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, w, 3, stem_stride, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU()
-        )
+        self.stem = nn.Sequential(nn.Conv2d(3, w, 3, stem_stride, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU())
         layers: list[nn.Module] = []
         c_in = w
         for stage, c_out in enumerate((w, 2 * w, 4 * w)):
@@ -250,7 +248,10 @@ def build_optimizer(params, lr: float, spec: Any, weight_decay: float = 0.0) -> 
     name = str(opts.pop("name", "sgd")).lower()
     if name == "sgd":
         return torch.optim.SGD(
-            params, lr=lr, momentum=float(opts.get("momentum", 0.9)), nesterov=bool(opts.get("nesterov", False)),
+            params,
+            lr=lr,
+            momentum=float(opts.get("momentum", 0.9)),
+            nesterov=bool(opts.get("nesterov", False)),
             weight_decay=weight_decay,
         )
     if name == "adam":
@@ -269,8 +270,9 @@ def build(config: dict[str, Any]) -> tuple[nn.Module, torch.optim.Optimizer]:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: dict[str, Any], device: torch.device, limit: int | None = None,
-             chunk: int = 1000) -> tuple[float, float]:
+def evaluate(
+    model: nn.Module, data: dict[str, Any], device: torch.device, limit: int | None = None, chunk: int = 1000
+) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) on the first `limit` test images (all when None)."""
     n = len(data["y_test"]) if limit is None else min(int(limit), len(data["y_test"]))
     was_training = model.training

@@ -66,9 +66,7 @@ def _dump(obj: dict, path: Path) -> None:
         pickle.dump(obj, fh, protocol=2)
 
 
-def write_fake_cifar10(
-    directory: str | Path, n_train_per_batch: int = 200, n_test: int = 500, seed: int = 0
-) -> Path:
+def write_fake_cifar10(directory: str | Path, n_train_per_batch: int = 200, n_test: int = 500, seed: int = 0) -> Path:
     """Write the seven CIFAR-10 python files into `directory` (created if needed); return it.
     Labels are balanced (as in CIFAR-10) and shuffled; the same seed writes identical files."""
     root = Path(directory)

@@ -135,7 +135,10 @@ def build_optimizer(params, lr: float, spec: Any, weight_decay: float = 0.0) -> 
     name, opts = _optimizer_settings(spec)
     if name == "sgd":
         return torch.optim.SGD(
-            params, lr=lr, momentum=float(opts.get("momentum", 0.9)), nesterov=bool(opts.get("nesterov", False)),
+            params,
+            lr=lr,
+            momentum=float(opts.get("momentum", 0.9)),
+            nesterov=bool(opts.get("nesterov", False)),
             weight_decay=weight_decay,
         )
     if name == "adam":

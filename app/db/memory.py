@@ -121,6 +121,12 @@ class MemoryStore:
 
     # ---- measurements --------------------------------------------------------------------------
 
+    def update_progress(self, rows: Sequence[tuple[int, int, float]]) -> None:
+        for trial_id, steps, device_seconds in rows:
+            row = self._trials.get(trial_id)
+            if row is not None:
+                row.steps, row.device_seconds = steps, device_seconds
+
     def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
         for row in rows:
             cls = type(row)

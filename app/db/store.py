@@ -137,6 +137,18 @@ class Store:
             s.add(row)
             s.commit()
 
+    def update_progress(self, rows: Sequence[tuple[int, int, float]]) -> None:
+        """(trial id, steps, device seconds) of resident trials, in one transaction."""
+        if not rows:
+            return
+        with self.session() as s:
+            for trial_id, steps, device_seconds in rows:
+                row = s.get(TrialRow, trial_id)
+                if row is not None:
+                    row.steps, row.device_seconds = steps, device_seconds
+                    s.add(row)
+            s.commit()
+
     # ---- measurements --------------------------------------------------------------------------
 
     def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:

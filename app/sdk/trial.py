@@ -211,6 +211,7 @@ class Trial:
         if kind == "suspend":
             self._park(msg)
         elif kind == "stop":
+            self._flush_profile()  # the last stretch of computing is measured too
             raise TrialStopped(msg.get("reason", "stopped"))
         elif kind == "checkpoint":
             self.checkpoint()

@@ -145,7 +145,6 @@ def test_dashboard(server, tmp_path):
             page = ctx.new_page()
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
 
             # Without a token the page asks for one; a wrong one is refused, the right one opens the list.
             page.goto(server + "/")
@@ -159,6 +158,7 @@ def test_dashboard(server, tmp_path):
             page = ctx.new_page()
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.on("pageerror", lambda e: errors.append(str(e)))
+            # From here on no request may fail (no 404 for a static file, no 401, no script error).
             page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
             page.goto(f"{server}/?token={TOKEN}")
             page.wait_for_selector(f'#searches tr[data-search-id="{sid}"]')
@@ -242,6 +242,8 @@ def test_dashboard(server, tmp_path):
             page.wait_for_function(
                 "([s]) => document.querySelector('#search-name')?.textContent === s", arg=[EVIL], timeout=15_000
             )
+            page.wait_for_selector("#trials tbody tr[data-trial-id]")
+            page.wait_for_selector("#chart-curves canvas")
             assert page.locator("img").count() == 0
             assert EVIL in page.locator("pre.spec").text_content()
             page.screenshot(path=str(ARTIFACTS / "dashboard-escaping.png"), full_page=True)

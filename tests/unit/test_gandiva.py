@@ -630,3 +630,18 @@ def test_policy_module_imports_no_heavy_layers():
 def test_bad_knobs_are_refused(knobs):
     with pytest.raises(ValueError):
         GandivaPolicy(**knobs)
+
+
+def test_jobs_without_a_search_are_time_shared_and_never_judged():
+    # Trace jobs (simulator): no SearchView, no curve. Guarded for their first steps, then shared.
+    jobs = [
+        TrialView(id=i, search_id=0, max_steps=1000, steps_done=s, arrival=float(i), kind="resnet")
+        for i, s in ((1, 0), (2, 500), (3, 900))
+    ]
+    plan = GandivaPolicy().plan(snap(jobs, n_dev=1, searches=()))
+    assert plan.stop == () and plan.state["exclusive"] == []
+    assert plan.running() == {1}  # the new job first
+    tiers = {k: v["tier"] for k, v in plan.state["trials"].items()}
+    assert tiers == {"1": GUARD, "2": "shared", "3": "shared"}
+    cur, _, plans = drive(GandivaPolicy(), jobs[1:], rounds=10, n_dev=1)
+    assert {p.devices_of(2) != () for p in plans} == {True, False}  # 2 and 3 alternate

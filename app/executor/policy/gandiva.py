@@ -7,7 +7,9 @@ One round = one quantum. From the snapshot the policy decides, purely:
    least 3 reports), and again every `feedback_every_steps` steps (default 3 % of max_steps). The
    prediction is cached in `Plan.state`, so a round costs one fit per trial that advanced far enough.
    A judged trial's *promise* is `feedback.priority` (P(reach target), then the predicted final).
-   A judged trial whose P(reach target) is below `kill_threshold` is stopped (`Plan.stop`).
+   A judged trial whose P(reach target) is below `kill_threshold` is stopped (`Plan.stop`). The spec
+   carries no metric bounds: `bounds` sets them, else a metric whose target and reports all lie in
+   [0, 1] is taken as a fraction (bounds (0, 1)), so that no fit extrapolates an accuracy above 1.
 2. **Tiers.** Each round ranks the alive trials; the rank is the priority this round:
    - *exclusive*: the top-M judged trials by promise (default M = half the devices, at least 1). They
      keep their devices for as long as they stay top-M, alone (never packed, never rotated out). An
@@ -95,6 +97,7 @@ class GandivaPolicy:
         "swap_margin",
         "pack_patience",
         "bounds",
+        "infer_bounds",
     )
 
     def __init__(
@@ -112,6 +115,7 @@ class GandivaPolicy:
         swap_margin: float = 0.02,
         pack_patience: int = 8,
         bounds: Sequence[float] | None = None,
+        infer_bounds: bool = True,
     ):
         if top_m is not None and top_m < 0:
             raise ValueError(f"top_m must be >= 0, not {top_m}")
@@ -131,6 +135,7 @@ class GandivaPolicy:
         self.swap_margin = float(swap_margin)
         self.pack_patience = max(1, int(pack_patience))
         self.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+        self.infer_bounds = bool(infer_bounds)
 
     @classmethod
     def from_knobs(cls, **knobs: Any) -> GandivaPolicy:
@@ -200,8 +205,11 @@ class GandivaPolicy:
         self, points: list[tuple[int, float]], max_steps: int, search: SearchView | None, last: float
     ) -> dict[str, Any]:
         assert search is not None
+        bounds = self.bounds
+        if bounds is None and self.infer_bounds and _fraction(search.target, points):
+            bounds = (0.0, 1.0)
         try:
-            pred = feedback.predict(points, max_steps, search.target, search.goal, bounds=self.bounds)
+            pred = feedback.predict(points, max_steps, search.target, search.goal, bounds=bounds)
         except (ValueError, ArithmeticError):
             pred = None
         if pred is None or not all(map(_finite, (pred.final, pred.p_reach, pred.spread))):
@@ -609,6 +617,12 @@ def _finite(x: Any) -> bool:
         return math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
+
+
+def _fraction(target: float | None, points: Sequence[tuple[int, float]]) -> bool:
+    """Does the metric look like a fraction (accuracy, F1, AUC): a target and every report in [0, 1]?
+    Then fits that extrapolate beyond [0, 1] are rejected (the spec carries no metric bounds)."""
+    return target is not None and 0.0 <= target <= 1.0 and all(0.0 <= float(v) <= 1.0 for _, v in points)
 
 
 def _max_steps(trial: TrialView, search: SearchView | None) -> int:

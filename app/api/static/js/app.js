@@ -1,7 +1,7 @@
 // Quanta dashboard: token form, searches list (#/), search page (#/search/<id>), live through /events.
 
 import { api, AuthError, adoptTokenFromUrl, getToken, setToken, clearToken, checkToken, subscribe } from "./api.js";
-import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText, flatten } from "./dom.js";
+import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText, debounce } from "./dom.js";
 import { BestChart, CurvesChart } from "./charts.js";
 import { renderGantt } from "./gantt.js";
 import { renderParcoords } from "./parcoords.js";
@@ -194,7 +194,7 @@ const SORTABLE = { id: "id", steps: "steps", metric: "metric" };
 const PAGE = 25;
 
 function searchView(id) {
-  const st = { search: null, trials: new Map(), allTrials: [], sort: "-id", offset: 0, cluster: null, disposed: false };
+  const st = { search: null, trials: new Map(), allTrials: [], timeline: null, sort: "-id", offset: 0, cluster: null, disposed: false };
 
   const title = h("h2", { class: "search-name", id: "search-name" });
   const badge = h("span");
@@ -331,8 +331,24 @@ function searchView(id) {
     st.allTrials = out;
     st.trials = new Map(out.map((t) => [t.id, t]));
     if (!st.search) await summary();
-    renderParcoords(pcEl, out, st.search.metric, bestId(), (tid) => highlightRow(tid), st.search.spec?.space);
+    drawParcoords();
   }
+
+  function drawParcoords() {
+    if (!st.search) return;
+    renderParcoords(pcEl, st.allTrials, st.search.metric, bestId(), (tid) => highlightRow(tid), st.search.spec?.space);
+  }
+
+  // The SVG views are drawn for the width they have: draw them again when it changes.
+  let lastWidth = root.clientWidth;
+  const redraw = debounce(() => {
+    if (st.disposed || root.clientWidth === lastWidth) return;
+    lastWidth = root.clientWidth;
+    drawGantt();
+    drawParcoords();
+  }, 200);
+  const ro = new ResizeObserver(redraw);
+  ro.observe(root);
 
   function highlightRow(tid) {
     for (const tr of tableBody.querySelectorAll("tr.picked")) tr.classList.remove("picked");
@@ -419,6 +435,13 @@ function searchView(id) {
   async function timeline() {
     const data = await api(`/searches/${id}/timeline`);
     if (!st.search) await summary();
+    st.timeline = data;
+    drawGantt();
+  }
+
+  function drawGantt() {
+    const data = st.timeline;
+    if (!data || !st.search) return;
     const devices = (st.cluster?.devices || []).map((d) => d.id);
     renderGantt(ganttEl, data, st.trials, {
       devices,
@@ -499,6 +522,8 @@ function searchView(id) {
     dispose() {
       st.disposed = true;
       r.dispose();
+      ro.disconnect();
+      redraw.cancel();
       bestChart.dispose();
       curvesChart.dispose();
     },

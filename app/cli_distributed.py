@@ -1,0 +1,146 @@
+"""`quanta controller` and `quanta worker`: distributed mode's commands, and `make_runtime`, which wires a
+`CeleryRuntime` to the database (for `quanta serve --broker` too).
+
+    quanta worker --node n1 --devices cuda:all --broker redis://redis:6379/0 \
+        --db postgresql://quanta:quanta@db:5432/quanta --checkpoints /shared/checkpoints
+    quanta controller --broker redis://redis:6379/0 --db postgresql://... --checkpoints /shared/checkpoints
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from app.controller import Controller
+    from app.db.store import Store
+    from app.executor.runtime.celery_runtime import CeleryRuntime
+
+log = logging.getLogger("quanta.controller")
+
+EXIT_ERROR = 2
+
+
+def make_runtime(
+    broker: str, store: Store, checkpoints: str | Path, *, dead_after_s: float = 10.0, expect_timeout_s: float = 30.0
+) -> CeleryRuntime:
+    """A `CeleryRuntime` over the node agents registered in `store`'s database, sending actions through
+    `broker`. The controller driving it must use `checkpoints` as its workdir (the shared store)."""
+    from app.db.cluster import DbCluster
+    from app.executor.runtime.celery_runtime import CeleryRuntime
+
+    cluster = DbCluster(workdir=checkpoints, engine=store.engine)
+    return CeleryRuntime(broker, cluster, dead_after_s=dead_after_s, expect_timeout_s=expect_timeout_s)
+
+
+def _publish_idle(ctl: Controller) -> None:
+    """When nothing runs, the controller does not publish placements: show the registered devices."""
+    state = ctl.store.get_state("cluster") or {}
+    devices = [
+        {"id": d.id, "node": d.node, "kind": d.kind, "memory_mb": d.memory_mb, "running": [], "parked": []}
+        for d in ctl.runtime.devices()
+    ]
+    if [d["id"] for d in state.get("devices", [])] != [d["id"] for d in devices] or not ctl.alive():
+        ctl.store.set_state(
+            "cluster", {"at": time.time(), "round_no": ctl.round_no, "devices": devices, "pairs": [], "notes": []}
+        )
+
+
+def run_controller(ctl: Controller, stop: threading.Event, tick_s: float = 0.5) -> None:
+    """Tick until `stop` is set; a failing tick (database or broker away) is logged and retried."""
+    last_publish = 0.0
+    while not stop.is_set():
+        try:
+            ctl.step(max_wait=tick_s)
+            if time.monotonic() - last_publish > 2.0:
+                last_publish = time.monotonic()
+                if not ctl.alive():
+                    _publish_idle(ctl)
+        except Exception:
+            log.exception("controller tick failed; retrying")
+            stop.wait(1.0)
+
+
+def controller(
+    broker: Annotated[str, typer.Option(help="Redis URL of the broker", envvar="QUANTA_BROKER")],
+    db: Annotated[str, typer.Option(help="database URL (PostgreSQL)", envvar="QUANTA_DB_URL")],
+    checkpoints: Annotated[
+        Path, typer.Option(help="checkpoint store every node can read", envvar="QUANTA_CHECKPOINTS")
+    ] = Path(".quanta"),
+    dead_after: Annotated[float, typer.Option(help="seconds without a heartbeat before a node is lost")] = 10.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the controller loop alone against the registered worker nodes (searches are submitted
+    through the API or the database). Stops on SIGINT/SIGTERM; trials keep running on their nodes and
+    a restarted controller takes them over."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from app.controller import Controller
+    from app.db.store import Store
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        store = Store(db)
+    except Exception as exc:
+        typer.echo(f"error: cannot open database {db}: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after)
+    ctl = Controller(store, runtime, workdir=checkpoints)
+    ctl.load()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    alive = [f"{n} ({len(v['devices'])} devices)" for n, v in runtime.nodes().items() if v["alive"]]
+    typer.echo(f"quanta controller: {len(ctl.searches)} active searches; nodes: {', '.join(alive) or 'none yet'}")
+    sys.stdout.flush()
+    try:
+        run_controller(ctl, stop)
+    finally:
+        ctl.close()
+
+
+def worker(
+    node: Annotated[str, typer.Option(help="this node's name, unique in the cluster", envvar="QUANTA_NODE")],
+    broker: Annotated[str, typer.Option(help="Redis URL of the broker", envvar="QUANTA_BROKER")],
+    db: Annotated[str, typer.Option(help="database URL (PostgreSQL)", envvar="QUANTA_DB_URL")],
+    checkpoints: Annotated[
+        Path, typer.Option(help="checkpoint store every node can read", envvar="QUANTA_CHECKPOINTS")
+    ] = Path(".quanta"),
+    devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto", envvar="QUANTA_DEVICES")] = "auto",
+    heartbeat: Annotated[float, typer.Option(help="seconds between heartbeats")] = 1.0,
+    lease: Annotated[float, typer.Option(help="stop this node's trials after this long without a heartbeat")] = 5.0,
+    warm: Annotated[str, typer.Option(help="trainable modules to import up front (comma-separated)")] = "",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run this machine's node agent: a Celery worker on the queue `node.<name>` hosting the node's
+    trial processes. Registers its devices and heartbeats to the database."""
+    from app.executor.runtime.devices import DeviceSpecError, parse_devices
+
+    try:
+        parse_devices(devices)
+    except DeviceSpecError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    if "/" in node or not node.strip():
+        typer.echo(f"error: node name '{node}' must be non-empty and contain no '/'", err=True)
+        raise typer.Exit(EXIT_ERROR)
+    args = [
+        *("--node", node, "--devices", devices, "--broker", broker, "--db", db),
+        *("--checkpoints", str(checkpoints), "--heartbeat", str(heartbeat), "--lease", str(lease)),
+        *(("--warm", warm) if warm else ()),
+        *(("--verbose",) if verbose else ()),
+    ]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # `workers/` is an entry point that imports `app`, never the other way round: run it as a program.
+    os.execv(sys.executable, [sys.executable, "-m", "workers", *args])

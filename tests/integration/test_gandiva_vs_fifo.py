@@ -1,0 +1,78 @@
+"""Gandiva's early feedback reaches a target with fewer total steps than FIFO (real trial processes).
+
+Workload: logistic regression (tests/trainables_feedback.py:logreg) where only the learning rate 0.3 of
+{0.003, 0.01, 0.03, 0.3} reaches accuracy 0.9 within 400 steps. Random search with seed 7 proposes
+0.3 first as trial number 6, so both policies see the same configurations in the same order: FIFO runs
+the six hopeless ones to their full budget before it gets there; gandiva judges each after 10 % of its
+steps, kills it and moves on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.controller import Controller
+from app.db.store import Store
+from app.executor.runtime.devices import parse_devices
+from app.executor.runtime.local import LocalRuntime
+from app.spec import parse_spec
+
+MAX_STEPS = 400
+GOOD_LR = 0.3
+
+
+def _spec(policy: str):
+    return parse_spec(
+        {
+            "name": f"feedback-{policy}",
+            "trainable": "tests.trainables_feedback:logreg",
+            "space": {"lr": {"choice": [0.003, 0.01, 0.03, GOOD_LR]}},
+            "metric": {"name": "accuracy", "goal": "maximize", "target": 0.9},
+            "budget": {"max_trials": 12, "max_steps": MAX_STEPS, "max_seconds": 60},
+            "parallelism": 4,
+            "search": {"algorithm": "random"},
+            "scheduler": {"policy": policy, "quantum_s": 0.2},
+            "config": {"stall_s": 0.002, "report_every": 10},
+            "seed": 7,
+        }
+    )
+
+
+def _run_both(tmp: Path) -> dict[str, tuple[object, list]]:
+    """Both searches, one after the other, on one runtime (its template process starts once) and one
+    store (so trial ids never repeat); each search gets its own controller."""
+    store = Store(f"sqlite:///{tmp}/quanta.db")
+    current: dict[str, Controller] = {}
+    runtime = LocalRuntime(parse_devices("cpu:2"), lambda tid: current["ctl"].launch(tid), workdir=str(tmp))
+    out = {}
+    try:
+        for policy in ("fifo", "gandiva"):
+            ctl = current["ctl"] = Controller(store, runtime, workdir=tmp / policy)
+            sid = ctl.submit(_spec(policy))
+            state = ctl.run(sid)
+            out[policy] = (state, store.trials(sid))
+    finally:
+        runtime.close()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_gandiva_reaches_the_target_with_fewer_total_steps_than_fifo(tmp_path):
+    runs = _run_both(tmp_path)
+    steps = {}
+    for policy, (state, rows) in runs.items():
+        assert state.reached_at is not None, f"{policy} never reached the target"
+        # Same configurations in the same order for both (random search, same seed).
+        by_number = sorted(rows, key=lambda r: r.number)
+        assert [r.params["lr"] for r in by_number][:7] == [0.01, 0.01, 0.01, 0.003, 0.01, 0.01, GOOD_LR]
+        steps[policy] = sum(r.steps for r in rows)
+    fifo_rows, gandiva_rows = runs["fifo"][1], runs["gandiva"][1]
+    # FIFO ran the six hopeless configurations to their full budget.
+    assert sum(r.steps >= MAX_STEPS for r in fifo_rows if r.params["lr"] != GOOD_LR) >= 6
+    # Gandiva judged and killed them early.
+    hopeless = [r for r in gandiva_rows if r.params["lr"] != GOOD_LR and r.steps > 0]
+    assert hopeless and all(r.status == "killed" and r.steps < MAX_STEPS / 2 for r in hopeless)
+    assert steps["gandiva"] < 0.6 * steps["fifo"], steps
