@@ -66,6 +66,7 @@ class ControllerLoop:
             runtime = LocalRuntime(self.devices, lambda tid: ctl.launch(tid))  # type: ignore[union-attr]
             ctl = Controller(self.store, runtime, workdir=self.workdir)
             ctl.load()
+            self._mark_loaded_running(ctl)
             self._publish_devices(ctl)
             self._state = "running"
             log.info("controller running: %d active searches", len(ctl.searches))
@@ -84,6 +85,14 @@ class ControllerLoop:
                 self._shutdown(ctl)
             if self._state != "failed":
                 self._state = "stopped"
+
+    def _mark_loaded_running(self, ctl: Controller) -> None:
+        """`Controller.load()` activates searches still `queued` in the database without marking them
+        running there; do it, so the API does not take them for never-started searches."""
+        for row in self.store.searches(("queued",)):
+            s = ctl.searches.get(row.id) if row.id is not None else None
+            if s is not None and s.status == "running":
+                self.store.update_search(row.id, status="running", started_at=s.started_at, command=None)
 
     def _publish_devices(self, ctl: Controller) -> None:
         """The devices with nothing on them yet (the controller publishes placements once it ticks)."""

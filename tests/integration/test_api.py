@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.api import crud
 from app.api.main import create_app
+from app.api.routes import events as events_route
 from app.api.serve import ControllerLoop
 from app.api.settings import Settings
 from app.db.models import LatencyRow, QuantumRow, ReportRow
@@ -375,12 +376,21 @@ def test_metrics_in_prometheus_format(client, store):
     assert f'quanta_search_best_metric{{metric="accuracy",name="lin",search_id="{sid}"}} 0.9' in text
 
 
-def test_events_stream_changes_as_server_sent_events(client, store):
+def test_events_stream_changes_as_server_sent_events(client, store, monkeypatch):
     sid = running_search(client, store)
     t = store.add_trial(sid, 0, {"lr": 0.01}, {"lr": 0.01}, time.time())
+    baseline_taken = threading.Event()
+
+    class Poller(events_route.Poller):
+        def poll(self):
+            out = super().poll()
+            baseline_taken.set()
+            return out
+
+    monkeypatch.setattr(events_route, "Poller", Poller)
 
     def later():
-        time.sleep(0.5)
+        assert baseline_taken.wait(10)
         store.add_rows([ReportRow(trial_id=t.id, search_id=sid, step=3, at=time.time(), metrics={"accuracy": 0.5},
                                   objective=0.5)])  # fmt: skip
         store.update_trial(t.id, status="running", metric=0.5, steps=3)
@@ -388,7 +398,7 @@ def test_events_stream_changes_as_server_sent_events(client, store):
 
     writer = threading.Thread(target=later)
     writer.start()
-    r = client.get("/api/v1/events", params={"max_seconds": 1.5})
+    r = client.get("/api/v1/events", params={"max_seconds": 2})
     writer.join()
     assert r.status_code == 200
     events = list(parse_sse(iter(r.text.split("\n"))))

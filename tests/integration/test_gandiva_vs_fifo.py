@@ -70,8 +70,9 @@ def test_gandiva_reaches_the_target_with_fewer_total_steps_than_fifo(tmp_path):
         assert [r.params["lr"] for r in by_number][:7] == [0.01, 0.01, 0.01, 0.003, 0.01, 0.01, GOOD_LR]
         steps[policy] = sum(r.steps for r in rows)
     fifo_rows, gandiva_rows = runs["fifo"][1], runs["gandiva"][1]
-    # FIFO ran the six hopeless configurations to their full budget.
-    assert sum(r.steps >= MAX_STEPS for r in fifo_rows if r.params["lr"] != GOOD_LR) >= 6
+    # FIFO ran the hopeless configurations ahead of the good one to their full budget (trial 5 may
+    # share the devices with trial 6 and be stopped when 6 reaches the target).
+    assert all(r.steps >= MAX_STEPS for r in fifo_rows if r.number < 5)
     # Gandiva judged and killed them early.
     hopeless = [r for r in gandiva_rows if r.params["lr"] != GOOD_LR and r.steps > 0]
     assert hopeless and all(r.status == "killed" and r.steps < MAX_STEPS / 2 for r in hopeless)

@@ -33,10 +33,12 @@ def _load_builtin() -> None:
     from app.executor.policy.fifo import FifoPolicy
     from app.executor.policy.gandiva import GandivaPolicy
     from app.executor.policy.timeslice import TimeslicePolicy
+    from app.executor.policy.tiresias import TiresiasPolicy
 
     register("fifo", lambda **_: FifoPolicy())
     register("timeslice", lambda **_: TimeslicePolicy())
     register("gandiva", lambda **k: GandivaPolicy.from_knobs(**k))
+    register("tiresias", lambda **k: TiresiasPolicy(**k))
 
 
 __all__ = ["ClusterSnapshot", "Plan", "Policy", "make_policy", "policy_names", "register"]

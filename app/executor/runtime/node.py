@@ -77,10 +77,12 @@ class NodeAgent:
         self._stop = threading.Event()
         self._lease_lost = False
         self._beat_error_logged = 0.0
-        self._seq = ledger.register(name, self.incarnation, self.device_dicts())
         self.runtime = LocalRuntime(
             self._devices, self._launch, node=name, warm_modules=warm_modules, park_timeout_s=park_timeout_s
         )
+        # Join the cluster only once trials can start here (the template has imported torch).
+        self.runtime.wait_ready()
+        self._seq = ledger.register(name, self.incarnation, self.device_dicts())
         self._last_ok = time.monotonic()
         self._last_beat = 0.0
         self._last_fence_check = 0.0

@@ -1,0 +1,96 @@
+"""Tiresias (Gu et al., NSDI 2019): 2D-LAS with a discretised multi-level feedback queue.
+
+A job's attained service is its device time (GPU-seconds: `TrialView.device_seconds`, summed over its
+devices), the "two dimensions" being devices x time. Queue k holds jobs whose service has not yet
+reached `queue_limits[k]` (defaults from the Tiresias simulator: 3,250 and 7,200 GPU-seconds, so three
+queues); a running job moves down one queue per round once it passes its queue's limit. Queues are
+served in order, FIFO (arrival) within a queue, preemptively: a job in a higher queue takes the devices
+of lower ones. Starvation knob: a job that has waited longer than `starvation_factor` x the length of
+its last run is promoted to the top queue (0 turns this off).
+
+The policy is pure: levels and run/wait clocks live in `Plan.state["jobs"]` as
+``{trial id: [level, since, last_run_s, was_running]}``.
+
+Placement is count-first: the jobs to run are chosen by priority while their device counts fit the
+cluster (skipping those that do not: work-conserving), then jobs that keep running stay on their
+devices, and the rest take free devices (consolidated on one server when possible). So a preemption
+never also moves a job that keeps running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.executor.policy.placing import Board
+from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
+
+
+class TiresiasPolicy:
+    name = "tiresias"
+
+    def __init__(
+        self,
+        queue_limits: Sequence[float] = (3250.0, 7200.0),
+        starvation_factor: float = 8.0,
+        **_: object,
+    ):
+        self.queue_limits = tuple(float(x) for x in queue_limits)
+        if any(b <= a for a, b in zip(self.queue_limits, self.queue_limits[1:], strict=False)):
+            raise ValueError(f"queue_limits must increase: {self.queue_limits}")
+        self.starvation_factor = float(starvation_factor)
+
+    def level_of(self, service: float, level: int) -> int:
+        """One step down from `level` if `service` passed that queue's limit."""
+        if level < len(self.queue_limits) and service >= self.queue_limits[level]:
+            return level + 1
+        return level
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        now = snapshot.now
+        old = snapshot.policy_state.get("jobs", {})
+        alive = snapshot.alive()
+        jobs: dict[str, list] = {}
+        level: dict[int, int] = {}
+        notes: list[str] = []
+        for t in alive:
+            key = str(t.id)
+            lvl, since, last_run, was_running = old.get(key) or (0, t.arrival, 0.0, False)
+            lvl = int(lvl)
+            if t.running and not was_running:
+                since = now  # a run began (observed this round)
+            elif not t.running and was_running:
+                last_run, since = now - since, now  # a run ended: the wait begins
+            if t.running:
+                lvl = self.level_of(t.device_seconds, lvl)
+            elif (
+                lvl > 0
+                and self.starvation_factor > 0
+                and last_run > 0
+                and now - since >= self.starvation_factor * last_run
+            ):
+                lvl = 0
+                notes.append(f"tiresias: promoted {t.id} after waiting {now - since:.0f} s")
+            level[t.id] = lvl
+            jobs[key] = [lvl, since, last_run, bool(t.running)]
+
+        order = sorted(alive, key=lambda t: (level[t.id], t.arrival, t.id))
+        free = len(snapshot.devices)
+        chosen: list[TrialView] = []
+        for t in order:
+            if free <= 0:
+                break
+            if t.devices_needed <= free:
+                chosen.append(t)
+                free -= t.devices_needed
+        board = Board(snapshot)
+        later: list[TrialView] = []
+        for t in chosen:  # those that keep running stay where they are
+            if t.running and len(t.devices) == t.devices_needed and all(board.is_free(d) for d in t.devices):
+                board.put(t.id, t.devices)
+            else:
+                later.append(t)
+        for t in later:
+            devices = board.choose(t)
+            if devices is not None:
+                board.put(t.id, devices)
+        return Plan(placement=board.placement(), state={"jobs": jobs}, notes=tuple(notes))
