@@ -19,6 +19,7 @@ from rich.table import Table
 from app.api.serve import serve
 from app.cli_distributed import controller, worker
 from app.sdk.submit_cmd import submit
+from app.sim.cli import simulate
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 console = Console(stderr=True)
@@ -149,6 +150,7 @@ app.command("serve")(serve)
 app.command("submit")(submit)
 app.command("controller")(controller)
 app.command("worker")(worker)
+app.command("simulate")(simulate)
 
 
 def main() -> None:

@@ -76,6 +76,9 @@ def controller(
         Path, typer.Option(help="checkpoint store every node can read", envvar="QUANTA_CHECKPOINTS")
     ] = Path(".quanta"),
     dead_after: Annotated[float, typer.Option(help="seconds without a heartbeat before a node is lost")] = 10.0,
+    action_timeout: Annotated[
+        float, typer.Option(help="seconds for a node to apply a round before the trials are planned again")
+    ] = 30.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the controller loop alone against the registered worker nodes (searches are submitted
@@ -94,7 +97,7 @@ def controller(
         typer.echo(f"error: cannot open database {db}: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
     checkpoints.mkdir(parents=True, exist_ok=True)
-    runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after)
+    runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
     ctl = Controller(store, runtime, workdir=checkpoints)
     ctl.load()
     stop = threading.Event()

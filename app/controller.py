@@ -25,6 +25,7 @@ from app.executor.actions import (
     Parked,
     Profiled,
     Reported,
+    Residency,
     Resumed,
     Run,
     Started,
@@ -201,6 +202,9 @@ class Controller:
         self.trials[ts.id] = ts
         if not ts.status.final:
             self._alive[ts.id] = ts
+            self._dirty.add(ts.id)
+            if self.cache_views:
+                self._views[ts.id] = None  # type: ignore[assignment]  # its place; the next snapshot fills it
 
     def add_job(
         self,
@@ -383,56 +387,35 @@ class Controller:
             for s in self.searches.values()
             if s.status == "running"
         )
-        trials: list[TrialView] = []
         paused = {s.id for s in self.searches.values() if s.status == "paused"}
-        views = self._views if self.cache_views else None
         dirty = self._dirty | self._was_resident
         dirty.update(residency)
         self._dirty, self._was_resident = set(), set(residency)
-        for t in self._alive.values():
-            if t.search_id in paused:
-                self._views.pop(t.id, None)
-                continue
-            if views is not None and t.id not in dirty and t.id in views:
-                trials.append(views[t.id])
-                continue
-            r = residency.get(t.id)
-            if r is not None:
-                t.device_seconds = t.device_seconds_base + r.device_seconds
-                t.steps = max(t.steps, r.steps)
-                t.elastic = t.elastic or r.elastic
-            trials.append(
-                TrialView(
-                    id=t.id,
-                    search_id=t.search_id,
-                    status=t.status,
-                    devices=tuple(sorted(r.devices)) if r else (),
-                    running=bool(r and r.running),
-                    devices_needed=t.devices_needed,
-                    arrival=t.created_at,
-                    steps_done=t.steps,
-                    max_steps=t.max_steps,
-                    device_seconds=t.device_seconds,
-                    rate_solo=t.rate_solo,
-                    rate_packed=t.rate_packed,
-                    memory_mb=t.memory_mb,
-                    curve=tuple(t.curve),
-                    elastic=t.elastic,
-                    kind=t.kind,
-                )
-            )
-            if views is not None:
-                views[t.id] = trials[-1]
-        for tid in self._gone:  # pairs of finished trials never reach a snapshot again
+        for tid in self._gone:  # finished trials never reach a snapshot again, nor do their pairs
             self._views.pop(tid, None)
             for k in self._pair_keys.pop(tid, ()):
                 self._pair_latest.pop(k, None)
         self._gone.clear()
-        alive_ids = {t.id for t in trials}
+        if self.cache_views and not paused:
+            # Incremental: one view per alive trial, in _alive's order, rebuilt only when something about
+            # it changed (an event, an action, residency); the others are reused as they were.
+            views = self._views
+            if len(views) != len(self._alive):
+                self._views = views = dict.fromkeys(self._alive)  # type: ignore[arg-type]
+                dirty = set(self._alive)
+            for tid in dirty:
+                t = self._alive.get(tid)
+                if t is not None:
+                    views[tid] = self._view(t, residency.get(tid))
+            trials = list(views.values())
+        else:
+            self._views.clear()
+            trials = [self._view(t, residency.get(t.id)) for t in self._alive.values() if t.search_id not in paused]
+        alive_ids = {t.id for t in trials} if paused else self._alive
         pairs = {
             k: (self._pair_latest[k], self._pair_latest[(k[1], k[0])])
             for k in self._pair_latest
-            if k[0] < k[1] and (k[1], k[0]) in self._pair_latest and alive_ids.issuperset(k)
+            if k[0] < k[1] and (k[1], k[0]) in self._pair_latest and k[0] in alive_ids and k[1] in alive_ids
         }
         return ClusterSnapshot(
             now=now,
@@ -443,6 +426,30 @@ class Controller:
             policy_state=self._policy_state,
             quantum_s=self._quantum(),
             round_no=self.round_no,
+        )
+
+    def _view(self, t: TrialState, r: Residency | None) -> TrialView:
+        if r is not None:
+            t.device_seconds = t.device_seconds_base + r.device_seconds
+            t.steps = max(t.steps, r.steps)
+            t.elastic = t.elastic or r.elastic
+        return TrialView(
+            id=t.id,
+            search_id=t.search_id,
+            status=t.status,
+            devices=tuple(sorted(r.devices)) if r else (),
+            running=bool(r and r.running),
+            devices_needed=t.devices_needed,
+            arrival=t.created_at,
+            steps_done=t.steps,
+            max_steps=t.max_steps,
+            device_seconds=t.device_seconds,
+            rate_solo=t.rate_solo,
+            rate_packed=t.rate_packed,
+            memory_mb=t.memory_mb,
+            curve=tuple(t.curve),
+            elastic=t.elastic,
+            kind=t.kind,
         )
 
     # ---- search bookkeeping --------------------------------------------------------------------
@@ -532,6 +539,7 @@ class Controller:
     def _final(self, t: TrialState, status: TrialStatus, now: float, error: str | None = None) -> None:
         t.status = status
         self._alive.pop(t.id, None)
+        self._views.pop(t.id, None)
         self._gone.append(t.id)
         t.finished_at = now
         if status == TrialStatus.FAILED:

@@ -101,7 +101,7 @@ def batch(config: dict[str, Any], step: int, device: torch.device | str = "cpu")
 
 
 class CNN1D(nn.Module):
-    """Three strided 1-D convolutions and a linear classifier (~10k-60k parameters)."""
+    """Three strided 1-D convolutions and a linear classifier (0.9k parameters at 8 channels, 28k at 64)."""
 
     def __init__(self, channels: int = 32, dropout: float = 0.1, length: int = 40, classes: int = 10):
         super().__init__()

@@ -103,7 +103,8 @@ class PostgresServer:
                 "--no-sync",
             )  # fmt: skip
         opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"), "-w", "start")
+        log = str(self.root / "log")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", log, "-w", "start")
         return self
 
     def url(self, database: str = "postgres") -> str:

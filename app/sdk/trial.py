@@ -156,7 +156,12 @@ class Trial:
         self._win_start, self._win_wall = time.monotonic(), time.time()
         for step in range(self._start_step, end):
             self._between_steps()
-            yield step
+            try:
+                yield step
+            except GeneratorExit:  # the trainable left the loop (break/return) after this step
+                self._step = step + 1
+                self._win_steps += 1
+                raise
             self._step = step + 1
             self._win_steps += 1
         self._between_steps(final=True)
@@ -176,6 +181,11 @@ class Trial:
             return self._conn.recv()
         except (EOFError, ConnectionResetError, OSError):
             raise ControllerGone() from None
+
+    def finish(self) -> None:
+        """Called by the runtime when the trainable returns: measure the last stretch of computing."""
+        if self._conn is not None and self._win_steps:
+            self._flush_profile()
 
     def _flush_profile(self) -> None:
         now = time.monotonic()

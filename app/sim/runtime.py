@@ -151,7 +151,9 @@ class SimRuntime:
         self.jitter = jitter
         self.seed = seed
         self._devices = [
-            DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb) for s in range(servers) for g in range(per_server)
+            DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb)
+            for s in range(servers)
+            for g in range(per_server)
         ]
         self._node = {d.id: d.node for d in self._devices}
         self._on: dict[str, list[int]] = {d.id: [] for d in self._devices}  # computing jobs per device
@@ -272,10 +274,14 @@ class SimRuntime:
                     touched |= self._neighbours(j)
                     self._park(j)
                     stopped_or_parked.add(j.id)
-            elif isinstance(a, Migrate):  # like the real runtime: park every mover before any resumes
-                if j is not None and j.state == "running" and tuple(sorted(a.devices)) != j.devices:
-                    touched |= self._neighbours(j)
-                    self._park(j, report=False)
+            elif (
+                isinstance(a, Migrate)  # like the real runtime: park every mover before any resumes
+                and j is not None
+                and j.state == "running"
+                and tuple(sorted(a.devices)) != j.devices
+            ):
+                touched |= self._neighbours(j)
+                self._park(j, report=False)
         for a in todo:
             if not isinstance(a, Run | Migrate):
                 continue
@@ -409,9 +415,7 @@ class SimRuntime:
         self._resident.pop(j.id, None)
         self.exited_at[j.id] = self._now
         self.steps_done_total += j.steps
-        self._pending.append(
-            Exited(j.id, status, int(j.steps + 1e-9), error, self._now, False, j.device_seconds)
-        )
+        self._pending.append(Exited(j.id, status, int(j.steps + 1e-9), error, self._now, False, j.device_seconds))
 
     def _settle(self, j: _Job, t: float) -> None:
         """Advance a computing job's progress and device time to `t` at its current rate."""
@@ -469,10 +473,7 @@ class SimRuntime:
                 continue
             others = [o for o in on if o != j.id]
             partners.update(others)
-            if len(others) == 1:
-                f = self._factor(j, self._jobs[others[0]])
-            else:
-                f = 1.0 / len(on)
+            f = self._factor(j, self._jobs[others[0]]) if len(others) == 1 else 1.0 / len(on)
             factor = min(factor, f)
         return base * factor, tuple(sorted(partners))
 

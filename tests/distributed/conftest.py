@@ -19,8 +19,9 @@ from tests.conftest_services import PostgresServer, RedisServer, services_missin
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DEAD_AFTER_S = 4.0
-LEASE_S = 2.5
+DEAD_AFTER_S = 4.0  # the controller presumes a node lost after this long without a heartbeat
+LEASE_S = 2.5  # a node stops its own trials after this long without writing one (< DEAD_AFTER_S)
+ACTION_TIMEOUT_S = 8.0  # a round a node never reports applied (lost with the broker) is planned again
 
 
 @pytest.fixture(scope="session")
@@ -29,16 +30,6 @@ def postgres() -> Iterator[PostgresServer]:
     if why:
         pytest.skip(why)
     server = PostgresServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    why = services_missing()
-    if why:
-        pytest.skip(why)
-    server = RedisServer().start()
     yield server
     server.stop()
 
@@ -61,9 +52,8 @@ class Cluster:
         self.redis = redis
         self.db_url = db_url
         self.checkpoints = tmp / "checkpoints"
-        self.audit = tmp / "audit"
         self.logs = tmp / "logs"
-        for d in (self.checkpoints, self.audit, self.logs):
+        for d in (self.checkpoints, self.logs):
             d.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
         self._store = None
@@ -113,7 +103,8 @@ class Cluster:
             name,
             [
                 *("controller", "--broker", self.redis.url, "--db", self.db_url),
-                *("--checkpoints", str(self.checkpoints), "--dead-after", str(DEAD_AFTER_S), "--verbose"),
+                *("--checkpoints", str(self.checkpoints), "--dead-after", str(DEAD_AFTER_S)),
+                *("--action-timeout", str(ACTION_TIMEOUT_S), "--verbose"),
             ],
         )
 
@@ -128,7 +119,8 @@ class Cluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def logs_text(self) -> str:
-        return "\n".join(f"===== {p.name} =====\n{p.read_text(errors='replace')[-6000:]}" for p in self.logs.glob("*.log"))
+        parts = [f"===== {p.name} =====\n{p.read_text(errors='replace')[-6000:]}" for p in self.logs.glob("*.log")]
+        return "\n".join(parts)
 
     def submit(self, spec: dict[str, Any]) -> int:
         from app.spec import parse_spec
@@ -140,6 +132,9 @@ class Cluster:
 
     def search(self, sid: int):  # noqa: ANN201
         return self.store.search(sid)
+
+    def trials(self, sid: int):  # noqa: ANN201
+        return self.store.trials(sid)
 
     def wait_search(self, sid: int, timeout: float) -> Any:
         def done() -> Any:
@@ -162,15 +157,29 @@ class Cluster:
             row = s.get(NodeRow, node)
             return {int(k): v for k, v in (row.residency if row else {}).items()}
 
-    def audit_records(self) -> dict[int, list[dict[str, Any]]]:
+    def audit_records(self, audit: Path) -> dict[int, list[dict[str, Any]]]:
         out: dict[int, list[dict[str, Any]]] = {}
-        for f in self.audit.glob("trial-*.jsonl"):
+        for f in audit.glob("trial-*.jsonl"):
             tid = int(f.stem.split("-")[1])
             out[tid] = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
         return out
 
-    def doubles(self) -> list[str]:
-        return sorted(p.name for p in self.audit.glob("DOUBLE-*"))
+    @staticmethod
+    def doubles(audit: Path) -> list[str]:
+        return sorted(p.name for p in audit.glob("DOUBLE-*"))
+
+    def ensure(self, nodes: tuple[str, ...] = ("n1", "n2")) -> None:
+        if self.redis.proc is None or self.redis.proc.poll() is not None:
+            self.redis.start()
+        started = []
+        for node in nodes:
+            if node not in self.procs or self.procs[node].poll() is not None:
+                self.worker(node, wait=False)
+                started.append(node)
+        if "controller" not in self.procs or self.procs["controller"].poll() is not None:
+            self.controller()
+        for node in started:
+            self.wait_node(node)
 
     def close(self) -> None:
         for name in list(self.procs):
@@ -188,13 +197,26 @@ class Cluster:
             self._store.engine.dispose()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, redis: RedisServer, postgres: PostgresServer) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, redis, postgres.create_database())
+@pytest.fixture(scope="session")
+def _cluster(tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer) -> Iterator[Cluster]:
+    why = services_missing()
+    if why:
+        pytest.skip(why)
+    redis = RedisServer().start()
+    c = Cluster(tmp_path_factory.mktemp("cluster"), redis, postgres.create_database())
     try:
         yield c
     finally:
         c.close()
+        redis.stop()
+
+
+@pytest.fixture
+def cluster(_cluster: Cluster) -> Cluster:
+    """The shared cluster (two nodes of 2 CPU devices, a controller), with anything an earlier test
+    killed started again: starting workers costs seconds, so the tests share them."""
+    _cluster.ensure()
+    return _cluster
 
 
 def fault_spec(audit: Path, **over: Any) -> dict[str, Any]:

@@ -145,3 +145,8 @@ def cmdline(pid: int) -> str:
 def alive(pid: int) -> bool:
     st = _stat(pid)
     return st is not None and st[1] not in ("Z", "X")
+
+
+def parent(pid: int) -> int | None:
+    st = _stat(pid)
+    return st[0] if st else None

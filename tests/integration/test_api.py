@@ -358,7 +358,8 @@ def test_metrics_in_prometheus_format(client, store):
     store.update_search(sid, best_metric=0.9, best_trial_id=ids[2])
     now = time.time()
     store.add_rows(
-        [LatencyRow(trial_id=ids[0], kind="park", ms=3.0, at=now), LatencyRow(trial_id=ids[0], kind="resume", ms=40, at=now)]
+        [LatencyRow(trial_id=ids[0], kind="park", ms=3.0, at=now),
+         LatencyRow(trial_id=ids[0], kind="resume", ms=40, at=now)]
         + [QuantumRow(trial_id=ids[2], search_id=sid, devices="cpu:0", started_at=now - 30, ended_at=now - 15, steps=5,
                       rate=1.0, rss_mb=1.0)]
     )  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, Protocol
 
 
@@ -26,7 +27,10 @@ class TrialStatus(StrEnum):
 
     @property
     def final(self) -> bool:
-        return self in (TrialStatus.COMPLETED, TrialStatus.KILLED, TrialStatus.FAILED)
+        return self in _FINAL
+
+
+_FINAL = frozenset({TrialStatus.COMPLETED, TrialStatus.KILLED, TrialStatus.FAILED})
 
 
 @dataclass(frozen=True)
@@ -111,14 +115,17 @@ class ClusterSnapshot:
 
     def alive(self) -> tuple[TrialView, ...]:
         """Trials that are queued or resident, in arrival order (ties by id)."""
-        live = [t for t in self.trials if not t.status.final]
-        return tuple(sorted(live, key=lambda t: (t.arrival, t.id)))
+        live = [t for t in self.trials if t.status not in _FINAL]
+        return tuple(sorted(live, key=_ARRIVAL_ORDER))
 
     def search(self, search_id: int) -> SearchView | None:
         for s in self.searches:
             if s.id == search_id:
                 return s
         return None
+
+
+_ARRIVAL_ORDER = attrgetter("arrival", "id")
 
 
 @dataclass(frozen=True)

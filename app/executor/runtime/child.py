@@ -73,6 +73,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         conn.send(("hello", {"trial_id": launch.trial_id, "pid": os.getpid(), "sent": sent, "at": time.time()}))
         fn = load_trainable(launch.trainable)
         fn(trial.config, trial)
+        trial.finish()
     except TrialStopped:
         status = "killed"
     except ControllerGone:

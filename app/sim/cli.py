@@ -1,0 +1,136 @@
+"""`quanta simulate`: replay a trace under one or more policies and compare them."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+SUMMARY_KEYS = (
+    "mean_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "makespan_s",
+    "utilization",
+    "mean_time_to_100_minibatches_s",
+    "packs_kept",
+    "packs_undone",
+    "migrations",
+    "jobs",
+)
+
+
+def simulate(
+    trace: Annotated[str, typer.Option(help="trace file, or a name: ee9e8c, 60_job, all (every Philly trace)")],
+    gpus: Annotated[int, typer.Option(help="devices in the cluster")] = 100,
+    gpus_per_server: Annotated[int, typer.Option(help="devices per server")] = 4,
+    policy: Annotated[str, typer.Option(help="policy to simulate")] = "gandiva",
+    compare: Annotated[str, typer.Option(help="more policies, comma separated (e.g. fifo,tiresias)")] = "",
+    json_out: Annotated[Path | None, typer.Option("--json", help="write {policy: summary} here")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write a CDF of job completion times here (PNG)")] = None,
+    seed: Annotated[int, typer.Option(help="seed (used with --jitter)")] = 0,
+    max_jobs: Annotated[int | None, typer.Option(help="only the first N jobs of the trace")] = None,
+    quantum: Annotated[float, typer.Option(help="scheduling quantum, seconds")] = 60.0,
+    kind: Annotated[str, typer.Option(help="device kind in the throughput table: v100, p100, k80")] = "v100",
+    jitter: Annotated[float, typer.Option(help="per-job log-normal noise on solo rates (sigma)")] = 0.0,
+    check: Annotated[bool, typer.Option(help="check invariants after every event (slower)")] = False,
+) -> None:
+    """Simulate a job trace on a virtual cluster with the service's own controller and policies."""
+    from app.sim.driver import simulate as run_sim
+    from app.sim.traces import load_trace
+
+    console = Console()
+    err = Console(stderr=True)
+    names = [policy, *[p.strip() for p in compare.split(",") if p.strip()]]
+    try:
+        jobs = load_trace(trace, max_jobs)
+    except FileNotFoundError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    from app.executor.policy import policy_names
+
+    unknown = [n for n in names if n not in policy_names()]
+    if unknown:
+        err.print(f"[bold red]error:[/] unknown policy {unknown} (known: {', '.join(policy_names())})")
+        raise typer.Exit(2)
+    results = {}
+    per_job = {}
+    for name in names:
+        err.print(f"simulating {len(jobs)} jobs of {trace} under {name} on {gpus} {kind} ({gpus_per_server}/server)")
+        res = run_sim(
+            jobs,
+            name,
+            gpus=gpus,
+            gpus_per_server=gpus_per_server,
+            quantum_s=quantum,
+            seed=seed,
+            kind=kind,
+            jitter=jitter,
+            check=check,
+            progress=lambda done, n, now: err.print(f"  {done}/{n} jobs done, virtual day {now / 86400:.1f}"),
+        )
+        results[name] = res.summary
+        per_job[name] = [r["jct_s"] for r in res.jobs]
+        console.print(_table(name, trace, res.summary))
+    if json_out is not None:
+        _write_json(json_out, results)
+        err.print(f"wrote {json_out}")
+    if plot is not None:
+        _plot_cdf(plot, per_job, f"{trace}: {len(jobs)} jobs on {gpus} GPUs")
+        err.print(f"wrote {plot}")
+
+
+def _table(name: str, trace: str, s: dict) -> Table:
+    t = Table(title=f"{name} on {trace}", show_header=True)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    hours = 3600.0
+    t.add_row("jobs", str(s["jobs"]))
+    t.add_row("mean JCT", f"{s['mean_jct_s'] / hours:,.2f} h")
+    t.add_row("median JCT", f"{s['median_jct_s'] / hours:,.2f} h")
+    t.add_row("p95 JCT", f"{s['p95_jct_s'] / hours:,.2f} h")
+    t.add_row("makespan", f"{s['makespan_s'] / hours:,.1f} h")
+    t.add_row("mean GPU utilisation", f"{s['utilization']:.1%}")
+    t.add_row("mean time to first 100 mini-batches", f"{s['mean_time_to_100_minibatches_s'] / 60:,.1f} min")
+    t.add_row("packs kept / undone", f"{s['packs_kept']} / {s['packs_undone']}")
+    t.add_row("migrations", str(s["migrations"]))
+    t.add_row("simulated in", f"{s['wall_s']:.1f} s ({s['jobs_per_s']} jobs/s, {s['ticks']} ticks)")
+    return t
+
+
+def _write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=2)
+    os.replace(tmp, path)
+
+
+def _plot_cdf(path: Path, per_job: dict[str, list[float]], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, jct in per_job.items():
+        x = np.sort(np.asarray(jct) / 3600.0)
+        y = np.arange(1, len(x) + 1) / max(1, len(x))
+        ax.step(x, y, where="post", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,160 @@
+"""The Python SDK (`app.sdk.Client`), `quanta submit` and examples/sdk_submit.py against a live
+`quanta serve` on a free port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import yaml
+
+from app.sdk import ApiError, Client
+from tests.integration.live_server import ROOT, TOKEN, start_server
+
+SPEC = {
+    "name": "sdk",
+    "trainable": "tests.trainables:linear",
+    "space": {"lr": {"loguniform": [0.005, 0.1]}},
+    "metric": {"name": "accuracy", "goal": "maximize", "target": 0.85},
+    "budget": {"max_trials": 4, "max_steps": 60},
+    "parallelism": 2,
+    "scheduler": {"quantum_s": 0.5},
+    "config": {"report_every": 5, "sleep_s": 0.005},
+}
+UNREACHABLE = {**SPEC, "name": "unreachable", "metric": {"name": "accuracy", "target": 2.0},
+               "budget": {"max_trials": 2, "max_steps": 15}}  # fmt: skip
+SLOW = {**SPEC, "name": "slow", "metric": {"name": "accuracy", "target": 2.0},
+        "budget": {"max_trials": 10, "max_steps": 100_000}, "config": {"sleep_s": 0.01}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = start_server(tmp_path_factory.mktemp("sdk"))
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def client(server):
+    with Client(server.url, server.token) as c:
+        yield c
+
+
+def test_submit_wait_best_trials(client):
+    search = client.submit(SPEC)
+    assert search.id > 0 and search.status in ("queued", "running")
+    search.wait(timeout=120, poll_s=0.3)
+    assert search.status == "completed" and search.reached
+    best = search.best()
+    assert best is not None and best["metric"] >= 0.85 and "lr" in best["params"]
+    trials = search.trials()
+    assert trials and sorted(t["number"] for t in trials) == list(range(len(trials)))
+    assert any(t["id"] == best["trial_id"] for t in trials)
+    detail = client.trial(best["trial_id"])
+    assert detail["curve"] and detail["curve"][-1]["objective"] is not None
+    assert search.id in [s.id for s in client.searches()]
+    assert client.search(search.id).reached
+
+
+def test_submit_yaml_file_and_text(client, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**UNREACHABLE, "name": "from-file"}))
+    a = client.submit(path)
+    b = client.submit(str(path))
+    c = client.submit(yaml.safe_dump({**UNREACHABLE, "name": "from-text"}))
+    assert (a.name, b.name, c.name) == ("from-file", "from-file", "from-text")
+    for s in (a, b, c):
+        s.stop()
+        assert s.wait(timeout=60, poll_s=0.3).status == "stopped"
+
+
+def test_events_follow_a_search(client):
+    search = client.submit(SLOW)
+    kinds: set[str] = set()
+    try:
+        for event in client.events(search_id=search.id, max_seconds=60):
+            kinds.add(event.event)
+            if event.event == "report":
+                assert event.data["search_id"] == search.id and "accuracy" in event.data["metrics"]
+            if {"search", "trial", "report"} <= kinds:
+                break
+    finally:
+        search.stop()
+    assert {"search", "trial", "report"} <= kinds
+    assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
+    trials = search.trials()
+    assert trials and all(t["status"] in ("killed", "completed") for t in trials)
+
+
+def test_errors_are_raised_with_the_servers_detail(client, server):
+    with pytest.raises(ApiError) as err:
+        client.submit({**SPEC, "trainable": "os:system"})
+    assert err.value.status_code == 403 and "'os:system' is not allowed" in str(err.value)
+    with pytest.raises(ApiError) as err:
+        client.submit({**SPEC, "budget": {"max_steps": 0}})
+    assert err.value.status_code == 422 and err.value.detail[0]["loc"] == "budget.max_steps"
+    with pytest.raises(ApiError) as err:
+        client.search(10**9)
+    assert err.value.status_code == 404
+    with Client(server.url, "wrong-token") as bad, pytest.raises(ApiError) as err:
+        bad.searches()
+    assert err.value.status_code == 401
+    env = {k: v for k, v in os.environ.items() if k != "QUANTA_TOKEN"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "environ", env)
+        with pytest.raises(ValueError):
+            Client(server.url)
+
+
+def test_server_routes_outside_the_api(server):
+    assert httpx.get(server.url + "/healthz").json() == {"status": "ok", "controller": "running"}
+    assert httpx.get(server.url + "/").status_code == 200
+    assert httpx.get(server.url + "/metrics").status_code == 401
+    metrics = httpx.get(server.url + "/metrics", headers=server.headers).text
+    assert "quanta_trials" in metrics and "quanta_mechanism_latency_seconds_bucket" in metrics
+    cluster = httpx.get(server.url + "/api/v1/cluster", headers=server.headers).json()
+    assert [d["id"] for d in cluster["devices"]] == ["cpu:0", "cpu:1"]
+
+
+def _run(args: list[str], env_extra: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_quanta_submit_exit_codes(server, tmp_path):
+    good, miss, bad = tmp_path / "good.yaml", tmp_path / "miss.yaml", tmp_path / "bad.yaml"
+    good.write_text(yaml.safe_dump({**SPEC, "name": "cli-good"}))
+    miss.write_text(yaml.safe_dump({**UNREACHABLE, "name": "cli-miss"}))
+    bad.write_text(yaml.safe_dump({**SPEC, "budget": {"max_steps": -1}}))
+    env = {"QUANTA_TOKEN": TOKEN}
+    base = ["-m", "app.cli", "submit", "--url", server.url]
+    started = time.monotonic()
+    r = _run([*base, str(good), "--wait"], env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert '"reached": true' in r.stdout
+    r = _run([*base, str(miss), "--wait"], env)
+    assert r.returncode == 3, r.stdout + r.stderr
+    r = _run([*base, str(bad), "--wait"], env)
+    assert r.returncode == 2 and "budget.max_steps" in r.stderr
+    r = _run([*base, str(tmp_path / "missing.yaml")], env)
+    assert r.returncode == 2
+    r = _run([*base, str(good)], {"QUANTA_TOKEN": ""})
+    assert r.returncode == 2 and "token" in r.stderr
+    r = _run([*base, str(good)], env)  # without --wait: accepted is success
+    assert r.returncode == 0 and "search" in r.stdout
+    assert time.monotonic() - started < 150
+
+
+def test_example_script(server, tmp_path):
+    spec = tmp_path / "example.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "name": "example"}))
+    r = _run(["examples/sdk_submit.py", str(spec), "--url", server.url], {"QUANTA_TOKEN": TOKEN})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "target reached: True" in r.stdout and "top 3" in r.stdout
