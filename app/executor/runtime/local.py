@@ -124,7 +124,14 @@ class LocalRuntime:
                 ",".join(warm_modules),
             ],
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            # numpy's BLAS pool would start threads in the template before it forks: keep it serial
+            # (torch sizes its own pool per device in each trial).
+            env={
+                "OPENBLAS_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            },
         )
         # The template imports torch in the background; the first fork waits for it (see
         # _send_template), so a caller can do its own start-up meanwhile.
