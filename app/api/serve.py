@@ -35,8 +35,11 @@ EXIT_ERROR = 2
 class ControllerLoop:
     """Runs `Controller.step` in a thread of its own until `stop()`."""
 
-    def __init__(self, store: Store, devices: list[Device], workdir: Path, *, tick_s: float = 0.5):
+    def __init__(
+        self, store: Store, devices: list[Device], workdir: Path, *, tick_s: float = 0.5, broker: str | None = None
+    ):
         self.store = store
+        self.broker = broker  # distributed mode: trials run on `quanta worker` nodes, not on `devices`
         self.devices = devices
         self.workdir = Path(workdir)
         self.tick_s = tick_s
@@ -62,11 +65,16 @@ class ControllerLoop:
         from app.executor.runtime.local import LocalRuntime
 
         ctl: Controller | None = None
+        runtime: LocalRuntime | None = None
         try:
-            runtime = LocalRuntime(self.devices, lambda tid: ctl.launch(tid))  # type: ignore[union-attr]
+            if self.broker:
+                from app.cli_distributed import make_runtime
+
+                runtime = make_runtime(self.broker, self.store, self.workdir)  # workdir: the shared checkpoints
+            else:
+                runtime = LocalRuntime(self.devices, lambda tid: ctl.launch(tid))  # type: ignore[union-attr]
             ctl = Controller(self.store, runtime, workdir=self.workdir)
             ctl.load()
-            self._mark_loaded_running(ctl)
             self._publish_devices(ctl)
             self._state = "running"
             log.info("controller running: %d active searches", len(ctl.searches))
@@ -83,16 +91,10 @@ class ControllerLoop:
         finally:
             if ctl is not None:
                 self._shutdown(ctl)
+            elif runtime is not None:
+                runtime.close()
             if self._state != "failed":
                 self._state = "stopped"
-
-    def _mark_loaded_running(self, ctl: Controller) -> None:
-        """`Controller.load()` activates searches still `queued` in the database without marking them
-        running there; do it, so the API does not take them for never-started searches."""
-        for row in self.store.searches(("queued",)):
-            s = ctl.searches.get(row.id) if row.id is not None else None
-            if s is not None and s.status == "running":
-                self.store.update_search(row.id, status="running", started_at=s.started_at, command=None)
 
     def _publish_devices(self, ctl: Controller) -> None:
         """The devices with nothing on them yet (the controller publishes placements once it ticks)."""
@@ -169,6 +171,10 @@ def serve(
     workdir: Annotated[Path, typer.Option(help="checkpoints and trial logs", envvar="QUANTA_WORKDIR")] = Path(
         ".quanta"
     ),
+    broker: Annotated[
+        str | None,
+        typer.Option(help="Redis URL: run trials on `quanta worker` nodes instead of here", envvar="QUANTA_BROKER"),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Serve the REST API and dashboard, and run searches on this machine's devices.
@@ -203,7 +209,7 @@ def serve(
         settings.token = auth.create_token(store, name=f"serve {time.strftime('%Y-%m-%d %H:%M:%S')}")
     app = create_app(settings, store=store)
 
-    loop = ControllerLoop(store, devs, workdir)
+    loop = ControllerLoop(store, devs, workdir, broker=broker)
     app.state.controller_state = loop.state
     config = uvicorn.Config(app, host=host, port=port, log_level="info" if verbose else "warning")
     config.timeout_graceful_shutdown = 5
@@ -227,6 +233,8 @@ def serve(
     try:
         server.run()
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal while stopping: leave at once
+            signal.signal(sig, lambda signum, _: os._exit(128 + signum))
         app.state.stopping.set()
         typer.echo("stopping: checkpointing trials and closing the runtime", err=True)
         loop.stop()

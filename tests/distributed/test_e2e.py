@@ -5,11 +5,16 @@ nodes."""
 from __future__ import annotations
 
 import pytest
+from sqlmodel import col, select
 
+from app.db.cluster import NodeEventRow
 from app.executor.policy import policy_names
 from tests.distributed.conftest import Cluster
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+TARGET = 0.97
 
 
 def digits_spec(policy: str) -> dict:
@@ -22,8 +27,8 @@ def digits_spec(policy: str) -> dict:
             "dropout": {"uniform": [0.0, 0.3]},
             "batch_size": {"choice": [32, 64]},
         },
-        "metric": {"name": "accuracy", "goal": "maximize", "target": 0.95},
-        "budget": {"max_trials": 20, "max_steps": 300, "max_seconds": 240},
+        "metric": {"name": "accuracy", "goal": "maximize", "target": TARGET},
+        "budget": {"max_trials": 20, "max_steps": 500, "max_seconds": 240},
         "parallelism": 6,
         "search": {"algorithm": "tpe", "n_startup": 6},
         "scheduler": {"policy": policy, "quantum_s": 1.0},
@@ -37,12 +42,15 @@ def test_gandiva_search_on_two_nodes_reaches_target(cluster: Cluster) -> None:
     row = cluster.wait_search(sid, 200)
     assert row.status == "completed"
     assert row.reached, f"target not reached: best {row.best_metric}"
-    assert row.best_metric >= 0.95
+    assert row.best_metric >= TARGET
     trials = cluster.trials(sid)
     assert 1 <= len(trials) <= 20
     state = cluster.store.get_state("cluster") or {}
     nodes = {d["node"] for d in state.get("devices", [])}
     assert nodes == {"n1", "n2"}, state
     assert {d["id"] for d in state["devices"]} == {"n1/cpu:0", "n1/cpu:1", "n2/cpu:0", "n2/cpu:1"}
-    ran_on = {q.devices.split("/")[0] for q in cluster.store.quanta(search_id=sid) if q.devices}
+    with cluster.store.session() as s:
+        q = select(NodeEventRow.node).where(col(NodeEventRow.trial_id).in_([t.id for t in trials]))
+        ran_on = set(s.exec(q.distinct()))
     assert ran_on == {"n1", "n2"}, "trials should have run on both nodes"
+    print(f"{len(trials)} trials, best {row.best_metric:.3f} after {row.seconds_to_target:.1f} s ({policy})")

@@ -38,7 +38,9 @@ def server(tmp_path_factory):
         srv.wait_ready()
         yield srv
     finally:
-        srv.stop()
+        code = srv.stop()
+    assert code == 0, srv.log()  # SIGTERM: a graceful stop
+    assert "stopping: checkpointing trials" in srv.log()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from app.api.models import Message
 
 MAX_ID = 2**63 - 1
 
-SearchId = Annotated[int, Path(ge=1, description="search id")]
+SearchId = Annotated[int, Path(ge=1, le=MAX_ID, description="search id")]
 TrialId = Annotated[int, Path(ge=1, le=MAX_ID, description="trial id")]
 Offset = Annotated[int, Query(ge=0, le=2**31, description="rows to skip")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="rows to return")]

@@ -1,0 +1,155 @@
+"""SimRuntime on its own: rates alone, packed (the measured pair rates) and spread across servers,
+mechanism costs, and the events the controller measures from."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.executor.actions import Exited, Migrate, Parked, Profiled, Resumed, Run, Started, Stop, Suspend
+from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
+from app.sim.throughputs import Throughputs
+
+A, B = ("A", 1), ("B", 1)
+BIG = ("A", 2)
+
+
+def table() -> Throughputs:
+    solo = {"v100": {A: 10.0, B: 4.0, BIG: 18.0}, "v100_unconsolidated": {A: 10.0, B: 4.0, BIG: 12.0}}
+    pairs = {"v100": {A: {B: (6.0, 3.0)}, B: {A: (3.0, 6.0)}, BIG: {}}}
+    return Throughputs(solo, pairs)
+
+
+def runtime(servers=2, per_server=2, costs=SimCosts(0, 0, 0, 0), **kw) -> SimRuntime:
+    return SimRuntime(servers, per_server, throughputs=table(), costs=costs, max_per_device=2, **kw)
+
+
+def drain(rt: SimRuntime, until: float) -> list:
+    events = []
+    while rt.now() < until:
+        events += rt.poll(until - rt.now())
+    return events + rt.poll(0)
+
+
+def test_devices_are_grouped_in_servers():
+    rt = runtime(servers=3, per_server=4)
+    devs = rt.devices()
+    assert len(devs) == 12 and len({d.node for d in devs}) == 3
+    assert [d.id for d in devs][:5] == ["s000/g0", "s000/g1", "s000/g2", "s000/g3", "s001/g0"]
+
+
+def test_solo_job_runs_at_its_solo_rate_and_completes():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 1000, 1))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    events = drain(rt, 200)
+    ex = [e for e in events if isinstance(e, Exited)]
+    assert len(ex) == 1 and ex[0].status == "completed" and ex[0].steps == 1000
+    assert ex[0].at == pytest.approx(100.0)  # 1000 steps at 10/s
+    assert ex[0].device_seconds == pytest.approx(100.0)
+    assert isinstance(events[0], Started)
+    prof = [e for e in events if isinstance(e, Profiled)]
+    assert prof and all(e.packed_with == () and e.rate == pytest.approx(10.0) for e in prof)
+    assert rt.first_at[1] == pytest.approx(10.0)  # 100 mini-batches at 10/s
+
+
+def test_two_jobs_on_one_device_run_at_the_measured_pair_rates():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 600, 1))
+    rt.register(2, JobSpec("B", 600, 1))
+    rt.apply(1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",))])
+    assert rt.job_rate(1) == 6.0 and rt.job_rate(2) == 3.0
+    events = drain(rt, 300)
+    packed = [e for e in events if isinstance(e, Profiled) and e.packed_with]
+    assert {(e.trial_id, e.packed_with) for e in packed} == {(1, (2,)), (2, (1,))}
+    assert all(e.rate == pytest.approx(6.0 if e.trial_id == 1 else 3.0) for e in packed)
+    done = {e.trial_id: e.at for e in events if isinstance(e, Exited)}
+    assert done[1] == pytest.approx(100.0)  # 600 / 6
+    # B: 300 steps by t=100 at 3/s, then alone at 4/s: 300 more in 75 s.
+    assert done[2] == pytest.approx(175.0)
+    solo_after = [e for e in events if isinstance(e, Profiled) and e.trial_id == 2 and not e.packed_with]
+    assert solo_after and all(e.rate == pytest.approx(4.0) for e in solo_after)
+    assert rt.packs_kept == 1 and rt.packs_undone == 0
+
+
+def test_unmeasured_pair_time_shares_the_device():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 100, 1))
+    rt.register(2, JobSpec("A", 100, 1))  # (A, A) is not in the pair table
+    rt.apply(1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",))])
+    assert rt.job_rate(1) == rt.job_rate(2) == pytest.approx(5.0)
+
+
+def test_multi_device_job_spread_over_servers_runs_unconsolidated():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 180, 2))
+    rt.apply(1, [Run(1, ("s000/g0", "s000/g1"))])
+    assert rt.job_rate(1) == 18.0  # one server: consolidated rate
+    rt = runtime()
+    rt.register(1, JobSpec("A", 180, 2))
+    rt.apply(1, [Run(1, ("s000/g0", "s001/g0"))])
+    assert rt.job_rate(1) == 12.0  # two servers: the unconsolidated rate
+    rt = runtime()
+    rt.register(1, JobSpec("A", 180, 2))
+    rt.register(2, JobSpec("A", 180, 2))
+    rt.apply(1, [Run(1, ("s000/g0", "s000/g1")), Run(2, ("s000/g0", "s001/g0"))])
+    # Sharing s000/g0 (a multi-GPU pair is unmeasured: time-sharing halves each), job 2 also spread.
+    assert rt.job_rate(1) == pytest.approx(18.0 * 0.5)
+    assert rt.job_rate(2) == pytest.approx(12.0 * 0.5)
+
+
+def test_suspend_resume_and_migration_cost_time():
+    costs = SimCosts(start_s=0.0, suspend_s=0.1, resume_s=0.5, migrate_s=1.5)
+    rt = runtime(costs=costs)
+    rt.register(1, JobSpec("A", 1000, 1))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    drain(rt, 10)
+    assert rt.progress(1)[0] == pytest.approx(100.0)
+    rt.apply(2, [Suspend(1)])
+    ev = rt.poll(0)
+    assert isinstance(ev[-1], Parked) and ev[-1].park_ms == pytest.approx(100.0)
+    drain(rt, 20)
+    assert rt.progress(1)[0] == pytest.approx(100.0)  # parked: no progress
+    rt.apply(3, [Run(1, ("s000/g0",))])  # resume where it was parked: 0.5 s
+    ev = rt.poll(0)
+    assert isinstance(ev[0], Resumed) and not ev[0].migrated
+    drain(rt, 30)
+    assert rt.progress(1)[0] == pytest.approx(100.0 + 10 * 9.5)
+    rt.apply(4, [Migrate(1, ("s001/g1",))])  # move: 1.5 s without progress
+    ev = rt.poll(0)
+    assert any(isinstance(e, Resumed) and e.migrated for e in ev)
+    drain(rt, 40)
+    assert rt.progress(1)[0] == pytest.approx(195.0 + 10 * 8.5)
+    assert rt.migrations == 1 and rt.residency()[1].devices == ("s001/g1",)
+
+
+def test_stop_kills_and_apply_is_idempotent_per_round():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 1000, 1))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    rt.apply(1, [Run(1, ("s000/g0",))])  # same round again: nothing more
+    assert [type(e) for e in rt.poll(0)] == [Started]
+    drain(rt, 5)
+    rt.apply(2, [Stop(1, "policy")])
+    ex = [e for e in rt.poll(0) if isinstance(e, Exited)]
+    assert ex[0].status == "killed" and ex[0].steps == 50
+    assert rt.residency() == {}
+
+
+def test_capacity_is_enforced():
+    rt = runtime()
+    for i in (1, 2, 3):
+        rt.register(i, JobSpec("A", 100, 1))
+    with pytest.raises(InvariantError):
+        rt.apply(1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",)), Run(3, ("s000/g0",))])
+
+
+def test_unpacking_a_pack_while_one_keeps_running_counts_as_undone():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 10_000, 1))
+    rt.register(2, JobSpec("B", 10_000, 1))
+    rt.apply(1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",))])
+    drain(rt, 30)
+    rt.apply(2, [Migrate(2, ("s000/g1",))])
+    assert rt.packs_undone == 1 and rt.packs_kept == 0
+    assert rt.job_rate(1) == 10.0 and rt.job_rate(2) == 4.0
+    rt.check()
