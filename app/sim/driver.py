@@ -64,8 +64,8 @@ def simulate(
     `jitter` > 0 perturbs each job's solo rates by a log-normal factor drawn from `seed` (0 = exact
     table rates, and then `seed` changes nothing). `event_driven=False` ticks event-driven policies (fifo)
     every quantum too (same results, slower: a test checks they agree)."""
-    if gpus % gpus_per_server:
-        raise ValueError(f"{gpus} GPUs do not divide into servers of {gpus_per_server}")
+    if gpus < 1 or gpus_per_server < 1:
+        raise ValueError("gpus and gpus_per_server must be >= 1")
     started = time.perf_counter()
     jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
     thr = throughputs
@@ -75,8 +75,9 @@ def simulate(
     cap = max_per_device or (2 if policy in PACKING_POLICIES else 1)
     t0 = jobs[0].arrival if jobs else 0.0
     rt = SimRuntime(
-        gpus // gpus_per_server,
+        -(-gpus // gpus_per_server),  # the last server is smaller when gpus_per_server does not divide gpus
         gpus_per_server,
+        total=gpus,
         kind=kind,
         throughputs=thr,
         costs=costs,

@@ -140,6 +140,7 @@ class SimRuntime:
         start: float = 0.0,
         jitter: float = 0.0,
         seed: int = 0,
+        total: int | None = None,
     ):
         self.kind = kind
         self.throughputs = throughputs or Throughputs()
@@ -154,7 +155,7 @@ class SimRuntime:
             DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb)
             for s in range(servers)
             for g in range(per_server)
-        ]
+        ][:total]
         self._node = {d.id: d.node for d in self._devices}
         self._on: dict[str, list[int]] = {d.id: [] for d in self._devices}  # computing jobs per device
         self._now = float(start)

@@ -66,9 +66,9 @@ class Cluster:
             self._store = Store(self.db_url)
         return self._store
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], **env_over: str) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env_over}
         proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env
         )
@@ -108,6 +108,27 @@ class Cluster:
             ],
         )
 
+    def serve(self, port: int, token: str) -> subprocess.Popen:
+        """`quanta serve --broker`: the API and the controller in one process (stop the controller first)."""
+        return self._spawn(
+            "serve",
+            [
+                *("serve", "--host", "127.0.0.1", "--port", str(port), "--db", self.db_url),
+                *("--broker", self.redis.url, "--workdir", str(self.checkpoints)),
+            ],
+            QUANTA_TOKEN=token,
+        )
+
+    def stop(self, name: str, timeout: float = 30) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
     def kill(self, name: str) -> None:
         proc = self.procs[name]
         if proc.poll() is None:
@@ -139,7 +160,7 @@ class Cluster:
     def wait_search(self, sid: int, timeout: float) -> Any:
         def done() -> Any:
             for name, p in self.procs.items():
-                if name.startswith("controller") and p.poll() is not None and p.returncode not in (-9, None):
+                if name in ("controller", "serve") and p.poll() not in (None, 0, -9, -15):
                     raise AssertionError(f"{name} exited with {p.returncode}:\n{self.log(name)[-4000:]}")
             row = self.search(sid)
             return row if row is not None and row.status in ("completed", "stopped", "failed") else None

@@ -126,6 +126,7 @@ class GandivaPolicy:
         self.top_m = top_m
         self.kill_threshold = float(kill_threshold)
         self.min_steps = min_steps_before_judgement
+        self.job_guard_steps = 100
         self.feedback_every = feedback_every_steps
         self.packing = bool(packing)
         self.pack_margin = float(pack_margin)
@@ -157,7 +158,14 @@ class GandivaPolicy:
         own = self._knob(search, "min_steps_before_judgement", self.min_steps)
         if own is not None:
             return int(own)
-        return max(1, math.ceil(0.1 * max_steps)) if max_steps else 0
+        if not max_steps:
+            return 0
+        default = max(1, math.ceil(0.1 * max_steps))
+        if search is None:
+            # A job outside a search (a trace job) reports no learning curve and is never judged: its
+            # guard covers its first mini-batches only (Gandiva's "time to the first 100 mini-batches").
+            return min(self.job_guard_steps, default)
+        return default
 
     def feedback_every_for(self, trial: TrialView, search: SearchView | None) -> int:
         own = self._knob(search, "feedback_every_steps", self.feedback_every)
