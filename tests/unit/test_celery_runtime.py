@@ -185,6 +185,21 @@ def test_lost_node_crashes_its_trials_once_and_fences_its_processes(setup) -> No
     assert rt.residency()[1].devices == ("n2/cpu:1",)  # the expectation, not the stale process
 
 
+def test_source_lost_during_a_handoff_crashes_the_trial_at_once(setup) -> None:
+    cluster, _, rt = setup
+    rt.apply(1, [Run(4, ("n1/cpu:0",))])
+    cluster.beat("n1", {4: running(1, 1, "n1/cpu:0")})
+    rt.poll(0)
+    rt.apply(2, [Migrate(4, ("n2/cpu:0",))])  # n1 dies before it hands off: the linked start never comes
+    lost: list = []
+    end = time.monotonic() + 2
+    while time.monotonic() < end and not lost:
+        cluster.beat("n2")
+        lost = rt.poll(0.1)
+    assert [(e.trial_id, e.status) for e in lost] == [(4, "crashed")]
+    assert 4 not in rt.residency()
+
+
 def test_new_incarnation_means_its_trials_died(setup) -> None:
     cluster, _, rt = setup
     rt.apply(1, [Run(5, ("n2/cpu:0",))])

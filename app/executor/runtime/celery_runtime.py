@@ -113,6 +113,7 @@ class _Expect:
     running: bool
     deadline: float
     stop: bool = False
+    source: str | None = None  # a cross-node move: the node handing the trial off
 
 
 @dataclass
@@ -232,7 +233,8 @@ class CeleryRuntime:
                 )
                 run = {"kind": "run", "trial_id": tid, "devices": list(a.devices), "epoch": epoch}
                 links.setdefault(where, []).append((target, run))
-            self._expect[tid] = _Expect(round_no, target, tuple(sorted(a.devices)), True, deadline)
+            source = where if where is not None and where != target else None
+            self._expect[tid] = _Expect(round_no, target, tuple(sorted(a.devices)), True, deadline, source=source)
         for node, acts in by_node.items():
             trials = tuple(d["trial_id"] for d in acts)
             self._send(_Message(node, APPLY_TASK, [round_no, acts], links.get(node, []), trials))
@@ -412,7 +414,8 @@ class CeleryRuntime:
         """The node's processes are gone: its trials crashed (restartable from their checkpoints)."""
         log.warning("%s: restarting its trials elsewhere", why)
         tids = {int(k) for k, r in n.info.residency.items() if self._valid(int(k), n.info.name, r)}
-        tids |= {tid for tid, x in self._expect.items() if x.node == n.info.name and not x.stop}
+        # Trials expected there, and trials it was handing off (the linked start never comes).
+        tids |= {tid for tid, x in self._expect.items() if n.info.name in (x.node, x.source) and not x.stop}
         for tid in sorted(tids):
             a = self._assign.get(tid)
             self._synth.append((tid, a.epoch if a else 0, why))
