@@ -342,7 +342,9 @@ class Controller:
         self.tick()
         quantum = self._quantum()
         due = (self._last_tick or self.runtime.now()) + (quantum if max_wait is None else min(quantum, max_wait))
-        while not self._wake:
+        # Whatever woke us during the tick (new trials, stops) was planned in it already.
+        self._wake = False
+        while not self._wake and (self._alive or self._governing() is not None):
             timeout = due - self.runtime.now()
             if timeout <= 0:
                 break
@@ -548,7 +550,6 @@ class Controller:
         s.created = number + 1
         ts = TrialState(row.id, s.id, number, suggestion.params, suggestion.vals, now)
         self._index(s, ts)
-        self._wake = True
         return ts
 
     def _finish(self, s: SearchState, status: str, reason: str) -> None:

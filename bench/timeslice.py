@@ -73,6 +73,7 @@ def run_search(policy: str, quantum: float, steps: int, width: int, tmp: Path) -
     device = parse_devices("cpu:2")[:1]  # one core, one thread
     rt = LocalRuntime(device, lambda t: ctl.launch(t), warm_modules=["bench.trainables"])
     ctl = Controller(store, rt, workdir=tmp / "work")
+    rt.wait_ready()  # the template's start-up is not what this measures
     try:
         sid = ctl.submit(spec)
         t0 = time.monotonic()
