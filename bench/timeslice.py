@@ -178,8 +178,9 @@ def main() -> None:
         parks += r["park_ms"]
         resumes += r["resume_ms"]
     console.print("migration and start latency ...")
-    mig = {"1M": migration_ms(1024, 2, tmp), "10M": migration_ms(2048, 4, tmp)}
-    sizes = {"1M": param_count(1024, 2), "10M": param_count(2048, 4)}
+    # width 3745 x depth 2 = 1.0M parameters; width 2180 x depth 4 = 10.1M
+    mig = {"1M": migration_ms(3745, 2, tmp), "10M": migration_ms(2180, 4, tmp)}
+    sizes = {"1M": param_count(3745, 2), "10M": param_count(2180, 4)}
     warm, cold = start_ms(tmp)
     result = {
         "efficiency": efficiency,
