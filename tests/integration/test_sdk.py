@@ -67,10 +67,10 @@ def test_submit_wait_best_trials(client):
 
 def test_submit_yaml_file_and_text(client, tmp_path):
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({**UNREACHABLE, "name": "from-file"}))
+    path.write_text(yaml.safe_dump({**SLOW, "name": "from-file"}))
     a = client.submit(path)
     b = client.submit(str(path))
-    c = client.submit(yaml.safe_dump({**UNREACHABLE, "name": "from-text"}))
+    c = client.submit(yaml.safe_dump({**SLOW, "name": "from-text"}))
     assert (a.name, b.name, c.name) == ("from-file", "from-file", "from-text")
     for s in (a, b, c):
         s.stop()
