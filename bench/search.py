@@ -121,6 +121,25 @@ def one_run(system: str, spec: SearchSpec, devices: int, targets: dict[str, floa
     return {"wall_s": wall, "reached": reached, "exit_code": proc.exitcode, "reports": len(points)}
 
 
+def write(args: argparse.Namespace, targets: dict[str, float], results: dict[str, Any], seeds_done: list[int]) -> None:
+    out = {
+        "workload": {
+            "spec": str(args.spec.relative_to(ROOT)) if args.spec.is_relative_to(ROOT) else str(args.spec),
+            "trials": args.trials,
+            "devices": args.devices,
+            "seeds": seeds_done,
+            "max_seconds": args.max_seconds,
+            "max_steps": args.max_steps or load_spec(args.spec).budget.max_steps,
+            "parallelism": args.parallelism,
+        },
+        "targets": targets,
+        "systems": results,
+        "command": "python " + " ".join(sys.argv),
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "mnist1d.yaml")
@@ -141,7 +160,22 @@ def main() -> None:
     console = Console()
     results: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
-    for seed in seeds:
+
+    def summarise() -> None:
+        for system in systems:
+            done = runs[system]
+            if not done:
+                continue
+            results[system] = {}
+            for name in targets:
+                secs = [r["reached"][name] if r["reached"][name] is not None else r["wall_s"] for r in done]
+                results[system][name] = {
+                    "median_s": statistics.median(secs),
+                    "runs_s": [round(s, 2) for s in secs],
+                    "reached": [r["reached"][name] is not None for r in done],
+                }
+
+    for i, seed in enumerate(seeds):
         for system in systems:
             par = args.devices if system == "fifo" else args.parallelism
             spec = workload_spec(args.spec, system, seed, args.trials, args.max_steps, hard, args.max_seconds, par)
@@ -151,15 +185,9 @@ def main() -> None:
             console.print(
                 {k: (None if v is None else round(v, 1)) for k, v in r["reached"].items()}, f"wall {r['wall_s']:.0f} s"
             )
-    for system in systems:
-        results[system] = {}
-        for name in targets:
-            secs = [r["reached"][name] if r["reached"][name] is not None else r["wall_s"] for r in runs[system]]
-            results[system][name] = {
-                "median_s": statistics.median(secs),
-                "runs_s": [round(s, 2) for s in secs],
-                "reached": [r["reached"][name] is not None for r in runs[system]],
-            }
+            summarise()
+            if args.json:  # partial results survive an interrupted benchmark
+                write(args, targets, results, seeds[: i + 1])
     for name, target in targets.items():
         table = Table(title=f"time to {name} target ({spec.metric.name} {target})")
         table.add_column("system")
@@ -179,23 +207,8 @@ def main() -> None:
                 speed,
             )
         console.print(table)
-    out = {
-        "workload": {
-            "spec": str(args.spec.relative_to(ROOT)) if args.spec.is_relative_to(ROOT) else str(args.spec),
-            "trials": args.trials,
-            "devices": args.devices,
-            "seeds": seeds,
-            "max_seconds": args.max_seconds,
-            "max_steps": args.max_steps or load_spec(args.spec).budget.max_steps,
-            "parallelism": args.parallelism,
-        },
-        "targets": targets,
-        "systems": results,
-        "command": " ".join(sys.argv),
-    }
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2))
+        write(args, targets, results, seeds)
         console.print(f"wrote {args.json}")
 
 
