@@ -27,7 +27,7 @@ def load(ref: str) -> Callable[[dict, Any], None]:
 def append_log(path: str, value: float) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, f"{time.time():.6f} {value:.6f}\n".encode())
+        os.write(fd, f"{time.time():.6f} {value!r}\n".encode())
     finally:
         os.close(fd)
 

@@ -75,7 +75,7 @@ def run_quanta(spec: SearchSpec, devices: int, log_path: str, workdir: str) -> N
     with open(log_path, "a") as fh:
         for r in store.search_reports(sid):
             if r.objective is not None:
-                fh.write(f"{r.at:.6f} {r.objective:.6f}\n")
+                fh.write(f"{r.at:.6f} {r.objective!r}\n")
 
 
 def _child(system: str, spec_json: str, devices: int, log_path: str, workdir: str, hard: float, max_s: float) -> None:
