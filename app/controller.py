@@ -128,6 +128,8 @@ class Controller:
         self._policy_state: dict[str, Any] = (store.get_state("policy") or {}).get("state", {})
         self.round_no = int((store.get_state("controller") or {}).get("round_no", 0))
         self._last_tick: float | None = None
+        self._last_plan_at: float | None = None
+        self._replan = True  # plan at the next tick even if the quantum has not passed
         self._wake = False
         self._pending_rows: list[Any] = []
         self._pair_latest: dict[tuple[int, int], float] = {}
@@ -246,6 +248,7 @@ class Controller:
     def tick(self) -> Plan | None:
         now = self.runtime.now()
         self._last_tick = now
+        woken = self._wake  # something changed since the last tick (a trial ended, a command, ...)
         self._wake = False
         self._sync_store(now)
         for s in list(self.searches.values()):
@@ -257,6 +260,12 @@ class Controller:
             policy = self._last_policy
         if policy is None or (not self._alive and not self.runtime.residency()):
             return None
+        # Ticks may come more often than quanta (the service ticks to pick up commands promptly): plan
+        # again only when a quantum has passed or something changed, so quanta keep their length.
+        quantum_due = self._last_plan_at is None or now - self._last_plan_at >= self._quantum() - 1e-3
+        if not (quantum_due or woken or self._wake or self._replan or policy is not self._last_policy):
+            return self.last_plan
+        self._last_plan_at, self._replan = now, False
         self._last_policy = policy
         snapshot = self.snapshot(now)
         plan = policy.plan(snapshot)
@@ -550,6 +559,7 @@ class Controller:
         s.created = number + 1
         ts = TrialState(row.id, s.id, number, suggestion.params, suggestion.vals, now)
         self._index(s, ts)
+        self._replan = True  # a new trial is placed now, not a quantum later
         return ts
 
     def _finish(self, s: SearchState, status: str, reason: str) -> None:
