@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from app.sdk import Trial
+from examples.common import batch_indices
 
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_FILE = "test_batch"
@@ -148,22 +149,6 @@ def prepare(config: dict[str, Any] | None = None) -> None:
 
 
 # ---- mini-batches -----------------------------------------------------------------------------
-
-
-def batch_indices(seed: int, step: int, batch_size: int, n: int) -> np.ndarray:
-    """Indices of mini-batch `step`: epoch e is the permutation `default_rng((seed, e))` cut into
-    n // batch_size full batches. A function of (seed, step) only, so restarts replay it exactly."""
-    per_epoch = max(1, n // batch_size)
-    epoch, i = divmod(step, per_epoch)
-    perm = _permutation(seed, epoch, n)
-    return perm[i * batch_size : (i + 1) * batch_size]
-
-
-@functools.lru_cache(maxsize=4)
-def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
-    perm = np.random.default_rng((seed, epoch)).permutation(n)
-    perm.flags.writeable = False
-    return perm
 
 
 def augment(images: np.ndarray, seed: int, step: int, pad: int = 4) -> np.ndarray:

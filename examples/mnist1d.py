@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from app.sdk import Trial
+from examples.common import batch_indices
 
 DEFAULTS: dict[str, Any] = {
     "lr": 3e-3,
@@ -70,24 +71,6 @@ def load_data() -> dict[str, np.ndarray]:
 def prepare(config: dict[str, Any] | None = None) -> None:
     """Load the data once (numpy only, no torch compute) so forked trial processes share it."""
     load_data()
-
-
-def batch_indices(seed: int, step: int, batch_size: int, n: int) -> np.ndarray:
-    """Indices of the training examples in mini-batch `step`: a function of (seed, step) only.
-
-    Epoch e is the permutation `default_rng((seed, e))` of the n examples, cut into n // batch_size
-    full batches (the remainder is dropped)."""
-    per_epoch = max(1, n // batch_size)
-    epoch, i = divmod(step, per_epoch)
-    perm = _permutation(seed, epoch, n)
-    return perm[i * batch_size : (i + 1) * batch_size]
-
-
-@functools.lru_cache(maxsize=4)
-def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
-    perm = np.random.default_rng((seed, epoch)).permutation(n)
-    perm.flags.writeable = False
-    return perm
 
 
 def batch(config: dict[str, Any], step: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
