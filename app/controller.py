@@ -34,6 +34,7 @@ from app.executor.actions import (
 )
 from app.executor.policy import make_policy
 from app.executor.policy.types import (
+    ARRIVAL_ORDER,
     ClusterSnapshot,
     Placement,
     Plan,
@@ -143,6 +144,11 @@ class Controller:
         # action, not resident). Off by default; the simulator turns it on for clusters of thousands.
         self.cache_views = False
         self._views: dict[int, TrialView] = {}
+        self._snapshot_residency: dict[int, Residency] = {}  # what the last snapshot saw
+        # _alive is in arrival order (created_at, id) while trials are indexed in that order, which
+        # they are unless a restart reloads them otherwise; snapshots then skip the policy's sort.
+        self._alive_ordered = True
+        self._alive_last: tuple[float, int] = (-math.inf, -1)
         self._dirty: set[int] = set()
         self._was_resident: set[int] = set()
         self._pair_keys: dict[int, set[tuple[int, int]]] = {}  # trial -> its keys in _pair_latest
@@ -207,6 +213,10 @@ class Controller:
             ts.max_steps = s.spec.budget.max_steps
         self.trials[ts.id] = ts
         if not ts.status.final:
+            key = (ts.created_at, ts.id)
+            if self._alive and self._alive_ordered and key < self._alive_last:
+                self._alive_ordered = False  # from now on snapshots let the policy sort
+            self._alive_last = max(self._alive_last, key)
             self._alive[ts.id] = ts
             self._dirty.add(ts.id)
             if self.cache_views:
@@ -271,11 +281,16 @@ class Controller:
         plan = policy.plan(snapshot)
         self._policy_state = dict(plan.state)
         self.store.set_state("policy", {"name": policy.name, "state": self._policy_state})
-        residency = {tid: r for tid, r in self.runtime.residency().items() if tid in self.trials}
-        current = Placement(
-            resident={tid: r.devices for tid, r in residency.items()},
-            running=frozenset(tid for tid, r in residency.items() if r.running),
-        )
+        # Residency as the snapshot saw it (planning does not change it), trials we know only.
+        residency: dict[int, tuple[str, ...]] = {}
+        running: list[int] = []
+        trials = self.trials
+        for tid, r in self._snapshot_residency.items():
+            if tid in trials:
+                residency[tid] = r.devices
+                if r.running:
+                    running.append(tid)
+        current = Placement(resident=residency, running=frozenset(running))
         for tid in plan.stop:  # queued trials are stopped here; resident ones by the runtime
             ts = self._trial(tid)
             if ts is not None and tid not in residency:
@@ -399,7 +414,7 @@ class Controller:
     def snapshot(self, now: float) -> ClusterSnapshot:
         """The frozen view the policy plans on: alive trials (queued or resident) with their
         measured rates, device time and curves, plus devices and measured pair rates."""
-        residency = self.runtime.residency()
+        residency = self._snapshot_residency = self.runtime.residency()
         searches = tuple(
             SearchView(
                 s.id, s.spec.metric.goal, s.spec.metric.target, s.spec.budget.max_steps, s.spec.scheduler.model_dump()
@@ -420,15 +435,22 @@ class Controller:
             # Incremental: one view per alive trial, in _alive's order, rebuilt only when something about
             # it changed (an event, an action, residency); the others are reused as they were.
             views = self._views
-            if len(views) != len(self._alive):
-                self._views = views = dict.fromkeys(self._alive)  # type: ignore[arg-type]
-                dirty = set(self._alive)
+            if len(views) != len(self._alive) or next(reversed(views), None) != next(reversed(self._alive), None):
+                # Trials arrived (or left without passing through _gone): re-key in _alive's order and
+                # build views only for the new ones (rebuilding all of them made every arrival
+                # O(alive trials) view constructions).
+                self._views = views = {tid: views.get(tid) for tid in self._alive}  # type: ignore[misc]
+                dirty.update(tid for tid, v in views.items() if v is None)
             for tid in dirty:
                 t = self._alive.get(tid)
                 if t is not None:
                     views[tid] = self._view(t, residency.get(tid), views.get(tid))
             trials = list(views.values())
+            resident = [v for tid in residency if (v := views.get(tid)) is not None]
+            resident.sort(key=ARRIVAL_ORDER)
+            resident_trials: tuple[TrialView, ...] | None = tuple(resident)
         else:
+            resident_trials = None
             self._views.clear()
             trials = [self._view(t, residency.get(t.id)) for t in self._alive.values() if t.search_id not in paused]
         alive_ids = {t.id for t in trials} if paused else self._alive
@@ -439,13 +461,15 @@ class Controller:
         }
         return ClusterSnapshot(
             now=now,
-            devices=tuple(self.runtime.devices()),
+            devices=tuple(self.runtime.devices()),  # the same object when the runtime returns a tuple
             trials=tuple(trials),
             searches=tuple(searches),
             pair_rates=pairs,
             policy_state=self._policy_state,
             quantum_s=self._quantum(),
             round_no=self.round_no,
+            in_arrival_order=self._alive_ordered,
+            resident_trials=resident_trials,
         )
 
     def _view(self, t: TrialState, r: Residency | None, old: TrialView | None = None) -> TrialView:
@@ -453,6 +477,20 @@ class Controller:
             t.device_seconds = t.device_seconds_base + r.device_seconds
             t.steps = max(t.steps, r.steps)
             t.elastic = t.elastic or r.elastic
+            if (
+                old is not None
+                and old.steps_done == t.steps
+                and old.device_seconds == t.device_seconds
+                and old.running == r.running
+                and old.devices == r.devices
+                and old.status is t.status
+                and old.rate_solo == t.rate_solo
+                and old.rate_packed == t.rate_packed
+                and old.memory_mb == t.memory_mb
+                and old.elastic == t.elastic
+                and len(old.curve) == len(t.curve)
+            ):
+                return old  # nothing changed (a parked trial): the frozen view is still true
             if (
                 old is not None
                 and old.running == r.running

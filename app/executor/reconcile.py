@@ -35,15 +35,18 @@ def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = fr
                 devs.append(d)
     wanted: dict[int, tuple[str, ...]] = {}
     for tid in sorted(on.keys() - stopping):
-        wanted[tid] = tuple(sorted(on[tid]))
+        devs = on[tid]
+        wanted[tid] = (devs[0],) if len(devs) == 1 else tuple(sorted(devs))
     for tid in sorted(current.running):
         if tid in stopping:
             continue
         if tid not in wanted:
             suspends.append(Suspend(tid, checkpoint=tid in checkpoint))
     for tid, devs in wanted.items():
-        here = tuple(sorted(current.resident.get(tid, ())))
-        if here and here != devs:
+        here = current.resident.get(tid, ())
+        if len(here) > 1:
+            here = tuple(sorted(here))
+        if here and tuple(here) != devs:
             migrates.append(Migrate(tid, devs))
         elif tid not in current.running:
             runs.append(Run(tid, devs))

@@ -151,11 +151,11 @@ class SimRuntime:
         self.max_per_device = max_per_device
         self.jitter = jitter
         self.seed = seed
-        self._devices = [
+        self._devices = tuple(
             DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb)
             for s in range(servers)
             for g in range(per_server)
-        ][:total]
+        )[:total]
         self._node = {d.id: d.node for d in self._devices}
         self._on: dict[str, list[int]] = {d.id: [] for d in self._devices}  # computing jobs per device
         self._now = float(start)
@@ -227,8 +227,8 @@ class SimRuntime:
 
     # ---- Runtime protocol ----------------------------------------------------------------------
 
-    def devices(self) -> list[DeviceView]:
-        return list(self._devices)
+    def devices(self) -> tuple[DeviceView, ...]:
+        return self._devices  # the same tuple every time: policies memoise per-device maps on it
 
     def warm(self, modules: Sequence[str]) -> None:
         return None

@@ -16,12 +16,11 @@ class FifoPolicy:
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         board = Board(snapshot)
-        alive = snapshot.alive()
         # Running trials keep their devices: FIFO never preempts.
-        for t in alive:
-            if t.running and t.devices:
+        for t in snapshot.resident():
+            if t.running:
                 board.put(t.id, t.devices)
-        for t in alive:
+        for t in snapshot.alive():
             if t.running:
                 continue
             devices = board.choose(t)

@@ -54,12 +54,12 @@ Pure: no I/O, no clock (`snapshot.now`), no torch. Everything remembered lives i
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.executor.policy.placing import Board
+from app.executor.policy.placing import Board, device_maps
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from app.search import feedback
 
@@ -240,7 +240,7 @@ class GandivaPolicy:
         notes: list[str] = []
         now = snapshot.now
         n_dev = len(snapshot.devices)
-        node_of = {d.id: d.node for d in snapshot.devices}
+        order, node_of, _ = device_maps(snapshot.devices)
         by_id = {t.id: t for t in snapshot.trials}
 
         alive = list(snapshot.alive())
@@ -401,7 +401,6 @@ class GandivaPolicy:
         # Phase 2: which devices (fewest moves, then locality).
         grown_old: Mapping[str, Mapping[str, Any]] = st.get("grown", {}) or {}
         board = Board(snapshot)
-        order = {d.id: i for i, d in enumerate(snapshot.devices)}
 
         def home(u: tuple[TrialView, ...]) -> tuple[str, ...] | None:
             if len(u) == 2:
@@ -668,27 +667,27 @@ def _choose(
     else a node that fits it (the one holding most of its resident devices, then the fullest that
     fits), its resident devices first; else (unless `single_node`) its resident devices if free, else
     devices from the nodes with most free devices. None when fewer than `need` devices are free."""
-    free = sorted((d for d in board.slots if board.is_free(d)), key=lambda d: order[d])
-    if len(free) < need or need <= 0:
+    if need <= 0 or board.n_free < need:
         return None
     res = [d for d in resident if d in board.slots]
     res_set = set(res)
     res_free = len(res) == need and all(board.is_free(d) for d in res)
     if res_free and len({node_of[d] for d in res}) == 1:
         return tuple(sorted(res))
-    by_node: dict[str, list[str]] = defaultdict(list)
-    for d in free:
-        by_node[node_of[d]].append(d)
-    fitting = [n for n, ds in by_node.items() if len(ds) >= need]
-    if fitting:
-        home = Counter(node_of[d] for d in res)
-        node = min(fitting, key=lambda n: (-home[n], len(by_node[n]), n))
-        ds = sorted(by_node[node], key=lambda d: (d not in res_set, order[d]))[:need]
+    # The node holding most of its resident devices that fits, then the fullest node that fits.
+    home = Counter(node_of[d] for d in res)
+    at_home = [n for n in home if len(board.free_on(n)) >= need]
+    node = (
+        min(at_home, key=lambda n: (-home[n], len(board.free_on(n)), n)) if at_home else board.fullest_fitting(need)
+    )
+    if node is not None:
+        ds = sorted(board.free_on(node), key=lambda d: (d not in res_set, order[d]))[:need]
         return tuple(sorted(ds))
     if single_node:
         return None
     if res_free:
         return tuple(sorted(res))
+    by_node = board.free_by_node()
     out: list[str] = []
     for n in sorted(by_node, key=lambda n: (-len(by_node[n]), n)):
         out.extend(sorted(by_node[n], key=lambda d: (d not in res_set, order[d])))

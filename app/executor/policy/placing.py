@@ -1,51 +1,117 @@
 """Placement helpers shared by policies: free-device bookkeeping and device choice that prefers a
-trial's resident devices (no move), then devices of one node (locality), then any."""
+trial's resident devices (no move), then devices of one node (locality), then any.
+
+`Board` keeps its free devices incrementally (overall, per node, and nodes bucketed by how many free
+devices they have), so asking for free devices costs O(nodes touched), not O(devices): a simulated
+cluster of hundreds of devices asks many times per round.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterable
 
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialView
+
+_Static = tuple[dict[str, int], dict[str, str], dict[str, list[str]]]
+_static_cache: list[tuple[tuple[DeviceView, ...], _Static]] = []
+
+
+def device_maps(devices: tuple[DeviceView, ...]) -> _Static:
+    """Device order, node of each device and devices of each node, memoised on the devices tuple
+    itself (the controller hands every snapshot the same tuple while the cluster does not change)."""
+    for devs, maps in _static_cache:
+        if devs is devices:
+            return maps
+    order = {d.id: i for i, d in enumerate(devices)}
+    node_of = {d.id: d.node for d in devices}
+    members: dict[str, list[str]] = {}
+    for d in devices:
+        members.setdefault(d.node, []).append(d.id)
+    maps = (order, node_of, members)
+    _static_cache[:] = [(devices, maps)]
+    return maps
 
 
 class Board:
-    """Mutable scratch board a policy fills while planning one round (never leaves the policy)."""
+    """Mutable scratch board a policy fills while planning one round (never leaves the policy).
+
+    `slots[device]` lists the trials put on it; a device is free while nothing is on it."""
 
     def __init__(self, snapshot: ClusterSnapshot, capacity: int = 1):
         self.snapshot = snapshot
         self.capacity = capacity  # trials per device (1 = exclusive)
-        self.slots: dict[str, list[int]] = {d.id: [] for d in snapshot.devices}
-        self.node_of = {d.id: d.node for d in snapshot.devices}
+        devices = snapshot.devices
+        self.order, self.node_of, members = device_maps(devices)
+        self.slots: dict[str, list[int]] = {d.id: [] for d in devices}
+        self._free: dict[str, None] = dict.fromkeys(self.slots)  # ordered set, in device order
+        self._free_by_node: dict[str, dict[str, None]] = {n: dict.fromkeys(ds) for n, ds in members.items()}
+        # nodes by their number of free devices (only nodes with some), rebuilt lazily after puts
+        self._bucket: dict[int, set[str]] | None = None
+
+    # ---- free devices ----------------------------------------------------------------------------
 
     def free(self) -> list[str]:
-        return [d for d, ids in self.slots.items() if len(ids) < self.capacity and not ids]
+        """Free devices in device order."""
+        return list(self._free)
+
+    @property
+    def n_free(self) -> int:
+        return len(self._free)
 
     def is_free(self, device: str) -> bool:
-        return device in self.slots and not self.slots[device]
+        return device in self._free
+
+    def free_by_node(self) -> dict[str, list[str]]:
+        """Free devices of each node that has some, in device order."""
+        return {n: list(ds) for n, ds in self._free_by_node.items() if ds}
+
+    def free_on(self, node: str) -> list[str]:
+        return list(self._free_by_node.get(node, ()))
+
+    def fullest_fitting(self, need: int, skip: Iterable[str] = ()) -> str | None:
+        """The node with the fewest free devices that still has `need` (ties by name), ignoring `skip`."""
+        skip = set(skip)
+        bucket = self._bucket
+        if bucket is None:
+            bucket = self._bucket = {}
+            for n, ds in self._free_by_node.items():
+                if ds:
+                    bucket.setdefault(len(ds), set()).add(n)
+        for count in sorted(c for c in bucket if c >= need):
+            nodes = bucket[count] - skip if skip else bucket[count]
+            if nodes:
+                return min(nodes)
+        return None
 
     def put(self, trial_id: int, devices: tuple[str, ...]) -> None:
+        slots, free = self.slots, self._free
         for d in devices:
-            self.slots[d].append(trial_id)
+            slots[d].append(trial_id)
+            if d in free:
+                del free[d]
+                del self._free_by_node[self.node_of[d]][d]
+                self._bucket = None
+
+    # ---- choice ----------------------------------------------------------------------------------
 
     def choose(self, trial: TrialView) -> tuple[str, ...] | None:
         """Free devices for `trial`: its resident ones if all free, else the node with the most free
         devices that fits it (consolidated), else None. Ties by device order for determinism."""
         k = trial.devices_needed
-        if trial.devices and len(trial.devices) == k and all(self.is_free(d) for d in trial.devices):
+        if trial.devices and len(trial.devices) == k and all(d in self._free for d in trial.devices):
             return tuple(sorted(trial.devices))
-        free = self.free()
-        if len(free) < k:
+        if len(self._free) < k:
             return None
-        by_node: dict[str, list[str]] = defaultdict(list)
-        for d in free:
-            by_node[self.node_of[d]].append(d)
         # Prefer a node that holds the trial already, then the fullest-fitting node.
-        home = {self.node_of.get(d) for d in trial.devices}
-        fitting = [n for n, ds in by_node.items() if len(ds) >= k]
-        if fitting:
-            best = min(fitting, key=lambda n: (n not in home, len(by_node[n]), n))
-            return tuple(sorted(by_node[best])[:k])
-        return tuple(free[:k])  # spread across nodes: runs at the unconsolidated rate
+        best = self._home_fitting(trial.devices, k) or self.fullest_fitting(k)
+        if best is not None:
+            return tuple(sorted(self._free_by_node[best])[:k])
+        return tuple(list(self._free)[:k])  # spread across nodes: runs at the unconsolidated rate
+
+    def _home_fitting(self, devices: Iterable[str], k: int) -> str | None:
+        home = {self.node_of[d] for d in devices if d in self.node_of}
+        fitting = [n for n in home if len(self._free_by_node[n]) >= k]
+        return min(fitting, key=lambda n: (len(self._free_by_node[n]), n)) if fitting else None
 
     def placement(self) -> dict[str, tuple[int, ...]]:
         return {d: tuple(ids) for d, ids in self.slots.items() if ids}

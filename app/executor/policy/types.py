@@ -106,6 +106,12 @@ class ClusterSnapshot:
     policy_state: Mapping[str, Any] = field(default_factory=dict)
     quantum_s: float = 2.0
     round_no: int = 0
+    # Hints a producer may give so that a round on a large cluster costs O(resident), not O(queue):
+    # `in_arrival_order` says `trials` holds alive trials only, already in arrival order (then `alive()`
+    # is `trials` itself); `resident_trials`, when given, is exactly the alive trials with devices, in
+    # arrival order. Both describe `trials`; they never add information.
+    in_arrival_order: bool = False
+    resident_trials: tuple[TrialView, ...] | None = None
 
     def trial(self, trial_id: int) -> TrialView:
         for t in self.trials:
@@ -114,9 +120,26 @@ class ClusterSnapshot:
         raise KeyError(trial_id)
 
     def alive(self) -> tuple[TrialView, ...]:
-        """Trials that are queued or resident, in arrival order (ties by id)."""
-        live = [t for t in self.trials if t.status not in _FINAL]
-        return tuple(sorted(live, key=_ARRIVAL_ORDER))
+        """Trials that are queued or resident, in arrival order (ties by id). Computed once per
+        snapshot (policies ask several times; the snapshot is frozen, so the answer cannot change)."""
+        if self.in_arrival_order:
+            return self.trials
+        cached = self.__dict__.get("_alive")
+        if cached is None:
+            live = [t for t in self.trials if t.status not in _FINAL]
+            cached = tuple(sorted(live, key=ARRIVAL_ORDER))
+            object.__setattr__(self, "_alive", cached)
+        return cached
+
+    def resident(self) -> tuple[TrialView, ...]:
+        """Alive trials resident on devices (running or parked), in arrival order."""
+        if self.resident_trials is not None:
+            return self.resident_trials
+        cached = self.__dict__.get("_resident")
+        if cached is None:
+            cached = tuple(t for t in self.alive() if t.devices)
+            object.__setattr__(self, "_resident", cached)
+        return cached
 
     def search(self, search_id: int) -> SearchView | None:
         for s in self.searches:
@@ -125,7 +148,7 @@ class ClusterSnapshot:
         return None
 
 
-_ARRIVAL_ORDER = attrgetter("arrival", "id")
+ARRIVAL_ORDER = attrgetter("arrival", "id")  # the sort key of alive() and resident()
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ class TrialLaunch:
 
 
 class Runtime(Protocol):
-    def devices(self) -> list[DeviceView]:
-        """Devices trials can be placed on (ids unique across the cluster)."""
+    def devices(self) -> Sequence[DeviceView]:
+        """Devices trials can be placed on (ids unique across the cluster). A runtime whose devices do
+        not change may return the same tuple each time (the controller then passes it on as is)."""
         ...
 
     def warm(self, modules: Sequence[str]) -> None:
