@@ -145,6 +145,7 @@ class Controller:
         self.cache_views = False
         self._views: dict[int, TrialView] = {}
         self._snapshot_residency: dict[int, Residency] = {}  # what the last snapshot saw
+        self._keep_rows = bool(getattr(store, "keep_measurements", True))
         # _alive is in arrival order (created_at, id) while trials are indexed in that order, which
         # they are unless a restart reloads them otherwise; snapshots then skip the policy's sort.
         self._alive_ordered = True
@@ -649,19 +650,26 @@ class Controller:
             elif isinstance(e, Exited):
                 self._on_exit(s, ts, e)
             elif isinstance(e, Parked):
-                self._pending_rows.append(LatencyRow(trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at))
+                self._measure(LatencyRow, trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at)
             elif isinstance(e, Resumed):
                 kind = "migrate" if e.migrated else "resume"
-                self._pending_rows.append(LatencyRow(trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at))
+                self._measure(LatencyRow, trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at)
                 ts.devices = e.devices
             elif isinstance(e, Started):
-                self._pending_rows.append(LatencyRow(trial_id=ts.id, kind="start", ms=e.start_ms, at=e.at))
+                self._measure(LatencyRow, trial_id=ts.id, kind="start", ms=e.start_ms, at=e.at)
                 ts.devices = e.devices
             elif isinstance(e, Checkpointed):
                 ts.resume = True
                 self.store.update_trial(ts.id, checkpoint_step=e.step)
         if events:
             self.flush()
+
+    def _measure(self, cls: type[LatencyRow | QuantumRow | PairRow], **fields: Any) -> None:
+        """Queue a measurement row for the store. A store that keeps no measurements (the simulator's
+        `MemoryStore(keep_measurements=False)`) would drop it unread, so it is not even built: building
+        SQLModel rows was most of a simulated overloaded cluster's time."""
+        if self._keep_rows:
+            self._pending_rows.append(cls(**fields))
 
     def flush(self) -> None:
         rows, self._pending_rows = self._pending_rows, []
@@ -707,29 +715,27 @@ class Controller:
                     self._pair_keys.setdefault(other, set()).add((t.id, other))
                     if (other, t.id) in self._pair_latest:
                         a, b = sorted((t.id, other))
-                        self._pending_rows.append(
-                            PairRow(
-                                trial_a=a,
-                                trial_b=b,
-                                rate_a=self._pair_latest[(a, b)],
-                                rate_b=self._pair_latest[(b, a)],
-                                at=e.at,
-                            )
+                        self._measure(
+                            PairRow,
+                            trial_a=a,
+                            trial_b=b,
+                            rate_a=self._pair_latest[(a, b)],
+                            rate_b=self._pair_latest[(b, a)],
+                            at=e.at,
                         )
             else:
                 t.rate_solo = rate if t.rate_solo is None else (1 - _EMA) * t.rate_solo + _EMA * rate
-        self._pending_rows.append(
-            QuantumRow(
-                trial_id=t.id,
-                search_id=t.search_id,
-                devices=",".join(e.devices),
-                started_at=e.started_at,
-                ended_at=e.at,
-                steps=e.steps,
-                rate=e.rate,
-                rss_mb=e.rss_mb,
-                packed_with=",".join(map(str, e.packed_with)),
-            )
+        self._measure(
+            QuantumRow,
+            trial_id=t.id,
+            search_id=t.search_id,
+            devices=",".join(e.devices),
+            started_at=e.started_at,
+            ended_at=e.at,
+            steps=e.steps,
+            rate=e.rate,
+            rss_mb=e.rss_mb,
+            packed_with=",".join(map(str, e.packed_with)),
         )
 
     def _on_exit(self, s: SearchState | None, t: TrialState, e: Exited) -> None:

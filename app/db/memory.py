@@ -32,7 +32,8 @@ _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
 
 class MemoryStore:
     """In-memory `Store`. `keep_measurements=False` drops quantum/latency/pair rows (the simulator's
-    bulk facts) after counting them, for runs where only the trials' final figures matter."""
+    bulk facts) after counting them, for runs where only the trials' final figures matter; the
+    controller, seeing that attribute, does not build those rows at all."""
 
     url = "memory://"
 

@@ -137,6 +137,9 @@ class GandivaPolicy:
         self.pack_patience = max(1, int(pack_patience))
         self.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         self.infer_bounds = bool(infer_bounds)
+        neutral = 1.0 + self.promise_weight * _NEUTRAL_P
+        self._job_newcomer = _Judged(None, False, True, None, neutral, False, None)
+        self._job_settled = _Judged(None, False, False, None, neutral, False, None)
 
     @classmethod
     def from_knobs(cls, **knobs: Any) -> GandivaPolicy:
@@ -176,9 +179,14 @@ class GandivaPolicy:
     def judge(self, trial: TrialView, snapshot: ClusterSnapshot, cache: Mapping[str, Any] | None) -> _Judged:
         """Prediction (cached or fresh), tier facts, weight and kill verdict for one trial."""
         search = snapshot.search(trial.search_id)
-        max_steps = _max_steps(trial, search)
         min_steps = self.min_steps_for(trial, search)
         cache = dict(cache) if cache else None
+        if search is None and cache is None:
+            # A job outside a search (a trace job): never judged, never killed, neutral weight. The
+            # general path below gives the same; this one is taken for each of thousands of jobs a round.
+            newcomer = bool(min_steps) and trial.steps_done < 2 * min_steps
+            return self._job_newcomer if newcomer else self._job_settled
+        max_steps = _max_steps(trial, search)
         can_judge = search is not None and max_steps > 0 and trial.steps_done >= min_steps
         points = [(s, v) for s, v in trial.curve if _finite(s) and _finite(v)]
         if can_judge and len(points) >= feedback.MIN_POINTS:
