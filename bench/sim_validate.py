@@ -4,8 +4,15 @@ rate, `app.sim.workload:train`), both through the same controller and policy. Re
 completion times both ways and their relative differences (goal: within 10 %).
 
     python bench/sim_validate.py --jobs 10 --devices 2 --policy fifo
+    python bench/sim_validate.py --jobs 12 --devices 2 --policy timeslice --median-steps 300 \
+        --interarrival 3 --calibrate --out bench/results/sim_validate_timeslice.json
 
-Writes bench/results/sim_validate.json.
+`--calibrate` gives the simulator the mechanism costs the real run measured (median start, park,
+resume and migration latencies from its store), as the Philly runs use Gandiva's measured costs;
+without it the simulated mechanism is free. Rates are never calibrated: every job runs at its nominal
+rate in the simulator.
+
+Writes bench/results/sim_validate.json (or --out).
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ from app.sim.runtime import SimCosts  # noqa: E402
 from app.sim.traces import TraceJob, synthetic  # noqa: E402
 
 
-def real_run(jobs: list[TraceJob], devices: int, policy: str, quantum: float) -> dict[int, float]:
-    """JCT per job id, running for real on `devices` CPU devices."""
+def real_run(
+    jobs: list[TraceJob], devices: int, policy: str, quantum: float
+) -> tuple[dict[int, float], dict[str, float], dict[str, int]]:
+    """JCT per job id, running for real on `devices` CPU devices; median mechanism latencies (seconds,
+    by kind: start, park, resume, migrate) and how many of each the run had."""
     work = Path(tempfile.mkdtemp(prefix="quanta-validate-"))
     ctl: Controller | None = None
     rt = LocalRuntime(cpu_devices(devices), lambda tid: ctl.launch(tid), warm_modules=["app.sim.workload"])  # type: ignore[union-attr]
@@ -61,7 +71,15 @@ def real_run(jobs: list[TraceJob], devices: int, policy: str, quantum: float) ->
             ctl.step(max_wait=(pending[0].arrival - now) if pending else None)
     finally:
         ctl.close()
-    return {j.id: ctl.trials[tid].finished_at - (t0 + j.arrival) for tid, j in ids.items()}
+    jct = {j.id: ctl.trials[tid].finished_at - (t0 + j.arrival) for tid, j in ids.items()}
+    costs: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for kind in ("start", "park", "resume", "migrate"):
+        ms = sorted(r.ms for r in ctl.store.latencies(kind) if r.trial_id in ids)
+        counts[kind] = len(ms)
+        if ms:
+            costs[kind] = ms[len(ms) // 2] / 1000.0
+    return jct, costs, counts
 
 
 def main() -> None:
@@ -71,32 +89,43 @@ def main() -> None:
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--quantum", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--interarrival", type=float, default=3.0, help="mean seconds between arrivals")
+    ap.add_argument("--median-steps", type=int, default=100, help="median job length in mini-batches (20/s)")
+    ap.add_argument("--calibrate", action="store_true", help="simulate with the real run's measured costs")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_validate.json")
     args = ap.parse_args()
 
-    # A small trace in seconds: ~3 s gaps, 2-10 s jobs at 20 mini-batches/s, one device each.
+    # A small trace in seconds: jobs at 20 mini-batches/s (100 steps median: 2-10 s), one device each.
     jobs = synthetic(
         args.jobs,
         seed=args.seed,
-        mean_interarrival_s=3.0,
-        median_steps=100,
+        mean_interarrival_s=args.interarrival,
+        median_steps=args.median_steps,
         sigma=0.5,
         rate=20.0,
         mix=(("sleep", 1, 1.0),),
     )
+    t = time.perf_counter()
+    real_jct, measured, mechanism = real_run(jobs, args.devices, args.policy, args.quantum)
+    wall = time.perf_counter() - t
+    costs = SimCosts(start_s=0.0, suspend_s=0.0, resume_s=0.0, migrate_s=0.0)
+    if args.calibrate:
+        costs = SimCosts(
+            start_s=measured.get("start", 0.0),
+            suspend_s=measured.get("park", 0.0),
+            resume_s=measured.get("resume", 0.0),
+            migrate_s=measured.get("migrate", measured.get("resume", 0.0)),
+        )
     sim = simulate(
         jobs,
         args.policy,
         gpus=args.devices,
         gpus_per_server=args.devices,
         quantum_s=args.quantum,
-        costs=SimCosts(start_s=0.0, suspend_s=0.0, resume_s=0.0, migrate_s=0.0),
+        costs=costs,
         check=True,
     )
     sim_jct = {r["id"]: r["jct_s"] for r in sim.jobs}
-    t = time.perf_counter()
-    real_jct = real_run(jobs, args.devices, args.policy, args.quantum)
-    wall = time.perf_counter() - t
     rows = []
     for j in jobs:
         s, r = sim_jct[j.id], real_jct[j.id]
@@ -123,9 +152,22 @@ def main() -> None:
         f"mean JCT: sim {mean_sim:.2f} s, real {mean_real:.2f} s ({(mean_real - mean_sim) / mean_sim:+.1%}); "
         f"worst job {worst:.1%}; real run took {wall:.1f} s"
     )
+    print(
+        "real mechanism: "
+        + ", ".join(f"{k} x{mechanism[k]} (median {measured[k] * 1000:.1f} ms)" for k in mechanism if k in measured)
+        + f"; simulated: {sim.summary['suspends']} suspends, {sim.summary['migrations']} migrations"
+    )
     out = {
         "policy": args.policy,
         "devices": args.devices,
+        "quantum_s": args.quantum,
+        "mean_interarrival_s": args.interarrival,
+        "calibrated": args.calibrate,
+        "sim_costs_s": costs.__dict__,
+        "real_mechanism_counts": mechanism,
+        "real_median_latency_s": measured,
+        "sim_suspends": sim.summary["suspends"],
+        "sim_migrations": sim.summary["migrations"],
         "jobs": rows,
         "mean_sim_jct_s": mean_sim,
         "mean_real_jct_s": mean_real,

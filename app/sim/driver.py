@@ -190,6 +190,8 @@ def _result(
         "mean_time_to_100_minibatches_s": float(first100.mean()),
         "packs_kept": rt.packs_kept,
         "packs_undone": rt.packs_undone,
+        "pack_stretches": rt.pack_stretches,
+        "packed_device_s": round(rt.packed_seconds, 1),
         "migrations": rt.migrations,
         "suspends": rt.suspends,
         "ticks": ticks,

@@ -180,8 +180,12 @@ class SimRuntime:
         self.suspends = 0
         self.resumes = 0
         self.starts = 0
-        self.packs_kept = 0
-        self.packs_undone = 0
+        # Packs are counted per pair of jobs (one packing decision), not per stretch: a kept pack that
+        # is time-sliced out and back in many times is still one pack. A pair is *undone* if it was ever
+        # split while one of its jobs kept computing, else *kept*.
+        self._pairs_packed: set[tuple[int, int]] = set()
+        self._pairs_undone: set[tuple[int, int]] = set()
+        self.pack_stretches = 0  # times two jobs began sharing a device
         self.packed_seconds = 0.0
         self.steps_done_total = 0.0
 
@@ -515,7 +519,11 @@ class SimRuntime:
     def _pack_change(self, j: _Job, old: tuple[int, ...], new: tuple[int, ...], gone: set[int]) -> None:
         for p in new:
             if p not in old:
-                self._packs.setdefault((min(j.id, p), max(j.id, p)), self._now)
+                key = (min(j.id, p), max(j.id, p))
+                if key not in self._packs:
+                    self._packs[key] = self._now
+                    self._pairs_packed.add(key)
+                    self.pack_stretches += 1
         for p in old:
             if p in new:
                 continue
@@ -524,10 +532,19 @@ class SimRuntime:
                 continue
             other = self._jobs[p]
             finished = j.state == "exited" or other.state == "exited"
-            if finished or (j.state != "running" and other.state != "running"):
-                self.packs_kept += 1  # ended by a completion, or both time-sliced out together
-            else:
-                self.packs_undone += 1  # split while one of them kept computing
+            if not finished and (j.state == "running" or other.state == "running"):
+                self._pairs_undone.add(key)  # split while one of them kept computing
+
+    @property
+    def packs_kept(self) -> int:
+        """Pairs that shared a device and were never split while one of them kept computing (their
+        stretches ended by a completion, or by both being time-sliced out together)."""
+        return len(self._pairs_packed - self._pairs_undone)
+
+    @property
+    def packs_undone(self) -> int:
+        """Pairs that shared a device and were split at least once while one of them kept computing."""
+        return len(self._pairs_undone)
 
     # ---- inspection (driver, tests) ------------------------------------------------------------
 

@@ -153,3 +153,20 @@ def test_unpacking_a_pack_while_one_keeps_running_counts_as_undone():
     assert rt.packs_undone == 1 and rt.packs_kept == 0
     assert rt.job_rate(1) == 10.0 and rt.job_rate(2) == 4.0
     rt.check()
+
+
+def test_a_pack_is_counted_once_per_pair_however_often_it_is_sliced_out_and_back():
+    rt = runtime()
+    rt.register(1, JobSpec("A", 6000, 1))
+    rt.register(2, JobSpec("B", 6000, 1))
+    rt.apply(1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",))])
+    drain(rt, 10)
+    for rnd in range(2, 8, 2):  # both parked together, then resumed together: the same pack
+        rt.apply(rnd, [Suspend(1), Suspend(2)])
+        rt.apply(rnd + 1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",))])
+        drain(rt, rt.now() + 10)
+    assert rt.pack_stretches == 4
+    assert (rt.packs_kept, rt.packs_undone) == (1, 0)
+    rt.apply(9, [Suspend(2)])  # split while job 1 keeps computing: the pair is undone
+    drain(rt, rt.now() + 10)
+    assert (rt.packs_kept, rt.packs_undone) == (0, 1)
