@@ -130,3 +130,19 @@ def test_reconcile_parked_trial_resumes_in_place_or_migrates():
 def test_reconcile_packed_device():
     current = Placement(resident={1: ("cpu:0",)}, running=frozenset({1}))
     assert reconcile(current, Plan(placement={"cpu:0": (1, 2)})) == [Run(2, ("cpu:0",))]
+
+
+def test_timeslice_ignores_millisecond_noise_in_device_time():
+    # Both ran one 2 s quantum; the running one measured 4 ms more (a real park's latency). It stays:
+    # switching on noise would cost a park and a resume for nothing.
+    trials = [
+        TrialView(id=1, arrival=0, status=R, devices=("cpu:0",), running=True, device_seconds=2.004),
+        TrialView(id=2, arrival=1, status=R, devices=("cpu:0",), running=False, device_seconds=2.0),
+    ]
+    state = {"offsets": {"1": 0.0, "2": 0.0}}
+    s = ClusterSnapshot(now=10.0, devices=devs(1), trials=tuple(trials), policy_state=state, quantum_s=2.0)
+    assert make_policy("timeslice").plan(s).running() == {1}
+    # A whole quantum behind is not noise: the parked trial takes its turn.
+    trials[1] = TrialView(id=2, arrival=1, status=R, devices=("cpu:0",), running=False, device_seconds=0.0)
+    s = ClusterSnapshot(now=10.0, devices=devs(1), trials=tuple(trials), policy_state=state, quantum_s=2.0)
+    assert make_policy("timeslice").plan(s).running() == {2}

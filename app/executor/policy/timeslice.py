@@ -35,10 +35,15 @@ class TimeslicePolicy:
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         passes, offsets = self.passes(snapshot)
+        # Passes are compared to the nearest quarter of a quantum: trials that ran the same number of
+        # quanta tie even though their measured device time differs by the milliseconds a real park
+        # takes, so the tie rule below (keep the running trial) holds on real processes too, instead
+        # of millisecond noise deciding who is switched out.
+        grain = max(snapshot.quantum_s, 1e-9) / 4.0
         order = sorted(
             snapshot.alive(),
             # Smallest pass first; on ties keep running trials (no needless switch), then oldest.
-            key=lambda t: (round(passes[t.id], 6), not t.running, t.arrival, t.id),
+            key=lambda t: (round(passes[t.id] / grain), not t.running, t.arrival, t.id),
         )
         board = Board(snapshot)
         for t in order:
