@@ -5,7 +5,7 @@ completion times both ways and their relative differences (goal: within 10 %).
 
     python bench/sim_validate.py --jobs 10 --devices 2 --policy fifo
     python bench/sim_validate.py --jobs 12 --devices 2 --policy timeslice --median-steps 300 \
-        --interarrival 3 --calibrate --out bench/results/sim_validate_timeslice.json
+        --interarrival 3 --calibrate --repeat 5 --out bench/results/sim_validate_timeslice.json
 
 `--calibrate` gives the simulator the mechanism costs the real run measured (median start, park,
 resume and migration latencies from its store), as the Philly runs use Gandiva's measured costs;
@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--interarrival", type=float, default=3.0, help="mean seconds between arrivals")
     ap.add_argument("--median-steps", type=int, default=100, help="median job length in mini-batches (20/s)")
     ap.add_argument("--calibrate", action="store_true", help="simulate with the real run's measured costs")
+    ap.add_argument("--repeat", type=int, default=1, help="real runs to compare with the one simulation")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_validate.json")
     args = ap.parse_args()
 
@@ -157,8 +158,22 @@ def main() -> None:
         + ", ".join(f"{k} x{mechanism[k]} (median {measured[k] * 1000:.1f} ms)" for k in mechanism if k in measured)
         + f"; simulated: {sim.summary['suspends']} suspends, {sim.summary['migrations']} migrations"
     )
+    # Further real runs of the same trace against the same (deterministic) simulation: how much of the
+    # per-job difference is run-to-run noise of the real side.
+    repeats = [_agreement(real_jct, sim_jct)]
+    for _ in range(args.repeat - 1):
+        again, _, _ = real_run(jobs, args.devices, args.policy, args.quantum)
+        repeats.append(_agreement(again, sim_jct))
+    if args.repeat > 1:
+        within = sum(r["jobs_within_10pct"] for r in repeats)
+        print(f"{'run':>4} {'mean diff':>10} {'worst job':>10} {'jobs within 10 %':>17}")
+        for i, r in enumerate(repeats):
+            n_ok = r["jobs_within_10pct"]
+            print(f"{i:>4} {r['mean_rel_diff']:>+10.1%} {r['worst_rel_diff']:>10.1%} {n_ok:>14}/{len(jobs)}")
+        print(f"all runs: {within} of {len(jobs) * len(repeats)} job completions within 10 %")
     out = {
         "policy": args.policy,
+        "repeats": repeats,
         "devices": args.devices,
         "quantum_s": args.quantum,
         "mean_interarrival_s": args.interarrival,
@@ -177,6 +192,16 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def _agreement(real: dict[int, float], sim: dict[int, float]) -> dict[str, float]:
+    diffs = [(real[k] - sim[k]) / sim[k] for k in sim]
+    mean_sim, mean_real = sum(sim.values()) / len(sim), sum(real.values()) / len(real)
+    return {
+        "mean_rel_diff": round((mean_real - mean_sim) / mean_sim, 4),
+        "worst_rel_diff": round(max(abs(d) for d in diffs), 4),
+        "jobs_within_10pct": sum(abs(d) <= 0.10 for d in diffs),
+    }
 
 
 if __name__ == "__main__":
