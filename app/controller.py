@@ -480,8 +480,6 @@ class Controller:
             t.elastic = t.elastic or r.elastic
             if (
                 old is not None
-                and old.steps_done == t.steps
-                and old.device_seconds == t.device_seconds
                 and old.running == r.running
                 and old.devices == r.devices
                 and old.status is t.status
@@ -491,18 +489,8 @@ class Controller:
                 and old.elastic == t.elastic
                 and len(old.curve) == len(t.curve)
             ):
-                return old  # nothing changed (a parked trial): the frozen view is still true
-            if (
-                old is not None
-                and old.running == r.running
-                and old.devices == r.devices
-                and old.status is t.status
-                and old.rate_solo == t.rate_solo
-                and old.rate_packed == t.rate_packed
-                and old.memory_mb == t.memory_mb
-                and old.elastic == t.elastic
-                and len(old.curve) == len(t.curve)
-            ):
+                if old.steps_done == t.steps and old.device_seconds == t.device_seconds:
+                    return old  # nothing changed (a parked trial): the frozen view is still true
                 # A computing trial whose only news is its progress: copy the frozen view with the two
                 # moving fields replaced (several times cheaper than building it; same value).
                 view = object.__new__(TrialView)

@@ -193,6 +193,7 @@ def _result(
         "pack_stretches": rt.pack_stretches,
         "packed_device_s": round(rt.packed_seconds, 1),
         "migrations": rt.migrations,
+        "migrations_by_job_devices": {str(k): v for k, v in sorted(rt.migrations_by_devices.items())},
         "suspends": rt.suspends,
         "ticks": ticks,
         "wall_s": round(wall, 3),

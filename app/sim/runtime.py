@@ -177,6 +177,7 @@ class SimRuntime:
         self.exited_at: dict[int, float] = {}
         self.first_at: dict[int, float] = {}
         self.migrations = 0
+        self.migrations_by_devices: dict[int, int] = {}  # devices the moved job asked for -> moves
         self.suspends = 0
         self.resumes = 0
         self.starts = 0
@@ -406,6 +407,7 @@ class SimRuntime:
         cost = self.costs.migrate_s if migrated else self.costs.resume_s
         if migrated:
             self.migrations += 1
+            self.migrations_by_devices[j.spec.devices] = self.migrations_by_devices.get(j.spec.devices, 0) + 1
         else:
             self.resumes += 1
         self._place(j, devices, cost)
