@@ -149,3 +149,26 @@ def test_memory_store_is_what_the_simulator_writes_through():
     store = MemoryStore(keep_measurements=False)
     store.add_rows([])
     assert store.counts["QuantumRow"] == 0
+
+
+def test_controller_builds_measurement_rows_only_for_a_store_that_keeps_them():
+    from app.controller import Controller
+    from app.executor.policy import make_policy
+    from app.sim.runtime import JobSpec
+
+    def run(keep: bool) -> tuple[MemoryStore, dict[int, float]]:
+        rt = SimRuntime(1, 2, throughputs=small_table())
+        store = MemoryStore(keep_measurements=keep)
+        ctl = Controller(store, rt, policy=make_policy("timeslice"), quantum_s=30.0)
+        for _ in range(3):
+            tid = ctl.add_job("L1", 600, 1)
+            rt.register(tid, JobSpec("L1", 600, 1))
+        while ctl.alive():
+            ctl.step()
+        return store, dict(rt.exited_at)
+
+    kept, done_kept = run(True)
+    dropped, done_dropped = run(False)
+    assert kept.quanta() and kept.latencies("park")  # rows were built and stored
+    assert dropped.counts["QuantumRow"] == dropped.counts["LatencyRow"] == 0  # never even built
+    assert done_kept == done_dropped  # and the schedule is the same
