@@ -37,7 +37,9 @@ def simulate(
     seed: Annotated[int, typer.Option(help="seed (used with --jitter)")] = 0,
     max_jobs: Annotated[int | None, typer.Option(help="only the first N jobs of the trace")] = None,
     quantum: Annotated[float, typer.Option(help="scheduling quantum, seconds")] = 60.0,
-    kind: Annotated[str, typer.Option(help="device kind in the throughput table: v100, p100, k80")] = "v100",
+    kind: Annotated[
+        str, typer.Option(help="device kind in the throughput table (v100, p100, k80), or a mix: v100=60,k80=40")
+    ] = "v100",
     jitter: Annotated[float, typer.Option(help="per-job log-normal noise on solo rates (sigma)")] = 0.0,
     check: Annotated[bool, typer.Option(help="check invariants after every event (slower)")] = False,
 ) -> None:
@@ -54,7 +56,13 @@ def simulate(
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     from app.executor.policy import policy_names
+    from app.sim.driver import server_kinds
 
+    try:
+        server_kinds(kind, gpus, gpus_per_server)
+    except ValueError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
     unknown = [n for n in names if n not in policy_names()]
     if unknown:
         err.print(f"[bold red]error:[/] unknown policy {unknown} (known: {', '.join(policy_names())})")

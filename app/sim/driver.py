@@ -61,6 +61,7 @@ def simulate(
 
     `check` verifies the invariants after every event batch (device capacity, no job both computing
     and queued, work conserved); it costs O(jobs) each time, so large runs turn it off.
+    `kind` is one device kind or a mix with GPU counts (``v100=120,k80=80``; see `server_kinds`).
     `jitter` > 0 perturbs each job's solo rates by a log-normal factor drawn from `seed` (0 = exact
     table rates, and then `seed` changes nothing). `event_driven=False` ticks event-driven policies (fifo)
     every quantum too (same results, slower: a test checks they agree)."""
@@ -74,11 +75,14 @@ def simulate(
     pol = make_policy(policy, **(policy_knobs or {}))
     cap = max_per_device or (2 if policy in PACKING_POLICIES else 1)
     t0 = jobs[0].arrival if jobs else 0.0
+    servers = -(-gpus // gpus_per_server)  # the last server is smaller when gpus_per_server does not divide gpus
+    kinds = server_kinds(kind, gpus, gpus_per_server)
     rt = SimRuntime(
-        -(-gpus // gpus_per_server),  # the last server is smaller when gpus_per_server does not divide gpus
+        servers,
         gpus_per_server,
         total=gpus,
-        kind=kind,
+        kind=kinds[0],
+        kinds=kinds,
         throughputs=thr,
         costs=costs,
         max_per_device=cap,
@@ -124,6 +128,31 @@ def simulate(
     ctl.flush()
     wall = time.perf_counter() - started
     return _result(policy, meta, rt, store, wall, ticks, gpus, clamped, check)
+
+
+def server_kinds(kind: str, gpus: int, gpus_per_server: int) -> list[str]:
+    """The device kind of each server. `kind` is one kind (``v100``: every server) or a mix with GPU
+    counts (``v100=120,k80=80``), filled server by server in the order given; each count must be a
+    whole number of servers and the counts must add up to `gpus`."""
+    servers = -(-gpus // gpus_per_server)
+    if "=" not in kind:
+        return [kind.strip()] * servers
+    out: list[str] = []
+    total = 0
+    for part in kind.split(","):
+        name, _, count = part.partition("=")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ValueError(f"kind: '{part}' is not NAME=GPUS") from None
+        if n <= 0 or n % gpus_per_server:
+            per = gpus_per_server
+            raise ValueError(f"kind: {name.strip()}={n} is not a positive multiple of {per} GPUs per server")
+        out += [name.strip()] * (n // gpus_per_server)
+        total += n
+    if total != gpus:
+        raise ValueError(f"kind: the mix has {total} GPUs, the cluster {gpus}")
+    return out
 
 
 def _check_controller(ctl: Controller, rt: SimRuntime) -> None:

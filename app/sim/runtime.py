@@ -92,10 +92,11 @@ class _Job:
         "first_at",
         "solo_c",
         "solo_u",
+        "rates",
         "res",
     )
 
-    def __init__(self, jid: int, spec: JobSpec, solo_c: float, solo_u: float, first_target: float):
+    def __init__(self, jid: int, spec: JobSpec, rates: dict[str, tuple[float, float]], first_target: float):
         self.id = jid
         self.spec = spec
         self.total = float(spec.steps)
@@ -115,8 +116,9 @@ class _Job:
         self.win_secs = 0.0
         self.first_target = first_target
         self.first_at: float | None = None
-        self.solo_c = solo_c
-        self.solo_u = solo_u
+        self.rates = rates  # device kind -> (solo rate on one server, solo rate spread over servers)
+        self.solo_c = max(c for c, _ in rates.values())  # the best anywhere (work-conservation check)
+        self.solo_u = max(u for _, u in rates.values())
         self.res: Residency | None = None
 
 
@@ -130,6 +132,7 @@ class SimRuntime:
         per_server: int,
         *,
         kind: str = "v100",
+        kinds: Sequence[str] | None = None,
         throughputs: Throughputs | None = None,
         launcher: Callable[[int], TrialLaunch] | None = None,
         costs: SimCosts = SimCosts(),
@@ -151,12 +154,18 @@ class SimRuntime:
         self.max_per_device = max_per_device
         self.jitter = jitter
         self.seed = seed
+        # One device kind per server: `kinds[s]` for server s (a mixed cluster), else `kind` everywhere.
+        if kinds is not None and len(kinds) != servers:
+            raise ValueError(f"kinds: {len(kinds)} given for {servers} servers")
+        server_kind = list(kinds) if kinds is not None else [kind] * servers
         self._devices = tuple(
-            DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", kind, memory_mb)
+            DeviceView(f"s{s:03d}/g{g}", f"s{s:03d}", server_kind[s], memory_mb)
             for s in range(servers)
             for g in range(per_server)
         )[:total]
+        self.kinds = tuple(dict.fromkeys(d.kind for d in self._devices))
         self._node = {d.id: d.node for d in self._devices}
+        self._kind_of = {d.id: d.kind for d in self._devices}
         self._on: dict[str, list[int]] = {d.id: [] for d in self._devices}  # computing jobs per device
         self._now = float(start)
         self._jobs: dict[int, _Job] = {}
@@ -169,7 +178,7 @@ class SimRuntime:
         self._pending: list[Event] = []
         self._last_round: dict[int, int] = {}
         self._round = 0
-        self._pair_factor: dict[tuple[int, int], float] = {}
+        self._pair_factor: dict[tuple[int, int, str], float] = {}
         self._busy = 0  # devices with at least one computing job
         self._packs: dict[tuple[int, int], float] = {}  # pair sharing a device -> since
         # Counters the driver reports.
@@ -213,22 +222,29 @@ class SimRuntime:
 
     def _new_job(self, trial_id: int, devices: int) -> _Job:
         spec = self._spec(trial_id, devices)
-        t = self.throughputs
-        if spec.rate is not None or not t.knows(spec.job_type, self.kind):
-            if spec.rate is None:
-                raise KeyError(f"job {trial_id}: no rate and job type '{spec.job_type}' not in the throughput table")
-            solo_c, solo_u = spec.rate, spec.rate * t.spread_factor
-        else:
-            solo_c = t.solo(spec.job_type, spec.devices, self.kind, True) or 0.0
-            solo_u = t.solo(spec.job_type, spec.devices, self.kind, False) or solo_c
-        if solo_c <= 0:
-            raise ValueError(f"job {trial_id}: non-positive solo rate for {spec}")
-        if self.jitter > 0:  # per-job speed noise, the same for a given (seed, job)
+        noise = 1.0
+        if self.jitter > 0:  # per-job speed noise, the same for a given (seed, job) on every kind
             noise = math.exp(random.Random(self.seed * 1_000_003 + trial_id).gauss(0.0, self.jitter))
-            solo_c, solo_u = solo_c * noise, solo_u * noise
-        job = _Job(trial_id, spec, solo_c, solo_u, float(min(self.first_steps, spec.steps)))
+        rates = {kind: self._solo_rates(trial_id, spec, kind, noise) for kind in self.kinds}
+        job = _Job(trial_id, spec, rates, float(min(self.first_steps, spec.steps)))
         self._jobs[trial_id] = job
         return job
+
+    def _solo_rates(self, trial_id: int, spec: JobSpec, kind: str, noise: float) -> tuple[float, float]:
+        """(consolidated, spread) solo rate of a job on devices of `kind`."""
+        t = self.throughputs
+        if spec.rate is not None or not t.knows(spec.job_type, kind):
+            if spec.rate is None:
+                raise KeyError(
+                    f"job {trial_id}: no rate and job type '{spec.job_type}' not in the throughput table for {kind}"
+                )
+            solo_c, solo_u = spec.rate, spec.rate * t.spread_factor
+        else:
+            solo_c = t.solo(spec.job_type, spec.devices, kind, True) or 0.0
+            solo_u = t.solo(spec.job_type, spec.devices, kind, False) or solo_c
+        if solo_c <= 0:
+            raise ValueError(f"job {trial_id}: non-positive solo rate on {kind} for {spec}")
+        return solo_c * noise, solo_u * noise
 
     # ---- Runtime protocol ----------------------------------------------------------------------
 
@@ -453,25 +469,31 @@ class SimRuntime:
             )
         j.win_start, j.win_steps, j.win_secs = t, 0.0, 0.0
 
-    def _factor(self, j: _Job, o: _Job) -> float:
-        key = (j.id, o.id)
+    def _factor(self, j: _Job, o: _Job, kind: str) -> float:
+        key = (j.id, o.id, kind)
         f = self._pair_factor.get(key)
         if f is None:
             f = self.throughputs.unmeasured_pair_factor
             if j.spec.rate is None and o.spec.rate is None:
                 a, b = (j.spec.job_type, j.spec.devices), (o.spec.job_type, o.spec.devices)
-                pair = self.throughputs.pair(a, b, self.kind)
-                solo = self.throughputs.solo(*a, self.kind, True)
+                pair = self.throughputs.pair(a, b, kind)
+                solo = self.throughputs.solo(*a, kind, True)
                 if pair is not None and solo:
                     f = pair[0] / solo
             self._pair_factor[key] = f
         return f
 
     def _rate_of(self, j: _Job) -> tuple[float, tuple[int, ...]]:
+        """A computing job's rate: its solo rate on the slowest kind among its devices (consolidated or
+        spread), times the worst sharing factor over its devices; and the jobs it shares them with."""
         devices = j.devices
         node = self._node[devices[0]]
         spread = any(self._node[d] != node for d in devices)
-        base = j.solo_u if spread else j.solo_c
+        kind = self._kind_of[devices[0]]
+        if len(self.kinds) > 1 and any(self._kind_of[d] != kind for d in devices):
+            base = min(j.rates[self._kind_of[d]][1 if spread else 0] for d in devices)
+        else:
+            base = j.rates[kind][1 if spread else 0]
         factor = 1.0
         partners: set[int] = set()
         for d in devices:
@@ -480,7 +502,7 @@ class SimRuntime:
                 continue
             others = [o for o in on if o != j.id]
             partners.update(others)
-            f = self._factor(j, self._jobs[others[0]]) if len(others) == 1 else 1.0 / len(on)
+            f = self._factor(j, self._jobs[others[0]], self._kind_of[d]) if len(others) == 1 else 1.0 / len(on)
             factor = min(factor, f)
         return base * factor, tuple(sorted(partners))
 

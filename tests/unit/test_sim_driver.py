@@ -172,3 +172,47 @@ def test_controller_builds_measurement_rows_only_for_a_store_that_keeps_them():
     assert kept.quanta() and kept.latencies("park")  # rows were built and stored
     assert dropped.counts["QuantumRow"] == dropped.counts["LatencyRow"] == 0  # never even built
     assert done_kept == done_dropped  # and the schedule is the same
+
+
+def mixed_table() -> Throughputs:
+    """small_table() on v100, and a k80 where every job runs at a quarter of the speed."""
+    t = small_table()
+    solo = dict(t.solo_rates)
+    solo["k80"] = {k: v / 4 for k, v in t.solo_rates["v100"].items()}
+    solo["k80_unconsolidated"] = {k: v / 4 for k, v in t.solo_rates["v100_unconsolidated"].items()}
+    pairs = dict(t.pair_rates)
+    pairs["k80"] = {a: {b: (ra / 4, rb / 4) for b, (ra, rb) in row.items()} for a, row in t.pair_rates["v100"].items()}
+    return Throughputs(solo, pairs)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "timeslice", "tiresias", "gandiva"])
+def test_a_mixed_cluster_runs_every_policy_and_slow_devices_cost_time(policy):
+    kw = dict(gpus=8, gpus_per_server=4, quantum_s=30, throughputs=mixed_table(), check=True)
+    fast = simulate(mix_jobs(), policy, kind="v100", **kw).summary
+    mixed = simulate(mix_jobs(), policy, kind="v100=4,k80=4", **kw).summary
+    slow = simulate(mix_jobs(), policy, kind="k80", **kw).summary
+    assert mixed["jobs"] == fast["jobs"] == slow["jobs"] == 40
+    assert fast["mean_jct_s"] < mixed["mean_jct_s"] < slow["mean_jct_s"]
+
+
+def test_server_kinds_are_filled_in_order_and_bad_mixes_are_refused():
+    from app.sim.driver import server_kinds
+
+    assert server_kinds("v100", 10, 4) == ["v100"] * 3
+    assert server_kinds("v100=8,k80=4", 12, 4) == ["v100", "v100", "k80"]
+    with pytest.raises(ValueError, match="kind: k80=3 is not a positive multiple of 4"):
+        server_kinds("v100=8,k80=3", 11, 4)
+    with pytest.raises(ValueError, match="the mix has 8 GPUs, the cluster 12"):
+        server_kinds("v100=4,k80=4", 12, 4)
+    with pytest.raises(ValueError, match="not NAME=GPUS"):
+        server_kinds("v100=four", 4, 4)
+
+
+def test_a_job_spread_over_two_kinds_runs_at_the_slower_kind():
+    from app.executor.actions import Run
+    from app.sim.runtime import JobSpec
+
+    rt = SimRuntime(2, 1, kinds=["v100", "k80"], throughputs=mixed_table(), max_per_device=1)
+    rt.register(1, JobSpec("H", 800, 2))
+    rt.apply(1, [Run(1, ("s000/g0", "s001/g0"))])
+    assert rt.job_rate(1) == pytest.approx(6.0 / 4)  # H spread (unconsolidated) on a k80
