@@ -71,18 +71,22 @@ def simulate(
     per_job = {}
     for name in names:
         err.print(f"simulating {len(jobs)} jobs of {trace} under {name} on {gpus} {kind} ({gpus_per_server}/server)")
-        res = run_sim(
-            jobs,
-            name,
-            gpus=gpus,
-            gpus_per_server=gpus_per_server,
-            quantum_s=quantum,
-            seed=seed,
-            kind=kind,
-            jitter=jitter,
-            check=check,
-            progress=lambda done, n, now: err.print(f"  {done}/{n} jobs done, virtual day {now / 86400:.1f}"),
-        )
+        try:
+            res = run_sim(
+                jobs,
+                name,
+                gpus=gpus,
+                gpus_per_server=gpus_per_server,
+                quantum_s=quantum,
+                seed=seed,
+                kind=kind,
+                jitter=jitter,
+                check=check,
+                progress=lambda done, n, now: err.print(f"  {done}/{n} jobs done, virtual day {now / 86400:.1f}"),
+            )
+        except (ValueError, KeyError) as exc:  # a job the cluster cannot run, a type the table lacks
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(2) from None
         results[name] = res.summary
         per_job[name] = [r["jct_s"] for r in res.jobs]
         console.print(_table(name, trace, res.summary))

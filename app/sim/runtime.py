@@ -243,7 +243,12 @@ class SimRuntime:
             solo_c = t.solo(spec.job_type, spec.devices, kind, True) or 0.0
             solo_u = t.solo(spec.job_type, spec.devices, kind, False) or solo_c
         if solo_c <= 0:
-            raise ValueError(f"job {trial_id}: non-positive solo rate on {kind} for {spec}")
+            # The table's 0 means "does not fit on that device" (e.g. ResNet-50 at batch 128 on a K80).
+            # Policies place jobs without regard to kind, so such a cluster cannot run this trace.
+            raise ValueError(
+                f"job {trial_id} ({spec.job_type}, {spec.devices} GPUs) cannot run on {kind}: its measured "
+                f"throughput there is 0; choose kinds every job type runs on"
+            )
         return solo_c * noise, solo_u * noise
 
     # ---- Runtime protocol ----------------------------------------------------------------------
