@@ -645,3 +645,28 @@ def test_jobs_without_a_search_are_time_shared_and_never_judged():
     assert tiers == {"1": GUARD, "2": "shared", "3": "shared"}
     cur, _, plans = drive(GandivaPolicy(), jobs[1:], rounds=10, n_dev=1)
     assert {p.devices_of(2) != () for p in plans} == {True, False}  # 2 and 3 alternate
+
+
+def test_shared_tier_ignores_millisecond_noise_in_device_time():
+    # Two trace jobs past their guard phase share one device; each ran one 2 s quantum, the running one
+    # measured 4 ms more (a real park's latency). It keeps the device: noise must not cost a switch.
+    from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus
+
+    def job(tid, running, ds):
+        return TrialView(
+            id=tid, arrival=float(tid), status=TrialStatus.RUNNING, devices=("cpu:0",), running=running,
+            steps_done=500, max_steps=10_000, device_seconds=ds,
+        )
+
+    state = {"trials": {str(i): {"tier": "shared", "pass": 0.0, "ds": 0.0, "w": 3.0} for i in (1, 2)}}
+    policy = GandivaPolicy(packing=False, top_m=0)
+
+    def plan(ds_parked):
+        trials = (job(1, True, 2.004), job(2, False, ds_parked))
+        snap_ = ClusterSnapshot(
+            now=10.0, devices=(DeviceView("cpu:0"),), trials=trials, policy_state=state, quantum_s=2.0
+        )
+        return policy.plan(snap_)
+
+    assert plan(2.0).running() == {1}
+    assert plan(0.0).running() == {2}  # a whole quantum behind is not noise: it takes its turn

@@ -324,9 +324,14 @@ class GandivaPolicy:
                     passes[t.id] = max(passes[t.id], vt)
 
         guard = sorted((t for t in cands if tiers[t.id] == GUARD), key=lambda t: (not t.running, t.arrival, t.id))
+        # Passes are compared in grains of a quarter of the smallest pass step a quantum can make (weight
+        # at most 1 + promise_weight): trials a quantum apart stay apart, while the milliseconds by which
+        # real parks make measured device time differ do not decide who is switched out (a tie keeps
+        # the running trial, as in TimeslicePolicy).
+        grain = max(snapshot.quantum_s, 1e-9) / (4.0 * (1.0 + self.promise_weight))
         shared = sorted(
             (t for t in cands if tiers[t.id] == SHARED),
-            key=lambda t: (round(passes[t.id], 9), not t.running, t.arrival, t.id),
+            key=lambda t: (round(passes[t.id] / grain), not t.running, t.arrival, t.id),
         )
         pool = guard + shared
         pool_ids = {t.id for t in pool}
