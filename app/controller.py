@@ -145,7 +145,7 @@ class Controller:
         self.cache_views = False
         self._views: dict[int, TrialView] = {}
         self._snapshot_residency: dict[int, Residency] = {}  # what the last snapshot saw
-        self._keep_rows = bool(getattr(store, "keep_measurements", True))
+        self._keep_rows = store.keep_measurements
         # _alive is in arrival order (created_at, id) while trials are indexed in that order, which
         # they are unless a restart reloads them otherwise; snapshots then skip the policy's sort.
         self._alive_ordered = True

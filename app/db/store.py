@@ -52,6 +52,10 @@ def make_engine(url: str) -> Engine:
 
 
 class Store:
+    # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
+    # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).
+    keep_measurements = True
+
     def __init__(self, url: str = DEFAULT_URL):
         self.url = url
         self.engine = make_engine(url)

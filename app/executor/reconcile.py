@@ -43,10 +43,10 @@ def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = fr
         if tid not in wanted:
             suspends.append(Suspend(tid, checkpoint=tid in checkpoint))
     for tid, devs in wanted.items():
-        here = current.resident.get(tid, ())
+        here = tuple(current.resident.get(tid, ()))
         if len(here) > 1:
             here = tuple(sorted(here))
-        if here and tuple(here) != devs:
+        if here and here != devs:
             migrates.append(Migrate(tid, devs))
         elif tid not in current.running:
             runs.append(Run(tid, devs))

@@ -75,13 +75,11 @@ def simulate(
     pol = make_policy(policy, **(policy_knobs or {}))
     cap = max_per_device or (2 if policy in PACKING_POLICIES else 1)
     t0 = jobs[0].arrival if jobs else 0.0
-    servers = -(-gpus // gpus_per_server)  # the last server is smaller when gpus_per_server does not divide gpus
-    kinds = server_kinds(kind, gpus, gpus_per_server)
+    kinds = server_kinds(kind, gpus, gpus_per_server)  # one per server
     rt = SimRuntime(
-        servers,
+        len(kinds),
         gpus_per_server,
         total=gpus,
-        kind=kinds[0],
         kinds=kinds,
         throughputs=thr,
         costs=costs,
@@ -134,7 +132,7 @@ def server_kinds(kind: str, gpus: int, gpus_per_server: int) -> list[str]:
     """The device kind of each server. `kind` is one kind (``v100``: every server) or a mix with GPU
     counts (``v100=120,k80=80``), filled server by server in the order given; each count must be a
     whole number of servers and the counts must add up to `gpus`."""
-    servers = -(-gpus // gpus_per_server)
+    servers = -(-gpus // gpus_per_server)  # the last server is smaller when gpus_per_server does not divide gpus
     if "=" not in kind:
         return [kind.strip()] * servers
     out: list[str] = []

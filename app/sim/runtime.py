@@ -90,8 +90,6 @@ class _Job:
         "win_secs",
         "first_target",
         "first_at",
-        "solo_c",
-        "solo_u",
         "rates",
         "res",
     )
@@ -117,8 +115,6 @@ class _Job:
         self.first_target = first_target
         self.first_at: float | None = None
         self.rates = rates  # device kind -> (solo rate on one server, solo rate spread over servers)
-        self.solo_c = max(c for c, _ in rates.values())  # the best anywhere (work-conservation check)
-        self.solo_u = max(u for _, u in rates.values())
         self.res: Residency | None = None
 
 
@@ -145,7 +141,6 @@ class SimRuntime:
         seed: int = 0,
         total: int | None = None,
     ):
-        self.kind = kind
         self.throughputs = throughputs or Throughputs()
         self.launcher = launcher
         self.costs = costs
@@ -612,7 +607,7 @@ class SimRuntime:
         for j in self._jobs.values():
             if j.steps < 0 or j.steps > j.total + 1e-6:
                 raise InvariantError(f"job {j.id}: {j.steps} steps of {j.total}")
-            best = max(j.solo_c, j.solo_u)
+            best = max(max(pair) for pair in j.rates.values())  # its fastest rate anywhere
             if j.devices and j.steps > best * j.device_seconds / len(j.devices) + 1e-6:
                 raise InvariantError(f"job {j.id}: {j.steps} steps in {j.device_seconds} device-seconds")
             if j.state == "exited" and j.id in self.exited_at and j.steps > j.total + 1e-6:

@@ -689,10 +689,8 @@ def _choose(
         return tuple(sorted(res))
     # The node holding most of its resident devices that fits, then the fullest node that fits.
     home = Counter(node_of[d] for d in res)
-    at_home = [n for n in home if len(board.free_on(n)) >= need]
-    node = (
-        min(at_home, key=lambda n: (-home[n], len(board.free_on(n)), n)) if at_home else board.fullest_fitting(need)
-    )
+    at_home = [n for n in home if board.n_free_on(n) >= need]
+    node = min(at_home, key=lambda n: (-home[n], board.n_free_on(n), n)) if at_home else board.fullest_fitting(need)
     if node is not None:
         ds = sorted(board.free_on(node), key=lambda d: (d not in res_set, order[d]))[:need]
         return tuple(sorted(ds))

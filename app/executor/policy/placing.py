@@ -68,6 +68,9 @@ class Board:
     def free_on(self, node: str) -> list[str]:
         return list(self._free_by_node.get(node, ()))
 
+    def n_free_on(self, node: str) -> int:
+        return len(self._free_by_node.get(node, ()))
+
     def fullest_fitting(self, need: int, skip: Iterable[str] = ()) -> str | None:
         """The node with the fewest free devices that still has `need` (ties by name), ignoring `skip`."""
         skip = set(skip)
