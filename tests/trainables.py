@@ -64,3 +64,15 @@ def segfault(config: dict, trial: Trial) -> None:
     for step in trial.steps(10):
         if step == 2:
             ctypes.string_at(0)
+
+
+def threads(config: dict, trial: Trial) -> None:
+    """Reports torch's thread count at every step (`threads`). With `set_threads`, the trainable
+    chooses its own count first, as a trainable that calls `torch.set_num_threads(1)` does."""
+    if config.get("set_threads"):
+        torch.set_num_threads(int(config["set_threads"]))
+    w = torch.zeros(64, 64)
+    for step in trial.steps(config.get("steps")):
+        w = torch.tanh(w @ torch.randn(64, 64))  # real intra-op work
+        time.sleep(config.get("sleep_s", 0.001))
+        trial.report(threads=torch.get_num_threads(), step=step)

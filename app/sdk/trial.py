@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from app.executor.runtime import checkpoint as ckpt
-from app.executor.runtime.devices import Device, bind_process, cpu_devices, torch_device
+from app.executor.runtime.devices import Device, cpu_devices, pin_process, torch_device
 
 
 class TrialStopped(BaseException):
@@ -260,9 +260,13 @@ class Trial:
                 raise RuntimeError(f"unknown control message {kind!r}")
 
     def _bind(self, devices: list[Device]) -> None:
+        """Continue on `devices` (after a park, or moved while running): re-pin the process and move
+        the tracked state. torch's thread count is not touched: it was set once when the process
+        started (or by the trainable itself) and stays the same in every quantum, also on a device
+        with a different core count, so a resumed trial computes exactly like an un-parked one."""
         old = self.device
         self._devices = list(devices)
-        bind_process(self._devices)
+        pin_process(self._devices)
         new = self.device
         if new != old or new.type != "cpu":
             for obj in self._tracked.values():

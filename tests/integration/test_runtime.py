@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Started, Stop, Suspend
-from app.executor.runtime.devices import parse_devices
+from app.executor.runtime.devices import Device, parse_devices
 from app.executor.runtime.local import LocalRuntime
 from tests.integration.helpers import collect_until_exit, launches
 
@@ -71,6 +71,48 @@ def test_suspend_resume_and_migration_preserve_training_exactly(rt_factory):
     assert interrupted == reference  # bit-for-bit: same steps, same losses
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores for devices of 1 and 2 cores")
+def test_thread_count_is_the_same_in_every_quantum(tmp_path):
+    """Trials time-sliced (parked and resumed many times) and migrated between a 1-core and a 2-core
+    CPU device compute with the same torch thread count in every quantum: the trainable's own
+    `torch.set_num_threads(1)` wins; without one, the count the trial started with stays."""
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    devices = [Device("cpu:0", "cpu", 0, (cores[0],)), Device("cpu:1", "cpu", 1, tuple(cores))]
+    cases = {  # trial: (set_threads, first device, expected thread count)
+        1: (1, "cpu:1", 1),  # the trainable's choice, on a 2-core device
+        2: (None, "cpu:0", 1),  # one thread per core of the device it starts on (1 core) ...
+        3: (None, "cpu:1", 2),  # ... or 2 cores, kept on the 1-core device
+    }
+    table = {
+        t: ("tests.trainables:threads", {"steps": 10**6, "sleep_s": 0.002, "set_threads": n})
+        for t, (n, _, _) in cases.items()
+    }
+    rt = LocalRuntime(devices, launches(tmp_path, table), warm_modules=["tests.trainables"])
+    try:
+        on = {t: first for t, (_, first, _) in cases.items()}
+        rt.apply(1, [Run(t, (d,)) for t, d in on.items()])
+        events: list = []
+        for round_no in range(2, 42, 4):
+            time.sleep(0.05)  # one quantum
+            rt.apply(round_no, [Suspend(t) for t in cases])
+            if round_no % 8 == 2:  # every other resume moves the trials to the other device
+                on = {t: "cpu:1" if d == "cpu:0" else "cpu:0" for t, d in on.items()}
+            rt.apply(round_no + 1, [Run(t, (d,)) for t, d in on.items()])
+            events += rt.poll(0)
+        time.sleep(0.1)  # a last quantum after the last move
+        rt.apply(99, [Stop(t) for t in cases])
+        events += collect_until_exit(rt, set(cases))
+    finally:
+        rt.close()
+    for t, (_, _, expected) in cases.items():
+        reports = [e for e in events if isinstance(e, Reported) and e.trial_id == t]
+        park_steps = [e.step for e in events if isinstance(e, Parked) and e.trial_id == t]
+        assert sum(e.migrated for e in events if isinstance(e, Resumed) and e.trial_id == t) >= 4
+        # It computed (and reported, at every step) in at least 8 quanta, the last one included.
+        assert len(set(park_steps)) >= 8 and max(e.step for e in reports) >= max(park_steps)
+        assert {e.metrics["threads"] for e in reports} == {expected}, f"trial {t}"
+
+
 def test_park_happens_at_a_minibatch_boundary_quickly(rt_factory):
     rt = rt_factory({1: (LINEAR, {"steps": 100000, "report_every": 1000, "sleep_s": 0.002})})
     rt.apply(1, [Run(1, ("cpu:0",))])
@@ -118,7 +160,7 @@ def test_trials_exit_when_their_controller_dies(tmp_path: Path):
             sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
             from pathlib import Path
             from app.executor.actions import Run, Started
-            from app.executor.runtime.devices import parse_devices
+            from app.executor.runtime.devices import Device, parse_devices
             from app.executor.runtime.local import LocalRuntime
             from tests.integration.helpers import launches
             table = {{1: ("tests.trainables:linear", {{"steps": 10**7, "report_every": 10**6, "sleep_s": 0.001}})}}

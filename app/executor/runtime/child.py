@@ -69,6 +69,8 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
     )
     status, error = "completed", None
     try:
+        # The only place torch's thread count is set: one per core of the first devices, unless the
+        # trainable sets its own. Resumes and migrations re-pin cores only (Trial._bind).
         bind_process(devices)
         conn.send(("hello", {"trial_id": launch.trial_id, "pid": os.getpid(), "sent": sent, "at": time.time()}))
         fn = load_trainable(launch.trainable)

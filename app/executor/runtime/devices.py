@@ -2,9 +2,9 @@
 
 `parse_devices("cpu:2" | "cuda:0,1" | "cuda:all" | "auto")` lists them. A CPU "device" is a disjoint
 share of this machine's cores: `cpu:N` splits the cores the process may use into N groups, and a trial
-on `cpu:i` is pinned to group i with that many torch threads. Two trials packed on one CPU device
-therefore really share its cores (packing is measured honestly), and moving a trial between CPU
-devices re-pins it. CUDA devices map to `torch.device("cuda:i")`.
+on `cpu:i` is pinned to group i and starts with that many torch threads. Two trials packed on one CPU
+device therefore really share its cores (packing is measured honestly), and moving a trial between CPU
+devices re-pins it without changing its thread count. CUDA devices map to `torch.device("cuda:i")`.
 """
 
 from __future__ import annotations
@@ -112,11 +112,10 @@ def parse_devices(spec: str) -> list[Device]:
     raise DeviceSpecError(f"devices '{spec}': expected cpu:N, cuda:I[,J...], cuda:all or auto")
 
 
-def bind_process(devices: list[Device]) -> None:
-    """Pin this process (all its threads) to the devices' cores and size torch's thread pool.
-    For CUDA devices, select the first as the current CUDA device."""
-    import torch
-
+def pin_process(devices: list[Device]) -> None:
+    """Pin this process (all its threads) to the devices' cores; for CUDA devices, select the first as
+    the current CUDA device. Leaves torch's thread count alone: a trial moved to another device keeps
+    computing with the thread count it started with (see `bind_process`)."""
     first = devices[0]
     if first.kind == "cpu":
         cores = sorted({c for d in devices for c in d.cores})
@@ -126,9 +125,31 @@ def bind_process(devices: list[Device]) -> None:
             for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(int(tid), cores)
-        torch.set_num_threads(max(1, len(cores)))
     else:
+        import torch
+
         torch.cuda.set_device(first.index)
+
+
+def default_threads(devices: list[Device]) -> int:
+    """The torch thread count a trial starts with on `devices`: one per core of its CPU devices."""
+    return max(1, len({c for d in devices for c in d.cores}))
+
+
+def bind_process(devices: list[Device]) -> None:
+    """Bind a trial process to the devices it starts on: `pin_process`, and on CPU devices size torch's
+    thread pool to one thread per core (`default_threads`).
+
+    Called once, when the trial process starts, before the trainable runs: a trainable that calls
+    `torch.set_num_threads` itself overrides this, and its choice stands for the rest of the trial.
+    Later moves (resume after a park, migration to a device with another core count) call only
+    `pin_process`, so a trial computes with the same thread count in every quantum; only its cores
+    change."""
+    pin_process(devices)
+    if devices[0].kind == "cpu":
+        import torch
+
+        torch.set_num_threads(default_threads(devices))
 
 
 def torch_device(device: Device):  # -> torch.device
