@@ -20,6 +20,7 @@ from app.api.serve import serve
 from app.cli_distributed import controller, worker
 from app.sdk.submit_cmd import submit
 from app.sim.cli import simulate
+from app.status import SearchStatus
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 console = Console(stderr=True)
@@ -115,7 +116,7 @@ def run(
 
             final = ctl.run(search_id, on_progress=show)
     except KeyboardInterrupt:
-        ctl.stop_search(search_id, "stopped", "interrupted")
+        ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
         ctl.close()
         console.print("interrupted: search stopped")
         raise typer.Exit(130) from None

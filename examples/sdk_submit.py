@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.sdk import Client
-
-FINAL = ("completed", "stopped", "failed")
+from app.sdk import Client, SearchStatus
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                     if found and found["metric"] != best:
                         best = found["metric"]
                         print(f"  new best {metric} = {best:.4f} (trial {found['trial_id']}: {found['params']})")
-                    if event.data["status"] in FINAL:
+                    if SearchStatus(event.data["status"]).final:
                         break
         search.wait(timeout=60)
 

@@ -39,9 +39,8 @@ from app.db.models import (
 )
 from app.db.store import Store
 from app.spec import SearchSpec
+from app.status import SEARCH_STARTED, TRIAL_ACTIVE, TRIAL_FINAL, SearchStatus, TrialStatus
 
-FINAL_TRIAL = ("completed", "killed", "failed")
-FINAL_SEARCH = ("completed", "stopped", "failed")
 DELETE_KEY = "delete:"
 
 TrialSort = Literal["id", "-id", "metric", "-metric", "steps", "-steps", "number", "-number"]
@@ -97,7 +96,7 @@ def _done_counts(s: Session, search_ids: list[int]) -> dict[int, int]:
         return {}
     q = (
         select(TrialRow.search_id, func.count())
-        .where(col(TrialRow.search_id).in_(search_ids), col(TrialRow.status).in_(FINAL_TRIAL))
+        .where(col(TrialRow.search_id).in_(search_ids), col(TrialRow.status).in_(TRIAL_FINAL))
         .group_by(TrialRow.search_id)
     )
     return {sid: n for sid, n in s.exec(q)}
@@ -133,7 +132,11 @@ def get_search(store: Store, search_id: int) -> SearchOut | None:
         return search_out(row, _done_counts(s, [search_id]).get(search_id, 0))
 
 
-_COMMAND_NEEDS = {"stop": ("running", "paused"), "pause": ("running",), "resume": ("paused",)}
+_COMMAND_NEEDS = {
+    "stop": SEARCH_STARTED,
+    "pause": (SearchStatus.RUNNING,),
+    "resume": (SearchStatus.PAUSED,),
+}
 
 
 def command_search(store: Store, search_id: int, command: Literal["stop", "pause", "resume"]) -> SearchOut | None:
@@ -147,8 +150,8 @@ def command_search(store: Store, search_id: int, command: Literal["stop", "pause
         if command == "stop":
             res = s.execute(
                 update(SearchRow)
-                .where(col(SearchRow.id) == search_id, col(SearchRow.status) == "queued")
-                .values(status="stopped", finished_at=now, command=None)
+                .where(col(SearchRow.id) == search_id, col(SearchRow.status) == SearchStatus.QUEUED)
+                .values(status=SearchStatus.STOPPED, finished_at=now, command=None)
             )
             if res.rowcount:  # type: ignore[attr-defined]
                 s.commit()
@@ -174,7 +177,9 @@ def delete_if_queued(store: Store, search_id: int) -> bool:
     with store.session() as s:
         res = s.execute(
             delete(SearchRow).where(
-                col(SearchRow.id) == search_id, col(SearchRow.status) == "queued", col(SearchRow.started_at).is_(None)
+                col(SearchRow.id) == search_id,
+                col(SearchRow.status) == SearchStatus.QUEUED,
+                col(SearchRow.started_at).is_(None),
             )
         )
         s.commit()
@@ -291,7 +296,7 @@ def stop_trial(store: Store, trial_id: int) -> TrialOut | None:
             return None
         res = s.execute(
             update(TrialRow)
-            .where(col(TrialRow.id) == trial_id, col(TrialRow.status).in_(("queued", "running")))
+            .where(col(TrialRow.id) == trial_id, col(TrialRow.status).in_(TRIAL_ACTIVE))
             .values(command="stop")
         )
         s.commit()
@@ -394,7 +399,8 @@ def cluster(store: Store) -> ClusterOut:
     alive: set[int] = set()
     if ids:
         with store.session() as s:
-            alive = set(s.exec(select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == "running")))
+            q = select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == TrialStatus.RUNNING)
+            alive = set(s.exec(q))
     out = [
         DeviceOut(
             id=d["id"],

@@ -13,7 +13,8 @@ from sqlmodel import col, select
 
 from app.api import crud
 from app.db.models import ReportRow, SearchRow, TrialRow
-from app.db.store import ACTIVE, Store
+from app.db.store import Store
+from app.status import SEARCH_ACTIVE
 
 MAX_REPORTS_PER_POLL = 1000
 
@@ -61,7 +62,7 @@ class Poller:
                     changed.append(r)
                     watch.add(r.id)
                 self._searches[r.id] = sig
-                if r.status in ACTIVE:
+                if r.status in SEARCH_ACTIVE:
                     watch.add(r.id)
             if changed and not baseline:
                 done = crud._done_counts(s, [r.id for r in changed if r.id is not None])

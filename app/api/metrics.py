@@ -14,9 +14,8 @@ from sqlmodel import col, select
 
 from app.db.models import LatencyRow, QuantumRow, SearchRow, TrialRow
 from app.db.store import Store
+from app.status import SearchStatus, TrialStatus
 
-TRIAL_STATES = ("queued", "running", "completed", "killed", "failed")
-SEARCH_STATES = ("queued", "running", "paused", "completed", "stopped", "failed")
 # Mechanism latencies in seconds: parking and resuming take milliseconds; migrations and cold starts longer.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -57,12 +56,12 @@ class StoreCollector(Collector):
         cluster = self.store.get_state("cluster") or {}
 
         g = GaugeMetricFamily("quanta_trials", "Trials by state", labels=["state"])
-        for state in sorted({*TRIAL_STATES, *trial_counts}):
+        for state in sorted({*map(str, TrialStatus), *trial_counts}):
             g.add_metric([state], trial_counts.get(state, 0))
         yield g
 
         g = GaugeMetricFamily("quanta_searches", "Searches by state", labels=["state"])
-        for state in sorted({*SEARCH_STATES, *search_counts}):
+        for state in sorted({*map(str, SearchStatus), *search_counts}):
             g.add_metric([state], search_counts.get(state, 0))
         yield g
 

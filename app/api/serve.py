@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from app.status import SEARCH_STARTED, SearchStatus
+
 if TYPE_CHECKING:
     from app.controller import Controller
     from app.db.store import Store
@@ -111,8 +113,8 @@ class ControllerLoop:
 
         for sid in crud.pending_deletes(self.store):
             s = ctl.searches.get(sid)
-            if s is not None and s.status in ("running", "paused"):
-                ctl.stop_search(sid, "stopped", "deleted by user")
+            if s is not None and s.status in SEARCH_STARTED:
+                ctl.stop_search(sid, SearchStatus.STOPPED, "deleted by user")
             resident = ctl.runtime.residency()
             if any((t := ctl.trials.get(tid)) is not None and t.search_id == sid for tid in resident):
                 self._deletable.pop(sid, None)

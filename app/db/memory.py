@@ -26,6 +26,7 @@ from app.db.models import (
     SearchRow,
     TrialRow,
 )
+from app.status import SearchStatus
 
 _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
 
@@ -56,7 +57,7 @@ class MemoryStore:
     # ---- searches ------------------------------------------------------------------------------
 
     def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
-        row = SearchRow(id=self._next_id(SearchRow), name=name, spec=spec, status="queued", created_at=at)
+        row = SearchRow(id=self._next_id(SearchRow), name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
         self._searches[row.id] = row  # type: ignore[index]
         return row
 
@@ -81,7 +82,7 @@ class MemoryStore:
         return [
             self._searches[i]
             for i in sorted(self._searches)
-            if self._searches[i].status == "queued" or self._searches[i].command is not None
+            if self._searches[i].status == SearchStatus.QUEUED or self._searches[i].command is not None
         ]
 
     def trials_with_commands(self) -> list[TrialRow]:

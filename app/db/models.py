@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, Text
 from sqlmodel import Field, SQLModel
 
+from app.status import SearchStatus, TrialStatus
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -19,7 +21,7 @@ class SearchRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str
     spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    status: str = Field(default="queued", index=True)  # queued running paused completed stopped failed
+    status: str = Field(default=SearchStatus.QUEUED, index=True)  # a SearchStatus value
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -42,7 +44,7 @@ class TrialRow(SQLModel, table=True):
     number: int  # 0, 1, 2, ... within its search (the searcher's trial id)
     params: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     vals: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    status: str = Field(default="queued", index=True)  # queued running completed killed failed
+    status: str = Field(default=TrialStatus.QUEUED, index=True)  # a TrialStatus value
     steps: int = 0
     metric: float | None = None  # last reported objective
     best_metric: float | None = None

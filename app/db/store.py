@@ -26,9 +26,9 @@ from app.db.models import (
     SearchRow,
     TrialRow,
 )
+from app.status import SearchStatus
 
 DEFAULT_URL = "sqlite:///quanta.db"
-ACTIVE = ("queued", "running", "paused")
 
 
 def make_engine(url: str) -> Engine:
@@ -68,7 +68,7 @@ class Store:
 
     def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
         with self.session() as s:
-            row = SearchRow(name=name, spec=spec, status="queued", created_at=at)
+            row = SearchRow(name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
             s.add(row)
             s.commit()
             s.refresh(row)
@@ -100,7 +100,7 @@ class Store:
     def searches_needing_controller(self) -> list[SearchRow]:
         """Searches the controller must act on: newly queued ones and those with a pending command."""
         with self.session() as s:
-            q = select(SearchRow).where((SearchRow.status == "queued") | (SearchRow.command.is_not(None)))  # type: ignore[union-attr]
+            q = select(SearchRow).where((SearchRow.status == SearchStatus.QUEUED) | (SearchRow.command.is_not(None)))  # type: ignore[union-attr]
             return list(s.exec(q.order_by(SearchRow.id)))
 
     def trials_with_commands(self) -> list[TrialRow]:

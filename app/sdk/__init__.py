@@ -1,4 +1,5 @@
-"""What users import: `Trial` (inside a trainable) and `Client` (the REST client).
+"""What users import: `Trial` (inside a trainable), `Client` (the REST client), and the states a
+search or trial reports (`SearchStatus`, `TrialStatus`, from `app.status`).
 
 Names are imported on first use (module `__getattr__`): `from app.sdk import Trial` inside a trial
 process does not import httpx, and `from app.sdk import Client` (or the `quanta` command) does not
@@ -12,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from app.sdk.client import ApiError, Client, Search
     from app.sdk.trial import ControllerGone, Trial, TrialStopped
+    from app.status import SearchStatus, TrialStatus
 
-__all__ = ["ApiError", "Client", "ControllerGone", "Search", "Trial", "TrialStopped"]
+__all__ = ["ApiError", "Client", "ControllerGone", "Search", "SearchStatus", "Trial", "TrialStatus", "TrialStopped"]
 
 _HOME = {
     "Trial": "app.sdk.trial",
@@ -22,6 +24,8 @@ _HOME = {
     "Client": "app.sdk.client",
     "Search": "app.sdk.client",
     "ApiError": "app.sdk.client",
+    "SearchStatus": "app.status",
+    "TrialStatus": "app.status",
 }
 
 

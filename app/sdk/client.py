@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-FINAL = ("completed", "stopped", "failed")
+from app.status import SEARCH_FINAL
 
 
 class ApiError(Exception):
@@ -72,7 +72,7 @@ class Search:
 
     @property
     def done(self) -> bool:
-        return self.status in FINAL
+        return self.status in SEARCH_FINAL
 
     def __repr__(self) -> str:
         return f"Search(id={self.id}, name={self.name!r}, status={self.status!r})"

@@ -24,10 +24,10 @@ from typing import Any
 from app.controller import Controller
 from app.db.memory import MemoryStore
 from app.executor.policy import make_policy
-from app.executor.policy.types import TrialStatus
 from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
 from app.sim.throughputs import Throughputs
 from app.sim.traces import TraceJob, throughputs_path
+from app.status import TrialStatus
 
 PACKING_POLICIES = frozenset({"gandiva"})  # policies that may put two jobs on one device
 

@@ -42,6 +42,7 @@ from app.executor.actions import (
 from app.executor.policy.types import DeviceView
 from app.executor.runtime.base import TrialLaunch
 from app.sim.throughputs import Throughputs
+from app.status import TrialStatus
 
 
 class InvariantError(AssertionError):
@@ -289,7 +290,7 @@ class SimRuntime:
             if isinstance(a, Stop):
                 if j is not None and j.state in ("running", "parked"):
                     touched |= self._neighbours(j)
-                    self._exit(j, "killed", a.reason)
+                    self._exit(j, TrialStatus.KILLED, a.reason)
                     stopped_or_parked.add(j.id)
             elif isinstance(a, Suspend):
                 if j is not None and j.state == "running":
@@ -347,7 +348,7 @@ class SimRuntime:
                     self._settle(j, t)
                     j.steps = j.total
                     touched = self._neighbours(j)
-                    self._exit(j, "completed", None)
+                    self._exit(j, TrialStatus.COMPLETED, None)
                     self._refresh(touched, {j.id})
                 else:
                     self._close_window(j, t)
@@ -429,7 +430,7 @@ class SimRuntime:
         self._place(j, devices, cost)
         self._pending.append(Resumed(j.id, devices, cost * 1000, migrated, self._now))
 
-    def _exit(self, j: _Job, status: str, error: str | None) -> None:
+    def _exit(self, j: _Job, status: TrialStatus, error: str | None) -> None:
         if j.state == "running":
             self._close_window(j, self._now)
             self._release(j)

@@ -19,6 +19,7 @@ from app.db.models import LatencyRow, QuantumRow, ReportRow
 from app.db.store import Store
 from app.executor.runtime.devices import parse_devices
 from app.sdk.client import parse_sse
+from app.status import SEARCH_FINAL, TRIAL_FINAL
 
 TOKEN = "api-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -441,14 +442,14 @@ def test_a_posted_search_runs_to_completion_under_the_controller_loop(tmp_path):
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 s = c.get(f"/api/v1/searches/{sid}").json()
-                if s["status"] in crud.FINAL_SEARCH:
+                if s["status"] in SEARCH_FINAL:
                     break
                 time.sleep(0.3)
             assert s["status"] == "completed", s
             assert c.get("/healthz").json()["controller"] == "running"
             assert s["reached"] and s["best"]["metric"] >= 0.9 and s["seconds_to_target"] is not None
             trials = c.get(f"/api/v1/searches/{sid}/trials").json()["items"]
-            assert trials and all(t["status"] in crud.FINAL_TRIAL for t in trials)
+            assert trials and all(t["status"] in TRIAL_FINAL for t in trials)
             assert sorted(t["number"] for t in trials) == list(range(len(trials)))
             # The best trial's last stretch of computing is measured when its stop reaches it, which
             # may land just after the search turned completed: give it a moment.

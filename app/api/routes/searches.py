@@ -31,11 +31,9 @@ from app.api.models import (
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, not_found
 from app.api.settings import Settings
 from app.spec import SearchSpec, SpecError, parse_spec
+from app.status import SearchStatus, TrialStatus
 
 router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
-
-SearchStatus = Literal["queued", "running", "paused", "completed", "stopped", "failed"]
-TrialStatus = Literal["queued", "running", "completed", "killed", "failed"]
 
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "")

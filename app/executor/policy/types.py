@@ -10,27 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from operator import attrgetter
 from typing import Any, Protocol
 
+# TrialStatus is defined in the ground module app.status; importing it from here keeps working.
+from app.status import TRIAL_FINAL, TrialStatus
 
-class TrialStatus(StrEnum):
-    """Lifecycle of a trial. `QUEUED` trials never ran (or wait to restart from a checkpoint);
-    `RUNNING` trials are resident in a process (running or parked); the rest are final."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    KILLED = "killed"  # stopped by a policy (early feedback) or a user
-    FAILED = "failed"
-
-    @property
-    def final(self) -> bool:
-        return self in _FINAL
-
-
-_FINAL = frozenset({TrialStatus.COMPLETED, TrialStatus.KILLED, TrialStatus.FAILED})
+_FINAL = frozenset(TRIAL_FINAL)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 from app.executor.runtime.base import TrialLaunch
 from app.executor.runtime.devices import Device, bind_process
 from app.sdk.trial import ControllerGone, Trial, TrialStopped
+from app.status import TrialStatus
 
 
 def load_trainable(ref: str) -> Any:
@@ -67,7 +68,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
     )
-    status, error = "completed", None
+    status, error = TrialStatus.COMPLETED, None
     try:
         # The only place torch's thread count is set: one per core of the first devices, unless the
         # trainable sets its own. Resumes and migrations re-pin cores only (Trial._bind).
@@ -77,11 +78,11 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         fn(trial.config, trial)
         trial.finish()
     except TrialStopped:
-        status = "killed"
+        status = TrialStatus.KILLED
     except ControllerGone:
         os._exit(3)
     except BaseException as exc:  # the trainable's own failure: report it with its traceback
-        status = "failed"
+        status = TrialStatus.FAILED
         error = "".join(traceback.format_exception(exc)).strip()[-8000:]
         with contextlib.suppress(Exception):
             print(error, file=sys.stderr, flush=True)
