@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -71,11 +70,7 @@ def run(
     except SpecError as exc:
         raise _fail(str(exc)) from None
     sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(spec.module) is not None
-    except ModuleNotFoundError:
-        found = False
-    if not found:
+    if not spec.importable():
         raise _fail(f"{spec_path}: trainable: module '{spec.module}' cannot be imported")
     try:
         devs = parse_devices(devices)

@@ -43,15 +43,12 @@ def make_runtime(
 
 def _publish_idle(ctl: Controller) -> None:
     """When nothing runs, the controller does not publish placements: show the registered devices."""
-    state = ctl.store.get_state("cluster") or {}
-    devices = [
-        {"id": d.id, "node": d.node, "kind": d.kind, "memory_mb": d.memory_mb, "running": [], "parked": []}
-        for d in ctl.runtime.devices()
-    ]
-    if [d["id"] for d in state.get("devices", [])] != [d["id"] for d in devices] or not ctl.alive():
-        ctl.store.set_state(
-            "cluster", {"at": time.time(), "round_no": ctl.round_no, "devices": devices, "pairs": [], "notes": []}
-        )
+    from app.db.models import ClusterView
+
+    published = ctl.store.cluster_view()
+    idle = ClusterView.idle(time.time(), ctl.runtime.devices(), ctl.round_no)
+    if published is None or [d.id for d in published.devices] != [d.id for d in idle.devices] or not ctl.alive():
+        ctl.store.publish_cluster_view(idle)
 
 
 def run_controller(ctl: Controller, stop: threading.Event, tick_s: float = 0.5) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from app.db.launch import search_launch
-from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
-from app.db.store import Store
+from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, PairRow, QuantumRow, ReportRow
+from app.db.protocol import ControllerStore
 from app.executor.actions import (
     Checkpointed,
     Event,
@@ -109,7 +109,7 @@ class Controller:
 
     def __init__(
         self,
-        store: Store,
+        store: ControllerStore,
         runtime: Runtime,
         *,
         workdir: str | Path = ".quanta",
@@ -126,8 +126,8 @@ class Controller:
         self._last_policy: Policy | None = policy
         self._fixed_quantum = quantum_s
         self._policies: dict[str, Policy] = {}
-        self._policy_state: dict[str, Any] = (store.get_state("policy") or {}).get("state", {})
-        self.round_no = int((store.get_state("controller") or {}).get("round_no", 0))
+        self._policy_state: dict[str, Any] = store.policy_state()
+        self.round_no = store.round_no()
         self._last_tick: float | None = None
         self._last_plan_at: float | None = None
         self._replan = True  # plan at the next tick even if the quantum has not passed
@@ -281,7 +281,7 @@ class Controller:
         snapshot = self.snapshot(now)
         plan = policy.plan(snapshot)
         self._policy_state = dict(plan.state)
-        self.store.set_state("policy", {"name": policy.name, "state": self._policy_state})
+        self.store.save_policy_state(policy.name, self._policy_state)
         # Residency as the snapshot saw it (planning does not change it), trials we know only.
         residency: dict[int, tuple[str, ...]] = {}
         running: list[int] = []
@@ -311,7 +311,7 @@ class Controller:
         if actions:
             self.round_no += 1
             self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in actions])
-            self.store.set_state("controller", {"round_no": self.round_no})
+            self.store.save_round_no(self.round_no)
             for a in actions:
                 if isinstance(a, Run):
                     ts = self._trial(a.trial_id)
@@ -326,40 +326,30 @@ class Controller:
     def _publish_cluster(self, snapshot: ClusterSnapshot, plan: Plan) -> None:
         """Store what runs where (read by the API's /cluster and the dashboard)."""
         resident = {t.id: t for t in snapshot.trials if t.devices}
-        devices = []
         placed = plan.running()
-        for d in snapshot.devices:
-            devices.append(
-                {
-                    "id": d.id,
-                    "node": d.node,
-                    "kind": d.kind,
-                    "memory_mb": d.memory_mb,
-                    "running": list(plan.placement.get(d.id, ())),
-                    "parked": sorted(t.id for t in resident.values() if d.id in t.devices and t.id not in placed),
-                }
+        devices = tuple(
+            DevicePlacement(
+                d.id,
+                d.node,
+                d.kind,
+                d.memory_mb,
+                running=tuple(plan.placement.get(d.id, ())),
+                parked=tuple(sorted(t.id for t in resident.values() if d.id in t.devices and t.id not in placed)),
             )
-        pairs = [
-            {
-                "a": a,
-                "b": b,
-                "rate_a": ra,
-                "rate_b": rb,
-                "solo_a": resident[a].rate_solo if a in resident else None,
-                "solo_b": resident[b].rate_solo if b in resident else None,
-            }
-            for (a, b), (ra, rb) in snapshot.pair_rates.items()
-        ]
-        self.store.set_state(
-            "cluster",
-            {
-                "at": snapshot.now,
-                "round_no": self.round_no,
-                "devices": devices,
-                "pairs": pairs,
-                "notes": list(plan.notes),
-            },
+            for d in snapshot.devices
         )
+        pairs = tuple(
+            PairRates(
+                a,
+                b,
+                ra,
+                rb,
+                solo_a=resident[a].rate_solo if a in resident else None,
+                solo_b=resident[b].rate_solo if b in resident else None,
+            )
+            for (a, b), (ra, rb) in snapshot.pair_rates.items()
+        )
+        self.store.publish_cluster_view(ClusterView(snapshot.now, devices, pairs, tuple(plan.notes), self.round_no))
 
     def step(self, max_wait: float | None = None) -> None:
         """One tick, then handle events until the next tick is due (a quantum later, or sooner when
@@ -560,7 +550,7 @@ class Controller:
         if stops:
             self.round_no += 1
             self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in stops])
-            self.store.set_state("controller", {"round_no": self.round_no})  # rounds never repeat
+            self.store.save_round_no(self.round_no)  # rounds never repeat
             self.runtime.apply(self.round_no, stops)
 
     def _sync(self, s: SearchState, now: float) -> None:

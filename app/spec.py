@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Mapping
@@ -130,6 +131,15 @@ class SearchSpec(_Frozen):
     @property
     def module(self) -> str:
         return self.trainable.split(":", 1)[0]
+
+    def importable(self) -> bool:
+        """True when the trainable's module can be found on this machine's `sys.path` (its parent
+        packages are imported to look; the module itself is not). The CLI and the API check this before
+        they store a search."""
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except Exception:  # a parent that is not a package, or fails to import
+            return False
 
     def feedback_every(self) -> int:
         """Steps between learning-curve predictions (default about 3 % of max_steps)."""

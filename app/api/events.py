@@ -9,10 +9,8 @@ import json
 import math
 from typing import Any
 
-from sqlmodel import col, select
-
-from app.api import crud
-from app.db.models import ReportRow, SearchRow, TrialRow
+from app.db.models import SearchRow
+from app.db.public import SearchOut, TrialOut
 from app.db.store import Store
 from app.status import SEARCH_ACTIVE
 
@@ -48,51 +46,46 @@ class Poller:
         baseline = not self._started
         self._started = True
         out: list[str] = []
-        with self.store.session() as s:
-            q = select(SearchRow)
-            if self.search_id is not None:
-                q = q.where(SearchRow.id == self.search_id)
-            rows = list(s.exec(q))
-            changed: list[SearchRow] = []
-            watch: set[int] = set()
-            for r in rows:
-                assert r.id is not None
-                sig = (r.status, r.best_metric, r.best_trial_id, r.trials_created, r.reached, r.finished_at)
-                if self._searches.get(r.id) != sig:
-                    changed.append(r)
-                    watch.add(r.id)
-                self._searches[r.id] = sig
-                if r.status in SEARCH_ACTIVE:
-                    watch.add(r.id)
-            if changed and not baseline:
-                done = crud._done_counts(s, [r.id for r in changed if r.id is not None])
-                for r in changed:
-                    out.append(format_event("search", crud.search_out(r, done.get(r.id, 0)).model_dump(mode="json")))
-            if watch:
-                trials = s.exec(select(TrialRow).where(col(TrialRow.search_id).in_(watch)))
-                for t in trials:
-                    assert t.id is not None
-                    sig = (t.status, t.steps, t.metric, t.best_metric, t.retries)
-                    if self._trials.get(t.id) != sig and not baseline:
-                        out.append(format_event("trial", crud.trial_out(t).model_dump(mode="json")))
-                    self._trials[t.id] = sig
-            if baseline and self.last_report_id is None:
-                last = s.exec(select(ReportRow.id).order_by(col(ReportRow.id).desc()).limit(1)).first()
-                self.last_report_id = last or 0
-                return out
-            q2 = select(ReportRow).where(col(ReportRow.id) > (self.last_report_id or 0))
-            if self.search_id is not None:
-                q2 = q2.where(ReportRow.search_id == self.search_id)
-            for r in s.exec(q2.order_by(col(ReportRow.id)).limit(MAX_REPORTS_PER_POLL)):
-                self.last_report_id = r.id
-                data = {
-                    "id": r.id,
-                    "trial_id": r.trial_id,
-                    "search_id": r.search_id,
-                    "step": r.step,
-                    "at": r.at,
-                    "metrics": r.metrics,
-                    "objective": r.objective,
-                }
-                out.append(format_event("report", data, r.id))
+        store = self.store
+        if self.search_id is None:
+            rows = store.searches()
+        else:
+            one = store.search(self.search_id)
+            rows = [one] if one is not None else []
+        changed: list[SearchRow] = []
+        watch: set[int] = set()
+        for r in rows:
+            assert r.id is not None
+            sig = (r.status, r.best_metric, r.best_trial_id, r.trials_created, r.reached, r.finished_at)
+            if self._searches.get(r.id) != sig:
+                changed.append(r)
+                watch.add(r.id)
+            self._searches[r.id] = sig
+            if r.status in SEARCH_ACTIVE:
+                watch.add(r.id)
+        if changed and not baseline:
+            done = store.trials_done([r.id for r in changed if r.id is not None])
+            for r in changed:
+                out.append(format_event("search", SearchOut.from_row(r, done.get(r.id, 0)).model_dump(mode="json")))
+        for t in store.trials_of(sorted(watch)):
+            assert t.id is not None
+            sig = (t.status, t.steps, t.metric, t.best_metric, t.retries)
+            if self._trials.get(t.id) != sig and not baseline:
+                out.append(format_event("trial", TrialOut.from_row(t).model_dump(mode="json")))
+            self._trials[t.id] = sig
+        if baseline and self.last_report_id is None:
+            self.last_report_id = store.last_report_id()
+            return out
+        for rep in store.reports_after(self.last_report_id or 0, self.search_id, MAX_REPORTS_PER_POLL):
+            self.last_report_id = rep.id
+            data = {
+                "id": rep.id,
+                "trial_id": rep.trial_id,
+                "search_id": rep.search_id,
+                "step": rep.step,
+                "at": rep.at,
+                "metrics": rep.metrics,
+                "objective": rep.objective,
+            }
+            out.append(format_event("report", data, rep.id))
         return out

@@ -53,7 +53,7 @@ class StoreCollector(Collector):
                     col(SearchRow.best_metric).is_not(None)
                 )
             ).all()
-        cluster = self.store.get_state("cluster") or {}
+        cluster = self.store.cluster_view()
 
         g = GaugeMetricFamily("quanta_trials", "Trials by state", labels=["state"])
         for state in sorted({*map(str, TrialStatus), *trial_counts}):
@@ -69,7 +69,7 @@ class StoreCollector(Collector):
         c.add_metric([], quanta_total)
         yield c
 
-        per_device: dict[str, list[tuple[float, float]]] = {d["id"]: [] for d in cluster.get("devices", [])}
+        per_device: dict[str, list[tuple[float, float]]] = {d.id: [] for d in cluster.devices} if cluster else {}
         for devices, started, ended in recent:
             for d in devices.split(","):
                 if d:

@@ -100,18 +100,14 @@ class ControllerLoop:
 
     def _publish_devices(self, ctl: Controller) -> None:
         """The devices with nothing on them yet (the controller publishes placements once it ticks)."""
-        devices = [
-            {"id": d.id, "node": d.node, "kind": d.kind, "memory_mb": d.memory_mb, "running": [], "parked": []}
-            for d in ctl.runtime.devices()
-        ]
-        self.store.set_state("cluster", {"at": time.time(), "devices": devices, "pairs": [], "notes": []})
+        from app.db.models import ClusterView
+
+        self.store.publish_cluster_view(ClusterView.idle(time.time(), ctl.runtime.devices()))
 
     def _deletions(self, ctl: Controller) -> None:
         """Carry out DELETE requests: stop the search, wait until its trial processes have exited
         (and their last events are recorded), then delete its rows and its checkpoints."""
-        from app.api import crud
-
-        for sid in crud.pending_deletes(self.store):
+        for sid in self.store.pending_deletes():
             s = ctl.searches.get(sid)
             if s is not None and s.status in SEARCH_STARTED:
                 ctl.stop_search(sid, SearchStatus.STOPPED, "deleted by user")
@@ -124,7 +120,7 @@ class ControllerLoop:
                 continue
             ctl.handle(ctl.runtime.poll(0))
             ctl.flush()
-            crud.delete_search_rows(self.store, sid)
+            self.store.delete_search(sid)
             ctl.searches.pop(sid, None)
             for tid in [tid for tid, t in ctl.trials.items() if t.search_id == sid]:
                 ctl.trials.pop(tid, None)

@@ -4,7 +4,7 @@ SQLModel, on PostgreSQL (SQLite works for one machine and tests).
 
 Tables: `node` (registration, heartbeat, residency), `node_event` (append-only, numbered per node),
 `assignment` (trial -> node, epoch: fencing), `applied` ((node, trial, round) a node has applied:
-redelivered tasks are ignored).
+redelivered tasks are ignored), `event_cursor` (per node, how far the controller has read its events).
 """
 
 from __future__ import annotations
@@ -22,15 +22,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 
 from app.db.launch import launch_from_db
-from app.db.models import ControllerStateRow, ReportRow
+from app.db.models import ReportRow
 from app.db.store import make_engine
 from app.executor.runtime.base import TrialLaunch
 from app.executor.runtime.cluster import Assignment, EventRecord, NodeInfo
 
 log = logging.getLogger("quanta.db.cluster")
-
-CURSOR_KEY = "cluster_cursor"
-
 
 class NodeRow(SQLModel, table=True):
     __tablename__ = "node"
@@ -63,6 +60,16 @@ class AssignmentRow(SQLModel, table=True):
     node: str
     epoch: int
     at: float
+
+
+class EventCursorRow(SQLModel, table=True):
+    """The controller's event cursor, per node: the last event seq it has handled (stored facts are
+    idempotent up to here) and the last it has returned from `poll` (None: none yet)."""
+
+    __tablename__ = "event_cursor"
+    node: str = Field(primary_key=True)
+    handled: int | None = None
+    returned: int | None = None
 
 
 class AppliedRow(SQLModel, table=True):
@@ -235,20 +242,23 @@ class DbCluster:
                 s.commit()
 
     def load_cursor(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {"handled": {}, "returned": {}}
         with self.session() as s:
-            row = s.get(ControllerStateRow, CURSOR_KEY)
-            value = dict(row.value) if row else {}
-        return {k: {n: int(v) for n, v in (value.get(k) or {}).items()} for k in ("handled", "returned")}
+            for r in s.exec(select(EventCursorRow)):
+                if r.handled is not None:
+                    out["handled"][r.node] = r.handled
+                if r.returned is not None:
+                    out["returned"][r.node] = r.returned
+        return out
 
     def save_cursor(self, cursor: dict[str, dict[str, int]]) -> None:
+        handled, returned = cursor.get("handled", {}), cursor.get("returned", {})
         with self.session() as s:
-            row = s.get(ControllerStateRow, CURSOR_KEY)
-            value = {k: dict(v) for k, v in cursor.items()}
-            if row is None:
-                row = ControllerStateRow(key=CURSOR_KEY, value=value)
-            else:
-                row.value = value
-            s.add(row)
+            rows = {r.node: r for r in s.exec(select(EventCursorRow))}
+            for node in {*handled, *returned, *rows}:
+                row = rows.get(node) or EventCursorRow(node=node)
+                row.handled, row.returned = handled.get(node), returned.get(node)
+                s.add(row)
             s.commit()
 
     def has_report(self, trial_id: int, step: int, at: float) -> bool:

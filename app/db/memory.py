@@ -7,17 +7,18 @@ runs the same assertions against both.
 
 Differences that do not change what callers see:
 - rows are returned by reference (the SQL store returns detached copies); callers must not mutate them;
-- `set_state` keeps the value it is given and does the JSON round trip (tuples become lists) when it is
-  read back, not when it is written: the controller writes its state every tick and reads it once.
+- `save_policy_state` keeps the value it is given and does the JSON round trip (tuples become lists)
+  when it is read back, not when it is written: the controller writes it every plan and reads it once.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.db.models import (
+    ClusterView,
     IntentRow,
     LatencyRow,
     PairRow,
@@ -48,7 +49,9 @@ class MemoryStore:
         self._ids: dict[type, int] = {cls: 0 for cls in (*_MEASUREMENTS, SearchRow, TrialRow, IntentRow)}
         self.counts: dict[str, int] = {cls.__name__: 0 for cls in _MEASUREMENTS}
         self._intents: list[IntentRow] = []
-        self._state: dict[str, Any] = {}
+        self._round_no = 0
+        self._policy_state: Mapping[str, Any] = {}
+        self._cluster_view: ClusterView | None = None
 
     def _next_id(self, cls: type) -> int:
         self._ids[cls] += 1
@@ -167,9 +170,20 @@ class MemoryStore:
     def last_intent(self) -> IntentRow | None:
         return self._intents[-1] if self._intents else None
 
-    def get_state(self, key: str) -> dict[str, Any] | None:
-        value = self._state.get(key)
-        return None if value is None else json.loads(json.dumps(value))
+    def round_no(self) -> int:
+        return self._round_no
 
-    def set_state(self, key: str, value: dict[str, Any]) -> None:
-        self._state[key] = value
+    def save_round_no(self, round_no: int) -> None:
+        self._round_no = round_no
+
+    def policy_state(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._policy_state))
+
+    def save_policy_state(self, policy: str, state: Mapping[str, Any]) -> None:
+        self._policy_state = state
+
+    def cluster_view(self) -> ClusterView | None:
+        return self._cluster_view
+
+    def publish_cluster_view(self, view: ClusterView) -> None:
+        self._cluster_view = view

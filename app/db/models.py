@@ -3,6 +3,8 @@ cache of it that a restart rebuilds from here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,7 +35,6 @@ class SearchRow(SQLModel, table=True):
     seconds_to_target: float | None = None
     trials_created: int = 0
     command: str | None = Field(default=None, index=True)  # stop | pause | resume, for the controller
-    policy_state: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     error: str | None = Field(default=None, sa_column=Column(Text))
 
 
@@ -122,12 +123,37 @@ class IntentRow(SQLModel, table=True):
     actions: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
 
 
-class ControllerStateRow(SQLModel, table=True):
-    """Singleton-ish key/value state of the controller (round counter, policy state)."""
+class ControllerRow(SQLModel, table=True):
+    """The controller's own state, one row (id 1): the number of the last round it applied (rounds
+    never repeat, also across restarts: node agents ignore a round they have applied) and what its
+    policy returned in `Plan.state` last round (a restarted controller plans the same)."""
 
-    __tablename__ = "controller_state"
-    key: str = Field(primary_key=True)
-    value: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    __tablename__ = "controller"
+    id: int = Field(default=1, primary_key=True)
+    round_no: int = 0
+    policy: str | None = None  # name of the policy that wrote `policy_state`
+    policy_state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class ClusterViewRow(SQLModel, table=True):
+    """What runs where, as the controller last published it, one row (id 1); read as a `ClusterView`."""
+
+    __tablename__ = "cluster_view"
+    id: int = Field(default=1, primary_key=True)
+    at: float
+    round_no: int = 0
+    devices: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
+    pairs: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
+    notes: list[str] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class SearchDeletionRow(SQLModel, table=True):
+    """A search the API was asked to delete: the controller's host stops its trials, waits until their
+    processes have exited, then deletes the search with this row (a restart resumes the deletion)."""
+
+    __tablename__ = "search_deletion"
+    search_id: int = Field(primary_key=True)
+    requested_at: float
 
 
 class TokenRow(SQLModel, table=True):
@@ -138,3 +164,77 @@ class TokenRow(SQLModel, table=True):
     name: str = "default"
     token_hash: str = Field(index=True, unique=True)
     created_at: float
+
+
+# ---- typed values of the controller's tables --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DevicePlacement:
+    """One device in the published cluster view: the trials computing on it and those parked on it."""
+
+    id: str
+    node: str
+    kind: str
+    memory_mb: float | None
+    running: tuple[int, ...] = ()
+    parked: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PairRates:
+    """Two trials measured packed on one device: each one's rate beside the other, and alone (if known)."""
+
+    a: int
+    b: int
+    rate_a: float | None
+    rate_b: float | None
+    solo_a: float | None = None
+    solo_b: float | None = None
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the controller published at `at` (its clock) in round `round_no`: devices with their
+    placements, measured pairs, and the plan's notes."""
+
+    at: float
+    devices: tuple[DevicePlacement, ...]
+    pairs: tuple[PairRates, ...] = ()
+    notes: tuple[str, ...] = ()
+    round_no: int = 0
+
+    @classmethod
+    def idle(cls, at: float, devices: Iterable[Any], round_no: int = 0) -> ClusterView:
+        """The devices (anything with `id`, `node`, `kind`, `memory_mb`) with nothing on them."""
+        return cls(at, tuple(DevicePlacement(d.id, d.node, d.kind, d.memory_mb) for d in devices), round_no=round_no)
+
+    def to_row(self) -> ClusterViewRow:
+        return ClusterViewRow(
+            id=1,
+            at=self.at,
+            round_no=self.round_no,
+            devices=[{**asdict(d), "running": list(d.running), "parked": list(d.parked)} for d in self.devices],
+            pairs=[asdict(p) for p in self.pairs],
+            notes=list(self.notes),
+        )
+
+    @classmethod
+    def from_row(cls, row: ClusterViewRow) -> ClusterView:
+        return cls(
+            at=row.at,
+            round_no=row.round_no,
+            devices=tuple(
+                DevicePlacement(
+                    id=d["id"],
+                    node=d.get("node", "local"),
+                    kind=d.get("kind", ""),
+                    memory_mb=d.get("memory_mb"),
+                    running=tuple(d.get("running") or ()),
+                    parked=tuple(d.get("parked") or ()),
+                )
+                for d in row.devices
+            ),
+            pairs=tuple(PairRates(**p) for p in row.pairs),
+            notes=tuple(row.notes),
+        )

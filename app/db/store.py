@@ -1,4 +1,5 @@
-"""`Store`: every read and write the controller and the API make, over SQLModel.
+"""`Store`: every read and write the controller and the API make, over SQLModel (the API's queries,
+returning read models, are the `ReaderQueries` part, in `app.db.queries`).
 
 SQLite by default (a file in the working directory), PostgreSQL by URL. Each method is one short
 transaction, so a crash between two calls leaves the database consistent, and a failed call leaves
@@ -8,24 +9,29 @@ nothing half-written.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import delete, event, or_
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, SQLModel, col, create_engine, select
 
+from app.db.legacy import import_controller_state
 from app.db.models import (
-    ControllerStateRow,
+    ClusterView,
+    ClusterViewRow,
+    ControllerRow,
     IntentRow,
     LatencyRow,
     PairRow,
     QuantumRow,
     ReportRow,
+    SearchDeletionRow,
     SearchRow,
     TrialRow,
 )
+from app.db.queries import ReaderQueries
 from app.status import SearchStatus
 
 DEFAULT_URL = "sqlite:///quanta.db"
@@ -51,7 +57,10 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-class Store:
+class Store(ReaderQueries):
+    """The database. The controller's reads and writes are below; the readers' (API) queries come from
+    `ReaderQueries`."""
+
     # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
     # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).
     keep_measurements = True
@@ -59,7 +68,8 @@ class Store:
     def __init__(self, url: str = DEFAULT_URL):
         self.url = url
         self.engine = make_engine(url)
-        SQLModel.metadata.create_all(self.engine)
+        SQLModel.metadata.create_all(self.engine)  # new tables only: existing ones are left as they are
+        import_controller_state(self.engine)
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -193,7 +203,7 @@ class Store:
         with self.session() as s:
             return list(s.exec(select(PairRow).order_by(PairRow.id)))
 
-    # ---- controller state ----------------------------------------------------------------------
+    # ---- the controller's state ----------------------------------------------------------------------
 
     def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
         with self.session() as s:
@@ -204,19 +214,70 @@ class Store:
         with self.session() as s:
             return s.exec(select(IntentRow).order_by(IntentRow.id.desc()).limit(1)).first()  # type: ignore[union-attr]
 
-    def get_state(self, key: str) -> dict[str, Any] | None:
+    def round_no(self) -> int:
+        """The number of the last round the controller applied (0 before the first)."""
         with self.session() as s:
-            row = s.get(ControllerStateRow, key)
-            return dict(row.value) if row else None
+            row = s.get(ControllerRow, 1)
+            return row.round_no if row else 0
 
-    def set_state(self, key: str, value: dict[str, Any]) -> None:
-        # JSON round trip: tuples become lists and non-string keys are rejected early, not at commit.
-        value = json.loads(json.dumps(value))
+    def save_round_no(self, round_no: int) -> None:
         with self.session() as s:
-            row = s.get(ControllerStateRow, key)
-            if row is None:
-                row = ControllerStateRow(key=key, value=value)
-            else:
-                row.value = value
+            row = s.get(ControllerRow, 1) or ControllerRow(id=1)
+            row.round_no = round_no
             s.add(row)
+            s.commit()
+
+    def policy_state(self) -> dict[str, Any]:
+        """What the policy returned in `Plan.state` at the last plan ({} before the first)."""
+        with self.session() as s:
+            row = s.get(ControllerRow, 1)
+            return dict(row.policy_state) if row else {}
+
+    def save_policy_state(self, policy: str, state: Mapping[str, Any]) -> None:
+        # JSON round trip: tuples become lists and non-string keys are rejected here, not at commit.
+        value = json.loads(json.dumps(state))
+        with self.session() as s:
+            row = s.get(ControllerRow, 1) or ControllerRow(id=1)
+            row.policy, row.policy_state = policy, value
+            s.add(row)
+            s.commit()
+
+    def cluster_view(self) -> ClusterView | None:
+        """The view the controller last published (None before it first did)."""
+        with self.session() as s:
+            row = s.get(ClusterViewRow, 1)
+            return ClusterView.from_row(row) if row else None
+
+    def publish_cluster_view(self, view: ClusterView) -> None:
+        with self.session() as s:
+            s.merge(view.to_row())
+            s.commit()
+
+    # ---- deletion ------------------------------------------------------------------------------
+
+    def request_delete(self, search_id: int, at: float) -> None:
+        """Record that the search must go (the controller's host carries it out; survives restarts)."""
+        with self.session() as s:
+            if s.get(SearchDeletionRow, search_id) is None:
+                s.add(SearchDeletionRow(search_id=search_id, requested_at=at))
+                s.commit()
+
+    def pending_deletes(self) -> list[int]:
+        with self.session() as s:
+            return list(s.exec(select(SearchDeletionRow.search_id).order_by(SearchDeletionRow.search_id)))
+
+    def delete_search(self, search_id: int) -> None:
+        """Delete a search with its trials, everything measured about them, and its deletion request,
+        in one transaction."""
+        with self.session() as s:
+            tids = list(s.exec(select(TrialRow.id).where(TrialRow.search_id == search_id)))
+            if tids:
+                s.execute(delete(ReportRow).where(col(ReportRow.trial_id).in_(tids)))
+                s.execute(delete(QuantumRow).where(col(QuantumRow.trial_id).in_(tids)))
+                s.execute(delete(LatencyRow).where(col(LatencyRow.trial_id).in_(tids)))
+                s.execute(delete(PairRow).where(or_(col(PairRow.trial_a).in_(tids), col(PairRow.trial_b).in_(tids))))
+                s.execute(delete(TrialRow).where(col(TrialRow.id).in_(tids)))
+            s.execute(delete(ReportRow).where(col(ReportRow.search_id) == search_id))
+            s.execute(delete(SearchRow).where(col(SearchRow.id) == search_id))
+            s.execute(delete(SearchDeletionRow).where(col(SearchDeletionRow.search_id) == search_id))
             s.commit()

@@ -10,12 +10,11 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from app.api import crud
 from app.api.main import create_app
 from app.api.routes import events as events_route
 from app.api.serve import ControllerLoop
 from app.api.settings import Settings
-from app.db.models import LatencyRow, QuantumRow, ReportRow
+from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, QuantumRow, ReportRow
 from app.db.store import Store
 from app.executor.runtime.devices import parse_devices
 from app.sdk.client import parse_sse
@@ -248,11 +247,11 @@ def test_delete(client, store):
     store.add_rows([ReportRow(trial_id=t.id, search_id=sid, step=1, at=time.time(), metrics={"a": 1.0})])
     r = client.delete(f"/api/v1/searches/{sid}")
     assert r.status_code == 202 and r.json() == {"id": sid, "status": "deleting"}
-    assert crud.pending_deletes(store) == [sid]
+    assert store.pending_deletes() == [sid]
     assert store.search(sid).command == "stop"
-    crud.delete_search_rows(store, sid)  # what the controller's host does once the trials exited
+    store.delete_search(sid)  # what the controller's host does once the trials exited
     assert client.get(f"/api/v1/searches/{sid}").status_code == 404
-    assert store.trial(t.id) is None and store.search_reports(sid) == [] and crud.pending_deletes(store) == []
+    assert store.trial(t.id) is None and store.search_reports(sid) == [] and store.pending_deletes() == []
 
 
 # ---- trials and views ----------------------------------------------------------------------------
@@ -335,16 +334,15 @@ def test_cluster_reports_devices_pairs_and_gain(client, store):
     sid = running_search(client, store)
     a, b, c = _populate(store, sid)[:3]  # a completed, c running
     store.update_trial(b, status="running")
-    store.set_state(
-        "cluster",
-        {
-            "at": 123.0,
-            "devices": [
-                {"id": "cpu:0", "node": "local", "kind": "cpu", "memory_mb": 100.0, "running": [a, b], "parked": []},
-                {"id": "cpu:1", "node": "local", "kind": "cpu", "memory_mb": 100.0, "running": [], "parked": [c]},
-            ],
-            "pairs": [{"a": b, "b": c, "rate_a": 6.0, "rate_b": 3.0, "solo_a": 10.0, "solo_b": 5.0}],
-        },
+    store.publish_cluster_view(
+        ClusterView(
+            at=123.0,
+            devices=(
+                DevicePlacement("cpu:0", "local", "cpu", 100.0, running=(a, b)),
+                DevicePlacement("cpu:1", "local", "cpu", 100.0, parked=(c,)),
+            ),
+            pairs=(PairRates(b, c, 6.0, 3.0, solo_a=10.0, solo_b=5.0),),
+        )
     )
     body = client.get("/api/v1/cluster").json()
     assert body["at"] == 123.0 and body["nodes"] == ["local"]

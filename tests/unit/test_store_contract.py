@@ -1,13 +1,22 @@
 """One contract, two stores: the SQLModel `Store` on a temporary SQLite file and the in-memory
-`MemoryStore` must answer every call the controller makes the same way."""
+`MemoryStore` must answer every call the controller makes the same way (`ControllerStore`). The
+service's part (`ServiceStore`: read models, commands, deletions) is `Store`'s alone, tested below."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.db.cluster import DbCluster
 from app.db.memory import MemoryStore
-from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
+from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, PairRow, QuantumRow, ReportRow
+from app.db.protocol import ControllerStore, ServiceStore
+from app.db.queries import Conflict
 from app.db.store import Store
+from app.spec import parse_spec
+from app.status import SearchStatus, TrialStatus
 
 
 @pytest.fixture(params=["sql", "memory"])
@@ -88,10 +97,137 @@ def test_intents_and_state(store):
     store.record_intent(2, 2.0, [{"kind": "suspend", "trial_id": 1, "checkpoint": False}])
     last = store.last_intent()
     assert last.round_no == 2 and last.actions[0]["kind"] == "suspend"
-    assert store.get_state("policy") is None
-    store.set_state("policy", {"name": "fifo", "state": {"offsets": {"1": 0.5}, "pair": (1, 2)}})
-    store.set_state("controller", {"round_no": 3})
-    store.set_state("controller", {"round_no": 4})
+
+
+def test_controller_state(store):
+    assert store.round_no() == 0 and store.policy_state() == {} and store.cluster_view() is None
+    store.save_round_no(3)
+    store.save_round_no(4)
+    assert store.round_no() == 4
+    store.save_policy_state("fifo", {"offsets": {"1": 0.5}, "pair": (1, 2)})
     # JSON semantics: tuples come back as lists.
-    assert store.get_state("policy") == {"name": "fifo", "state": {"offsets": {"1": 0.5}, "pair": [1, 2]}}
-    assert store.get_state("controller") == {"round_no": 4}
+    assert store.policy_state() == {"offsets": {"1": 0.5}, "pair": [1, 2]}
+    assert store.round_no() == 4  # one row, two facts: saving one keeps the other
+    view = ClusterView(
+        at=5.0,
+        devices=(DevicePlacement("cpu:0", "local", "cpu", 100.0, running=(1,), parked=(2,)),),
+        pairs=(PairRates(1, 2, 3.0, 4.0, solo_a=5.0),),
+        notes=("packed 1+2",),
+        round_no=4,
+    )
+    store.publish_cluster_view(view)
+    assert store.cluster_view() == view
+    idle = ClusterView.idle(6.0, [view.devices[0]])
+    store.publish_cluster_view(idle)
+    assert store.cluster_view() == idle and idle.devices[0].running == () and idle.round_no == 0
+
+
+def test_which_contract_each_store_keeps(store):
+    assert isinstance(store, ControllerStore)
+    # The service's readers' queries and deletions are SQL only (see app.db.protocol).
+    assert isinstance(store, ServiceStore) == isinstance(store, Store)
+
+
+# ---- the service's part: Store only ------------------------------------------------------------------
+
+
+@pytest.fixture
+def sql(tmp_path):
+    return Store(f"sqlite:///{tmp_path / 'service.db'}")
+
+
+SPEC = {
+    "name": "s",
+    "trainable": "tests.trainables:linear",
+    "space": {"lr": {"uniform": [0.0, 1.0]}},
+    "metric": {"name": "loss", "goal": "minimize", "target": 0.1},
+    "budget": {"max_trials": 7},
+}
+
+
+def test_search_read_models_come_from_the_parsed_spec(sql):
+    out = sql.submit_search(parse_spec(SPEC), 10.0)
+    assert out.status == SearchStatus.QUEUED and out.progress.max_trials == 7 and out.policy == "timeslice"
+    assert (out.metric.name, out.metric.goal, out.metric.target) == ("loss", "minimize", 0.1)
+    t = sql.add_trial(out.id, 0, {"lr": 0.5}, {"lr": [0.5]}, 11.0)
+    sql.update_trial(t.id, status=TrialStatus.COMPLETED, metric=float("nan"))
+    got = sql.search_out(out.id)
+    assert got.progress.trials_done == 1 and got.progress.trials_created == 1
+    page, total = sql.trial_page(out.id, 0, 10)
+    assert total == 1 and page[0].status == "completed" and page[0].metric is None  # NaN is not JSON
+    assert sql.search_page(0, 10, status=SearchStatus.RUNNING) == ([], 0)
+    assert [s.id for s in sql.search_page(0, 10)[0]] == [out.id]
+    assert sql.search_out(out.id + 1) is None and not sql.has_search(out.id + 1)
+
+
+def test_best_curve_follows_the_metric_goal(sql):
+    sid = sql.submit_search(parse_spec(SPEC), 0.0).id  # minimize
+    sql.update_search(sid, started_at=1.0)
+    t = sql.add_trial(sid, 0, {}, {}, 0.0)
+    sql.add_rows(
+        ReportRow(trial_id=t.id, search_id=sid, step=i, at=1.0 + i, metrics={}, objective=v)
+        for i, v in enumerate([0.5, 0.7, 0.4, float("inf"), 0.45, 0.2])
+    )
+    assert sql.best_curve(sid).points == [(0.0, 0.5), (2.0, 0.4), (5.0, 0.2)]
+    assert sql.best_curve(sid + 1) is None
+
+
+def test_commands_and_conflicts(sql):
+    sid = sql.submit_search(parse_spec(SPEC), 0.0).id
+    with pytest.raises(Conflict):
+        sql.command_search(sid, "pause", 1.0)  # queued: only stop applies
+    assert sql.command_search(sid, "stop", 1.0).status == SearchStatus.STOPPED  # not started: stopped at once
+    run = sql.submit_search(parse_spec(SPEC), 0.0).id
+    sql.update_search(run, status=SearchStatus.RUNNING, started_at=1.0)
+    assert sql.command_search(run, "pause", 2.0).status == SearchStatus.RUNNING
+    assert sql.search(run).command == "pause"
+    assert sql.command_search(run + 10, "stop", 2.0) is None
+    t = sql.add_trial(run, 0, {}, {}, 0.0)
+    assert sql.stop_trial(t.id).id == t.id and sql.trial(t.id).command == "stop"
+    sql.update_trial(t.id, status=TrialStatus.KILLED)
+    with pytest.raises(Conflict):
+        sql.stop_trial(t.id)
+
+
+def test_deletion_requests_survive_and_delete_everything(sql, tmp_path):
+    sid = sql.submit_search(parse_spec(SPEC), 0.0).id
+    assert sql.delete_if_queued(sid) and not sql.has_search(sid)
+    sid = sql.submit_search(parse_spec(SPEC), 0.0).id
+    sql.update_search(sid, status=SearchStatus.RUNNING, started_at=1.0)
+    assert not sql.delete_if_queued(sid)
+    t = sql.add_trial(sid, 0, {}, {}, 0.0)
+    sql.add_rows([ReportRow(trial_id=t.id, search_id=sid, step=1, at=1.0, metrics={}, objective=0.1)])
+    sql.request_delete(sid, 2.0)
+    sql.request_delete(sid, 3.0)  # asked twice: one request
+    assert Store(sql.url).pending_deletes() == [sid]  # another process (a restarted one) sees it
+    sql.delete_search(sid)
+    assert sql.pending_deletes() == [] and sql.trial(t.id) is None and sql.search_reports(sid) == []
+
+
+def test_a_legacy_key_value_table_is_imported_once(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    legacy = {
+        "controller": {"round_no": 41},
+        "policy": {"name": "gandiva", "state": {"passes": {"3": 1.5}}},
+        "cluster": {
+            "at": 9.0,
+            "devices": [{"id": "cpu:0", "node": "local", "kind": "cpu", "memory_mb": None, "running": [3]}],
+            "pairs": [],
+            "notes": [],
+        },
+        "cluster_cursor": {"handled": {"n1": 2}, "returned": {"n1": 4, "n2": 1}},
+        "delete:7": {"at": 5.0},
+    }
+    with engine.begin() as c:
+        c.execute(text("CREATE TABLE controller_state (key VARCHAR PRIMARY KEY, value JSON NOT NULL)"))
+        for k, v in legacy.items():
+            c.execute(text("INSERT INTO controller_state VALUES (:k, :v)"), {"k": k, "v": json.dumps(v)})
+    store = Store(url)
+    assert store.round_no() == 41 and store.policy_state() == {"passes": {"3": 1.5}}
+    assert store.cluster_view().devices[0].running == (3,) and store.cluster_view().at == 9.0
+    assert store.pending_deletes() == [7]
+    cluster = DbCluster(engine=store.engine)
+    assert cluster.load_cursor() == {"handled": {"n1": 2}, "returned": {"n1": 4, "n2": 1}}
+    store.save_round_no(42)
+    assert Store(url).round_no() == 42  # imported once: reopening does not bring 41 back

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import crud
 from app.api.deps import Authenticated, StoreDep
 from app.api.models import ClusterOut
 from app.api.routes.common import AUTH_ERRORS
@@ -14,4 +13,4 @@ router = APIRouter(tags=["cluster"], dependencies=[Authenticated], responses=AUT
 
 @router.get("/cluster", response_model=ClusterOut)
 def get_cluster(store: StoreDep) -> ClusterOut:
-    return crud.cluster(store)
+    return store.cluster_out()

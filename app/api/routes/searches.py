@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import math
-from typing import Annotated, Any, Literal
+import time
+from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.api import crud
 from app.api.deps import Authenticated, SettingsDep, StoreDep
 from app.api.models import (
     BestCurveOut,
@@ -30,6 +29,7 @@ from app.api.models import (
 )
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, not_found
 from app.api.settings import Settings
+from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
 from app.spec import SearchSpec, SpecError, parse_spec
 from app.status import SearchStatus, TrialStatus
 
@@ -112,11 +112,7 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
             f"trainable '{spec.trainable}' is not allowed: its module must start with one of {allowed} "
             "(the server's QUANTA_TRAINABLE_ALLOWLIST)",
         )
-    try:
-        found = importlib.util.find_spec(spec.module) is not None
-    except Exception:  # a parent package that is not a package, or fails to import
-        found = False
-    if not found:
+    if not spec.importable():
         raise _spec_error([("trainable", f"module '{spec.module}' cannot be imported on the server")])
     return spec
 
@@ -137,7 +133,7 @@ async def create_search(request: Request, store: StoreDep, settings: SettingsDep
     """Submit a search spec. It is stored as `queued`; the controller starts it at its next tick."""
     body = await request.body()
     spec = await run_in_threadpool(read_spec, body, request.headers.get("content-type", ""), settings)
-    return await run_in_threadpool(crud.create_search, store, spec)
+    return await run_in_threadpool(store.submit_search, spec, time.time())
 
 
 @router.get("", response_model=SearchList)
@@ -145,26 +141,26 @@ def list_searches(
     store: StoreDep,
     offset: Offset = 0,
     limit: Limit = 100,
-    sort: crud.SearchSort = "-id",
+    sort: SearchSort = "-id",
     status: SearchStatus | None = None,
 ) -> SearchList:
     """Searches, newest first by default."""
-    items, total = crud.list_searches(store, offset, limit, sort, status)
+    items, total = store.search_page(offset, limit, sort, status)
     return SearchList(items=items, total=total)
 
 
 @router.get("/{search_id}", response_model=SearchOut, responses=NOT_FOUND)
 def get_search(search_id: SearchId, store: StoreDep) -> SearchOut:
-    out = crud.get_search(store, search_id)
+    out = store.search_out(search_id)
     if out is None:
         raise not_found("search", search_id)
     return out
 
 
-def _command(store: StoreDep, search_id: int, command: Literal["stop", "pause", "resume"]) -> SearchOut:
+def _command(store: StoreDep, search_id: int, command: SearchCommand) -> SearchOut:
     try:
-        out = crud.command_search(store, search_id, command)
-    except crud.Conflict as exc:
+        out = store.command_search(search_id, command, time.time())
+    except Conflict as exc:
         raise conflict(str(exc)) from None
     if out is None:
         raise not_found("search", search_id)
@@ -197,16 +193,16 @@ def resume_search(search_id: SearchId, store: StoreDep) -> SearchOut:
 async def delete_search(search_id: SearchId, store: StoreDep, settings: SettingsDep) -> Response:
     """Stop the search's trials, then delete it with everything recorded about it. 204 once deleted;
     202 when its trials have not exited within the server's wait (the deletion completes later)."""
-    if not await run_in_threadpool(crud.search_exists, store, search_id):
+    if not await run_in_threadpool(store.has_search, search_id):
         raise not_found("search", search_id)
-    if await run_in_threadpool(crud.delete_if_queued, store, search_id):
+    if await run_in_threadpool(store.delete_if_queued, search_id):
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    await run_in_threadpool(crud.request_delete, store, search_id)
-    with contextlib.suppress(crud.Conflict):
-        await run_in_threadpool(crud.command_search, store, search_id, "stop")
+    await run_in_threadpool(store.request_delete, search_id, time.time())
+    with contextlib.suppress(Conflict):
+        await run_in_threadpool(store.command_search, search_id, "stop", time.time())
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.delete_wait_s
-    while await run_in_threadpool(crud.search_exists, store, search_id):
+    while await run_in_threadpool(store.has_search, search_id):
         if loop.time() >= deadline:
             return JSONResponse(Deleting(id=search_id).model_dump(), status_code=status.HTTP_202_ACCEPTED)
         await asyncio.sleep(0.2)
@@ -219,14 +215,14 @@ def list_trials(
     store: StoreDep,
     offset: Offset = 0,
     limit: Limit = 100,
-    sort: crud.TrialSort = "id",
+    sort: TrialSort = "id",
     status: TrialStatus | None = None,
 ) -> TrialList:
     """The search's trials, paged. `metric` sorts by the last reported objective (trials without
     one last); prefix `-` for descending."""
-    if not crud.search_exists(store, search_id):
+    if not store.has_search(search_id):
         raise not_found("search", search_id)
-    items, total = crud.list_trials(store, search_id, offset, limit, sort, status)
+    items, total = store.trial_page(search_id, offset, limit, sort, status)
     return TrialList(items=items, total=total)
 
 
@@ -237,15 +233,15 @@ def search_curves(
     max_points: Annotated[int, Query(ge=2, le=100_000, description="per trial, evenly thinned")] = 1000,
 ) -> CurvesOut:
     """Every trial's learning curve (step, objective) in one call."""
-    if not crud.search_exists(store, search_id):
+    if not store.has_search(search_id):
         raise not_found("search", search_id)
-    return crud.curves(store, search_id, max_points)
+    return store.curves(search_id, max_points)
 
 
 @router.get("/{search_id}/timeline", response_model=TimelineOut, responses=NOT_FOUND)
 def search_timeline(search_id: SearchId, store: StoreDep) -> TimelineOut:
     """Every measured quantum of the search's trials: which devices, when, packed beside whom."""
-    out = crud.timeline(store, search_id)
+    out = store.timeline(search_id)
     if out is None:
         raise not_found("search", search_id)
     return out
@@ -254,7 +250,7 @@ def search_timeline(search_id: SearchId, store: StoreDep) -> TimelineOut:
 @router.get("/{search_id}/best", response_model=BestCurveOut, responses=NOT_FOUND)
 def search_best(search_id: SearchId, store: StoreDep) -> BestCurveOut:
     """Best objective so far versus seconds since the search started (one point per improvement)."""
-    out = crud.best_curve(store, search_id)
+    out = store.best_curve(search_id)
     if out is None:
         raise not_found("search", search_id)
     return out

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import crud
 from app.api.deps import Authenticated, StoreDep
 from app.api.models import TrialDetail, TrialOut
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, not_found
+from app.db.queries import Conflict
 
 router = APIRouter(prefix="/trials", tags=["trials"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 
 
 @router.get("/{trial_id}", response_model=TrialDetail, responses=NOT_FOUND)
 def get_trial(trial_id: TrialId, store: StoreDep) -> TrialDetail:
-    out = crud.trial_detail(store, trial_id)
+    out = store.trial_detail(trial_id)
     if out is None:
         raise not_found("trial", trial_id)
     return out
@@ -24,8 +24,8 @@ def get_trial(trial_id: TrialId, store: StoreDep) -> TrialDetail:
 def stop_trial(trial_id: TrialId, store: StoreDep) -> TrialOut:
     """Stop one trial (the controller acts at its next tick); its search goes on."""
     try:
-        out = crud.stop_trial(store, trial_id)
-    except crud.Conflict as exc:
+        out = store.stop_trial(trial_id)
+    except Conflict as exc:
         raise conflict(str(exc)) from None
     if out is None:
         raise not_found("trial", trial_id)

@@ -1,0 +1,82 @@
+"""A database written by an earlier Quanta kept the controller's state as key/value rows in a table
+`controller_state` ("controller" -> round number, "policy" -> policy state, "cluster" -> published
+view, "cluster_cursor" -> distributed event cursor, "delete:<id>" -> deletion requests). Those now
+live in typed tables (`controller`, `cluster_view`, `event_cursor`, `search_deletion`).
+
+`import_controller_state` moves the old rows into the new tables once, when a store opens such a
+database: the round counter must carry over (node agents ignore a round number they have applied),
+and so must the event cursor (events would be handled twice) and pending deletions. Imported rows are
+deleted from `controller_state`; the emptied table itself is left in place (drop it at will).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, SQLModel
+
+log = logging.getLogger("quanta.db")
+
+LEGACY_TABLE = "controller_state"
+
+
+def import_controller_state(engine: Engine) -> int:
+    """Move the rows of a legacy `controller_state` table into the typed tables (which must exist).
+    Returns how many rows were imported; 0, without writing, when there is no such table or it is empty."""
+    if not inspect(engine).has_table(LEGACY_TABLE):
+        return 0
+    from app.db.cluster import EventCursorRow
+    from app.db.models import ClusterView, ClusterViewRow, ControllerRow, SearchDeletionRow
+
+    SQLModel.metadata.create_all(engine, tables=[EventCursorRow.__table__])  # type: ignore[attr-defined]
+    with Session(engine) as s:
+        rows = s.connection().execute(text(f"SELECT key, value FROM {LEGACY_TABLE}")).all()
+        if not rows:
+            return 0
+        state: dict[str, Any] = {k: json.loads(v) if isinstance(v, str) else v for k, v in rows}
+        ctl = s.get(ControllerRow, 1) or ControllerRow(id=1)
+        if "controller" in state:
+            ctl.round_no = max(ctl.round_no, int(state["controller"].get("round_no", 0)))
+        if "policy" in state:
+            ctl.policy = state["policy"].get("name")
+            ctl.policy_state = dict(state["policy"].get("state") or {})
+        s.add(ctl)
+        if "cluster" in state and s.get(ClusterViewRow, 1) is None:
+            view = state["cluster"]
+            row = ClusterViewRow(
+                id=1,
+                at=float(view.get("at") or 0.0),
+                round_no=int(view.get("round_no") or 0),
+                devices=list(view.get("devices") or []),
+                pairs=list(view.get("pairs") or []),
+                notes=list(view.get("notes") or []),
+            )
+            s.add(ClusterView.from_row(row).to_row())  # validates the old shape
+        cursor = state.get("cluster_cursor") or {}
+        for node in sorted({*cursor.get("handled", {}), *cursor.get("returned", {})}):
+            if s.get(EventCursorRow, node) is None:
+                handled, returned = cursor.get("handled", {}).get(node), cursor.get("returned", {}).get(node)
+                s.add(
+                    EventCursorRow(
+                        node=node,
+                        handled=None if handled is None else int(handled),
+                        returned=None if returned is None else int(returned),
+                    )
+                )
+        for key in state:
+            sid = key.removeprefix("delete:")
+            if key.startswith("delete:") and sid.isdigit() and s.get(SearchDeletionRow, int(sid)) is None:
+                s.add(SearchDeletionRow(search_id=int(sid), requested_at=float(state[key].get("at") or 0.0)))
+        s.connection().execute(text(f"DELETE FROM {LEGACY_TABLE}"))
+        try:
+            s.commit()
+        except IntegrityError:  # another process opening the same database imported them first
+            s.rollback()
+            return 0
+    log.info("imported %d rows of the legacy table %s into typed tables", len(rows), LEGACY_TABLE)
+    return len(rows)

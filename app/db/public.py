@@ -1,0 +1,222 @@
+"""Read models: what readers of the store get (the API's JSON contract, FastAPI's "Public" models).
+
+`Store` builds them from table rows (`app.db.models`); the API returns them as they are. Their field
+names and shapes are a contract the dashboard and the SDK read: change them only with both.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from sqlmodel import Field, SQLModel
+
+from app.db.models import SearchRow, TrialRow
+from app.spec import SearchSpec, SpecError, parse_spec
+from app.status import SearchStatus, TrialStatus
+
+log = logging.getLogger("quanta.db")
+
+
+def parsed_spec(row: SearchRow) -> SearchSpec | None:
+    """The search's spec, parsed (it was validated when submitted); None when the stored one no longer
+    parses (e.g. written by another version), so readers still see the row."""
+    try:
+        return parse_spec(row.spec or {})
+    except SpecError:
+        log.warning("search %s: its stored spec does not parse", row.id)
+        return None
+
+
+def finite(x: float | None) -> float | None:
+    """`x`, or None when it is NaN or infinite (JSON cannot carry those)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+# ---- searches ----------------------------------------------------------------------------------
+
+
+class BestOut(SQLModel):
+    trial_id: int | None
+    metric: float | None
+    params: dict[str, Any] | None
+
+
+class ProgressOut(SQLModel):
+    trials_created: int
+    trials_done: int
+    max_trials: int | None
+
+
+class MetricOut(SQLModel):
+    name: str | None
+    goal: str | None
+    target: float | None
+
+
+class SearchOut(SQLModel):
+    id: int
+    name: str
+    status: SearchStatus
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    reached: bool
+    seconds_to_target: float | None
+    best: BestOut | None
+    progress: ProgressOut
+    metric: MetricOut
+    policy: str | None
+    spec: dict[str, Any]
+    error: str | None = None
+
+    @classmethod
+    def from_row(cls, row: SearchRow, trials_done: int) -> SearchOut:
+        """`trials_done`: how many of its trials are final."""
+        assert row.id is not None
+        spec = parsed_spec(row)
+        best = None
+        if row.best_trial_id is not None:
+            best = BestOut(trial_id=row.best_trial_id, metric=row.best_metric, params=row.best_params)
+        return cls(
+            id=row.id,
+            name=row.name,
+            status=SearchStatus(row.status),
+            created_at=row.created_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            reached=bool(row.reached),
+            seconds_to_target=row.seconds_to_target,
+            best=best,
+            progress=ProgressOut(
+                trials_created=row.trials_created,
+                trials_done=trials_done,
+                max_trials=spec.budget.max_trials if spec else None,
+            ),
+            metric=MetricOut(
+                name=spec.metric.name if spec else None,
+                goal=spec.metric.goal if spec else None,
+                target=spec.metric.target if spec else None,
+            ),
+            policy=spec.scheduler.policy if spec else None,
+            spec=row.spec or {},
+            error=row.error,
+        )
+
+
+# ---- trials ------------------------------------------------------------------------------------
+
+
+class TrialOut(SQLModel):
+    id: int
+    search_id: int
+    number: int
+    params: dict[str, Any]
+    status: TrialStatus
+    metric: float | None
+    best_metric: float | None
+    steps: int
+    device_seconds: float
+    retries: int
+    error: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    @classmethod
+    def from_row(cls, t: TrialRow) -> TrialOut:
+        assert t.id is not None
+        return cls(
+            id=t.id,
+            search_id=t.search_id,
+            number=t.number,
+            params=t.params,
+            status=TrialStatus(t.status),
+            metric=finite(t.metric),
+            best_metric=finite(t.best_metric),
+            steps=t.steps,
+            device_seconds=round(t.device_seconds, 3),
+            retries=t.retries,
+            error=t.error,
+            created_at=t.created_at,
+            started_at=t.started_at,
+            finished_at=t.finished_at,
+        )
+
+
+class CurvePoint(SQLModel):
+    step: int
+    at: float
+    metrics: dict[str, float | None]
+    objective: float | None
+
+
+class QuantumOut(SQLModel):
+    devices: list[str]
+    started_at: float
+    ended_at: float
+    steps: int
+    rate: float
+    packed_with: list[int]
+
+
+class TrialDetail(TrialOut):
+    curve: list[CurvePoint]
+    quanta: list[QuantumOut]
+
+
+# ---- search views ------------------------------------------------------------------------------
+
+
+class CurvesOut(SQLModel):
+    trials: dict[str, list[tuple[int, float]]] = Field(description="trial id -> [[step, objective], ...]")
+    status: dict[str, str]
+
+
+class TimelineItem(SQLModel):
+    trial_id: int
+    devices: list[str]
+    started_at: float
+    ended_at: float
+    packed_with: list[int]
+
+
+class TimelineOut(SQLModel):
+    items: list[TimelineItem]
+    t0: float | None
+
+
+class BestCurveOut(SQLModel):
+    points: list[tuple[float, float]] = Field(description="[[seconds since the search started, best so far], ...]")
+
+
+# ---- cluster -----------------------------------------------------------------------------------
+
+
+class DeviceOut(SQLModel):
+    id: str
+    node: str
+    kind: str
+    memory_mb: float | None
+    running: list[int]
+    parked: list[int]
+
+
+class PairOut(SQLModel):
+    a: int
+    b: int
+    rate_a: float | None
+    rate_b: float | None
+    solo_a: float | None
+    solo_b: float | None
+    gain: float | None = Field(description="rate_a/solo_a + rate_b/solo_b: above 1 means packing pays")
+
+
+class ClusterOut(SQLModel):
+    devices: list[DeviceOut]
+    pairs: list[PairOut]
+    nodes: list[str]
+    at: float | None
+
+

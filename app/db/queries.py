@@ -1,0 +1,370 @@
+"""`ReaderQueries`: what the API (and the dashboard through it) reads from and asks of the store, as
+read models (`app.db.public`). Part of `Store` (SQL only: `MemoryStore`, the simulator's store, serves
+no API; see `app.db.protocol`).
+
+Every method is one short transaction. The API never calls the controller: its requests are rows
+(a queued search, a `command` column, a deletion request) the controller picks up at its next tick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from sqlalchemy import delete, func, update
+from sqlmodel import Session, col, select
+
+from app.db.models import ClusterView, QuantumRow, ReportRow, SearchRow, TrialRow
+from app.db.public import (
+    BestCurveOut,
+    ClusterOut,
+    CurvePoint,
+    CurvesOut,
+    DeviceOut,
+    PairOut,
+    QuantumOut,
+    SearchOut,
+    TimelineItem,
+    TimelineOut,
+    TrialDetail,
+    TrialOut,
+    finite,
+    parsed_spec,
+)
+from app.spec import SearchSpec
+from app.status import SEARCH_STARTED, TRIAL_ACTIVE, TRIAL_FINAL, SearchStatus, TrialStatus
+
+TrialSort = Literal["id", "-id", "metric", "-metric", "steps", "-steps", "number", "-number"]
+SearchSort = Literal["id", "-id"]
+SearchCommand = Literal["stop", "pause", "resume"]
+
+# The states a search must be in for each command.
+COMMAND_NEEDS: dict[str, tuple[SearchStatus, ...]] = {
+    "stop": SEARCH_STARTED,
+    "pause": (SearchStatus.RUNNING,),
+    "resume": (SearchStatus.PAUSED,),
+}
+
+
+class Conflict(Exception):
+    """The request does not fit the row's current state (e.g. pausing a completed search)."""
+
+
+def _ids(text: str) -> list[int]:
+    return [int(p) for p in text.split(",") if p.strip().lstrip("-").isdigit()]
+
+
+def _devices(text: str) -> list[str]:
+    return [d for d in text.split(",") if d]
+
+
+def _thin(points: list[tuple[int, float]], max_points: int) -> list[tuple[int, float]]:
+    """At most `max_points` evenly spread points, always keeping the last."""
+    if len(points) <= max_points:
+        return points
+    stride = len(points) / max_points
+    out = [points[int(i * stride)] for i in range(max_points - 1)]
+    out.append(points[-1])
+    return out
+
+
+def _gain(p: PairOut) -> float | None:
+    if None in (p.rate_a, p.rate_b, p.solo_a, p.solo_b) or not p.solo_a or not p.solo_b:
+        return None
+    return round(p.rate_a / p.solo_a + p.rate_b / p.solo_b, 4)  # type: ignore[operator]  # checked above
+
+
+class ReaderQueries:
+    """Mixed into `Store`, which provides `session()` and `cluster_view()`."""
+
+    def session(self) -> Session:
+        raise NotImplementedError
+
+    def cluster_view(self) -> ClusterView | None:
+        raise NotImplementedError
+
+    def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
+        raise NotImplementedError
+
+    # ---- searches ------------------------------------------------------------------------------
+
+    def trials_done(self, search_ids: Sequence[int]) -> dict[int, int]:
+        """Per search, how many of its trials are final (searches without any are left out)."""
+        if not search_ids:
+            return {}
+        with self.session() as s:
+            return self._trials_done(s, search_ids)
+
+    @staticmethod
+    def _trials_done(s: Session, search_ids: Sequence[int]) -> dict[int, int]:
+        q = (
+            select(TrialRow.search_id, func.count())
+            .where(col(TrialRow.search_id).in_(list(search_ids)), col(TrialRow.status).in_(TRIAL_FINAL))
+            .group_by(TrialRow.search_id)
+        )
+        return {sid: n for sid, n in s.exec(q)}
+
+    def submit_search(self, spec: SearchSpec, at: float) -> SearchOut:
+        """Insert a queued search (it exists whole or not at all); the controller starts it."""
+        return SearchOut.from_row(self.create_search(spec.name, spec.model_dump(mode="json"), at), 0)
+
+    def has_search(self, search_id: int) -> bool:
+        with self.session() as s:
+            return s.exec(select(SearchRow.id).where(SearchRow.id == search_id)).first() is not None
+
+    def search_out(self, search_id: int) -> SearchOut | None:
+        with self.session() as s:
+            row = s.get(SearchRow, search_id)
+            if row is None:
+                return None
+            return SearchOut.from_row(row, self._trials_done(s, [search_id]).get(search_id, 0))
+
+    def search_page(
+        self, offset: int, limit: int, sort: SearchSort = "-id", status: SearchStatus | None = None
+    ) -> tuple[list[SearchOut], int]:
+        """One page of searches and the number of all that match `status`."""
+        with self.session() as s:
+            q = select(SearchRow)
+            count = select(func.count()).select_from(SearchRow)
+            if status:
+                q = q.where(SearchRow.status == status)
+                count = count.where(SearchRow.status == status)
+            order = col(SearchRow.id).desc() if sort == "-id" else col(SearchRow.id)
+            rows = list(s.exec(q.order_by(order).offset(offset).limit(limit)))
+            total = s.exec(count).one()
+            done = self._trials_done(s, [r.id for r in rows if r.id is not None])
+        return [SearchOut.from_row(r, done.get(r.id, 0)) for r in rows], total  # type: ignore[arg-type]
+
+    def command_search(self, search_id: int, command: SearchCommand, at: float) -> SearchOut | None:
+        """Ask the controller to stop/pause/resume a search (None: no such search). A queued search the
+        controller has not picked up yet is stopped here directly. Raises `Conflict` when its state does
+        not allow the command."""
+        with self.session() as s:
+            if s.get(SearchRow, search_id) is None:
+                return None
+            if command == "stop":
+                res = s.execute(
+                    update(SearchRow)
+                    .where(col(SearchRow.id) == search_id, col(SearchRow.status) == SearchStatus.QUEUED)
+                    .values(status=SearchStatus.STOPPED, finished_at=at, command=None)
+                )
+                if res.rowcount:  # type: ignore[attr-defined]
+                    s.commit()
+                    return self.search_out(search_id)
+            res = s.execute(
+                update(SearchRow)
+                .where(col(SearchRow.id) == search_id, col(SearchRow.status).in_(COMMAND_NEEDS[command]))
+                .values(command=command)
+            )
+            s.commit()
+            if not res.rowcount:  # type: ignore[attr-defined]
+                current = s.get(SearchRow, search_id)
+                state = current.status if current else "gone"
+                raise Conflict(f"cannot {command} search {search_id}: it is {state}")
+        return self.search_out(search_id)
+
+    def delete_if_queued(self, search_id: int) -> bool:
+        """Delete a search the controller never started (it has no trials). True when deleted."""
+        with self.session() as s:
+            res = s.execute(
+                delete(SearchRow).where(
+                    col(SearchRow.id) == search_id,
+                    col(SearchRow.status) == SearchStatus.QUEUED,
+                    col(SearchRow.started_at).is_(None),
+                )
+            )
+            s.commit()
+            return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    # ---- trials --------------------------------------------------------------------------------
+
+    def trials_of(self, search_ids: Sequence[int]) -> list[TrialRow]:
+        """The trials of these searches, in id order."""
+        if not search_ids:
+            return []
+        with self.session() as s:
+            q = select(TrialRow).where(col(TrialRow.search_id).in_(list(search_ids))).order_by(col(TrialRow.id))
+            return list(s.exec(q))
+
+    def trial_page(
+        self,
+        search_id: int,
+        offset: int,
+        limit: int,
+        sort: TrialSort = "id",
+        status: TrialStatus | None = None,
+    ) -> tuple[list[TrialOut], int]:
+        """One page of the search's trials and the number of all that match `status`. `metric` sorts by
+        the last reported objective, trials without one last either way."""
+        key = sort.lstrip("-")
+        column = {"id": TrialRow.id, "number": TrialRow.number, "metric": TrialRow.metric, "steps": TrialRow.steps}[key]
+        order = [col(column).desc() if sort.startswith("-") else col(column)]
+        if key == "metric":
+            order.insert(0, col(TrialRow.metric).is_(None))
+        order.append(col(TrialRow.id))
+        with self.session() as s:
+            cond = [TrialRow.search_id == search_id]
+            if status:
+                cond.append(TrialRow.status == status)
+            rows = list(s.exec(select(TrialRow).where(*cond).order_by(*order).offset(offset).limit(limit)))
+            total = s.exec(select(func.count()).select_from(TrialRow).where(*cond)).one()
+        return [TrialOut.from_row(t) for t in rows], total
+
+    def trial_detail(self, trial_id: int) -> TrialDetail | None:
+        """The trial with its learning curve (every report) and its quanta."""
+        with self.session() as s:
+            t = s.get(TrialRow, trial_id)
+            if t is None:
+                return None
+            reports = s.exec(select(ReportRow).where(ReportRow.trial_id == trial_id).order_by(col(ReportRow.id)))
+            curve = [
+                CurvePoint(
+                    step=r.step,
+                    at=r.at,
+                    metrics={k: finite(v) for k, v in r.metrics.items()},
+                    objective=finite(r.objective),
+                )
+                for r in reports
+            ]
+            quanta = [
+                QuantumOut(
+                    devices=_devices(q.devices),
+                    started_at=q.started_at,
+                    ended_at=q.ended_at,
+                    steps=q.steps,
+                    rate=q.rate,
+                    packed_with=_ids(q.packed_with),
+                )
+                for q in s.exec(select(QuantumRow).where(QuantumRow.trial_id == trial_id).order_by(col(QuantumRow.id)))
+            ]
+        return TrialDetail(**TrialOut.from_row(t).model_dump(), curve=curve, quanta=quanta)
+
+    def stop_trial(self, trial_id: int) -> TrialOut | None:
+        """Ask the controller to stop a queued or running trial (None: no such trial; `Conflict`: it
+        has ended)."""
+        with self.session() as s:
+            t = s.get(TrialRow, trial_id)
+            if t is None:
+                return None
+            res = s.execute(
+                update(TrialRow)
+                .where(col(TrialRow.id) == trial_id, col(TrialRow.status).in_(TRIAL_ACTIVE))
+                .values(command="stop")
+            )
+            s.commit()
+            if not res.rowcount:  # type: ignore[attr-defined]
+                raise Conflict(f"cannot stop trial {trial_id}: it is {t.status}")
+            return TrialOut.from_row(t)
+
+    # ---- reports -------------------------------------------------------------------------------
+
+    def last_report_id(self) -> int:
+        """The id of the newest report row (0 when there is none)."""
+        with self.session() as s:
+            return s.exec(select(func.max(ReportRow.id))).one() or 0
+
+    def reports_after(self, report_id: int, search_id: int | None = None, limit: int = 1000) -> list[ReportRow]:
+        """Report rows with an id above `report_id` (of one search, or all), oldest first, at most `limit`."""
+        with self.session() as s:
+            q = select(ReportRow).where(col(ReportRow.id) > report_id)
+            if search_id is not None:
+                q = q.where(ReportRow.search_id == search_id)
+            return list(s.exec(q.order_by(col(ReportRow.id)).limit(limit)))
+
+    # ---- search views --------------------------------------------------------------------------
+
+    def curves(self, search_id: int, max_points: int) -> CurvesOut:
+        """Every trial's (step, objective) points, thinned to `max_points` each, and its status."""
+        with self.session() as s:
+            status = {
+                str(tid): st
+                for tid, st in s.exec(select(TrialRow.id, TrialRow.status).where(TrialRow.search_id == search_id))
+            }
+            rows = s.exec(
+                select(ReportRow.trial_id, ReportRow.step, ReportRow.objective)
+                .where(ReportRow.search_id == search_id, col(ReportRow.objective).is_not(None))
+                .order_by(col(ReportRow.id))
+            )
+            per: dict[str, list[tuple[int, float]]] = {tid: [] for tid in status}
+            for tid, step, objective in rows:
+                if objective is not None and math.isfinite(objective):
+                    per.setdefault(str(tid), []).append((step, objective))
+        return CurvesOut(trials={k: _thin(v, max_points) for k, v in per.items()}, status=status)
+
+    def timeline(self, search_id: int) -> TimelineOut | None:
+        """Every quantum of the search's trials in start order (None: no such search)."""
+        with self.session() as s:
+            row = s.get(SearchRow, search_id)
+            if row is None:
+                return None
+            quanta = s.exec(
+                select(QuantumRow).where(QuantumRow.search_id == search_id).order_by(col(QuantumRow.started_at))
+            )
+            items = [
+                TimelineItem(
+                    trial_id=q.trial_id,
+                    devices=_devices(q.devices),
+                    started_at=q.started_at,
+                    ended_at=q.ended_at,
+                    packed_with=_ids(q.packed_with),
+                )
+                for q in quanta
+            ]
+        return TimelineOut(items=items, t0=row.started_at)
+
+    def best_curve(self, search_id: int) -> BestCurveOut | None:
+        """Best objective so far (by the spec's metric goal) versus seconds since the search started,
+        one point per improvement (None: no such search)."""
+        with self.session() as s:
+            row = s.get(SearchRow, search_id)
+            if row is None:
+                return None
+            spec = parsed_spec(row)
+            t0 = row.started_at if row.started_at is not None else row.created_at
+            reports = s.exec(
+                select(ReportRow.at, ReportRow.objective)
+                .where(ReportRow.search_id == search_id, col(ReportRow.objective).is_not(None))
+                .order_by(col(ReportRow.at), col(ReportRow.id))
+            )
+            points: list[tuple[float, float]] = []
+            best: float | None = None
+            for at, objective in reports:
+                if objective is None or not math.isfinite(objective):
+                    continue
+                if best is None or (spec.metric.better(objective, best) if spec else objective > best):
+                    best = objective
+                    points.append((round(max(0.0, at - t0), 3), objective))
+        return BestCurveOut(points=points)
+
+    # ---- cluster -------------------------------------------------------------------------------
+
+    def cluster_out(self) -> ClusterOut:
+        """The controller's last published view of the devices. Trials that have ended since are left
+        out (the controller stops publishing when nothing is alive)."""
+        view = self.cluster_view()
+        if view is None:
+            return ClusterOut(devices=[], pairs=[], nodes=[], at=None)
+        ids = {tid for d in view.devices for tid in (*d.running, *d.parked)}
+        alive: set[int] = set()
+        if ids:
+            with self.session() as s:
+                q = select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == TrialStatus.RUNNING)
+                alive = {tid for tid in s.exec(q) if tid is not None}
+        devices = [
+            DeviceOut(
+                id=d.id,
+                node=d.node,
+                kind=d.kind,
+                memory_mb=d.memory_mb,
+                running=[t for t in d.running if t in alive],
+                parked=[t for t in d.parked if t in alive],
+            )
+            for d in view.devices
+        ]
+        pairs = []
+        for p in view.pairs:
+            out = PairOut(a=p.a, b=p.b, rate_a=p.rate_a, rate_b=p.rate_b, solo_a=p.solo_a, solo_b=p.solo_b, gain=None)
+            out.gain = _gain(out)
+            pairs.append(out)
+        return ClusterOut(devices=devices, pairs=pairs, nodes=sorted({d.node for d in devices}), at=view.at)
