@@ -6,9 +6,6 @@ import hashlib
 import secrets
 import time
 
-from sqlmodel import select
-
-from app.db.models import TokenRow
 from app.db.store import Store
 
 PREFIX = "qnt_"
@@ -24,11 +21,7 @@ def new_token() -> str:
 
 def ensure_token(store: Store, token: str, name: str = "default") -> None:
     """Make `token` valid (stores its digest unless already there)."""
-    digest = hash_token(token)
-    with store.session() as s:
-        if s.exec(select(TokenRow).where(TokenRow.token_hash == digest)).first() is None:
-            s.add(TokenRow(name=name, token_hash=digest, created_at=time.time()))
-            s.commit()
+    store.add_token_hash(name, hash_token(token), time.time())
 
 
 def create_token(store: Store, name: str = "default") -> str:
@@ -41,7 +34,4 @@ def create_token(store: Store, name: str = "default") -> str:
 def verify(store: Store, token: str | None) -> bool:
     if not token:
         return False
-    digest = hash_token(token)
-    with store.session() as s:
-        row = s.exec(select(TokenRow.id).where(TokenRow.token_hash == digest)).first()
-    return row is not None
+    return store.has_token_hash(hash_token(token))

@@ -9,10 +9,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
-from sqlalchemy import func
-from sqlmodel import col, select
 
-from app.db.models import LatencyRow, QuantumRow, SearchRow, TrialRow
 from app.db.store import Store
 from app.status import SearchStatus, TrialStatus
 
@@ -38,21 +35,8 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
-        with self.store.session() as s:
-            trial_counts = dict(s.exec(select(TrialRow.status, func.count()).group_by(TrialRow.status)).all())
-            search_counts = dict(s.exec(select(SearchRow.status, func.count()).group_by(SearchRow.status)).all())
-            quanta_total = s.exec(select(func.count()).select_from(QuantumRow)).one()
-            recent = s.exec(
-                select(QuantumRow.devices, QuantumRow.started_at, QuantumRow.ended_at).where(
-                    QuantumRow.ended_at >= now - self.window_s
-                )
-            ).all()
-            latencies = s.exec(select(LatencyRow.kind, LatencyRow.ms)).all()
-            best = s.exec(
-                select(SearchRow.id, SearchRow.name, SearchRow.spec, SearchRow.best_metric).where(
-                    col(SearchRow.best_metric).is_not(None)
-                )
-            ).all()
+        facts = self.store.metric_facts(now - self.window_s)
+        trial_counts, search_counts = facts.trials_by_status, facts.searches_by_status
         cluster = self.store.cluster_view()
 
         g = GaugeMetricFamily("quanta_trials", "Trials by state", labels=["state"])
@@ -66,14 +50,13 @@ class StoreCollector(Collector):
         yield g
 
         c = CounterMetricFamily("quanta_quanta", "Measured quanta (stretches of device time) recorded")
-        c.add_metric([], quanta_total)
+        c.add_metric([], facts.quanta_total)
         yield c
 
         per_device: dict[str, list[tuple[float, float]]] = {d.id: [] for d in cluster.devices} if cluster else {}
-        for devices, started, ended in recent:
-            for d in devices.split(","):
-                if d:
-                    per_device.setdefault(d, []).append((started, ended))
+        for devices, started, ended in facts.recent_quanta:
+            for d in devices:
+                per_device.setdefault(d, []).append((started, ended))
         g = GaugeMetricFamily(
             "quanta_device_busy_fraction",
             f"Fraction of the last {self.window_s:g} s each device computed a trial",
@@ -84,7 +67,7 @@ class StoreCollector(Collector):
         yield g
 
         by_kind: dict[str, list[float]] = {}
-        for kind, ms in latencies:
+        for kind, ms in facts.latencies:
             if ms is not None and math.isfinite(ms):
                 by_kind.setdefault(kind, []).append(ms / 1000.0)
         h = HistogramMetricFamily(
@@ -102,9 +85,9 @@ class StoreCollector(Collector):
         g = GaugeMetricFamily(
             "quanta_search_best_metric", "Best objective of each search so far", labels=["search_id", "name", "metric"]
         )
-        for sid, name, spec, value in best:
-            if value is not None and math.isfinite(value):
-                g.add_metric([str(sid), name, str(((spec or {}).get("metric") or {}).get("name", ""))], value)
+        for sid, name, metric, value in facts.best_metrics:
+            if math.isfinite(value):
+                g.add_metric([str(sid), name, metric], value)
         yield g
 
 

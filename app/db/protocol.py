@@ -4,7 +4,8 @@
   `Store` (SQL) and `MemoryStore` (process memory, for the simulator) both implement it and pass the
   same tests (tests/unit/test_store_contract.py).
 - `ServiceStore`: `ControllerStore` plus what the service needs: the readers' queries returning read
-  models (`app.db.queries`), the API's requests (commands, deletions) and carrying out deletions.
+  models (`app.db.queries`), the API's requests (commands, deletions), carrying out deletions, tokens
+  and the metrics' counts.
   Only `Store` implements it, deliberately: the API and the dashboard run on a database, and the
   simulator has no readers, so `MemoryStore` does not carry a second copy of every query.
 """
@@ -25,7 +26,7 @@ from app.db.models import (
     TrialRow,
 )
 from app.db.public import BestCurveOut, ClusterOut, CurvesOut, SearchOut, TimelineOut, TrialDetail, TrialOut
-from app.db.queries import SearchCommand, SearchSort, TrialSort
+from app.db.queries import MetricFacts, SearchCommand, SearchSort, TrialSort
 from app.spec import SearchSpec
 from app.status import SearchStatus, TrialStatus
 
@@ -101,3 +102,9 @@ class ServiceStore(ControllerStore, Protocol):
     def timeline(self, search_id: int) -> TimelineOut | None: ...
     def best_curve(self, search_id: int) -> BestCurveOut | None: ...
     def cluster_out(self) -> ClusterOut: ...
+
+    # the service's own facts
+    def ping(self) -> None: ...
+    def add_token_hash(self, name: str, digest: str, at: float) -> None: ...
+    def has_token_hash(self, digest: str) -> bool: ...
+    def metric_facts(self, since: float) -> MetricFacts: ...

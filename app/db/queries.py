@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, update
+from sqlalchemy import delete, func, text, update
 from sqlmodel import Session, col, select
 
-from app.db.models import ClusterView, QuantumRow, ReportRow, SearchRow, TrialRow
+from app.db.models import ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TokenRow, TrialRow
 from app.db.public import (
     BestCurveOut,
     ClusterOut,
@@ -45,6 +46,18 @@ COMMAND_NEEDS: dict[str, tuple[SearchStatus, ...]] = {
     "pause": (SearchStatus.RUNNING,),
     "resume": (SearchStatus.PAUSED,),
 }
+
+
+@dataclass(frozen=True)
+class MetricFacts:
+    """Counts and rows the Prometheus metrics are computed from (`app.api.metrics`)."""
+
+    trials_by_status: dict[str, int]
+    searches_by_status: dict[str, int]
+    quanta_total: int
+    recent_quanta: list[tuple[list[str], float, float]]  # (devices, started_at, ended_at)
+    latencies: list[tuple[str, float]]  # (kind, ms)
+    best_metrics: list[tuple[int, str, str, float]]  # (search id, search name, metric name, best value)
 
 
 class Conflict(Exception):
@@ -336,6 +349,51 @@ class ReaderQueries:
                     best = objective
                     points.append((round(max(0.0, at - t0), 3), objective))
         return BestCurveOut(points=points)
+
+    # ---- the service's own facts -------------------------------------------------------------------
+
+    def ping(self) -> None:
+        """Raises when the database does not answer."""
+        with self.session() as s:
+            s.connection().execute(text("SELECT 1"))
+
+    def add_token_hash(self, name: str, digest: str, at: float) -> None:
+        """Store an API token's digest (unless it is there already)."""
+        with self.session() as s:
+            if s.exec(select(TokenRow).where(TokenRow.token_hash == digest)).first() is None:
+                s.add(TokenRow(name=name, token_hash=digest, created_at=at))
+                s.commit()
+
+    def has_token_hash(self, digest: str) -> bool:
+        with self.session() as s:
+            return s.exec(select(TokenRow.id).where(TokenRow.token_hash == digest)).first() is not None
+
+    def metric_facts(self, since: float) -> MetricFacts:
+        """What the Prometheus metrics are computed from, read in one transaction; `recent` holds the
+        quanta that ended at or after `since`."""
+        with self.session() as s:
+            trials = dict(s.exec(select(TrialRow.status, func.count()).group_by(TrialRow.status)).all())
+            searches = dict(s.exec(select(SearchRow.status, func.count()).group_by(SearchRow.status)).all())
+            quanta_total = s.exec(select(func.count()).select_from(QuantumRow)).one()
+            recent = s.exec(
+                select(QuantumRow.devices, QuantumRow.started_at, QuantumRow.ended_at).where(
+                    QuantumRow.ended_at >= since
+                )
+            ).all()
+            latencies = s.exec(select(LatencyRow.kind, LatencyRow.ms)).all()
+            best = list(s.exec(select(SearchRow).where(col(SearchRow.best_metric).is_not(None))))
+        best_metrics = []
+        for row in best:
+            spec = parsed_spec(row)
+            best_metrics.append((row.id or 0, row.name, spec.metric.name if spec else "", row.best_metric or 0.0))
+        return MetricFacts(
+            trials_by_status=trials,
+            searches_by_status=searches,
+            quanta_total=quanta_total,
+            recent_quanta=[(_devices(d), a, b) for d, a, b in recent],
+            latencies=list(latencies),
+            best_metrics=best_metrics,
+        )
 
     # ---- cluster -------------------------------------------------------------------------------
 

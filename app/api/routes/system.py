@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
 from app.api.deps import Authenticated, StoreDep
 from app.api.models import Health
@@ -21,8 +20,7 @@ def healthz(request: Request, store: StoreDep) -> Health | JSONResponse:
     state = getattr(request.app.state, "controller_state", None)
     controller = state() if callable(state) else "none"
     try:
-        with store.session() as s:
-            s.connection().execute(text("SELECT 1"))
+        store.ping()
     except Exception:
         return JSONResponse(Health(status="database unavailable", controller=controller).model_dump(), 503)
     return Health(status="ok", controller=controller)
