@@ -60,7 +60,7 @@ def run(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    from app.executor.runtime.devices import DeviceSpecError, parse_devices
+    from app.devices import DeviceSpecError, parse_devices
     from app.executor.runtime.local import LocalRuntime
     from app.spec import SpecError, load_spec
 

@@ -124,7 +124,7 @@ def worker(
 ) -> None:
     """Run this machine's node agent: a Celery worker on the queue `node.<name>` hosting the node's
     trial processes. Registers its devices and heartbeats to the database."""
-    from app.executor.runtime.devices import DeviceSpecError, parse_devices
+    from app.devices import DeviceSpecError, parse_devices
 
     try:
         parse_devices(devices)

@@ -30,7 +30,6 @@ from app.executor.actions import (
     Run,
     Started,
     Stop,
-    action_to_dict,
 )
 from app.executor.policy import make_policy
 from app.executor.policy.types import (
@@ -310,7 +309,7 @@ class Controller:
             self.store.update_progress([(t.id, t.steps_done, t.device_seconds) for t in snapshot.trials if t.devices])
         if actions:
             self.round_no += 1
-            self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in actions])
+            self.store.record_intent(self.round_no, now, [a.to_dict() for a in actions])
             self.store.save_round_no(self.round_no)
             for a in actions:
                 if isinstance(a, Run):
@@ -549,7 +548,7 @@ class Controller:
             self._final(t, TrialStatus.KILLED, now, reason)
         if stops:
             self.round_no += 1
-            self.store.record_intent(self.round_no, now, [action_to_dict(a) for a in stops])
+            self.store.record_intent(self.round_no, now, [a.to_dict() for a in stops])
             self.store.save_round_no(self.round_no)  # rounds never repeat
             self.runtime.apply(self.round_no, stops)
 

@@ -60,7 +60,7 @@ def workload_spec(
 def run_quanta(spec: SearchSpec, devices: int, log_path: str, workdir: str) -> None:
     from app.controller import Controller
     from app.db.store import Store
-    from app.executor.runtime.devices import parse_devices
+    from app.devices import parse_devices
     from app.executor.runtime.local import LocalRuntime
 
     store = Store(f"sqlite:///{workdir}/q.db")

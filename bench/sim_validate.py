@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from app.controller import Controller  # noqa: E402
 from app.db.store import Store  # noqa: E402
+from app.devices import cpu_devices  # noqa: E402
 from app.executor.policy import make_policy  # noqa: E402
-from app.executor.runtime.devices import cpu_devices  # noqa: E402
 from app.executor.runtime.local import LocalRuntime  # noqa: E402
 from app.sim.driver import simulate  # noqa: E402
 from app.sim.runtime import SimCosts  # noqa: E402

@@ -29,9 +29,8 @@ from rich.table import Table  # noqa: E402
 
 from app.controller import Controller  # noqa: E402
 from app.db.store import Store  # noqa: E402
-from app.executor.actions import Migrate, Reported, Resumed, Run, Started, Stop  # noqa: E402
-from app.executor.runtime.base import TrialLaunch  # noqa: E402
-from app.executor.runtime.devices import parse_devices  # noqa: E402
+from app.devices import parse_devices  # noqa: E402
+from app.executor.actions import Migrate, Reported, Resumed, Run, Started, Stop, TrialLaunch  # noqa: E402
 from app.executor.runtime.local import LocalRuntime  # noqa: E402
 from app.spec import parse_spec  # noqa: E402
 from bench.trainables import param_count  # noqa: E402

@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, os.getcwd())  # trainables of the working directory, as `quanta run` does
 
     from app.db.cluster import DbCluster
+    from app.devices import parse_devices
     from app.executor.runtime.celery_runtime import queue_of
-    from app.executor.runtime.devices import parse_devices
     from app.executor.runtime.node import NodeAgent
     from workers import tasks
     from workers.celery_app import configure
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet=True,
     )
     print(
-        f"quanta worker {args.node}: devices {', '.join(d['id'] for d in agent.device_dicts())}; "
+        f"quanta worker {args.node}: devices {', '.join(d.id for d in agent.devices())}; "
         f"queue {queue_of(args.node)}; checkpoints {args.checkpoints}",
         flush=True,
     )

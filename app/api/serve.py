@@ -27,7 +27,7 @@ from app.status import SEARCH_STARTED, SearchStatus
 if TYPE_CHECKING:
     from app.controller import Controller
     from app.db.store import Store
-    from app.executor.runtime.devices import Device
+    from app.devices import Device
 
 log = logging.getLogger("quanta.serve")
 
@@ -188,7 +188,7 @@ def serve(
     from app.api.main import create_app
     from app.api.settings import Settings
     from app.db.store import Store
-    from app.executor.runtime.devices import DeviceSpecError, parse_devices
+    from app.devices import DeviceSpecError, parse_devices
 
     sys.path.insert(0, os.getcwd())  # trainables of the working directory, as `quanta run` does
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,16 @@ from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 from app.db.launch import launch_from_db
 from app.db.models import ReportRow
 from app.db.store import make_engine
-from app.executor.runtime.base import TrialLaunch
-from app.executor.runtime.cluster import Assignment, EventRecord, NodeInfo
+from app.executor.actions import TrialLaunch
+from app.executor.wire import (
+    Assignment,
+    EventRecord,
+    NodeDevice,
+    NodeInfo,
+    NodeResidency,
+    residency_from_json,
+    residency_to_json,
+)
 
 log = logging.getLogger("quanta.db.cluster")
 
@@ -108,14 +116,15 @@ class DbCluster:
 
     # ---- node side (NodeLedger) ----------------------------------------------------------------
 
-    def register(self, node: str, incarnation: str, devices: Sequence[dict[str, Any]]) -> int:
+    def register(self, node: str, incarnation: str, devices: Sequence[NodeDevice]) -> int:
         now = time.time()
+        device_rows = [d.to_dict() for d in devices]
         with self.session() as s:
             last = s.exec(select(func.max(NodeEventRow.seq)).where(NodeEventRow.node == node)).one() or 0
             row = s.get(NodeRow, node)
             if row is None:
-                row = NodeRow(name=node, incarnation=incarnation, devices=list(devices))
-            row.incarnation, row.devices, row.status = incarnation, list(devices), "up"
+                row = NodeRow(name=node, incarnation=incarnation, devices=device_rows)
+            row.incarnation, row.devices, row.status = incarnation, device_rows, "up"
             row.started_at = row.heartbeat_at = now
             row.residency = {}
             row.seq = max(row.seq, last)
@@ -128,8 +137,8 @@ class DbCluster:
         self,
         node: str,
         incarnation: str,
-        residency: dict[str, dict[str, Any]],
-        events: Iterable[tuple[int, int, int, str, dict[str, Any]]],
+        residency: Mapping[int, NodeResidency],
+        events: Iterable[EventRecord],
     ) -> None:
         events = list(events)
         with self.session() as s:
@@ -139,18 +148,20 @@ class DbCluster:
             if row.incarnation != incarnation:
                 log.warning("node %s: another worker registered under this name (%s)", node, row.incarnation)
             if events:
-                seqs = [e[0] for e in events]
+                seqs = [e.seq for e in events]
                 have = set(
                     s.exec(select(NodeEventRow.seq).where(NodeEventRow.node == node, col(NodeEventRow.seq).in_(seqs)))
                 )  # written by an attempt whose commit we did not hear about
-                for seq, epoch, tid, kind, data in events:
-                    if seq not in have:
-                        s.add(NodeEventRow(node=node, seq=seq, epoch=epoch, trial_id=tid, kind=kind, data=data))
+                s.add_all(
+                    NodeEventRow(node=node, seq=e.seq, epoch=e.epoch, trial_id=e.trial_id, kind=e.kind, data=e.data)
+                    for e in events
+                    if e.seq not in have
+                )
                 row.seq = max(row.seq, max(seqs))
             row.incarnation = incarnation
             row.beat += 1
             row.heartbeat_at = time.time()
-            row.residency = residency
+            row.residency = residency_to_json(residency)
             row.status = "up"
             s.add(row)
             s.commit()
@@ -194,10 +205,10 @@ class DbCluster:
                 NodeInfo(
                     r.name,
                     r.incarnation,
-                    tuple(r.devices),
+                    tuple(NodeDevice.from_dict(d) for d in r.devices),
                     r.beat,
                     r.heartbeat_at,
-                    dict(r.residency or {}),
+                    residency_from_json(r.residency or {}),
                     r.seq,
                     r.status,
                 )

@@ -13,7 +13,7 @@ from typing import Any
 from sqlmodel import Session
 
 from app.db.models import SearchRow, TrialRow
-from app.executor.runtime.base import TrialLaunch
+from app.executor.actions import TrialLaunch
 from app.spec import SearchSpec, parse_spec
 
 

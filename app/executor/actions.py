@@ -1,73 +1,116 @@
 """Actions a runtime carries out, and the events it reports back. Plain values that carry ids only,
-so they cross a process or a broker unchanged (Celery tasks take exactly these fields).
+so they cross a process or a broker unchanged: each is a `Wire` dataclass with one `to_dict` /
+`from_dict` pair (see `app.executor.wire`), used by the controller's side and the node's side alike.
 
 Vocabulary (Ray Tune's CONTINUE/PAUSE/STOP, made explicit about devices):
 - `Run(trial, devices)`: make the trial compute on `devices` (start it, restart it from its checkpoint,
-  or resume it where it is parked).
+  or resume it where it is parked). The runtime looks up what to start (`TrialLaunch`) by trial id.
 - `Suspend(trial)`: park it at the next mini-batch boundary, state kept in host memory.
 - `Migrate(trial, devices)`: move a resident trial to other devices and let it compute there.
 - `Stop(trial, reason)`: end it for good at the next boundary.
+- `Handoff(trial, to)`: only between the controller's `CeleryRuntime` and a node agent: the source
+  half of a cross-node move (checkpoint to the shared store, end the process; node `to` starts it).
+A node receives each as an `Order` (the action and the assignment epoch it runs under).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.executor.wire import Wire, WireError
+
 
 @dataclass(frozen=True)
-class Run:
+class Run(Wire):
     trial_id: int
     devices: tuple[str, ...]
     kind: str = "run"
 
 
 @dataclass(frozen=True)
-class Suspend:
+class Suspend(Wire):
     trial_id: int
     checkpoint: bool = False
     kind: str = "suspend"
 
 
 @dataclass(frozen=True)
-class Migrate:
+class Migrate(Wire):
     trial_id: int
     devices: tuple[str, ...]
     kind: str = "migrate"
 
 
 @dataclass(frozen=True)
-class Stop:
+class Stop(Wire):
     trial_id: int
     reason: str = "stopped"
     kind: str = "stop"
 
 
+@dataclass(frozen=True)
+class Handoff(Wire):
+    """The source side of a cross-node move: park the trial, checkpoint it to the shared store and end
+    its process; a task linked to this one starts it on node `to` from that checkpoint."""
+
+    trial_id: int
+    to: str
+    kind: str = "handoff"
+
+
 Action = Run | Suspend | Migrate | Stop
+NodeAction = Action | Handoff
 
-_KINDS: dict[str, type] = {"run": Run, "suspend": Suspend, "migrate": Migrate, "stop": Stop}
+_ACTION_KINDS: dict[str, type[NodeAction]] = {
+    "run": Run,
+    "suspend": Suspend,
+    "migrate": Migrate,
+    "stop": Stop,
+    "handoff": Handoff,
+}
 
 
-def action_to_dict(a: Action) -> dict[str, Any]:
-    d = dict(a.__dict__)
-    if "devices" in d:
-        d["devices"] = list(d["devices"])
-    return d
+@dataclass(frozen=True)
+class Order:
+    """One action as a node receives it in a `quanta.apply` task: on the wire, the action's fields
+    (with its `kind`) and, for runs, migrations and hand-offs, the assignment `epoch` it runs under
+    (the source's for a hand-off). A node carries out a run only under the epoch the database holds."""
 
+    action: NodeAction
+    epoch: int | None = None
 
-def action_from_dict(d: dict[str, Any]) -> Action:
-    d = dict(d)
-    cls = _KINDS[d.pop("kind")]
-    if "devices" in d:
-        d["devices"] = tuple(d["devices"])
-    return cls(**d)
+    @property
+    def trial_id(self) -> int:
+        return self.action.trial_id
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.action.to_dict()
+        if self.epoch is not None:
+            d["epoch"] = self.epoch
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Order:
+        if not isinstance(data, Mapping):
+            raise WireError(f"Order: expected an object, got {data!r}")
+        d = dict(data)
+        epoch = d.pop("epoch", None)
+        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+            raise WireError(f"Order.epoch: expected int, got {epoch!r}")
+        kind = d.get("kind")
+        action = _ACTION_KINDS.get(kind) if isinstance(kind, str) else None
+        if action is None:
+            raise WireError(f"Order.kind: expected one of {sorted(_ACTION_KINDS)}, got {kind!r}")
+        return cls(action.from_dict(d), epoch)
 
 
 # ---- events: runtime -> controller ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Reported:
+class Reported(Wire):
     """`trial.report(**metrics)` at `step` (steps done when reported)."""
 
     trial_id: int
@@ -77,7 +120,7 @@ class Reported:
 
 
 @dataclass(frozen=True)
-class Profiled:
+class Profiled(Wire):
     """One measured stretch of computing: `steps` mini-batches in `seconds` on `devices`, beside
     `packed_with` (other trials computing on the same device meanwhile), resident memory `rss_mb`."""
 
@@ -97,7 +140,7 @@ class Profiled:
 
 
 @dataclass(frozen=True)
-class Parked:
+class Parked(Wire):
     trial_id: int
     step: int
     park_ms: float  # suspend request to parked
@@ -105,7 +148,7 @@ class Parked:
 
 
 @dataclass(frozen=True)
-class Resumed:
+class Resumed(Wire):
     trial_id: int
     devices: tuple[str, ...]
     resume_ms: float  # resume request to computing
@@ -114,7 +157,7 @@ class Resumed:
 
 
 @dataclass(frozen=True)
-class Started:
+class Started(Wire):
     """The trial's process is up and computing (`step` > 0 when restored from a checkpoint)."""
 
     trial_id: int
@@ -125,7 +168,7 @@ class Started:
 
 
 @dataclass(frozen=True)
-class Checkpointed:
+class Checkpointed(Wire):
     trial_id: int
     step: int
     path: str
@@ -133,7 +176,7 @@ class Checkpointed:
 
 
 @dataclass(frozen=True)
-class Exited:
+class Exited(Wire):
     """The trial's process ended. `status`: completed, killed (stopped on request), failed (raised:
     not retried), crashed (died by a signal or lost contact: restartable from its checkpoint)."""
 
@@ -148,6 +191,33 @@ class Exited:
 
 Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited
 
+# The kind stored beside an event's fields (a node's event row has a `kind` column). "handoff" is the
+# `Exited` of a process that ended because its trial moved to another node: its device time carries
+# over to the trial, but it is not the trial's exit.
+_EVENT_KINDS: dict[str, type[Event]] = {
+    "report": Reported,
+    "profile": Profiled,
+    "parked": Parked,
+    "resumed": Resumed,
+    "started": Started,
+    "checkpointed": Checkpointed,
+    "exited": Exited,
+}
+_KIND_OF = {cls: kind for kind, cls in _EVENT_KINDS.items()}
+HANDOFF = "handoff"
+
+
+def event_kind(e: Event) -> str:
+    return _KIND_OF[type(e)]
+
+
+def decode_event(kind: str, data: Any) -> Event:
+    """The event of kind `kind` from its `to_dict()` fields; raises `WireError` naming the field."""
+    cls = Exited if kind == HANDOFF else _EVENT_KINDS.get(kind)
+    if cls is None:
+        raise WireError(f"event kind: expected one of {sorted([*_EVENT_KINDS, HANDOFF])}, got {kind!r}")
+    return cls.from_dict(data)
+
 
 @dataclass
 class Residency:
@@ -158,4 +228,21 @@ class Residency:
     steps: int = 0
     device_seconds: float = 0.0
     elastic: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrialLaunch:
+    """Everything a node needs to start (or restart) a trial's process. Looked up by trial id, so
+    actions and tasks carry ids only (built by `app.db.launch` for the controller and the nodes)."""
+
+    trial_id: int
+    trainable: str  # "package.module:function"
+    config: dict[str, Any]
+    max_steps: int
+    checkpoint_path: str
+    resume: bool = False  # restore from checkpoint_path if it exists
+    checkpoint_every_quanta: int = 10
+    checkpoint_every_s: float = 60.0
+    log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

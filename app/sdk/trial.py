@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from app.executor.runtime import checkpoint as ckpt
-from app.executor.runtime.devices import Device, cpu_devices, pin_process, torch_device
+from app.devices import Device, cpu_devices, pin_process, torch_device
+from app.sdk import checkpoint as ckpt
 
 
 class TrialStopped(BaseException):

@@ -38,9 +38,9 @@ from app.executor.actions import (
     Started,
     Stop,
     Suspend,
+    TrialLaunch,
 )
 from app.executor.policy.types import DeviceView
-from app.executor.runtime.base import TrialLaunch
 from app.sim.throughputs import Throughputs
 from app.status import TrialStatus
 

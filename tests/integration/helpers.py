@@ -6,8 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.executor.actions import Event, Exited
-from app.executor.runtime.base import TrialLaunch
+from app.executor.actions import Event, Exited, TrialLaunch
 from app.executor.runtime.local import LocalRuntime
 
 

@@ -16,7 +16,7 @@ from app.api.serve import ControllerLoop
 from app.api.settings import Settings
 from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, QuantumRow, ReportRow
 from app.db.store import Store
-from app.executor.runtime.devices import parse_devices
+from app.devices import parse_devices
 from app.sdk.client import parse_sse
 from app.status import SEARCH_FINAL, TRIAL_FINAL
 

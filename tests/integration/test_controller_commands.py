@@ -6,7 +6,7 @@ import time
 
 from app.controller import Controller
 from app.db.store import Store
-from app.executor.runtime.devices import parse_devices
+from app.devices import parse_devices
 from app.executor.runtime.local import LocalRuntime
 from app.spec import parse_spec
 

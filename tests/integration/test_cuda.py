@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from app.devices import parse_devices
 from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Suspend
-from app.executor.runtime.devices import parse_devices
 from app.executor.runtime.local import LocalRuntime
 from tests.integration.helpers import collect_until_exit, launches
 

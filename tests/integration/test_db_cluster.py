@@ -6,6 +6,7 @@ import time
 
 from app.db.cluster import DbCluster
 from app.db.store import Store
+from app.executor.wire import EventRecord, NodeDevice, NodeResidency
 from app.spec import parse_spec
 
 SPEC = {
@@ -35,12 +36,14 @@ def test_claims_are_once_per_node_trial_and_round(tmp_path) -> None:
 
 def test_events_are_numbered_per_node_and_a_retried_beat_writes_nothing_twice(tmp_path) -> None:
     _, db = make(tmp_path)
-    assert db.register("n1", "a", [{"id": "n1/cpu:0", "kind": "cpu", "memory_mb": 1.0}]) == 0
+    assert db.register("n1", "a", [NodeDevice("n1/cpu:0", "cpu", 1.0)]) == 0
     db.register("n2", "b", [])
-    ev = [(1, 1, 7, "report", {"trial_id": 7, "step": 1, "metrics": {}, "at": 1.0})]
-    db.beat("n1", "a", {"7": {"devices": ["n1/cpu:0"], "running": True, "epoch": 1}}, ev)
+    ev = [EventRecord("n1", 1, 1, 7, "report", {"trial_id": 7, "step": 1, "metrics": {}, "at": 1.0})]
+    db.beat("n1", "a", {7: NodeResidency(("n1/cpu:0",), True, epoch=1)}, ev)
+    assert db.nodes()[0].residency == {7: NodeResidency(("n1/cpu:0",), True, epoch=1)}
+    assert db.nodes()[0].devices == (NodeDevice("n1/cpu:0", "cpu", 1.0),)
     db.beat("n1", "a", {}, ev)  # the commit of the first was not heard of: retried
-    db.beat("n2", "b", {}, [(1, 0, 8, "report", {"trial_id": 8, "step": 0, "metrics": {}, "at": 0.5})])
+    db.beat("n2", "b", {}, [EventRecord("n2", 1, 0, 8, "report", {"trial_id": 8, "step": 0, "metrics": {}, "at": 0.5})])
     rows = db.events_since({})
     assert [(r.node, r.seq, r.trial_id) for r in rows] == [("n2", 1, 8), ("n1", 1, 7)]  # merged by time
     assert db.events_since({"n1": 1}) == [rows[0]]

@@ -11,7 +11,7 @@ import yaml
 
 from app.controller import Controller
 from app.db.store import Store
-from app.executor.runtime.devices import parse_devices
+from app.devices import parse_devices
 from app.executor.runtime.local import LocalRuntime
 from app.spec import parse_spec
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from app.devices import Device, parse_devices
 from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Started, Stop, Suspend
-from app.executor.runtime.devices import Device, parse_devices
 from app.executor.runtime.local import LocalRuntime
 from tests.integration.helpers import collect_until_exit, launches
 
@@ -160,7 +160,7 @@ def test_trials_exit_when_their_controller_dies(tmp_path: Path):
             sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
             from pathlib import Path
             from app.executor.actions import Run, Started
-            from app.executor.runtime.devices import Device, parse_devices
+            from app.devices import Device, parse_devices
             from app.executor.runtime.local import LocalRuntime
             from tests.integration.helpers import launches
             table = {{1: ("tests.trainables:linear", {{"steps": 10**7, "report_every": 10**6, "sleep_s": 0.001}})}}

@@ -10,7 +10,7 @@ import pytest
 
 from app.executor.actions import Exited, Migrate, Reported, Run, Started, Stop, Suspend
 from app.executor.runtime.celery_runtime import APPLY_TASK, CeleryRuntime
-from app.executor.runtime.cluster import Assignment, EventRecord, NodeInfo
+from app.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
 
 
 class FakeCluster:
@@ -23,12 +23,12 @@ class FakeCluster:
         self.marks: dict[str, str] = {}
 
     def add_node(self, name: str, n: int = 2) -> None:
-        devices = tuple({"id": f"{name}/cpu:{i}", "kind": "cpu", "memory_mb": 1000.0} for i in range(n))
+        devices = tuple(NodeDevice(f"{name}/cpu:{i}", "cpu", 1000.0) for i in range(n))
         self.node_rows[name] = NodeInfo(name, "inc-" + name, devices, 1, time.time(), {}, 0)
 
     def beat(self, name: str, residency: dict[int, dict[str, Any]] | None = None, incarnation: str | None = None):
         n = self.node_rows[name]
-        res = n.residency if residency is None else {str(k): v for k, v in residency.items()}
+        res = n.residency if residency is None else {k: NodeResidency.from_dict(v) for k, v in residency.items()}
         self.node_rows[name] = NodeInfo(
             name, incarnation or n.incarnation, n.devices, n.beat + 1, time.time(), res, n.seq
         )

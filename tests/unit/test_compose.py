@@ -12,7 +12,7 @@ import typer
 import yaml
 
 from app.cli import app
-from app.executor.runtime.devices import parse_devices
+from app.devices import parse_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 

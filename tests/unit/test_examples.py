@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.executor.runtime.devices import cpu_devices
+from app.devices import cpu_devices
 from app.sdk import Trial
 from app.spec import load_spec
 from examples import cifar10, cifar10_fake, digits, mnist1d

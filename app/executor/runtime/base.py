@@ -5,28 +5,14 @@ The controller never asks which one it has."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from app.executor.actions import Action, Event, Residency
+from app.executor.actions import Action, Event, Residency, TrialLaunch
 from app.executor.policy.types import DeviceView
 
-
-@dataclass(frozen=True)
-class TrialLaunch:
-    """Everything a node needs to start (or restart) a trial's process. Looked up by trial id, so
-    actions and tasks carry ids only."""
-
-    trial_id: int
-    trainable: str  # "package.module:function"
-    config: dict[str, Any]
-    max_steps: int
-    checkpoint_path: str
-    resume: bool = False  # restore from checkpoint_path if it exists
-    checkpoint_every_quanta: int = 10
-    checkpoint_every_s: float = 60.0
-    log_path: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+# `TrialLaunch` (what a launcher returns for a trial id) is part of the runtime's interface; it is
+# defined in `app.executor.actions` so that the database layer builds it without importing runtimes.
+__all__ = ["Runtime", "TrialLaunch"]
 
 
 class Runtime(Protocol):

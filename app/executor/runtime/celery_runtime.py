@@ -33,27 +33,23 @@ from typing import Any
 from celery import Celery
 
 from app.executor.actions import (
+    HANDOFF,
     Action,
     Event,
     Exited,
+    Handoff,
     Migrate,
+    Order,
     Reported,
     Residency,
     Run,
     Stop,
     Suspend,
-    action_to_dict,
+    decode_event,
 )
 from app.executor.policy.types import DeviceView
-from app.executor.runtime.cluster import (
-    LIFECYCLE,
-    Assignment,
-    ClusterView,
-    EventRecord,
-    NodeInfo,
-    event_from_dict,
-    split_device,
-)
+from app.executor.runtime.cluster import LIFECYCLE, ClusterView, split_device
+from app.executor.wire import Assignment, EventRecord, NodeInfo, NodeResidency
 
 log = logging.getLogger("quanta.celery")
 
@@ -121,7 +117,7 @@ class _Message:
     node: str
     task: str
     args: list[Any]
-    links: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    links: list[tuple[str, Order]] = field(default_factory=list)  # (target node, order) started after this
     trials: tuple[int, ...] = ()
 
 
@@ -180,7 +176,7 @@ class CeleryRuntime:
             n = self._nodes[name]
             if n.alive:
                 for d in n.info.devices:
-                    out.append(DeviceView(d["id"], name, d.get("kind", "cpu"), float(d.get("memory_mb") or 0.0)))
+                    out.append(DeviceView(d.id, name, d.kind, d.memory_mb))
         return out
 
     def now(self) -> float:
@@ -193,8 +189,8 @@ class CeleryRuntime:
         self._warm_nodes()
 
     def apply(self, round_no: int, actions: Sequence[Action]) -> None:
-        by_node: dict[str, list[dict[str, Any]]] = {}
-        links: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        by_node: dict[str, list[Order]] = {}
+        links: dict[str, list[tuple[str, Order]]] = {}
         deadline = time.monotonic() + self.expect_timeout_s
         for a in actions:
             tid = a.trial_id
@@ -202,12 +198,12 @@ class CeleryRuntime:
             if isinstance(a, Stop):
                 node = where or (self._assign[tid].node if tid in self._assign else None)
                 if node is not None:
-                    by_node.setdefault(node, []).append(action_to_dict(a))
+                    by_node.setdefault(node, []).append(Order(a))
                     self._expect[tid] = _Expect(round_no, node, (), False, deadline, stop=True)
                 continue
             if isinstance(a, Suspend):
                 if where is not None:
-                    by_node.setdefault(where, []).append(action_to_dict(a))
+                    by_node.setdefault(where, []).append(Order(a))
                     here = self._residency_of(tid)
                     devices = here.devices if here else ()
                     self._expect[tid] = _Expect(round_no, where, devices, False, deadline)
@@ -224,20 +220,18 @@ class CeleryRuntime:
                     epoch = self._new_epoch(tid, target)  # a new process
                 else:
                     epoch = current.epoch
-                by_node.setdefault(target, []).append({**action_to_dict(a), "epoch": epoch})
+                by_node.setdefault(target, []).append(Order(a, epoch))
             else:  # cross-node: checkpoint and end on `where`, then start on `target` (linked task)
                 old = self._assign.get(tid)
                 epoch = self._new_epoch(tid, target)
-                by_node.setdefault(where, []).append(
-                    {"kind": "handoff", "trial_id": tid, "to": target, "epoch": old.epoch if old else 0}
-                )
-                run = {"kind": "run", "trial_id": tid, "devices": list(a.devices), "epoch": epoch}
-                links.setdefault(where, []).append((target, run))
+                by_node.setdefault(where, []).append(Order(Handoff(tid, target), old.epoch if old else 0))
+                links.setdefault(where, []).append((target, Order(Run(tid, a.devices), epoch)))
             source = where if where is not None and where != target else None
             self._expect[tid] = _Expect(round_no, target, tuple(sorted(a.devices)), True, deadline, source=source)
-        for node, acts in by_node.items():
-            trials = tuple(d["trial_id"] for d in acts)
-            self._send(_Message(node, APPLY_TASK, [round_no, acts], links.get(node, []), trials))
+        for node, orders in by_node.items():
+            trials = tuple(o.trial_id for o in orders)
+            args = [round_no, [o.to_dict() for o in orders]]
+            self._send(_Message(node, APPLY_TASK, args, links.get(node, []), trials))
 
     def poll(self, timeout: float) -> list[Event]:
         end = time.monotonic() + max(0.0, timeout)
@@ -266,27 +260,26 @@ class CeleryRuntime:
 
     def residency(self) -> dict[int, Residency]:
         out: dict[int, Residency] = {}
-        reported: dict[int, tuple[str, dict[str, Any]]] = {}
+        reported: dict[int, tuple[str, NodeResidency]] = {}
         for name, n in self._nodes.items():
             if not n.alive:
                 continue
-            for key, r in n.info.residency.items():
-                tid = int(key)
+            for tid, r in n.info.residency.items():
                 if not self._valid(tid, name, r):
                     continue
                 reported[tid] = (name, r)
                 out[tid] = Residency(
-                    tuple(r["devices"]),
-                    bool(r["running"]),
-                    int(r.get("steps") or 0),
-                    float(r.get("device_seconds") or 0.0) + self._carry.get(tid, 0.0),
-                    bool(r.get("elastic")),
-                    {"node": name, "pid": r.get("pid"), "epoch": r.get("epoch")},
+                    r.devices,
+                    r.running,
+                    r.steps,
+                    r.device_seconds + self._carry.get(tid, 0.0),
+                    r.elastic,
+                    {"node": name, "pid": r.pid, "epoch": r.epoch},
                 )
         now = time.monotonic()
         for tid, x in list(self._expect.items()):
             rep = reported.get(tid)
-            if rep is not None and rep[0] == x.node and int(rep[1].get("round") or 0) >= x.round_no:
+            if rep is not None and rep[0] == x.node and rep[1].round >= x.round_no:
                 del self._expect[tid]  # the node has applied it: what it reports is the truth
                 continue
             if now > x.deadline:
@@ -330,9 +323,9 @@ class CeleryRuntime:
             name: {
                 "alive": n.alive,
                 "status": n.info.status,
-                "devices": [d["id"] for d in n.info.devices],
+                "devices": [d.id for d in n.info.devices],
                 "heartbeat_at": n.info.heartbeat_at,
-                "trials": sorted(int(k) for k in n.info.residency),
+                "trials": sorted(n.info.residency),
             }
             for name, n in self._nodes.items()
         }
@@ -342,10 +335,10 @@ class CeleryRuntime:
 
     # ---- internals -----------------------------------------------------------------------------
 
-    def _valid(self, tid: int, node: str, r: dict[str, Any]) -> bool:
+    def _valid(self, tid: int, node: str, r: NodeResidency) -> bool:
         """A resident process counts only if it runs under the trial's current assignment."""
         a = self._assign.get(tid)
-        return a is None or (a.node == node and int(r.get("epoch") or 0) == a.epoch)
+        return a is None or (a.node == node and r.epoch == a.epoch)
 
     def _residency_of(self, tid: int) -> Residency | None:
         return self.residency().get(tid)
@@ -356,7 +349,7 @@ class CeleryRuntime:
             return x.node
         for name, n in self._nodes.items():
             if n.alive:
-                r = n.info.residency.get(str(tid))
+                r = n.info.residency.get(tid)
                 if r is not None and self._valid(tid, name, r):
                     return name
         return None
@@ -413,7 +406,7 @@ class CeleryRuntime:
     def _lost(self, n: _Node, why: str) -> None:
         """The node's processes are gone: its trials crashed (restartable from their checkpoints)."""
         log.warning("%s: restarting its trials elsewhere", why)
-        tids = {int(k) for k, r in n.info.residency.items() if self._valid(int(k), n.info.name, r)}
+        tids = {tid for tid, r in n.info.residency.items() if self._valid(tid, n.info.name, r)}
         # Trials expected there, and trials it was handing off (the linked start never comes).
         tids |= {tid for tid, x in self._expect.items() if n.info.name in (x.node, x.source) and not x.stop}
         for tid in sorted(tids):
@@ -444,12 +437,12 @@ class CeleryRuntime:
         tid = r.trial_id
         a = self._assign.get(tid)
         current = a.epoch if a is not None else r.epoch
-        if r.kind == "handoff":  # the source side of a move: its device time carries over
-            self._carry[tid] = self._carry.get(tid, 0.0) + float(r.data.get("device_seconds") or 0.0)
+        if r.kind == HANDOFF:  # the source side of a move: its device time carries over
+            self._carry[tid] = self._carry.get(tid, 0.0) + Exited.from_dict(r.data).device_seconds
             return None
         if r.kind in LIFECYCLE and r.epoch < current:
             return None  # a process of an earlier assignment
-        e = event_from_dict({**r.data, "kind": r.kind})
+        e = decode_event(r.kind, r.data)
         if isinstance(e, Reported):
             lo, hi = self._uncertain.get(r.node, (0, 0))
             if lo < r.seq <= hi and self.cluster.has_report(tid, e.step, e.at):
@@ -511,7 +504,7 @@ class CeleryRuntime:
 
     def _publish(self, msg: _Message) -> None:
         links = [
-            self._celery.signature(APPLY_TASK, args=[msg.args[0], [action]], queue=queue_of(node), immutable=True)
-            for node, action in msg.links
+            self._celery.signature(APPLY_TASK, args=[msg.args[0], [o.to_dict()]], queue=queue_of(node), immutable=True)
+            for node, o in msg.links
         ]
         self._celery.send_task(msg.task, args=msg.args, queue=queue_of(msg.node), link=links or None)

@@ -22,8 +22,8 @@ import traceback
 from multiprocessing.connection import Client
 from typing import Any
 
+from app.devices import Device, bind_process
 from app.executor.runtime.base import TrialLaunch
-from app.executor.runtime.devices import Device, bind_process
 from app.sdk.trial import ControllerGone, Trial, TrialStopped
 from app.status import TrialStatus
 

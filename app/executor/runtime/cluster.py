@@ -1,7 +1,9 @@
 """What the controller side (`CeleryRuntime`) and the node side (`NodeAgent`) need from the database,
-as two small protocols, plus the wire format of events and device ids. `app.db.cluster` implements
-both protocols with SQLModel; the wiring layer (the CLI, `workers/`) injects it, so this layer never
-imports `app.db`.
+as two small protocols, plus the cluster's device ids. `app.db.cluster` implements both protocols with
+SQLModel; the wiring layer (the CLI, `workers/`) injects it, so this layer never imports `app.db`. The
+records both sides exchange through the database (`NodeInfo`, `NodeResidency`, `EventRecord`, ...) are
+wire formats in `app.executor.wire`; events are encoded with their own `to_dict` and decoded with
+`app.executor.actions.decode_event`.
 
 The database is the truth in distributed mode. Nodes write, in one transaction per flush: their
 heartbeat, the trials resident on them (with the assignment epoch and the last round each applied),
@@ -14,21 +16,11 @@ Device ids are unique in the cluster: a node's local device `cpu:0` is `n1/cpu:0
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
-from app.executor.actions import (
-    Checkpointed,
-    Event,
-    Exited,
-    Parked,
-    Profiled,
-    Reported,
-    Resumed,
-    Started,
-)
-from app.executor.runtime.base import TrialLaunch
+from app.executor.actions import TrialLaunch
+from app.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
 
 SEP = "/"  # node/device
 
@@ -36,17 +28,6 @@ SEP = "/"  # node/device
 # the trial's process, so its lifecycle events are dropped. Measurements (reports, profiles,
 # checkpoints) stay facts whichever process made them.
 LIFECYCLE = frozenset({"started", "resumed", "parked", "exited", "handoff"})
-
-_EVENT_KINDS: dict[str, type] = {
-    "report": Reported,
-    "profile": Profiled,
-    "parked": Parked,
-    "resumed": Resumed,
-    "started": Started,
-    "checkpointed": Checkpointed,
-    "exited": Exited,
-}
-_KIND_OF = {cls: kind for kind, cls in _EVENT_KINDS.items()}
 
 
 def global_device(node: str, device: str) -> str:
@@ -59,68 +40,6 @@ def split_device(device: str) -> tuple[str, str]:
     if not sep or not node or not local:
         raise ValueError(f"device '{device}' has no node prefix (expected NODE/DEVICE)")
     return node, local
-
-
-def event_kind(e: Event) -> str:
-    return _KIND_OF[type(e)]
-
-
-def event_to_dict(e: Event, node: str | None = None) -> dict[str, Any]:
-    """A JSON-ready dict of an event; `node` prefixes its device ids (node -> cluster ids)."""
-    d = dict(e.__dict__)
-    for key in ("devices", "packed_with"):
-        if key in d:
-            d[key] = list(d[key])
-    if node is not None and "devices" in d:
-        d["devices"] = [global_device(node, x) for x in d["devices"]]
-    d["kind"] = event_kind(e)
-    return d
-
-
-def event_from_dict(d: dict[str, Any]) -> Event:
-    d = dict(d)
-    cls = _EVENT_KINDS[d.pop("kind")]
-    for key in ("devices", "packed_with"):
-        if key in d:
-            d[key] = tuple(d[key])
-    return cls(**d)
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """A node as registered in the database. `beat` grows with every heartbeat; `residency` maps trial
-    id (as str, JSON) to {devices, running, steps, device_seconds, elastic, epoch, round, pid};
-    `devices` are dicts {id (cluster id), kind, memory_mb}. `seq` is the last event number written."""
-
-    name: str
-    incarnation: str
-    devices: tuple[dict[str, Any], ...]
-    beat: int
-    heartbeat_at: float  # the node's wall clock: informative only (liveness is judged by `beat` changes)
-    residency: dict[str, dict[str, Any]] = field(default_factory=dict)
-    seq: int = 0
-    status: str = "up"  # up | dead (as the controller judged) | left (stopped cleanly)
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    node: str
-    seq: int
-    epoch: int
-    trial_id: int
-    kind: str
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """Which node may run a trial's process, and the epoch of that assignment. A Run that starts a
-    new process, or moves the trial to another node, increments the epoch; a node runs a trial only
-    while the database names it with the epoch its process started under (fencing)."""
-
-    trial_id: int
-    node: str
-    epoch: int
 
 
 class ClusterView(Protocol):
@@ -154,7 +73,7 @@ class ClusterView(Protocol):
 class NodeLedger(Protocol):
     """The node side: what `NodeAgent` reads and writes."""
 
-    def register(self, node: str, incarnation: str, devices: Sequence[dict[str, Any]]) -> int:
+    def register(self, node: str, incarnation: str, devices: Sequence[NodeDevice]) -> int:
         """Upsert the node row (status up); returns the last event seq already written for this node."""
         ...
 
@@ -162,10 +81,10 @@ class NodeLedger(Protocol):
         self,
         node: str,
         incarnation: str,
-        residency: dict[str, dict[str, Any]],
-        events: Iterable[tuple[int, int, int, str, dict[str, Any]]],
+        residency: Mapping[int, NodeResidency],
+        events: Iterable[EventRecord],
     ) -> None:
-        """One transaction: heartbeat, residency, and new events as (seq, epoch, trial_id, kind, data)."""
+        """One transaction: heartbeat, residency, and the node's new events (numbered by `seq`)."""
         ...
 
     def leave(self, node: str, incarnation: str) -> None:

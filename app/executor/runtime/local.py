@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection, Listener, wait
 from pathlib import Path
 from typing import Any
 
+from app.devices import Device
 from app.executor.actions import (
     Action,
     Checkpointed,
@@ -41,10 +42,9 @@ from app.executor.actions import (
     Started,
     Stop,
     Suspend,
+    TrialLaunch,
 )
 from app.executor.policy.types import DeviceView
-from app.executor.runtime.base import TrialLaunch
-from app.executor.runtime.devices import Device
 
 log = logging.getLogger("quanta.runtime")
 

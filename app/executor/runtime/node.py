@@ -28,13 +28,29 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from app.executor.actions import Event, Exited, Migrate, Run, Stop, Suspend, action_from_dict
-from app.executor.runtime.base import TrialLaunch
-from app.executor.runtime.cluster import NodeLedger, event_to_dict, global_device, split_device
-from app.executor.runtime.devices import Device
+from app.devices import Device
+from app.executor.actions import (
+    HANDOFF,
+    Event,
+    Exited,
+    Handoff,
+    Migrate,
+    Order,
+    Profiled,
+    Resumed,
+    Run,
+    Started,
+    Stop,
+    Suspend,
+    TrialLaunch,
+    event_kind,
+)
+from app.executor.runtime.cluster import NodeLedger, global_device, split_device
 from app.executor.runtime.local import LocalRuntime
+from app.executor.wire import EventRecord, NodeDevice, NodeResidency
 
 log = logging.getLogger("quanta.node")
 
@@ -70,9 +86,9 @@ class NodeAgent:
         self._fence: dict[int, str] = {}  # trial -> why this node ends it: handoff | stale | lease
         self._exit_waiters: dict[int, list[threading.Event]] = {}
         self._exited: dict[int, float] = {}  # trial -> when its Exited was seen (monotonic)
-        self._published: dict[str, dict[str, Any]] = {}
-        self._kept_since: dict[str, float] = {}
-        self._pending: list[tuple[int, int, int, str, dict[str, Any]]] = []
+        self._published: dict[int, NodeResidency] = {}
+        self._kept_since: dict[int, float] = {}
+        self._pending: list[EventRecord] = []
         self._internal = itertools.count(-1, -1)  # rounds of the agent's own actions (never the controller's)
         self._stop = threading.Event()
         self._lease_lost = False
@@ -82,7 +98,7 @@ class NodeAgent:
         )
         # Join the cluster only once trials can start here (the template has imported torch).
         self.runtime.wait_ready()
-        self._seq = ledger.register(name, self.incarnation, self.device_dicts())
+        self._seq = ledger.register(name, self.incarnation, self.devices())
         self._last_ok = time.monotonic()
         self._last_beat = 0.0
         self._last_fence_check = 0.0
@@ -91,8 +107,9 @@ class NodeAgent:
 
     # ---- what the tasks call -----------------------------------------------------------------
 
-    def device_dicts(self) -> list[dict[str, Any]]:
-        return [{"id": global_device(self.name, d.id), "kind": d.kind, "memory_mb": d.memory_mb} for d in self._devices]
+    def devices(self) -> list[NodeDevice]:
+        """This node's devices under their cluster ids."""
+        return [NodeDevice(global_device(self.name, d.id), d.kind, d.memory_mb) for d in self._devices]
 
     def warm(self, modules: Sequence[str]) -> None:
         self.runtime.warm(modules)
@@ -100,32 +117,31 @@ class NodeAgent:
     def checkpoint(self, trial_id: int) -> None:
         self.runtime.checkpoint(trial_id)
 
-    def apply(self, round_no: int, actions: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """Carry out one round's actions for this node, in reconcile's order: stops and suspensions
+    def apply(self, round_no: int, orders: Sequence[Order]) -> dict[str, Any]:
+        """Carry out one round's orders for this node, in reconcile's order: stops and suspensions
         (waiting until suspended trials have parked), hand-offs to other nodes, then runs and
         in-node migrations. Each (trial, round) is applied at most once, however often it is delivered.
         Returns what was done (for logs and tests)."""
         done: dict[str, Any] = {"applied": [], "duplicate": [], "stale": []}
         with self._apply_lock:
             todo = []
-            for d in actions:
-                tid = int(d["trial_id"])
-                if self.ledger.claim(self.name, tid, round_no):
-                    todo.append(d)
+            for o in orders:
+                if self.ledger.claim(self.name, o.trial_id, round_no):
+                    todo.append(o)
                 else:
-                    done["duplicate"].append(tid)
+                    done["duplicate"].append(o.trial_id)
             if not todo:
                 return done
-            first = [d for d in todo if d["kind"] in ("stop", "suspend")]
-            handoffs = [d for d in todo if d["kind"] == "handoff"]
-            runs = [d for d in todo if d["kind"] in ("run", "migrate")]
-            self.runtime.apply(round_no, [action_from_dict(_plain(d)) for d in first])
-            for d in first:
-                self._rounds[int(d["trial_id"])] = round_no
-                done["applied"].append(int(d["trial_id"]))
-            for d in handoffs:
-                self._handoff(int(d["trial_id"]))
-                done["applied"].append(int(d["trial_id"]))
+            first = [o.action for o in todo if isinstance(o.action, Stop | Suspend)]
+            handoffs = [o.action for o in todo if isinstance(o.action, Handoff)]
+            runs = [o for o in todo if isinstance(o.action, Run | Migrate)]
+            self.runtime.apply(round_no, first)
+            for a in first:
+                self._rounds[a.trial_id] = round_no
+                done["applied"].append(a.trial_id)
+            for h in handoffs:
+                self._handoff(h.trial_id)
+                done["applied"].append(h.trial_id)
             if runs:
                 self._runs(round_no, runs, done)
         return done
@@ -162,19 +178,19 @@ class NodeAgent:
             out.append(local)
         return tuple(sorted(out))
 
-    def _runs(self, round_no: int, runs: list[dict[str, Any]], done: dict[str, Any]) -> None:
-        tids = [int(d["trial_id"]) for d in runs]
+    def _runs(self, round_no: int, runs: list[Order], done: dict[str, Any]) -> None:
+        tids = [o.trial_id for o in runs]
         assigned = self.ledger.assignments_of(tids)
         resident = self.runtime.residency()
         go = []
-        for d in runs:
-            tid, epoch = int(d["trial_id"]), int(d.get("epoch") or 0)
+        for o in runs:
+            tid, epoch = o.trial_id, o.epoch or 0
             a = assigned.get(tid)
             if a is None or a.node != self.name or a.epoch != epoch:
                 log.warning(
                     "trial %s: ignoring %s of round %s (epoch %s): the trial is assigned to %s",
                     tid,
-                    d["kind"],
+                    o.action.kind,
                     round_no,
                     epoch,
                     f"{a.node} epoch {a.epoch}" if a else "no node",
@@ -187,7 +203,7 @@ class NodeAgent:
                 self._end(tid, "stale", wait_s=self.handoff_timeout_s)
             self._epochs[tid] = epoch
             self._exited.pop(tid, None)
-            action = action_from_dict(_plain(d))
+            action = o.action
             assert isinstance(action, Run | Migrate)
             try:
                 local = self._local(action.devices)
@@ -250,43 +266,43 @@ class NodeAgent:
         for e in events:
             tid = e.trial_id
             epoch = self._epochs.get(tid, 0)
-            data = event_to_dict(e, self.name)
-            kind = data.pop("kind")
+            if isinstance(e, Profiled | Resumed | Started):  # the controller knows devices by cluster ids
+                e = replace(e, devices=tuple(global_device(self.name, d) for d in e.devices))
+            kind = event_kind(e)
             if isinstance(e, Exited):
                 with self._lock:
                     why = self._fence.pop(tid, None)
                     waiters = self._exit_waiters.pop(tid, [])
                     self._exited[tid] = time.monotonic()
                 if why == "handoff":
-                    kind = "handoff"
+                    kind = HANDOFF
                 elif why in ("stale", "lease"):
-                    data["status"] = "crashed"
-                    data["error"] = f"fenced on node {self.name} ({why})"
+                    e = replace(e, status="crashed", error=f"fenced on node {self.name} ({why})")
                 for w in waiters:
                     w.set()
             self._seq += 1
-            self._pending.append((self._seq, epoch, tid, kind, data))
+            self._pending.append(EventRecord(self.name, self._seq, epoch, tid, kind, e.to_dict()))
 
-    def _residency(self) -> dict[str, dict[str, Any]]:
+    def _residency(self) -> dict[int, NodeResidency]:
         now = time.monotonic()
         self._exited = {t: at for t, at in self._exited.items() if now - at < 60}
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[int, NodeResidency] = {}
         for tid, r in self.runtime.residency().items():
-            out[str(tid)] = {
-                "devices": [global_device(self.name, d) for d in r.devices],
-                "running": r.running,
-                "steps": r.steps,
-                "device_seconds": r.device_seconds,
-                "elastic": r.elastic,
-                "epoch": self._epochs.get(tid, 0),
-                "round": self._rounds.get(tid, 0),
-                "pid": r.extra.get("pid"),
-            }
+            out[tid] = NodeResidency(
+                devices=tuple(global_device(self.name, d) for d in r.devices),
+                running=r.running,
+                steps=r.steps,
+                device_seconds=r.device_seconds,
+                elastic=r.elastic,
+                epoch=self._epochs.get(tid, 0),
+                round=self._rounds.get(tid, 0),
+                pid=r.extra.get("pid"),
+            )
         # A process that has just ended but whose Exited event has not been taken yet stays listed:
         # the controller must see the exit before the trial disappears from the node.
         fresh = set(out)
         for key, prev in self._published.items():
-            if key in out or int(key) in self._exited:
+            if key in out or key in self._exited:
                 continue
             since = self._kept_since.setdefault(key, now)
             if now - since < 5.0:
@@ -350,8 +366,3 @@ class NodeAgent:
             log.warning("trials %s were reassigned while this node was out of contact: stopping them", stale)
             threading.Thread(target=self._end_all, args=(stale, "stale"), daemon=True).start()
 
-
-def _plain(d: dict[str, Any]) -> dict[str, Any]:
-    """The action fields only (drop the transport's extras such as the epoch)."""
-    keys = {"kind", "trial_id", "devices", "checkpoint", "reason"}
-    return {k: v for k, v in d.items() if k in keys}

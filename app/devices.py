@@ -5,6 +5,11 @@ share of this machine's cores: `cpu:N` splits the cores the process may use into
 on `cpu:i` is pinned to group i and starts with that many torch threads. Two trials packed on one CPU
 device therefore really share its cores (packing is measured honestly), and moving a trial between CPU
 devices re-pins it without changing its thread count. CUDA devices map to `torch.device("cuda:i")`.
+
+A ground module (it imports nothing from `app`): the CLI and the workers parse devices, the runtime
+places trials on them, and the trial itself (`app.sdk.trial`) binds its process to them. Living here
+rather than in `app/executor/runtime/` lets the sdk use it without importing the runtime, which
+imports the sdk to run trials (no import runs back up: tests/unit/test_layers.py).
 """
 
 from __future__ import annotations

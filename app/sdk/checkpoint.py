@@ -3,6 +3,10 @@
 A checkpoint is written to a temporary file in the same directory, flushed to disk and renamed over
 the old one, so a reader (a restarted trial, another node) sees either the previous checkpoint or the
 new one, never half of one.
+
+The sdk owns this format: only `Trial` writes and reads checkpoints (the runtime and the controller
+handle their paths, never their contents), so it lives beside `Trial` and the sdk imports nothing
+from the runtime.
 """
 
 from __future__ import annotations
