@@ -45,7 +45,7 @@ from app.executor.policy.types import (
 from app.executor.reconcile import reconcile
 from app.executor.runtime.base import Runtime, TrialLaunch
 from app.search.searcher import HistoryItem, Searcher, make_searcher
-from app.spec import SearchSpec, parse_spec
+from app.spec import SearchSpec, spec_from_stored
 
 log = logging.getLogger("quanta.controller")
 
@@ -180,7 +180,7 @@ class Controller:
         # Queued searches are left to _sync_store, which starts them like new ones.
         for row in self.store.searches(("running", "paused")):
             assert row.id is not None
-            spec = parse_spec(row.spec)
+            spec = spec_from_stored(row.spec)
             trials = self.store.trials(row.id)
             history = [
                 HistoryItem(
@@ -514,7 +514,7 @@ class Controller:
             s = self.searches.get(row.id)
             if row.status == "queued" and s is None:
                 try:
-                    spec = parse_spec(row.spec)
+                    spec = spec_from_stored(row.spec)
                 except ValueError as exc:
                     self.store.update_search(row.id, status="failed", error=str(exc), finished_at=now)
                     continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -161,20 +162,32 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out or "spec"
 
 
+def decode_spec_text(
+    text: str | bytes, fmt: Literal["yaml", "json", "auto"] = "auto", *, origin: str | None = None
+) -> dict[str, Any]:
+    """The mapping of fields in a spec's text: `fmt` "json" or "yaml" parses that format, "auto" parses
+    YAML (a superset of JSON, so either). The one place spec text is decoded (files, the API, strings).
+
+    Raises `SpecError` when the text does not parse, nests too deeply, or is not a mapping.
+    """
+    label = {"json": "JSON", "yaml": "YAML", "auto": "YAML or JSON"}[fmt]
+    try:
+        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise SpecError([("spec", f"not valid {label}: {exc}")], origin) from None
+    except RecursionError:
+        raise SpecError([("spec", "nested too deeply")], origin) from None
+    if not isinstance(data, Mapping):
+        raise SpecError([("spec", "must be a mapping of fields")], origin)
+    return dict(data)
+
+
 def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = None) -> SearchSpec:
     """Validate a spec from YAML/JSON text or an already-parsed mapping.
 
     Raises `SpecError` naming every bad field; never returns a partially valid spec.
     """
-    if isinstance(source, str | bytes):
-        try:
-            data = yaml.safe_load(source)
-        except yaml.YAMLError as exc:
-            raise SpecError([("spec", f"not valid YAML or JSON: {exc}")], origin) from None
-    else:
-        data = dict(source)
-    if not isinstance(data, Mapping):
-        raise SpecError([("spec", "must be a mapping of fields")], origin)
+    data = decode_spec_text(source, origin=origin) if isinstance(source, str | bytes) else dict(source)
     try:
         return SearchSpec.model_validate(data)
     except SpaceError as exc:  # raised directly when pydantic re-raises non-ValueErrors
@@ -198,9 +211,30 @@ def load_spec(path: str | Path) -> SearchSpec:
         text = p.read_text()
     except OSError as exc:
         raise SpecError([("spec", f"cannot read {p}: {exc.strerror}")], str(p)) from None
-    if p.suffix == ".json":
-        try:
-            return parse_spec(json.loads(text), origin=str(p))
-        except json.JSONDecodeError as exc:
-            raise SpecError([("spec", f"not valid JSON: {exc}")], str(p)) from None
-    return parse_spec(text, origin=str(p))
+    return parse_spec(decode_spec_text(text, "json" if p.suffix == ".json" else "auto", origin=str(p)), origin=str(p))
+
+
+_STORED: dict[str, SearchSpec] = {}  # spec_from_stored's cache, by the stored spec's JSON text
+_STORED_MAX = 256
+_STORED_LOCK = threading.Lock()
+
+
+def spec_from_stored(data: Mapping[str, Any]) -> SearchSpec:
+    """The `SearchSpec` of a stored search (its `spec` column: the `model_dump(mode="json")` written when
+    it was created). The one way a stored spec becomes a `SearchSpec`: the controller when it starts or
+    reloads a search, every node for each trial it launches.
+
+    Each distinct spec is validated once per process: the result is cached by the spec's JSON text (in
+    its stored key order, which is part of the spec: it orders the search space), so a node starting
+    many trials of a search parses its spec once. `SearchSpec` is frozen, so sharing it is safe.
+    Raises `SpecError` as `parse_spec` does (nothing is cached then).
+    """
+    key = json.dumps(data, separators=(",", ":"))
+    spec = _STORED.get(key)
+    if spec is None:
+        spec = parse_spec(data)
+        with _STORED_LOCK:
+            if len(_STORED) >= _STORED_MAX:
+                del _STORED[next(iter(_STORED))]  # the oldest
+            _STORED[key] = spec
+    return spec

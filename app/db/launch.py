@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from app.db.models import SearchRow, TrialRow
 from app.executor.actions import TrialLaunch
-from app.spec import SearchSpec, parse_spec
+from app.spec import SearchSpec, spec_from_stored
 
 
 def search_dir(workdir: str | Path, search_id: int) -> Path:
@@ -50,6 +50,6 @@ def launch_from_db(session: Session, trial_id: int, workdir: str | Path, *, epoc
     search = session.get(SearchRow, trial.search_id)
     if search is None:
         raise KeyError(f"trial {trial_id}: search {trial.search_id} not found (trace jobs run on one machine only)")
-    spec = parse_spec(search.spec)
+    spec = spec_from_stored(search.spec)
     resume = trial.checkpoint_step is not None or trial.retries > 0 or epoch > 1
     return search_launch(spec, trial.search_id, trial_id, trial.params, workdir, resume)

@@ -81,3 +81,40 @@ def test_load_spec_json_and_missing_file(tmp_path):
     bad.write_text(GOOD.replace("max_steps: 3000", "max_steps: zero"))
     with pytest.raises(SpecError, match=r"bad.yaml.*budget.max_steps"):
         load_spec(bad)
+
+
+def test_spec_text_is_decoded_one_way_with_the_format_named_in_errors():
+    from app.spec import decode_spec_text
+
+    assert decode_spec_text('{"a": 1}', "json") == {"a": 1}
+    assert decode_spec_text("a: 1", "yaml") == decode_spec_text("a: 1") == {"a": 1}
+    for fmt, text, reason in [
+        ("json", "a: 1", "not valid JSON"),
+        ("yaml", "a: [1", "not valid YAML"),
+        ("auto", "a: [1", "not valid YAML or JSON"),
+        ("json", "[1, 2]", "must be a mapping of fields"),
+        ("json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ]:
+        with pytest.raises(SpecError) as info:
+            decode_spec_text(text, fmt)
+        assert info.value.errors[0][0] == "spec" and reason in info.value.errors[0][1], (fmt, info.value.errors)
+
+
+def test_a_stored_spec_is_validated_once_per_process(monkeypatch):
+    import app.spec as spec_module
+    from app.spec import spec_from_stored
+
+    stored = parse_spec(GOOD).model_dump(mode="json")
+    calls = []
+    real = spec_module.parse_spec
+    monkeypatch.setattr(spec_module, "parse_spec", lambda data, **kw: calls.append(1) or real(data, **kw))
+    monkeypatch.setattr(spec_module, "_STORED", {})
+    first = spec_from_stored(stored)
+    assert first == parse_spec(GOOD)
+    assert spec_from_stored(json.loads(json.dumps(stored))) is first  # a node reads the row again: cached
+    assert len(calls) == 1
+    with pytest.raises(SpecError):
+        spec_from_stored({**stored, "parallelism": 0})
+    with pytest.raises(SpecError):  # a bad spec is not cached: it fails every time
+        spec_from_stored({**stored, "parallelism": 0})
+    assert len(calls) == 3

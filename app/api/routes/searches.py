@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import time
 from typing import Annotated, Any
 
-import yaml
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -30,7 +28,7 @@ from app.api.models import (
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, not_found
 from app.api.settings import Settings
 from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
-from app.spec import SearchSpec, SpecError, parse_spec
+from app.spec import SearchSpec, SpecError, decode_spec_text, parse_spec
 from app.status import SearchStatus, TrialStatus
 
 router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
@@ -88,14 +86,9 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
     except UnicodeDecodeError:
         raise _spec_error([("spec", "not UTF-8 text")]) from None
     try:
-        data = json.loads(text) if media in JSON_TYPES else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        kind = "JSON" if media in JSON_TYPES else "YAML"
-        raise _spec_error([("spec", f"not valid {kind}: {exc}")]) from None
-    except RecursionError:
-        raise _spec_error([("spec", "nested too deeply")]) from None
-    if not isinstance(data, dict):
-        raise _spec_error([("spec", "must be a mapping of fields")])
+        data = decode_spec_text(text, "json" if media in JSON_TYPES else "yaml")
+    except SpecError as exc:
+        raise _spec_error(exc.errors) from None
     bad = _non_finite(data)
     if bad:
         raise _spec_error([(bad, "must be a finite number")])
