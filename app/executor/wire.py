@@ -158,7 +158,7 @@ def _decoder(tp: Any) -> Decoder:
     if tp in (int, str, bool, type(None)):
 
         def exact(v: Any, path: str) -> Any:
-            if type(v) is tp or (tp is int and isinstance(v, int) and not isinstance(v, bool)):
+            if isinstance(v, tp) and not (tp is int and isinstance(v, bool)):  # a str enum is a str
                 return v
             raise WireError(f"{path}: expected {_name(tp)}, got {v!r}")
 

@@ -136,3 +136,12 @@ def test_floats_accept_json_integers() -> None:
     d["device_seconds"] = 3
     r = NodeResidency.from_dict(d)
     assert r.device_seconds == 3.0 and isinstance(r.device_seconds, float)
+
+
+def test_a_status_enum_travels_as_its_string() -> None:
+    from app.status import TrialStatus
+
+    e = A.Exited(1, TrialStatus.KILLED, 3, None, 2.0)
+    assert A.Exited.from_dict(through_json(e.to_dict())) == e
+    assert through_json(e.to_dict())["status"] == "killed"
+    assert A.Exited.from_dict(e.to_dict()).status is TrialStatus.KILLED  # in process, no JSON between
