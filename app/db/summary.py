@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.db.store import Store
+from app.db.protocol import ControllerStore
+from app.db.public import parsed_spec
 
 
-def search_result(store: Store, search_id: int) -> dict[str, Any]:
+def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
     """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds`, `status`, and
     `trials`: one object per trial with `id`, `number`, `params`, `status`, `metric` (last reported
     objective), `best_metric`, `steps`, `device_seconds`, `retries`, `error`."""
     row = store.search(search_id)
     if row is None:
         raise KeyError(f"search {search_id} not found")
+    spec = parsed_spec(row)
     end = row.finished_at
     wall = (end - row.started_at) if (end is not None and row.started_at is not None) else None
     return {
@@ -24,7 +26,7 @@ def search_result(store: Store, search_id: int) -> dict[str, Any]:
         "best_metric": row.best_metric,
         "best_trial_id": row.best_trial_id,
         "reached": bool(row.reached),
-        "target": (row.spec.get("metric") or {}).get("target"),
+        "target": spec.metric.target if spec else None,
         "seconds_to_target": row.seconds_to_target,
         "wall_seconds": wall,
         "trials": [
