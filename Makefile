@@ -10,7 +10,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 DEB_PKGS := redis-server postgresql chromium
 PYTEST_ARGS ?=
 
-.PHONY: demo test install dev system-deps lint bench clean
+.PHONY: demo test test-unit install dev system-deps lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ lint: dev
 
 test: dev system-deps lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The pure tests (no services, trial processes or training): the quick check while changing code.
+test-unit: dev
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" tests/unit
 
 bench: dev
 	$(PY) bench/timeslice.py --json bench/results/timeslice.json

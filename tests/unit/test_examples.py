@@ -78,6 +78,7 @@ def _run(mod, config: dict, steps: int) -> Trial:
     ],
     ids=["mnist1d", "digits"],
 )
+@pytest.mark.slow  # trains a model (mnist1d builds its data set first): seconds, kept out of `make test-unit`
 def test_trainable_runs_and_reports_accuracy(mod, config):
     trial = _run(mod, config, 5)
     assert [step for step, _ in trial.history] == [0, 2, 4]  # every eval_every steps and the last
@@ -97,6 +98,7 @@ def test_cifar10_trainable_requires_data_dir():
         _run(cifar10, {}, 1)
 
 
+@pytest.mark.slow  # 120 training steps of a small CNN: seconds, kept out of `make test-unit`
 def test_fake_cifar10_is_learnable(fake_dir):
     config = {
         "data_dir": str(fake_dir),
