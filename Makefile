@@ -61,4 +61,4 @@ bench: dev
 	$(PY) bench/search.py --json bench/results/search.json
 
 clean:
-	rm -rf $(VENV) .quanta quanta.db demo-result.json test-artifacts
+	rm -rf $(VENV) .quanta quanta.db quanta.db-wal quanta.db-shm demo-result.json test-artifacts
