@@ -13,7 +13,7 @@ from typing import Any
 from sqlmodel import Field, SQLModel
 
 from app.db.models import SearchRow, TrialRow
-from app.spec import SearchSpec, SpecError, parse_spec
+from app.spec import SearchSpec, SpecError, spec_from_stored
 from app.status import SearchStatus, TrialStatus
 
 log = logging.getLogger("quanta.db")
@@ -23,7 +23,7 @@ def parsed_spec(row: SearchRow) -> SearchSpec | None:
     """The search's spec, parsed (it was validated when submitted); None when the stored one no longer
     parses (e.g. written by another version), so readers still see the row."""
     try:
-        return parse_spec(row.spec or {})
+        return spec_from_stored(row.spec or {})
     except SpecError:
         log.warning("search %s: its stored spec does not parse", row.id)
         return None
