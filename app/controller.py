@@ -31,7 +31,8 @@ from app.executor.actions import (
     Started,
     Stop,
 )
-from app.executor.policy import make_policy
+from app.executor.policy import policy_for
+from app.executor.policy.knobs import MECHANISM
 from app.executor.policy.types import (
     ARRIVAL_ORDER,
     ClusterSnapshot,
@@ -392,7 +393,7 @@ class Controller:
             return None
         name = s.spec.scheduler.policy
         if name not in self._policies:
-            self._policies[name] = make_policy(name, **s.spec.scheduler.model_dump())
+            self._policies[name] = policy_for(s.spec.scheduler)
         return self._policies[name]
 
     def _quantum(self) -> float:
@@ -406,9 +407,7 @@ class Controller:
         measured rates, device time and curves, plus devices and measured pair rates."""
         residency = self._snapshot_residency = self.runtime.residency()
         searches = tuple(
-            SearchView(
-                s.id, s.spec.metric.goal, s.spec.metric.target, s.spec.budget.max_steps, s.spec.scheduler.model_dump()
-            )
+            SearchView(s.id, s.spec.metric.goal, s.spec.metric.target, s.spec.budget.max_steps)
             for s in self.searches.values()
             if s.status == "running"
         )
@@ -734,7 +733,7 @@ class Controller:
             self._final(t, TrialStatus.COMPLETED, now)
         elif e.status == "killed":
             self._final(t, TrialStatus.KILLED, now, e.error)
-        elif e.status == "crashed" and t.retries < (s.spec.scheduler.max_retries if s else 2):
+        elif e.status == "crashed" and t.retries < (s.spec.scheduler if s else MECHANISM).max_retries:
             t.retries += 1
             t.status = TrialStatus.QUEUED
             t.resume = True
@@ -764,8 +763,8 @@ class Controller:
             max_steps=t.max_steps,
             checkpoint_path=str(base / "checkpoints" / f"trial-{trial_id}.pt"),
             resume=t.resume,
-            checkpoint_every_quanta=10,
-            checkpoint_every_s=60.0,
+            checkpoint_every_quanta=MECHANISM.checkpoint_every_quanta,
+            checkpoint_every_s=MECHANISM.checkpoint_every_s,
             log_path=str(base / "logs" / f"trial-{trial_id}.log"),
         )
 

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from app.executor.policy.knobs import KNOBS, SchedulerKnobs, TimesliceKnobs
+from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.space import SpaceError, validate_space
 
 _TRAINABLE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_]\w*$")
@@ -74,26 +76,6 @@ class SearchAlgoSpec(_Frozen):
     n_startup: int = Field(default=20, ge=0)
 
 
-class SchedulerSpec(_Frozen):
-    """Scheduling knobs. Each policy reads the ones it needs; the rest are ignored."""
-
-    policy: Literal["fifo", "timeslice", "gandiva"] = "timeslice"
-    quantum_s: float = Field(default=2.0, gt=0)
-    checkpoint_every_quanta: int = Field(default=10, ge=1)
-    checkpoint_every_s: float = Field(default=60.0, gt=0, description="checkpoint a trial that never parks")
-    max_retries: int = Field(default=2, ge=0, description="restarts from checkpoint after a crash")
-    # Early feedback (gandiva).
-    feedback_every_steps: int | None = Field(default=None, ge=1, description="default: 3% of max_steps")
-    min_steps_before_judgement: int | None = Field(default=None, ge=1)
-    kill_threshold: float = Field(default=0.05, ge=0, le=1, description="kill below this P(reach target)")
-    top_m: int | None = Field(default=None, ge=0, description="exclusive trials; default: half the devices")
-    # Introspective packing (gandiva).
-    packing: bool = True
-    pack_margin: float = Field(default=0.05, ge=0)
-    grow_shrink: bool = False
-    idle_grow_s: float = Field(default=30.0, ge=0)
-
-
 class SearchSpec(_Frozen):
     name: str = Field(min_length=1, max_length=200)
     trainable: str
@@ -103,7 +85,7 @@ class SearchSpec(_Frozen):
     resources: ResourcesSpec = ResourcesSpec()
     parallelism: int = Field(default=4, ge=1)
     search: SearchAlgoSpec = SearchAlgoSpec()
-    scheduler: SchedulerSpec = SchedulerSpec()
+    scheduler: SchedulerKnobs = Field(default_factory=TimesliceKnobs, description="policy and its knobs")
     seed: int = Field(default=0, ge=0)
     config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
 
@@ -113,6 +95,11 @@ class SearchSpec(_Frozen):
         if not _TRAINABLE.match(v):
             raise ValueError("must look like 'package.module:function'")
         return v
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler_policy(cls, v: Any) -> Any:
+        return upgrade_knobs(v)
 
     @field_validator("space")
     @classmethod
@@ -144,15 +131,22 @@ class SearchSpec(_Frozen):
 
     def feedback_every(self) -> int:
         """Steps between learning-curve predictions (default about 3 % of max_steps)."""
-        if self.scheduler.feedback_every_steps:
-            return self.scheduler.feedback_every_steps
+        every = getattr(self.scheduler, "feedback_every_steps", None)
+        if every:
+            return int(every)
         return max(1, round(0.03 * self.budget.max_steps))
 
     def to_json(self) -> str:
         return self.model_dump_json()
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
+def _loc(loc: tuple[Any, ...], kind: str = "") -> str:
+    # The scheduler union puts the policy name into the path (``scheduler.gandiva.top_m``): a user
+    # wrote ``scheduler.top_m``. An unknown or missing policy is an error of ``scheduler.policy``.
+    if len(loc) >= 2 and loc[0] == "scheduler" and loc[1] in KNOBS:
+        loc = (loc[0], *loc[2:])
+    if kind.startswith("union_tag") and loc == ("scheduler",):
+        loc = ("scheduler", "policy")
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -200,7 +194,7 @@ def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = 
                 errors.append((ctx_err.path, ctx_err.reason))
             else:
                 msg = err["msg"].removeprefix("Value error, ")
-                errors.append((_loc(tuple(err["loc"])), msg))
+                errors.append((_loc(tuple(err["loc"]), err["type"]), msg))
         raise SpecError(errors, origin) from None
 
 

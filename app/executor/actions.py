@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.executor.policy.knobs import MECHANISM
 from app.executor.wire import Wire, WireError
 
 
@@ -242,7 +243,7 @@ class TrialLaunch:
     max_steps: int
     checkpoint_path: str
     resume: bool = False  # restore from checkpoint_path if it exists
-    checkpoint_every_quanta: int = 10
-    checkpoint_every_s: float = 60.0
+    checkpoint_every_quanta: int = MECHANISM.checkpoint_every_quanta
+    checkpoint_every_s: float = MECHANISM.checkpoint_every_s
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

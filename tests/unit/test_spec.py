@@ -118,3 +118,90 @@ def test_a_stored_spec_is_validated_once_per_process(monkeypatch):
     with pytest.raises(SpecError):  # a bad spec is not cached: it fails every time
         spec_from_stored({**stored, "parallelism": 0})
     assert len(calls) == 3
+
+
+# ---- the scheduler block: one knob model per policy, chosen by `policy` ---------------------------
+
+# A valid value other than the default for every knob of every policy (a new knob must be added here).
+KNOB_VALUES = {
+    "quantum_s": 3.5,
+    "checkpoint_every_quanta": 4,
+    "checkpoint_every_s": 30.0,
+    "max_retries": 5,
+    "min_steps_before_judgement": 7,
+    "feedback_every_steps": 9,
+    "kill_threshold": 0.2,
+    "bounds": (0.0, 1.0),
+    "infer_bounds": False,
+    "top_m": 1,
+    "promise_weight": 2.0,
+    "swap_margin": 0.1,
+    "packing": False,
+    "pack_margin": 0.2,
+    "pack_patience": 3,
+    "grow_shrink": True,
+    "idle_grow_s": 5.0,
+    "queue_limits": (10.0, 20.0, 30.0),
+    "starvation_factor": 2.0,
+}
+
+
+def with_scheduler(block) -> str:
+    return GOOD.replace("scheduler: {policy: timeslice, quantum_s: 2.0}", f"scheduler: {json.dumps(block)}")
+
+
+@pytest.mark.parametrize("policy", ["fifo", "timeslice", "gandiva", "tiresias"])
+def test_every_knob_of_every_policy_is_settable(policy):
+    from app.executor.policy import policy_for
+    from app.executor.policy.knobs import KNOBS
+
+    fields = set(KNOBS[policy].model_fields) - {"policy"}
+    assert fields <= set(KNOB_VALUES), fields - set(KNOB_VALUES)
+    block = {"policy": policy, **{k: KNOB_VALUES[k] for k in fields}}
+    spec = parse_spec(with_scheduler(block))
+    assert spec.scheduler.policy == policy
+    for k in fields:
+        default = KNOBS[policy].model_fields[k].default
+        assert getattr(spec.scheduler, k) == KNOB_VALUES[k] != default, k
+    assert policy_for(spec.scheduler).name == policy
+    assert parse_spec(spec.model_dump(mode="json")) == spec  # a stored spec reads back the same
+
+
+def test_scheduler_defaults_to_timeslice_with_default_knobs():
+    spec = parse_spec(GOOD.replace("scheduler: {policy: timeslice, quantum_s: 2.0}\n", ""))
+    assert spec.scheduler.policy == "timeslice" and spec.scheduler.quantum_s == 2.0
+    assert parse_spec(with_scheduler({"quantum_s": 1.0})).scheduler.policy == "timeslice"
+    g = parse_spec(with_scheduler({"policy": "gandiva"})).scheduler
+    assert (g.kill_threshold, g.promise_weight, g.top_m, g.packing) == (0.05, 4.0, None, True)
+
+
+@pytest.mark.parametrize(
+    ("block", "path", "reason"),
+    [
+        ({"policy": "gandiva", "kill_threshold": 1.5}, "scheduler.kill_threshold", "less than or equal to 1"),
+        ({"policy": "gandiva", "pack_patience": 0}, "scheduler.pack_patience", "greater than or equal to 1"),
+        ({"policy": "gandiva", "bounds": [0, 1, 2]}, "scheduler.bounds", "at most 2"),
+        ({"policy": "gandiva", "kill_treshold": 0.1}, "scheduler.kill_treshold", "Extra inputs"),
+        ({"policy": "fifo", "top_m": 2}, "scheduler.top_m", "Extra inputs"),  # not a fifo knob
+        ({"policy": "tiresias", "queue_limits": [10, 5]}, "scheduler.queue_limits", "must increase"),
+        ({"quantum_s": 0}, "scheduler.quantum_s", "greater than 0"),
+        ({"policy": "lottery"}, "scheduler.policy", "'fifo', 'timeslice', 'gandiva', 'tiresias'"),
+    ],
+)
+def test_bad_knob_names_its_field(block, path, reason):
+    errs = errors_of(with_scheduler(block))
+    assert path in errs, errs
+    assert reason in errs[path], errs[path]
+
+
+def test_specs_stored_with_the_flat_scheduler_block_still_parse():
+    # What `spec.model_dump()` stored before the knobs were split by policy: every field, whatever the policy.
+    flat = {
+        "quantum_s": 0.5, "checkpoint_every_quanta": 10, "checkpoint_every_s": 60.0, "max_retries": 2,
+        "feedback_every_steps": None, "min_steps_before_judgement": None, "kill_threshold": 0.05,
+        "top_m": None, "packing": True, "pack_margin": 0.05, "grow_shrink": False, "idle_grow_s": 30.0,
+    }  # fmt: skip
+    ts = parse_spec(with_scheduler({"policy": "timeslice", **flat})).scheduler
+    assert ts.policy == "timeslice" and ts.quantum_s == 0.5
+    g = parse_spec(with_scheduler({"policy": "gandiva", **flat, "top_m": 2})).scheduler
+    assert g.policy == "gandiva" and g.top_m == 2 and g.quantum_s == 0.5

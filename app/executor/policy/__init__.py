@@ -1,30 +1,38 @@
-"""Scheduling policies: pure `plan(snapshot) -> Plan` functions, chosen by name."""
+"""Scheduling policies: pure `plan(snapshot) -> Plan` functions, chosen by name and built from their
+knob model (`app.executor.policy.knobs`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from app.executor.policy.knobs import KNOBS, PolicyKnobs, knobs_for
 from app.executor.policy.types import ClusterSnapshot, Plan, Policy
 
-_REGISTRY: dict[str, Callable[..., Policy]] = {}
+_REGISTRY: dict[str, Callable[[Any], Policy]] = {}
 
 
-def register(name: str, factory: Callable[..., Policy]) -> None:
+def register(name: str, factory: Callable[[Any], Policy]) -> None:
+    """Make `factory(knobs)` the builder of policy `name`; its knobs are `KNOBS[name]`."""
+    if name not in KNOBS:
+        raise KeyError(f"policy '{name}' has no knob model in app.executor.policy.knobs")
     _REGISTRY[name] = factory
 
 
-def make_policy(name: str, **knobs: Any) -> Policy:
-    """The policy called `name`, configured with the spec's scheduler knobs it understands."""
+def policy_for(knobs: PolicyKnobs) -> Policy:
+    """The policy a spec's `scheduler` block names, configured with that block."""
     _load_builtin()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown policy '{name}' (known: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name](**knobs)
+    return _REGISTRY[knobs.policy](knobs)
+
+
+def make_policy(name: str, **knobs: Any) -> Policy:
+    """The policy called `name` with these knobs (the rest default). Raises KeyError for an unknown
+    policy and ValueError for a knob the policy does not have or a bad value."""
+    return policy_for(knobs_for(name, **knobs))
 
 
 def policy_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted(KNOBS)
 
 
 def _load_builtin() -> None:
@@ -35,10 +43,10 @@ def _load_builtin() -> None:
     from app.executor.policy.timeslice import TimeslicePolicy
     from app.executor.policy.tiresias import TiresiasPolicy
 
-    register("fifo", lambda **_: FifoPolicy())
-    register("timeslice", lambda **_: TimeslicePolicy())
-    register("gandiva", lambda **k: GandivaPolicy.from_knobs(**k))
-    register("tiresias", lambda **k: TiresiasPolicy(**k))
+    register("fifo", lambda _: FifoPolicy())
+    register("timeslice", lambda _: TimeslicePolicy())
+    register("gandiva", GandivaPolicy)
+    register("tiresias", TiresiasPolicy)
 
 
-__all__ = ["ClusterSnapshot", "Plan", "Policy", "make_policy", "policy_names", "register"]
+__all__ = ["ClusterSnapshot", "Plan", "Policy", "make_policy", "policy_for", "policy_names", "register"]

@@ -59,6 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.executor.policy.knobs import GandivaKnobs
 from app.executor.policy.placing import Board, device_maps
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from app.search import feedback
@@ -84,81 +85,33 @@ class _Judged:
 class GandivaPolicy:
     name = "gandiva"
 
-    _KNOBS = (
-        "top_m",
-        "kill_threshold",
-        "min_steps_before_judgement",
-        "feedback_every_steps",
-        "packing",
-        "pack_margin",
-        "grow_shrink",
-        "idle_grow_s",
-        "promise_weight",
-        "swap_margin",
-        "pack_patience",
-        "bounds",
-        "infer_bounds",
-    )
-
-    def __init__(
-        self,
-        *,
-        top_m: int | None = None,
-        kill_threshold: float = 0.05,
-        min_steps_before_judgement: int | None = None,
-        feedback_every_steps: int | None = None,
-        packing: bool = True,
-        pack_margin: float = 0.05,
-        grow_shrink: bool = False,
-        idle_grow_s: float = 30.0,
-        promise_weight: float = 4.0,
-        swap_margin: float = 0.02,
-        pack_patience: int = 8,
-        bounds: Sequence[float] | None = None,
-        infer_bounds: bool = True,
-    ):
-        if top_m is not None and top_m < 0:
-            raise ValueError(f"top_m must be >= 0, not {top_m}")
-        if not 0.0 <= kill_threshold <= 1.0:
-            raise ValueError(f"kill_threshold must be in [0, 1], not {kill_threshold}")
-        if promise_weight < 0 or pack_margin < 0 or swap_margin < 0 or idle_grow_s < 0:
-            raise ValueError("promise_weight, pack_margin, swap_margin and idle_grow_s must be >= 0")
-        self.top_m = top_m
-        self.kill_threshold = float(kill_threshold)
-        self.min_steps = min_steps_before_judgement
+    def __init__(self, knobs: GandivaKnobs | None = None, /, **kw: Any):
+        """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
+        k = knobs if knobs is not None else GandivaKnobs(**kw)
+        self.knobs = k
+        self.top_m = k.top_m
+        self.kill_threshold = k.kill_threshold
+        self.min_steps = k.min_steps_before_judgement
         self.job_guard_steps = 100
-        self.feedback_every = feedback_every_steps
-        self.packing = bool(packing)
-        self.pack_margin = float(pack_margin)
-        self.grow_shrink = bool(grow_shrink)
-        self.idle_grow_s = float(idle_grow_s)
-        self.promise_weight = float(promise_weight)
-        self.swap_margin = float(swap_margin)
-        self.pack_patience = max(1, int(pack_patience))
-        self.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
-        self.infer_bounds = bool(infer_bounds)
+        self.feedback_every = k.feedback_every_steps
+        self.packing = k.packing
+        self.pack_margin = k.pack_margin
+        self.grow_shrink = k.grow_shrink
+        self.idle_grow_s = k.idle_grow_s
+        self.promise_weight = k.promise_weight
+        self.swap_margin = k.swap_margin
+        self.pack_patience = k.pack_patience
+        self.bounds = k.bounds
+        self.infer_bounds = k.infer_bounds
         neutral = 1.0 + self.promise_weight * _NEUTRAL_P
         self._job_newcomer = _Judged(None, False, True, None, neutral, False, None)
         self._job_settled = _Judged(None, False, False, None, neutral, False, None)
 
-    @classmethod
-    def from_knobs(cls, **knobs: Any) -> GandivaPolicy:
-        """Build from a spec's scheduler block; knobs this policy does not know are ignored."""
-        return cls(**{k: v for k, v in knobs.items() if k in cls._KNOBS})
-
     # ---- early feedback --------------------------------------------------------------------------
-
-    def _knob(self, search: SearchView | None, name: str, own: Any) -> Any:
-        """A search's own scheduler knob when set, else this policy's."""
-        if search is not None:
-            v = search.knobs.get(name)
-            if v is not None:
-                return v
-        return own
 
     def min_steps_for(self, trial: TrialView, search: SearchView | None) -> int:
         max_steps = _max_steps(trial, search)
-        own = self._knob(search, "min_steps_before_judgement", self.min_steps)
+        own = self.min_steps
         if own is not None:
             return int(own)
         if not max_steps:
@@ -171,7 +124,7 @@ class GandivaPolicy:
         return default
 
     def feedback_every_for(self, trial: TrialView, search: SearchView | None) -> int:
-        own = self._knob(search, "feedback_every_steps", self.feedback_every)
+        own = self.feedback_every
         if own is not None:
             return max(1, int(own))
         return max(1, round(0.03 * _max_steps(trial, search)))
@@ -208,7 +161,7 @@ class GandivaPolicy:
         promise = feedback.priority(pred, goal) if judged else None
         p = pred.p_reach if pred is not None else _NEUTRAL_P
         weight = 1.0 + self.promise_weight * p
-        threshold = float(self._knob(search, "kill_threshold", self.kill_threshold))
+        threshold = self.kill_threshold
         kill = (
             judged
             and search is not None

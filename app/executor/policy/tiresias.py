@@ -19,8 +19,9 @@ never also moves a job that keeps running.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
+from app.executor.policy.knobs import TiresiasKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
@@ -28,16 +29,12 @@ from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 class TiresiasPolicy:
     name = "tiresias"
 
-    def __init__(
-        self,
-        queue_limits: Sequence[float] = (3250.0, 7200.0),
-        starvation_factor: float = 8.0,
-        **_: object,
-    ):
-        self.queue_limits = tuple(float(x) for x in queue_limits)
-        if any(b <= a for a, b in zip(self.queue_limits, self.queue_limits[1:], strict=False)):
-            raise ValueError(f"queue_limits must increase: {self.queue_limits}")
-        self.starvation_factor = float(starvation_factor)
+    def __init__(self, knobs: TiresiasKnobs | None = None, /, **kw: Any):
+        """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
+        k = knobs if knobs is not None else TiresiasKnobs(**kw)
+        self.knobs = k
+        self.queue_limits = tuple(float(x) for x in k.queue_limits)
+        self.starvation_factor = float(k.starvation_factor)
 
     def level_of(self, service: float, level: int) -> int:
         """One step down from `level` if `service` passed that queue's limit."""

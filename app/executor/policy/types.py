@@ -67,13 +67,13 @@ class TrialView:
 
 @dataclass(frozen=True)
 class SearchView:
-    """Search-level facts a policy may use (target, goal, scheduler knobs)."""
+    """Search-level facts a policy may use (goal, target, steps per trial). The scheduler knobs are
+    the policy's own (it is built from them), never carried per round."""
 
     id: int
     goal: str = "maximize"
     target: float | None = None
     max_steps: int = 0
-    knobs: Mapping[str, Any] = field(default_factory=dict)  # the spec's scheduler block
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,125 @@
+"""Each policy's knobs, declared once: validated, defaulted and documented here, nowhere else.
+
+A search spec's `scheduler` block is one of these models, chosen by its `policy` field (a union
+discriminated by policy name; see `SchedulerKnobs`), and the policy is built from that model
+(`app.executor.policy.policy_for`). `MechanismKnobs` holds what every policy shares: how long a
+quantum is, how often trials checkpoint, how often a crashed trial restarts. `JudgeKnobs` holds the
+early-feedback knobs that `app.search.judge` reads; `GandivaKnobs` includes them.
+
+Every model is frozen and refuses unknown fields (a typo is an error naming the field, e.g.
+``scheduler.kill_treshold``). Pure: pydantic only, so the spec can import it without numpy/scipy.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Knobs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MechanismKnobs(_Knobs):
+    """Knobs of the mechanism every policy runs on (the controller and the runtimes read them)."""
+
+    quantum_s: float = Field(default=2.0, gt=0, description="scheduling quantum, seconds")
+    checkpoint_every_quanta: int = Field(default=10, ge=1)
+    checkpoint_every_s: float = Field(default=60.0, gt=0, description="checkpoint a trial that never parks")
+    max_retries: int = Field(default=2, ge=0, description="restarts from checkpoint after a crash")
+
+
+MECHANISM = MechanismKnobs()  # the defaults, for code that runs a trial outside any search
+
+
+class JudgeKnobs(_Knobs):
+    """Early feedback (`app.search.judge`): when a trial's curve is judged and what a verdict kills."""
+
+    min_steps_before_judgement: int | None = Field(default=None, ge=1, description="default: 10% of max_steps")
+    feedback_every_steps: int | None = Field(default=None, ge=1, description="default: 3% of max_steps")
+    kill_threshold: float = Field(default=0.05, ge=0, le=1, description="kill below this P(reach target)")
+    bounds: tuple[float, float] | None = Field(default=None, description="the metric's range, e.g. [0, 1]")
+    infer_bounds: bool = Field(default=True, description="no bounds: a target and reports in [0, 1] mean bounds (0, 1)")
+
+
+class FifoKnobs(MechanismKnobs):
+    policy: Literal["fifo"] = "fifo"
+
+
+class TimesliceKnobs(MechanismKnobs):
+    policy: Literal["timeslice"] = "timeslice"
+
+
+class GandivaKnobs(MechanismKnobs, JudgeKnobs):
+    """Gandiva: tiers (exclusive top-M, starvation guard, weighted stride sharing), introspective
+    packing and grow-shrink, on top of the judge's verdicts (a `JudgeKnobs` itself: the judge reads
+    its share of these fields)."""
+
+    policy: Literal["gandiva"] = "gandiva"
+    top_m: int | None = Field(default=None, ge=0, description="exclusive trials; default: half the devices")
+    promise_weight: float = Field(default=4.0, ge=0, description="stride weight = 1 + promise_weight * P(reach)")
+    swap_margin: float = Field(default=0.02, ge=0, description="extra promise an exclusive incumbent keeps")
+    packing: bool = True
+    pack_margin: float = Field(default=0.05, ge=0, description="keep a pack whose summed normalised rate > 1 + this")
+    pack_patience: int = Field(default=8, ge=1, description="rounds a pack on trial may wait for a measurement")
+    grow_shrink: bool = False
+    idle_grow_s: float = Field(default=30.0, ge=0, description="lend a device idle this long to an elastic trial")
+
+
+class TiresiasKnobs(MechanismKnobs):
+    policy: Literal["tiresias"] = "tiresias"
+    queue_limits: tuple[float, ...] = Field(
+        default=(3250.0, 7200.0), description="attained device-seconds that end each queue (increasing)"
+    )
+    starvation_factor: float = Field(default=8.0, ge=0, description="promote after waiting this x last run (0: off)")
+
+    @field_validator("queue_limits")
+    @classmethod
+    def _increasing(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError(f"must increase: {list(v)}")
+        return v
+
+
+PolicyKnobs = FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs
+SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
+KNOBS: dict[str, type[PolicyKnobs]] = {
+    "fifo": FifoKnobs,
+    "timeslice": TimesliceKnobs,
+    "gandiva": GandivaKnobs,
+    "tiresias": TiresiasKnobs,
+}
+DEFAULT_POLICY = "timeslice"  # the policy of a spec that names none
+
+# Every field of the flat scheduler block specs were dumped with before the union: a stored spec
+# holding all of them is such a dump, and keeps only the fields its policy knows (see `upgrade`).
+_FLAT_FIELDS = frozenset(
+    {
+        "policy", "quantum_s", "checkpoint_every_quanta", "checkpoint_every_s", "max_retries",
+        "feedback_every_steps", "min_steps_before_judgement", "kill_threshold", "top_m", "packing",
+        "pack_margin", "grow_shrink", "idle_grow_s",
+    }
+)  # fmt: skip
+
+
+def upgrade(block: Any) -> Any:
+    """A scheduler block as given, with the default policy filled in; a spec stored before the knobs
+    were split by policy (a dump of every flat field) keeps the fields its own policy knows.
+    Anything else passes unchanged, so that validation names what is wrong."""
+    if not isinstance(block, dict):
+        return block
+    out = dict(block)
+    out.setdefault("policy", DEFAULT_POLICY)
+    model = KNOBS.get(out["policy"]) if isinstance(out["policy"], str) else None
+    if model is not None and set(out) >= _FLAT_FIELDS:
+        out = {k: v for k, v in out.items() if k in model.model_fields}
+    return out
+
+
+def knobs_for(name: str, **knobs: Any) -> PolicyKnobs:
+    """Validated knobs of policy `name` (raises KeyError for an unknown policy, ValueError for a bad
+    or unknown knob)."""
+    if name not in KNOBS:
+        raise KeyError(f"unknown policy '{name}' (known: {', '.join(sorted(KNOBS))})")
+    return KNOBS[name](**{k: v for k, v in knobs.items() if k != "policy"})
