@@ -72,8 +72,16 @@ class ResourcesSpec(_Frozen):
 
 
 class SearchAlgoSpec(_Frozen):
-    algorithm: Literal["tpe", "random"] = "tpe"
+    """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
+    (`app.search.searcher.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**3)
+    and grow by `eta`; `min_points` trials must have reached a rung before TPE fits on it (default:
+    one more than the number of hyperparameters). `tpe` learns from finished trials only."""
+
+    algorithm: Literal["tpe", "random", "bohb"] = "tpe"
     n_startup: int = Field(default=20, ge=0)
+    min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
+    eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
+    min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
 
 
 class SearchSpec(_Frozen):

@@ -39,6 +39,7 @@ from hyperopt.base import (
 from hyperopt.exceptions import BadSearchSpace
 from hyperopt.pyll import Apply
 
+from app.search.fidelity import rungs, value_at
 from app.search.space import SpaceError, compile_space
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HistoryItem",
     "HyperOptSearcher",
+    "MultiFidelityTPE",
     "RandomSearcher",
     "Searcher",
     "Suggestion",
@@ -76,13 +78,25 @@ class HistoryItem:
     vals: dict[str, list[Any]]  # Suggestion.vals as stored
     loss: float | None  # None = still in flight (pending)
     ok: bool = True  # False = failed trial (HyperOpt STATUS_FAIL)
+    # Every report of the objective as (step, loss), in report order: what a multi-fidelity searcher
+    # learns from (others ignore it). Oriented like `loss`: smaller is better.
+    curve: tuple[tuple[int, float], ...] = ()
 
 
 @runtime_checkable
 class Searcher(Protocol):
+    """Suggests configurations and learns from results, one trial at a time, in any order.
+
+    `ask(number)` proposes trial `number`'s configuration; `tell(number, loss, ok)` gives its final
+    result (loss None = in flight again); `observe(number, step, loss)` gives one intermediate report
+    (a searcher that learns only from final results ignores it).
+    """
+
     def ask(self, number: int) -> Suggestion: ...
 
     def tell(self, number: int, loss: float | None, ok: bool = True) -> None: ...
+
+    def observe(self, number: int, step: int, loss: float) -> None: ...
 
 
 def ask_seed(seed: int, number: int) -> int:
@@ -142,6 +156,7 @@ class _TrialsSearcher:
         self._trials = Trials()
         self._docs: dict[int, dict[str, Any]] = {}  # number -> the document stored inside self._trials
         self._told: dict[int, tuple[float | None, bool]] = {}
+        self._curves: dict[int, list[tuple[int, float]]] = {}  # number -> reported (step, loss)
 
     # -- construction from history -------------------------------------------------------------------
     @classmethod
@@ -156,15 +171,19 @@ class _TrialsSearcher:
 
         The next `ask` of the rebuilt searcher equals what the original would have asked next.
         """
-        searcher = cls(space, seed, n_startup)
+        return cls(space, seed, n_startup)._replay(history)
+
+    def _replay(self, history: Sequence[HistoryItem]) -> Self:
         for item in sorted(history, key=lambda h: h.number):
             number = _check_number(item.number)
-            if number in searcher._docs:
+            if number in self._docs:
                 raise ValueError(f"history repeats trial {number}")
-            searcher._record(number, searcher._checked_vals(number, item.vals))
+            self._record(number, self._checked_vals(number, item.vals))
+            for step, loss in item.curve:
+                self.observe(number, step, loss)
             if item.loss is not None or not item.ok:
-                searcher.tell(number, item.loss, item.ok)
-        return searcher
+                self.tell(number, item.loss, item.ok)
+        return self
 
     # -- the protocol ----------------------------------------------------------------------------
     def ask(self, number: int) -> Suggestion:
@@ -206,6 +225,18 @@ class _TrialsSearcher:
         self._told[number] = stored
         self._trials.refresh()
 
+    def observe(self, number: int, step: int, loss: float) -> None:
+        """Record one intermediate report of trial `number` (NaN and infinite losses are dropped).
+
+        Kept for `history()` (so a restored searcher holds the same curves); only multi-fidelity
+        searchers use it to suggest.
+        """
+        if number not in self._docs:
+            raise KeyError(f"trial {number} was never asked")
+        loss = float(loss)
+        if math.isfinite(loss):
+            self._curves.setdefault(number, []).append((int(step), loss))
+
     # -- helpers ----------------------------------------------------------------------------------
     def params_of(self, vals: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
         """The nested configuration for a flat `vals` record (as in `Suggestion.vals`)."""
@@ -217,7 +248,8 @@ class _TrialsSearcher:
         for number in sorted(self._docs):
             loss, ok = self._told.get(number, (None, True))
             vals = {label: list(vs) for label, vs in self._docs[number]["misc"]["vals"].items() if vs}
-            out.append(HistoryItem(number=number, vals=vals, loss=loss, ok=ok))
+            curve = tuple(self._curves.get(number, ()))
+            out.append(HistoryItem(number=number, vals=vals, loss=loss, ok=ok, curve=curve))
         return out
 
     def __len__(self) -> int:
@@ -275,6 +307,102 @@ class HyperOptSearcher(_TrialsSearcher):
         return tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=self.n_startup, verbose=False)
 
 
+class MultiFidelityTPE(HyperOptSearcher):
+    """TPE that learns from partial learning curves, in the manner of BOHB (Falkner et al. 2018).
+
+    Why this design: of the two ways to make TPE use unfinished trials, (a) fitting TPE on the
+    largest budget level that has enough observations, or (b) telling it each trial's curve-fitted
+    final value, (a) is chosen. It needs no curve fit (cheap at every ask, no extrapolation error on
+    late bloomers), it is what BOHB showed to work, and because the level only ever moves up as
+    trials reach higher rungs, the model moves to the most faithful budget as soon as that budget
+    has enough data. The kill-time bug of plain TPE (a trial stopped early told its early metric as
+    if it were final, compared with finished trials' finals) cannot happen: trials are compared
+    only at the same budget.
+
+    At every ask after the `n_startup` random ones: the level is the highest rung (see
+    `app.search.fidelity.rungs`) at which at least `min_points` trials have a value (their best loss
+    up to that rung, once they reached it); every trial with a value there is given that value as
+    its loss; every other trial (in flight below it, stopped below it, or failed) counts as pending,
+    which HyperOpt's TPE scores as loss +inf (a pessimistic liar: it spreads parallel asks away from
+    trials that are still running). While no rung has `min_points` values the suggestion is random
+    (BOHB does the same). Final tells are kept (history, restore) but not used to suggest: the curve
+    already holds every report, and a trial reports at its last step.
+
+    Intermediate results arrive through `observe(number, step, loss)`; `restore` replays them from
+    `HistoryItem.curve`, so a rebuilt searcher asks exactly what the original would have asked.
+    """
+
+    def __init__(
+        self,
+        space: Mapping[str, Any],
+        seed: int,
+        n_startup: int = 20,
+        *,
+        levels: Sequence[int] = (),
+        min_points: int | None = None,
+    ):
+        super().__init__(space, seed, n_startup)
+        if not levels:
+            raise ValueError("a multi-fidelity searcher needs at least one rung level")
+        if list(levels) != sorted(set(levels)) or levels[0] < 1:
+            raise ValueError(f"levels must be increasing positive steps, got {list(levels)}")
+        self.levels = tuple(int(r) for r in levels)
+        # BOHB's default: one more point than there are hyperparameters.
+        self.min_points = int(min_points) if min_points is not None else len(self._labels) + 1
+        if self.min_points < 1:
+            raise ValueError(f"min_points must be >= 1, got {self.min_points}")
+
+    @classmethod
+    def restore(  # type: ignore[override]  # the extra keywords configure the levels
+        cls,
+        space: Mapping[str, Any],
+        seed: int,
+        n_startup: int,
+        history: Sequence[HistoryItem],
+        *,
+        levels: Sequence[int] = (),
+        min_points: int | None = None,
+    ) -> Self:
+        searcher = cls(space, seed, n_startup, levels=levels, min_points=min_points)
+        return searcher._replay(history)
+
+    def level_losses(self) -> tuple[int | None, dict[int, float]]:
+        """The rung index the model is fitted on now (None: no rung has `min_points` values) and the
+        loss of each trial that has a value at that rung."""
+        for i in range(len(self.levels) - 1, -1, -1):
+            values: dict[int, float] = {}
+            for number, curve in self._curves.items():
+                # A trial has reached a rung when it reported at or past it (a trial reports at its last
+                # step). A tell does not say how far the trial got (stopped trials are told too).
+                v = value_at(curve, self.levels[i])
+                if v is not None:
+                    values[number] = v
+            if len(values) >= self.min_points:
+                return i, values
+        return None, {}
+
+    def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
+        if len(self._docs) < self.n_startup:
+            return rand.suggest([number], self._domain, self._trials, seed)
+        level, values = self.level_losses()
+        if level is None:
+            return rand.suggest([number], self._domain, self._trials, seed)
+        saved = {n: (doc["state"], doc["result"]) for n, doc in self._docs.items()}
+        try:
+            for n, doc in self._docs.items():
+                if n in values:
+                    doc["state"], doc["result"] = JOB_STATE_DONE, {"status": STATUS_OK, "loss": values[n]}
+                else:
+                    doc["state"], doc["result"] = JOB_STATE_RUNNING, {"status": STATUS_RUNNING}
+            self._trials.refresh()
+            # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
+            return tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=0, verbose=False)
+        finally:
+            for n, (state, result) in saved.items():
+                self._docs[n]["state"], self._docs[n]["result"] = state, result
+            self._trials.refresh()
+
+
 class RandomSearcher(_TrialsSearcher):
     """Random search (`hyperopt.rand.suggest`): each trial depends only on (seed, number).
 
@@ -288,5 +416,13 @@ class RandomSearcher(_TrialsSearcher):
 
 def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = ()) -> Searcher:
     """The searcher the spec asks for, rebuilt from `history` (empty: a fresh search)."""
-    cls = HyperOptSearcher if spec.search.algorithm == "tpe" else RandomSearcher
-    return cls.restore(spec.space, spec.seed, spec.search.n_startup, history)
+    algo = spec.search
+    if algo.algorithm == "bohb":
+        max_steps = spec.budget.max_steps
+        first = algo.min_steps if algo.min_steps is not None else max(1, round(max_steps / algo.eta**3))
+        levels = rungs(max_steps, first, algo.eta)
+        return MultiFidelityTPE.restore(
+            spec.space, spec.seed, algo.n_startup, history, levels=levels, min_points=algo.min_points
+        )
+    cls = HyperOptSearcher if algo.algorithm == "tpe" else RandomSearcher
+    return cls.restore(spec.space, spec.seed, algo.n_startup, history)

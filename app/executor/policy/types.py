@@ -151,6 +151,14 @@ class Plan:
     stop: tuple[int, ...] = ()
     state: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # Successive-halving policies: `hold` lists alive trials paused at a rung until the policy promotes
+    # them (they do not count against their search's parallelism, so new trials keep coming);
+    # `release` lists held, resident trials to checkpoint and free from host memory (they come back
+    # from the checkpoint when promoted); `limits[trial]` is the step at which a placed trial parks
+    # itself (its next rung), so that it stops exactly there rather than at the next quantum.
+    hold: tuple[int, ...] = ()
+    release: tuple[int, ...] = ()
+    limits: Mapping[int, int] = field(default_factory=dict)
 
     def devices_of(self, trial_id: int) -> tuple[str, ...]:
         return tuple(sorted(d for d, ids in self.placement.items() if trial_id in ids))

@@ -1,0 +1,228 @@
+"""Asynchronous successive halving (ASHA, Li et al. 2020) and Hyperband as brackets of it, with
+Quanta's twist: a trial below its rung is *parked*, not killed.
+
+Rungs are `app.search.fidelity.rungs(max_steps, first, eta)` steps; in Hyperband bracket `b` (of
+`brackets`) the first rung is `min_steps * eta**b`, and trial `i` of a search goes to bracket
+`i % brackets` (ASHA is Hyperband with one bracket). A trial's value at a rung is the best loss it
+reported up to that rung (`fidelity.value_at`, oriented by the search's goal), recorded once, when its
+steps done pass the rung. Trials of different searches, or of different brackets, are never compared.
+
+Two variants (`mode`):
+
+- `pause` (ASHA's promotion type, what no peer does cheaply): a trial that reaches the rung it was
+  allowed to run to is *held*: parked in host memory (its process keeps its state) and left out of its
+  search's parallelism, so new configurations keep coming. Whenever a device is free the policy
+  promotes, as Li et al.'s `get_job`: the best held trial of the highest rung whose top
+  `floor(n / eta)` (n = trials recorded at that rung, finished ones included) holds it; else it starts
+  a queued trial (arrival order); else, rather than leave a device idle, it promotes the best held
+  trial of the highest rung anyway. A promoted trial resumes where it stopped: no lost work, no
+  restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
+  the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
+  from the checkpoint if promoted later.
+- `kill` (the classic stopping type, as Ray Tune's ASHAScheduler): a trial reaching a rung continues
+  if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
+  (itself included), else it is stopped for good.
+
+Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
+placed trial to park itself at its next rung, so it stops there exactly. A rung a trial passed
+without any report up to it cannot rank the trial and is skipped. Trials without a search (trace
+jobs) or without a metric run first-come first-served.
+
+Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, and per (search, bracket,
+rung) the values recorded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.executor.policy.placing import Board
+from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
+from app.search.fidelity import rungs, value_at
+
+
+class AshaKnobs(BaseModel):
+    """The knobs of `asha` and `hyperband` (defaults in one place)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    eta: float = Field(default=3.0, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
+    min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**3")
+    mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
+    brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
+    memory_budget_mb: float = Field(default=0.0, ge=0, description="host memory for held trials; 0 = no limit")
+
+
+class AshaPolicy:
+    """`plan(snapshot)` for ASHA (`brackets=1`) and Hyperband (`brackets>1`); see the module docstring."""
+
+    name = "asha"
+
+    def __init__(self, knobs: AshaKnobs | None = None, **overrides: Any):
+        base = knobs or AshaKnobs()
+        self.knobs = base.model_copy(update=overrides) if overrides else base
+        if overrides:
+            self.knobs = AshaKnobs.model_validate(self.knobs.model_dump())
+        if self.knobs.brackets > 1:
+            self.name = "hyperband"
+
+    # ---- rungs -----------------------------------------------------------------------------------
+
+    def levels(self, trial: TrialView, search: SearchView | None) -> tuple[int, ...]:
+        """The rungs of `trial` in steps (its bracket's), ending at its max_steps."""
+        k = self.knobs
+        max_steps = max(1, trial.max_steps or (search.max_steps if search else 0) or 1)
+        first = k.min_steps if k.min_steps is not None else max(1, round(max_steps / k.eta**3))
+        bracket = self.bracket(trial)
+        return rungs(max_steps, max(1, round(first * k.eta**bracket)), k.eta)
+
+    def bracket(self, trial: TrialView) -> int:
+        return trial.id % self.knobs.brackets
+
+    # ---- the round -------------------------------------------------------------------------------
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        k = self.knobs
+        old_allowed: Mapping[str, int] = snapshot.policy_state.get("allowed", {})
+        old_records: Mapping[str, Mapping[str, float]] = snapshot.policy_state.get("records", {})
+        allowed: dict[str, int] = {}
+        records: dict[str, dict[str, float]] = {key: dict(v) for key, v in old_records.items()}
+        searches = {s.id: s for s in snapshot.searches}
+        stop: list[int] = []
+        notes: list[str] = []
+        held: list[tuple[int, float, TrialView]] = []  # (rung index, loss there, trial)
+        movers: list[TrialView] = []  # trials to keep running or to start, in arrival order
+        limits: dict[int, int] = {}
+
+        for t in snapshot.alive():
+            search = searches.get(t.search_id)
+            if search is None:
+                movers.append(t)  # a trace job: first come, first served
+                continue
+            levels = self.levels(t, search)
+            sign = -1.0 if search.goal == "maximize" else 1.0
+            curve = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
+            rung = int(old_allowed.get(str(t.id), 0))
+            # Record every rung passed, then decide at the rung it was allowed to run to.
+            for i, level in enumerate(levels[:-1]):
+                if t.steps_done < level:
+                    break
+                key = self._key(t, search, i)
+                value = value_at(curve, level, reached=True)
+                if value is not None:
+                    records.setdefault(key, {}).setdefault(str(t.id), value)
+            while rung < len(levels) - 1 and t.steps_done >= levels[rung]:
+                value = records.get(self._key(t, search, rung), {}).get(str(t.id))
+                if value is None:
+                    rung += 1  # nothing reported up to this rung: it cannot be ranked there
+                    continue
+                if k.mode == "kill":
+                    if self._continues(value, records[self._key(t, search, rung)].values()):
+                        rung += 1
+                        continue
+                    stop.append(t.id)
+                    notes.append(f"asha: stop {t.id} at rung {levels[rung]} (loss {value:.4g})")
+                else:
+                    held.append((rung, value, t))
+                break
+            allowed[str(t.id)] = rung
+            if t.id in stop or (held and held[-1][2] is t):
+                continue
+            movers.append(t)
+            limits[t.id] = levels[rung]
+
+        board = Board(snapshot)
+        for t in movers:  # running trials keep their devices until their next rung
+            if t.running:
+                board.put(t.id, t.devices)
+        # Promotions (Li et al.'s get_job): highest rung first, best first, while devices are free.
+        promotable = sorted(
+            (h for h in held if self._promotable(h, records, searches)),
+            key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id),
+        )
+        placed_held: set[int] = set()
+        for rung, value, t in promotable:
+            if board.n_free == 0:
+                break
+            if self._place(board, t):
+                placed_held.add(t.id)
+                allowed[str(t.id)] = rung + 1
+                limits[t.id] = self.levels(t, searches.get(t.search_id))[rung + 1]
+                notes.append(f"asha: promote {t.id} past rung {rung} (loss {value:.4g})")
+        for t in movers:
+            if not t.running and board.n_free > 0:
+                self._place(board, t)
+        # Work-conserving: a device nothing else wants runs the best held trial of the highest rung.
+        if board.n_free > 0:
+            rest = sorted(
+                (h for h in held if h[2].id not in placed_held), key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id)
+            )
+            for rung, _value, t in rest:
+                if board.n_free == 0:
+                    break
+                if self._place(board, t):
+                    placed_held.add(t.id)
+                    allowed[str(t.id)] = rung + 1
+                    limits[t.id] = self.levels(t, searches.get(t.search_id))[rung + 1]
+        placement = board.placement()
+        hold = tuple(t.id for _, _, t in held if t.id not in placed_held)
+        release = self._release(held, placed_held)
+        placed = {i for ids in placement.values() for i in ids}
+        return Plan(
+            placement=placement,
+            stop=tuple(stop),
+            state={"allowed": allowed, "records": records},
+            notes=tuple(notes),
+            hold=hold,
+            release=release,
+            limits={tid: step for tid, step in limits.items() if tid in placed},
+        )
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _key(self, t: TrialView, search: SearchView, rung: int) -> str:
+        return f"{search.id}/{self.bracket(t)}/{rung}"
+
+    def _continues(self, value: float, recorded: Any) -> bool:
+        """Ray Tune's stopping rule: go on when the loss is at or below the 100/eta percentile."""
+        losses = sorted(recorded)
+        q = (len(losses) - 1) / self.knobs.eta  # numpy's linear interpolation at 100/eta percent
+        lo = math.floor(q)
+        hi = min(lo + 1, len(losses) - 1)
+        cutoff = losses[lo] + (losses[hi] - losses[lo]) * (q - lo)
+        return value <= cutoff
+
+    def _promotable(
+        self, h: tuple[int, float, TrialView], records: Mapping[str, Mapping[str, float]], searches: Mapping[int, Any]
+    ) -> bool:
+        rung, value, t = h
+        recorded = records.get(self._key(t, searches[t.search_id], rung), {})
+        top = math.floor(len(recorded) / self.knobs.eta)
+        better = sum(1 for v in recorded.values() if v < value)
+        return better < top
+
+    def _place(self, board: Board, t: TrialView) -> bool:
+        devices = board.choose(t)
+        if devices is None:
+            return False
+        board.put(t.id, devices)
+        return True
+
+    def _release(self, held: list[tuple[int, float, TrialView]], placed: set[int]) -> tuple[int, ...]:
+        budget = self.knobs.memory_budget_mb
+        resident = [h for h in held if h[2].devices and h[2].id not in placed]
+        if budget <= 0 or not resident:
+            return ()
+        used = sum(h[2].memory_mb or 0.0 for h in resident)
+        out: list[int] = []
+        # Lowest rung first, then worst value: the trials least likely ever to be promoted.
+        for _rung, _value, t in sorted(resident, key=lambda h: (h[0], -h[1], -h[2].arrival, -h[2].id)):
+            if used <= budget:
+                break
+            out.append(t.id)
+            used -= t.memory_mb or 0.0
+        return tuple(out)

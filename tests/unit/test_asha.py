@@ -1,0 +1,177 @@
+"""ASHA and Hyperband as pure policies, on hand-built snapshots (no training, no processes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.executor.policy.asha import AshaKnobs, AshaPolicy
+from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+
+MAX = 270  # rungs 10, 30, 90, 270 with eta 3 and min_steps 10
+SEARCH = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX)
+DEVICES = (DeviceView("cpu:0"), DeviceView("cpu:1"))
+
+
+def trial(tid: int, steps: int = 0, acc: float | None = None, *, devices=(), running=False, memory=None) -> TrialView:
+    curve = ((steps, acc),) if acc is not None else ()
+    status = TrialStatus.RUNNING if devices else TrialStatus.QUEUED
+    return TrialView(
+        id=tid,
+        search_id=1,
+        status=status,
+        devices=tuple(devices),
+        running=running,
+        arrival=float(tid),
+        steps_done=steps,
+        max_steps=MAX,
+        curve=curve,
+        memory_mb=memory,
+    )
+
+
+def snap(trials, state=None, devices=DEVICES) -> ClusterSnapshot:
+    return ClusterSnapshot(
+        now=0.0, devices=devices, trials=tuple(trials), searches=(SEARCH,), policy_state=state or {}
+    )
+
+
+def policy(**knobs) -> AshaPolicy:
+    return AshaPolicy(AshaKnobs(min_steps=10, **knobs))
+
+
+def test_rungs_and_brackets():
+    p = policy()
+    assert p.levels(trial(1), SEARCH) == (10, 30, 90, 270)
+    hb = policy(brackets=3)
+    assert hb.name == "hyperband"
+    assert [hb.levels(trial(i), SEARCH) for i in range(3)] == [(10, 30, 90, 270), (30, 90, 270), (90, 270)]
+
+
+def test_a_trial_below_its_rung_is_held_not_killed_and_a_new_trial_takes_the_device():
+    # Trials 1-3 reached rung 10 (top floor(3/3) = 1: only trial 1 goes on); 3 was running there.
+    plan = policy().plan(
+        snap(
+            [
+                trial(1, 10, 0.9, devices=["cpu:0"]),
+                trial(2, 10, 0.5, devices=["cpu:1"]),
+                trial(3, 10, 0.2, devices=["cpu:1"], running=True),
+                trial(4),
+            ]
+        )
+    )
+    assert plan.stop == ()
+    assert set(plan.hold) == {2, 3}
+    assert plan.running() == {1, 4}  # 1 promoted (best at rung 10), 4 is new
+    assert plan.limits == {1: 30, 4: 10}
+    assert plan.state["allowed"]["1"] == 1 and plan.state["allowed"]["3"] == 0
+
+
+def test_promotion_order_is_highest_rung_first_then_best():
+    # Records: rung 0 has 6 trials (top 2), rung 1 has 3 trials (top 1).
+    state = {
+        "allowed": {"1": 1, "2": 1, "3": 1, "4": 0, "5": 0, "6": 0},
+        "records": {
+            "1/0/0": {"1": -0.9, "2": -0.8, "3": -0.7, "4": -0.6, "5": -0.85, "6": -0.1},
+            "1/0/1": {"1": -0.95, "2": -0.9, "3": -0.8},
+        },
+    }
+    ts = [
+        trial(1, 30, 0.95, devices=["cpu:0"]),
+        trial(2, 30, 0.9, devices=["cpu:1"]),
+        trial(3, 30, 0.8),
+        trial(4, 10, 0.6),
+        trial(5, 10, 0.85),
+        trial(6, 10, 0.1),
+    ]
+    plan = policy().plan(snap(ts, state, devices=(DeviceView("cpu:0"),)))
+    assert plan.running() == {1}  # the best of the highest rung
+    assert plan.limits == {1: 90}
+    plan2 = policy().plan(snap(ts, state))
+    # Two devices: 1 (rung 1's top 1), then 5 (rung 0's top 2 = {1, 5}; 1 is past rung 0 already).
+    assert plan2.running() == {1, 5}
+    assert set(plan2.hold) == {2, 3, 4, 6}
+
+
+def test_a_held_trial_is_promoted_later_when_later_trials_at_its_rung_are_worse():
+    # Trial 1 reaches rung 10 first with a middling value: top floor(1/3) = 0, so it is held and the
+    # queued trial 3 takes its device.
+    ts = [
+        trial(1, 10, 0.6, devices=["cpu:0"], running=True),
+        trial(2, 5, devices=["cpu:1"], running=True),
+        trial(3),
+    ]
+    plan = policy().plan(snap(ts))
+    assert plan.hold == (1,) and plan.running() == {2, 3}
+    # Trials 2 and 3 reach rung 10 worse than 1: now 1 is the top floor(3/3) = 1 and is promoted, on
+    # its own device (it is resident: it resumes where it stopped, nothing restarts).
+    ts = [
+        trial(1, 10, 0.6, devices=["cpu:0"]),
+        trial(2, 10, 0.3, devices=["cpu:1"], running=True),
+        trial(3, 10, 0.2, devices=["cpu:0"], running=True),
+        trial(4),
+    ]
+    plan = policy().plan(snap(ts, plan.state))
+    assert plan.placement["cpu:0"] == (1,) and plan.placement["cpu:1"] == (4,)
+    assert plan.limits == {1: 30, 4: 10} and plan.state["allowed"]["1"] == 1
+    assert set(plan.hold) == {2, 3}
+
+
+def test_idle_devices_run_the_best_held_trial_when_nothing_else_waits():
+    state = {"allowed": {"1": 0, "2": 0}, "records": {"1/0/0": {"1": -0.5, "2": -0.4}}}
+    plan = policy().plan(snap([trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.4, devices=["cpu:1"])], state))
+    # Neither is in the top floor(2/3) = 0, no queued trial: both run rather than leave devices idle.
+    assert plan.running() == {1, 2} and plan.hold == ()
+
+
+def test_memory_budget_releases_the_lowest_held_trials():
+    state = {
+        "allowed": {"1": 1, "2": 0, "3": 0, "4": 0},
+        "records": {"1/0/0": {"1": -0.9, "2": -0.5, "3": -0.4, "4": -0.45}, "1/0/1": {"1": -0.8}},
+    }
+    ts = [
+        trial(1, 30, 0.8, devices=["cpu:0"], memory=100.0),
+        trial(2, 10, 0.5, devices=["cpu:0"], memory=100.0),
+        trial(3, 10, 0.4, devices=["cpu:1"], memory=100.0),
+        trial(4, 10, 0.45, devices=["cpu:1"], memory=100.0),
+        trial(5),
+        trial(6),
+    ]
+    plan = policy(memory_budget_mb=250.0).plan(snap(ts, state))
+    # Nobody is promotable (rung 1: top floor(1/3) = 0; rung 0: top 1 = trial 1, already past it): the
+    # new trials 5 and 6 run, 1-4 are held in memory, 400 MB > 250: the lowest rung's worst go first
+    # (3 at 0.4, then 4 at 0.45), trial 1 at the higher rung stays.
+    assert plan.running() == {5, 6}
+    assert set(plan.hold) == {1, 2, 3, 4}
+    assert plan.release == (3, 4)
+    assert policy().plan(snap(ts, state)).release == ()  # no budget: nothing released
+
+
+def _textbook_stop(recorded: list[float], value: float, eta: float) -> bool:
+    """Ray Tune's ASHA stopping rule, in accuracy terms (maximize): stop when below the cutoff."""
+    cutoff = np.nanpercentile(recorded, (1 - 1 / eta) * 100)
+    return value < cutoff
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kill_variant_matches_textbook_asha_stopping_on_a_scripted_sequence(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0.1, 0.9, size=20).round(3)
+    state: dict = {}
+    recorded: list[float] = []
+    p = policy(mode="kill")
+    for i, v in enumerate(values, start=1):
+        # Trial i reaches rung 10 with accuracy v; earlier trials have ended (only their records remain).
+        plan = p.plan(snap([trial(i, 10, float(v), devices=["cpu:0"], running=True)], state))
+        recorded.append(float(v))
+        expected = _textbook_stop(recorded, float(v), 3.0)
+        assert (i in plan.stop) == expected, (i, v, recorded)
+        if not expected:
+            assert plan.limits[i] == 30
+        state = plan.state
+
+
+def test_trace_jobs_without_a_search_run_first_come_first_served():
+    job = TrialView(id=9, search_id=0, arrival=0.0, max_steps=100)
+    plan = policy().plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=(job,)))
+    assert plan.running() == {9} and plan.hold == ()

@@ -1,0 +1,179 @@
+"""Multi-fidelity TPE (BOHB-style levels) against plain TPE, on synthetic learning curves (no training).
+
+The objective has known curves: a configuration's loss after s steps is
+`final + 0.3 * exp(-s / tau)`, with late bloomers (large tau) among the good configurations.
+Both searchers are driven by the same asynchronous successive-halving loop (8 workers in simulated
+time, rungs at `fidelity.rungs(max_steps, min_steps, eta)`); plain TPE is told a trial's loss only when
+it finishes its full budget (as Quanta's searcher was), the multi-fidelity one also observes every
+report.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+
+import pytest
+
+from app.search.fidelity import rungs, value_at
+from app.search.searcher import HistoryItem, HyperOptSearcher, MultiFidelityTPE
+
+SPACE = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}, "z": {"uniform": [0.0, 1.0]}}
+MAX_STEPS, MIN_STEPS, ETA, REPORT_EVERY = 270, 10, 3, 10
+LEVELS = rungs(MAX_STEPS, MIN_STEPS, ETA)
+
+
+def final_loss(p: dict[str, float]) -> float:
+    return (p["x"] - 0.8) ** 2 + (p["y"] - 0.25) ** 2 + 0.5 * (p["z"] - 0.6) ** 2
+
+
+def loss_at(p: dict[str, float], step: int) -> float:
+    tau = 10.0 + 40.0 * p["z"]  # the larger z, the later a configuration blooms: early rungs mislead a little
+    f = final_loss(p)
+    return f + 0.3 * math.exp(-step / tau)
+
+
+def budgets_to_near_optimum(
+    searcher, *, multi_fidelity: bool, workers: int = 8, tol: float = 0.02, max_asks: int = 120
+) -> float:
+    """Asynchronous successive halving (Li et al.'s promotion rule) on `workers` parallel workers in
+    simulated time (a step takes one time unit), asking `searcher` for every new trial. Returns the
+    training spent, in full budgets (steps trained / max_steps), when the searcher first proposed a
+    configuration whose final loss is within `tol` of the optimum (0); a search that never does within
+    `max_asks` counts as twice its spend. The multi-fidelity searcher observes every report when a
+    job ends; both searchers are told a trial's loss when it finishes its full budget."""
+    params: dict[int, dict[str, float]] = {}
+    steps: dict[int, int] = {}
+    at_rung: dict[int, dict[int, float]] = {k: {} for k in range(len(LEVELS))}
+    promoted: set[tuple[int, int]] = set()
+    busy: set[int] = set()
+    queue: list[tuple[float, int, int]] = []
+    spent, now, asks = 0, 0.0, 0
+
+    def promotion() -> tuple[int, int] | None:
+        for k in range(len(LEVELS) - 2, -1, -1):
+            ranked = sorted(at_rung[k].items(), key=lambda kv: kv[1])
+            for n, _ in ranked[: len(ranked) // ETA]:
+                if (n, k) not in promoted and n not in busy:
+                    promoted.add((n, k))
+                    return n, LEVELS[k + 1]
+        return None
+
+    def start(n: int, to: int) -> None:
+        nonlocal spent
+        busy.add(n)
+        spent += to - steps[n]
+        heapq.heappush(queue, (now + to - steps[n], n, to))
+
+    def new_trial() -> bool:
+        """Ask for a new trial and start it; True when the proposal is near the optimum."""
+        nonlocal asks
+        n = asks
+        asks += 1
+        params[n] = searcher.ask(n).params
+        steps[n] = 0
+        if final_loss(params[n]) <= tol:
+            return True
+        start(n, LEVELS[0])
+        return False
+
+    for _ in range(workers):
+        if new_trial():
+            return spent / MAX_STEPS
+    while queue:
+        now, n, to = heapq.heappop(queue)
+        busy.discard(n)
+        if multi_fidelity:
+            for s in range(steps[n] + REPORT_EVERY, to + 1, REPORT_EVERY):
+                searcher.observe(n, s, loss_at(params[n], s))
+        steps[n] = to
+        at_rung[LEVELS.index(to)][n] = loss_at(params[n], to)
+        if to == MAX_STEPS:
+            searcher.tell(n, loss_at(params[n], to))
+        job = promotion()
+        if job is not None:
+            start(*job)
+        elif asks < max_asks and new_trial():
+            return spent / MAX_STEPS
+    return 2 * spent / MAX_STEPS
+
+
+def test_rungs_grow_by_eta_and_end_at_max_steps():
+    assert rungs(270, 10, 3) == (10, 30, 90, 270)
+    assert rungs(2000, 74, 3) == (74, 222, 666, 2000)
+    assert rungs(100, 60, 3) == (100,)  # 60 * sqrt(3) > 100: merged into the full budget
+    assert rungs(10, 50, 3) == (10,)
+    with pytest.raises(ValueError, match="eta"):
+        rungs(100, 10, 1)
+
+
+def test_value_at_is_the_best_loss_up_to_the_rung_once_reached():
+    curve = [(10, 0.5), (20, 0.3), (30, 0.4), (40, 0.1)]
+    assert value_at(curve, 30) == 0.3
+    assert value_at(curve, 40) == 0.1
+    assert value_at(curve, 50) is None  # not reached
+    assert value_at(curve, 50, reached=True) == 0.1
+    assert value_at(curve, 35, reached=False) is None
+    assert value_at([], 10) is None
+
+
+def test_fits_on_the_highest_rung_with_enough_points():
+    s = MultiFidelityTPE(SPACE, seed=0, n_startup=0, levels=(10, 30, 90), min_points=2)
+    for n in range(3):
+        s.ask(n)
+    assert s.level_losses() == (None, {})
+    s.observe(0, 10, 0.9)
+    s.observe(1, 10, 0.5)
+    assert s.level_losses() == (0, {0: 0.9, 1: 0.5})
+    s.observe(1, 30, 0.4)
+    s.observe(2, 30, 0.2)
+    s.observe(2, 10, 0.6)  # reports may arrive out of order
+    assert s.level_losses() == (1, {1: 0.4, 2: 0.2})
+
+
+def test_start_up_asks_equal_plain_tpe():
+    mf = MultiFidelityTPE(SPACE, seed=3, n_startup=5, levels=LEVELS)
+    plain = HyperOptSearcher(SPACE, seed=3, n_startup=5)
+    for n in range(5):
+        assert mf.ask(n).vals == plain.ask(n).vals
+
+
+def test_restore_replays_curves_and_asks_the_same():
+    a = MultiFidelityTPE(SPACE, seed=1, n_startup=4, levels=LEVELS, min_points=3)
+    for n in range(10):
+        p = a.ask(n).params
+        for s in range(10, 100, 10):
+            a.observe(n, s, loss_at(p, s))
+        if n % 3 == 0:
+            a.tell(n, loss_at(p, 90))
+    history = a.history()
+    assert all(isinstance(h, HistoryItem) and len(h.curve) == 9 for h in history)
+    b = MultiFidelityTPE.restore(SPACE, 1, 4, history, levels=LEVELS, min_points=3)
+    assert b.ask(10).vals == a.ask(10).vals
+    assert b.history() == a.history()
+
+
+def test_bad_levels_are_refused():
+    with pytest.raises(ValueError, match="levels"):
+        MultiFidelityTPE(SPACE, seed=0, levels=(30, 10))
+    with pytest.raises(ValueError, match="rung"):
+        MultiFidelityTPE(SPACE, seed=0, levels=())
+
+
+@pytest.mark.slow
+def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe():
+    """Training spent (in full-budget trials) before a configuration within 0.02 of the optimum is
+    proposed, 8 workers, 24 seeds: multi-fidelity TPE needs clearly less than plain TPE, which learns
+    nothing until a trial has trained its full budget. (Measured when written: median 1.13 vs 2.19
+    full budgets, total 73 vs 98; on seeds 24-47, not used to tune anything: 3.35 vs 6.28, 116 vs 178.)"""
+    seeds = range(24)
+    mf = [
+        budgets_to_near_optimum(MultiFidelityTPE(SPACE, seed=s, n_startup=6, levels=LEVELS), multi_fidelity=True)
+        for s in seeds
+    ]
+    plain = [
+        budgets_to_near_optimum(HyperOptSearcher(SPACE, seed=s, n_startup=6), multi_fidelity=False) for s in seeds
+    ]
+    assert statistics.median(mf) <= 0.7 * statistics.median(plain), (mf, plain)
+    assert sum(mf) <= 0.85 * sum(plain), (mf, plain)
