@@ -98,18 +98,56 @@ def optuna_params(trial: Any, space: Mapping[str, Any], prefix: str = "") -> dic
 _KINDS = {"uniform", "loguniform", "quniform", "qloguniform", "normal", "randint", "choice"}
 
 
-def run_optuna(spec: Any, seed: int, n_jobs: int, log_path: str, hard: float, max_seconds: float) -> None:
-    """TPESampler + SuccessiveHalvingPruner, `n_jobs` threads (one per device), stop at the hard target."""
+def run_optuna(
+    spec: Any, seed: int, n_jobs: int, log_path: str, hard: float, max_seconds: float, pruner: str = "sha"
+) -> None:
+    """TPESampler + SuccessiveHalvingPruner (`pruner="sha"`) or HyperbandPruner (`"hyperband"`), with
+    `n_jobs` worker *processes* (one per device) sharing one study in a JournalStorage file: Optuna's
+    documented setup for parallel CPU work (threads would share one GIL and halve its speed). Each
+    process stops at the hard target; together they run at most the spec's max_trials trials."""
+    import multiprocessing as mp
+
     import optuna
+
+    journal = str(Path(log_path).parent / "optuna-journal.log")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(journal))
+    optuna.create_study(
+        study_name="bench",
+        storage=storage,
+        direction="maximize" if spec.metric.goal == "maximize" else "minimize",
+    )
+    ctx = mp.get_context("fork")  # the trainable's module and torch are imported once, before forking
+    load(spec.trainable)
+    procs = [
+        ctx.Process(target=_optuna_worker, args=(spec, seed + 1000 * i, journal, log_path, hard, max_seconds, pruner))
+        for i in range(n_jobs)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+
+
+def _optuna_worker(
+    spec: Any, seed: int, journal: str, log_path: str, hard: float, max_seconds: float, pruner: str
+) -> None:
+    import optuna
+    from optuna.study import MaxTrialsCallback
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     torch.set_num_threads(1)
     fn = load(spec.trainable)
     metric = spec.metric.name
-    study = optuna.create_study(
-        direction="maximize" if spec.metric.goal == "maximize" else "minimize",
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(journal))
+    if pruner == "hyperband":
+        chosen: Any = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=spec.budget.max_steps)
+    else:
+        chosen = optuna.pruners.SuccessiveHalvingPruner()
+    study = optuna.load_study(
+        study_name="bench",
+        storage=storage,
         sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=spec.search.n_startup),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(),
+        pruner=chosen,
     )
 
     def objective(ot: Any) -> float:
@@ -139,9 +177,8 @@ def run_optuna(spec: Any, seed: int, n_jobs: int, log_path: str, hard: float, ma
     study.optimize(
         objective,
         n_trials=spec.budget.max_trials,
-        n_jobs=n_jobs,
         timeout=max_seconds,
-        callbacks=[stop_at_hard],
+        callbacks=[stop_at_hard, MaxTrialsCallback(spec.budget.max_trials, states=None)],
         catch=(RuntimeError, ValueError),
     )
 
@@ -226,6 +263,7 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
                 num_samples=spec.budget.max_trials,
                 max_concurrent_trials=n_cpus,
                 time_budget_s=max_seconds,
+                reuse_actors=True,  # one process per CPU for the whole search: torch is imported once
             ),
             run_config=tune.RunConfig(stop=HardTarget(), verbose=0, storage_path=str(Path(log_path).parent / "ray")),
         )
