@@ -1,16 +1,29 @@
-"""Time to target: Quanta (fifo, timeslice, gandiva) versus Optuna and Ray Tune on one workload.
+"""Time to target, side by side in one run: Quanta's policies against Optuna and Ray Tune.
 
 Every system runs the same trainable code (examples/mnist1d.py by default) on the same number of
-CPU devices with the same trial budget, once per seed. A search ends when the hard target is reached
-or its budget (trials or --max-seconds) is spent; the wall time to the first report reaching each
-target is read from a per-run log of every report (a run that never reached a target counts as its
-full wall time and is marked). Start-up (process pools, Ray's cluster) counts: users wait for it.
+CPU devices with the same trial budget. Systems are interleaved per seed (seed 0: every system, then
+seed 1, ...), so a machine that gets noisy hurts all of them alike. A search ends when the hard target
+is reached or its budget (trials or --max-seconds) is spent; the wall time to the first report reaching
+each target is read from a per-run log of every report (a run that never reached a target counts as its
+full wall time and is marked as a miss). Start-up (process pools, Ray's cluster) counts: users wait
+for it.
 
-    python bench/search.py --systems fifo,timeslice,gandiva,optuna,ray --seeds 0,1,2,3,4 \
+Systems:
+- Quanta: `fifo`, `timeslice`, `gandiva` (TPE), `asha` (pause-don't-kill ASHA + multi-fidelity TPE),
+  `asha_kill` (the classic stopping variant), `hyperband` (3 brackets of pause ASHA + multi-fidelity
+  TPE), `default` (what a spec that names no policy and no algorithm gets).
+- `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
+  with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
+- `ray`: Ray Tune HyperOptSearch + ASHAScheduler, one CPU per trial, `reuse_actors`.
+
+    python bench/search.py --systems fifo,gandiva,asha,default,optuna,optuna_hb,ray --seeds 0,1,2,3,4,5,6 \
         --json bench/results/search.json
 
-Prints a table per target (median and spread of seconds, ratios to gandiva) and writes the JSON
-shaped {"workload", "targets", "systems": {name: {target: {"median_s", "runs_s", "reached"}}}}.
+Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
+over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
+"q1_s", "q3_s", "runs_s", "reached", "device_s_median"}}}, "ratios": ...}. Device-seconds are the
+devices a system holds times the seconds to the target: every system holds all devices for its whole
+search.
 """
 
 from __future__ import annotations
@@ -33,12 +46,23 @@ from rich.table import Table  # noqa: E402
 
 from app.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
-QUANTA = ("fifo", "timeslice", "gandiva")
+# Spec overrides per Quanta system (merged over the workload's spec; `default` changes nothing but the
+# policy and algorithm, which it leaves to the spec's defaults).
+QUANTA: dict[str, dict[str, Any]] = {
+    "fifo": {"scheduler": {"policy": "fifo"}, "search": {"algorithm": "tpe"}},
+    "timeslice": {"scheduler": {"policy": "timeslice"}, "search": {"algorithm": "tpe"}},
+    "gandiva": {"scheduler": {"policy": "gandiva"}, "search": {"algorithm": "tpe"}},
+    "asha": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb"}},
+    "asha_kill": {"scheduler": {"policy": "asha", "mode": "kill"}, "search": {"algorithm": "bohb"}},
+    "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
+    "default": {"scheduler": {}, "search": {}},
+}
+PEERS = ("optuna", "optuna_hb", "ray")
 
 
 def workload_spec(
     path: Path,
-    policy: str,
+    system: str,
     seed: int,
     trials: int,
     max_steps: int | None,
@@ -46,13 +70,17 @@ def workload_spec(
     max_seconds: float,
     parallelism: int,
 ) -> SearchSpec:
-    base = load_spec(path).model_dump(mode="json")
+    base = load_spec(path).model_dump(mode="json", exclude_defaults=False)
     base["seed"] = seed
     base["budget"] = {**base["budget"], "max_trials": trials, "max_seconds": max_seconds, "stop_on_target": True}
     if max_steps:
         base["budget"]["max_steps"] = max_steps
     base["metric"] = {**base["metric"], "target": hard}
-    base["scheduler"] = {**base["scheduler"], "policy": policy if policy in QUANTA else "fifo"}
+    raw = load_spec(path).model_dump(mode="json")
+    keep = {k: raw["scheduler"][k] for k in ("quantum_s",) if k in raw["scheduler"]}
+    override = QUANTA.get(system, QUANTA["fifo"])  # peers read only the space, metric and budget
+    base["scheduler"] = {**keep, **override["scheduler"]}
+    base["search"] = {"n_startup": raw["search"]["n_startup"], **override["search"]}
     base["parallelism"] = parallelism
     return parse_spec(base)
 
@@ -82,10 +110,10 @@ def _child(system: str, spec_json: str, devices: int, log_path: str, workdir: st
     spec = parse_spec(json.loads(spec_json))
     if system in QUANTA:
         run_quanta(spec, devices, log_path, workdir)
-    elif system == "optuna":
+    elif system in ("optuna", "optuna_hb"):
         from bench.peers import run_optuna
 
-        run_optuna(spec, spec.seed, devices, log_path, hard, max_s)
+        run_optuna(spec, spec.seed, devices, log_path, hard, max_s, "hyperband" if system == "optuna_hb" else "sha")
     elif system == "ray":
         from bench.peers import run_ray
 
@@ -121,7 +149,13 @@ def one_run(system: str, spec: SearchSpec, devices: int, targets: dict[str, floa
     return {"wall_s": wall, "reached": reached, "exit_code": proc.exitcode, "reports": len(points)}
 
 
-def write(args: argparse.Namespace, targets: dict[str, float], results: dict[str, Any], seeds_done: list[int]) -> None:
+def write(
+    args: argparse.Namespace,
+    targets: dict[str, float],
+    results: dict[str, Any],
+    seeds_done: list[int],
+    speedups: dict[str, Any],
+) -> None:
     out = {
         "workload": {
             "spec": str(args.spec.relative_to(ROOT)) if args.spec.is_relative_to(ROOT) else str(args.spec),
@@ -134,6 +168,7 @@ def write(args: argparse.Namespace, targets: dict[str, float], results: dict[str
         },
         "targets": targets,
         "systems": results,
+        "ratios": speedups,
         "command": "python " + " ".join(sys.argv),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -143,8 +178,8 @@ def write(args: argparse.Namespace, targets: dict[str, float], results: dict[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "mnist1d.yaml")
-    ap.add_argument("--systems", default="fifo,timeslice,gandiva,optuna,ray")
-    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--systems", default="fifo,gandiva,asha,default,optuna,optuna_hb,ray")
+    ap.add_argument("--seeds", default="0,1,2,3,4,5,6")
     ap.add_argument("--targets", default="0.85,0.90,0.93", help="easy,medium,hard")
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--max-steps", type=int, default=None)
@@ -169,11 +204,18 @@ def main() -> None:
             results[system] = {}
             for name in targets:
                 secs = [r["reached"][name] if r["reached"][name] is not None else r["wall_s"] for r in done]
+                q1, q3 = quartiles(secs)
                 results[system][name] = {
                     "median_s": statistics.median(secs),
-                    "runs_s": [round(s, 2) for s in secs],
+                    "q1_s": q1,
+                    "q3_s": q3,
+                    "runs_s": [round(x, 2) for x in secs],
                     "reached": [r["reached"][name] is not None for r in done],
+                    "device_s_median": statistics.median(secs) * args.devices,
                 }
+            firsts = [r["first_step_s"] for r in done if r.get("first_step_s") is not None]
+            if firsts:
+                results[system]["start_to_first_step_s"] = statistics.median(firsts)
 
     for i, seed in enumerate(seeds):
         for system in systems:
@@ -187,29 +229,56 @@ def main() -> None:
             )
             summarise()
             if args.json:  # partial results survive an interrupted benchmark
-                write(args, targets, results, seeds[: i + 1])
+                write(args, targets, results, seeds[: i + 1], ratios(results, systems, targets))
+    peers = [s for s in systems if s in PEERS]
     for name, target in targets.items():
-        table = Table(title=f"time to {name} target ({spec.metric.name} {target})")
-        table.add_column("system")
-        table.add_column("median s", justify="right")
-        table.add_column("min-max s", justify="right")
-        table.add_column("reached", justify="right")
-        table.add_column("gandiva speed-up", justify="right")
-        ref = results.get("gandiva", {}).get(name, {}).get("median_s")
+        table = Table(title=f"time to {name} target ({spec.metric.name} {target}), {len(seeds)} seeds")
+        for col in ("system", "median s", "q1-q3 s", "hits", "device-s"):
+            table.add_column(col, justify="left" if col == "system" else "right")
+        for peer in peers:
+            table.add_column(f"vs {peer}", justify="right")
         for system in systems:
             r = results[system][name]
-            speed = f"{r['median_s'] / ref:.2f}x" if ref else "-"
-            table.add_row(
+            row = [
                 system,
                 f"{r['median_s']:.1f}",
-                f"{min(r['runs_s']):.0f}-{max(r['runs_s']):.0f}",
+                f"{r['q1_s']:.1f}-{r['q3_s']:.1f}",
                 f"{sum(r['reached'])}/{len(r['reached'])}",
-                speed,
-            )
+                f"{r['device_s_median']:.0f}",
+            ]
+            for peer in peers:
+                row.append(f"{results[peer][name]['median_s'] / r['median_s']:.2f}x" if system not in PEERS else "")
+            table.add_row(*row)
         console.print(table)
     if args.json:
-        write(args, targets, results, seeds)
+        write(args, targets, results, seeds, ratios(results, systems, targets))
         console.print(f"wrote {args.json}")
+
+
+def quartiles(xs: list[float]) -> tuple[float, float]:
+    if len(xs) < 2:
+        return xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def ratios(results: dict[str, Any], systems: list[str], targets: dict[str, float]) -> dict[str, Any]:
+    """Speed-up of each Quanta system over each peer and over fifo: peer median / system median."""
+    out: dict[str, Any] = {}
+    others = [s for s in systems if s in PEERS or s == "fifo"]
+    for system in systems:
+        if system in PEERS or system not in results:
+            continue
+        out[system] = {
+            other: {
+                name: results[other][name]["median_s"] / results[system][name]["median_s"]
+                for name in targets
+                if other in results and results[system][name]["median_s"] > 0
+            }
+            for other in others
+            if other != system
+        }
+    return out
 
 
 if __name__ == "__main__":
