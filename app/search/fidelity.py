@@ -40,21 +40,17 @@ def rungs(max_steps: int, min_steps: int, eta: float) -> tuple[int, ...]:
     return tuple(out)
 
 
-def value_at(curve: Sequence[tuple[int, float]], rung: int, *, reached: bool | None = None) -> float | None:
-    """A trial's loss at `rung`: the best (smallest) loss it reported at a step <= `rung`.
+def value_at(curve: Sequence[tuple[int, float]], rung: int) -> float | None:
+    """A trial's loss at `rung`: the best (smallest) loss among its reports up to and including its
+    first report at a step >= `rung`; None until it has reported at or past the rung.
 
-    Defined once the trial got there: `reached` says so (a policy knows the steps done; a completed
-    trial reached its last rung), or, when None, a report at a step >= `rung` shows it. Otherwise, or
-    when nothing usable was reported up to the rung, None. The best value rather than the last one is
-    taken because a search is won by the best report (a noisy last evaluation should not erase what
-    the trial has shown).
+    As in Ray Tune's ASHA, the rung is judged at the first report past it (rungs need not fall on a
+    trainable's evaluation steps, and a trial is only known to have got there once it says so); the
+    best value rather than that report's alone is taken because a search is won by the best report,
+    and a noisy evaluation should not erase what the trial has already shown.
     """
-    if reached is None:
-        reached = any(step >= rung for step, _ in curve)
-    if not reached:
+    first = min((step for step, _ in curve if step >= rung), default=None)
+    if first is None:
         return None
-    best = math.inf
-    for step, loss in curve:
-        if step <= rung and loss < best:
-            best = loss
+    best = min((loss for step, loss in curve if step <= first), default=math.inf)
     return best if math.isfinite(best) else None

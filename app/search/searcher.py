@@ -373,7 +373,7 @@ class MultiFidelityTPE(HyperOptSearcher):
             values: dict[int, float] = {}
             for number, curve in self._curves.items():
                 # A trial has reached a rung when it reported at or past it (a trial reports at its last
-                # step). A tell does not say how far the trial got (stopped trials are told too).
+                # step); a tell does not say how far the trial got (stopped trials are told too).
                 v = value_at(curve, self.levels[i])
                 if v is not None:
                     values[number] = v

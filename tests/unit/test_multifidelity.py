@@ -108,14 +108,15 @@ def test_rungs_grow_by_eta_and_end_at_max_steps():
         rungs(100, 10, 1)
 
 
-def test_value_at_is_the_best_loss_up_to_the_rung_once_reached():
+def test_value_at_is_the_best_loss_until_the_first_report_past_the_rung():
     curve = [(10, 0.5), (20, 0.3), (30, 0.4), (40, 0.1)]
     assert value_at(curve, 30) == 0.3
+    assert value_at(curve, 25) == 0.3  # judged at the report at step 30
     assert value_at(curve, 40) == 0.1
+    assert value_at(curve, 35) == 0.1
     assert value_at(curve, 50) is None  # not reached
-    assert value_at(curve, 50, reached=True) == 0.1
-    assert value_at(curve, 35, reached=False) is None
     assert value_at([], 10) is None
+    assert value_at([(40, 0.2), (10, 0.5)], 10) == 0.5  # out of order: the first report past 10 is 10
 
 
 def test_fits_on_the_highest_rung_with_enough_points():

@@ -2,10 +2,10 @@
 Quanta's twist: a trial below its rung is *parked*, not killed.
 
 Rungs are `app.search.fidelity.rungs(max_steps, first, eta)` steps; in Hyperband bracket `b` (of
-`brackets`) the first rung is `min_steps * eta**b`, and trial `i` of a search goes to bracket
-`i % brackets` (ASHA is Hyperband with one bracket). A trial's value at a rung is the best loss it
-reported up to that rung (`fidelity.value_at`, oriented by the search's goal), recorded once, when its
-steps done pass the rung. Trials of different searches, or of different brackets, are never compared.
+`brackets`) the first rung is `min_steps * eta**b`, and trial `i` goes to bracket `i % brackets`
+(trial ids; ASHA is Hyperband with one bracket). A trial's value at a rung is the best loss it reported
+until its first report past the rung (`fidelity.value_at`, oriented by the search's goal), recorded
+once. Trials of different searches, or of different brackets, are never compared.
 
 Two variants (`mode`):
 
@@ -24,9 +24,10 @@ Two variants (`mode`):
   (itself included), else it is stopped for good.
 
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
-placed trial to park itself at its next rung, so it stops there exactly. A rung a trial passed
-without any report up to it cannot rank the trial and is skipped. Trials without a search (trace
-jobs) or without a metric run first-come first-served.
+placed trial to park itself at its first report past its next rung, so it stops there rather than a
+quantum later. A rung is judged at the first report past it (`fidelity.value_at`); a trial that has not
+reported past its rung goes on until it does. Trials without a search (trace
+jobs) run first-come first-served.
 
 Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, and per (search, bracket,
 rung) the values recorded.
@@ -107,19 +108,16 @@ class AshaPolicy:
             sign = -1.0 if search.goal == "maximize" else 1.0
             curve = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
             rung = int(old_allowed.get(str(t.id), 0))
-            # Record every rung passed, then decide at the rung it was allowed to run to.
+            # Record every rung it has reported past, then decide at the rung it was allowed to run to.
             for i, level in enumerate(levels[:-1]):
-                if t.steps_done < level:
+                value = value_at(curve, level)
+                if value is None:
                     break
-                key = self._key(t, search, i)
-                value = value_at(curve, level, reached=True)
-                if value is not None:
-                    records.setdefault(key, {}).setdefault(str(t.id), value)
-            while rung < len(levels) - 1 and t.steps_done >= levels[rung]:
+                records.setdefault(self._key(t, search, i), {}).setdefault(str(t.id), value)
+            while rung < len(levels) - 1:
                 value = records.get(self._key(t, search, rung), {}).get(str(t.id))
                 if value is None:
-                    rung += 1  # nothing reported up to this rung: it cannot be ranked there
-                    continue
+                    break  # not reported past its rung yet: it goes on (its limit parks it there)
                 if k.mode == "kill":
                     if self._continues(value, records[self._key(t, search, rung)].values()):
                         rung += 1
