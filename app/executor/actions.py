@@ -8,9 +8,14 @@ Vocabulary (Ray Tune's CONTINUE/PAUSE/STOP, made explicit about devices):
 - `Suspend(trial)`: park it at the next mini-batch boundary, state kept in host memory.
 - `Migrate(trial, devices)`: move a resident trial to other devices and let it compute there.
 - `Stop(trial, reason)`: end it for good at the next boundary.
+- `Release(trial)`: write a checkpoint and end the process; the trial goes back to the queue and
+  resumes from that checkpoint when it runs again (frees host memory held by a parked trial).
 - `Handoff(trial, to)`: only between the controller's `CeleryRuntime` and a node agent: the source
   half of a cross-node move (checkpoint to the shared store, end the process; node `to` starts it).
 A node receives each as an `Order` (the action and the assignment epoch it runs under).
+
+`Run`/`Migrate` may carry `until`: the trial parks itself at its first report at or past that step
+(a successive-halving rung) instead of waiting for the next quantum's `Suspend`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from app.executor.wire import Wire, WireError
 class Run(Wire):
     trial_id: int
     devices: tuple[str, ...]
+    until: int | None = None
     kind: str = "run"
 
 
@@ -41,6 +47,7 @@ class Suspend(Wire):
 class Migrate(Wire):
     trial_id: int
     devices: tuple[str, ...]
+    until: int | None = None
     kind: str = "migrate"
 
 
@@ -49,6 +56,12 @@ class Stop(Wire):
     trial_id: int
     reason: str = "stopped"
     kind: str = "stop"
+
+
+@dataclass(frozen=True)
+class Release(Wire):
+    trial_id: int
+    kind: str = "release"
 
 
 @dataclass(frozen=True)
@@ -61,7 +74,7 @@ class Handoff(Wire):
     kind: str = "handoff"
 
 
-Action = Run | Suspend | Migrate | Stop
+Action = Run | Suspend | Migrate | Stop | Release
 NodeAction = Action | Handoff
 
 _ACTION_KINDS: dict[str, type[NodeAction]] = {
@@ -69,6 +82,7 @@ _ACTION_KINDS: dict[str, type[NodeAction]] = {
     "suspend": Suspend,
     "migrate": Migrate,
     "stop": Stop,
+    "release": Release,
     "handoff": Handoff,
 }
 
@@ -144,8 +158,9 @@ class Profiled(Wire):
 class Parked(Wire):
     trial_id: int
     step: int
-    park_ms: float  # suspend request to parked
+    park_ms: float  # suspend request to parked (0 when it parked itself at its `until` step)
     at: float
+    at_limit: bool = False  # parked itself at the step limit of its Run (a rung), not on request
 
 
 @dataclass(frozen=True)
@@ -179,7 +194,8 @@ class Checkpointed(Wire):
 @dataclass(frozen=True)
 class Exited(Wire):
     """The trial's process ended. `status`: completed, killed (stopped on request), failed (raised:
-    not retried), crashed (died by a signal or lost contact: restartable from its checkpoint)."""
+    not retried), crashed (died by a signal or lost contact: restartable from its checkpoint),
+    released (checkpointed and ended on request: queued again, resumes from the checkpoint)."""
 
     trial_id: int
     status: str

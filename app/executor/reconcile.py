@@ -1,10 +1,10 @@
 """`reconcile(current, plan) -> [Action]`: the pure diff between where trials are and where the plan
 wants them. Order matters and is part of the contract: stops and suspensions come first (they free
-devices), then migrations, then runs; the runtime applies them in that order."""
+devices), then releases, then migrations, then runs; the runtime applies them in that order."""
 
 from __future__ import annotations
 
-from app.executor.actions import Action, Migrate, Run, Stop, Suspend
+from app.executor.actions import Action, Migrate, Release, Run, Stop, Suspend
 from app.executor.policy.types import Placement, Plan
 
 
@@ -15,8 +15,10 @@ def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = fr
     - a running trial absent from the placement gets `Suspend`;
     - a placed trial resident on other devices gets `Migrate` (the runtime parks it first if running);
     - a placed trial not running (queued, or parked on the same devices) gets `Run`;
-    - a placed trial already running on exactly those devices gets nothing.
-    `checkpoint` names trials whose suspension should also write a checkpoint.
+    - a placed trial already running on exactly those devices gets nothing (it keeps its step limit);
+    - a resident trial in `plan.release` (held, not placed) gets `Release` after its `Suspend`.
+    `Run` and `Migrate` carry `plan.limits[trial]` as `until`. `checkpoint` names trials whose
+    suspension should also write a checkpoint.
     """
     stops: list[Action] = []
     suspends: list[Action] = []
@@ -46,8 +48,12 @@ def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = fr
         here = tuple(current.resident.get(tid, ()))
         if len(here) > 1:
             here = tuple(sorted(here))
+        until = plan.limits.get(tid) if plan.limits else None
         if here and here != devs:
-            migrates.append(Migrate(tid, devs))
+            migrates.append(Migrate(tid, devs, until))
         elif tid not in current.running:
-            runs.append(Run(tid, devs))
-    return stops + suspends + migrates + runs
+            runs.append(Run(tid, devs, until))
+    releases: list[Action] = [
+        Release(tid) for tid in sorted(plan.release) if tid in current.resident and tid not in wanted
+    ]
+    return stops + suspends + releases + migrates + runs

@@ -44,6 +44,11 @@ class TrialStopped(BaseException):
     `except Exception` does not swallow it."""
 
 
+class TrialReleased(TrialStopped):
+    """Raised inside `steps()` when Quanta releases the trial: its checkpoint is written, the process
+    ends, and the trial resumes from that checkpoint when it runs again."""
+
+
 class ControllerGone(BaseException):
     """The control connection closed: the controller or node agent is gone; the trial exits."""
 
@@ -84,6 +89,7 @@ class Trial:
         checkpoint_every_quanta: int = 10,
         checkpoint_every_s: float = 60.0,
         profile_every_s: float = 1.0,
+        until: int | None = None,
     ):
         self.id = trial_id
         self.config = config
@@ -97,6 +103,10 @@ class Trial:
         self._ckpt_every_quanta = checkpoint_every_quanta
         self._ckpt_every_s = checkpoint_every_s
         self._profile_every_s = profile_every_s
+        # Step limit of the current run (a successive-halving rung): park at the first boundary after a
+        # report at or past it. `_limit_reported` says that report has been made.
+        self._until = until
+        self._limit_reported = False
         self._tracked: dict[str, Any] = {}
         self._step = 0  # steps done
         self._start_step = 0
@@ -148,6 +158,8 @@ class Trial:
                 raise TypeError(f"trial.report({key}=...): not a number: {value!r}") from None
         self.history.append((self._step, clean))
         self._send("report", step=self._step, metrics=clean, at=time.time())
+        if self._until is not None and self._step >= self._until:
+            self._limit_reported = True
 
     def steps(self, n: int | None = None) -> Iterator[int]:
         """Yield step numbers; Quanta may park, move, checkpoint or stop the trial between them."""
@@ -216,6 +228,8 @@ class Trial:
         while self._conn.poll():
             kind, msg = self._recv()
             self._handle(kind, msg)
+        if self._limit_reported:  # reported at or past its step limit: park here, as if suspended
+            self._park({"at_limit": True})
 
     def _handle(self, kind: str, msg: dict[str, Any]) -> None:
         if kind == "suspend":
@@ -225,11 +239,26 @@ class Trial:
             raise TrialStopped(msg.get("reason", "stopped"))
         elif kind == "checkpoint":
             self.checkpoint()
+        elif kind == "release":
+            self._release()
+        elif kind == "limit":  # the step limit of a run that started a new process
+            self._set_limit(msg)
         elif kind == "resume":  # resumed while running = move in place
             self._bind(msg["devices"])
+            self._set_limit(msg)
             self._send("resumed", sent=msg.get("sent"), step=self._step, at=time.time())
         else:
             raise RuntimeError(f"unknown control message {kind!r}")
+
+    def _set_limit(self, msg: dict[str, Any]) -> None:
+        self._until = msg.get("until")
+        self._limit_reported = False
+
+    def _release(self) -> None:
+        """Write the checkpoint, then end the trial: it resumes from it when it runs again."""
+        self._flush_profile()
+        self.checkpoint()
+        raise TrialReleased("released")
 
     def _park(self, msg: dict[str, Any]) -> None:
         """Stop at this boundary: report the quantum's profile, move state to host memory, release
@@ -241,7 +270,8 @@ class Trial:
             for obj in self._tracked.values():
                 _move(obj, host)
             torch.cuda.empty_cache()
-        self._send("parked", sent=msg.get("sent"), step=self._step, at=time.time())
+        self._limit_reported = False
+        self._send("parked", sent=msg.get("sent"), step=self._step, at=time.time(), at_limit=bool(msg.get("at_limit")))
         self._quanta_since_ckpt += 1
         if msg.get("checkpoint") or self._quanta_since_ckpt >= self._ckpt_every_quanta:
             self.checkpoint()  # written while parked: costs no device time
@@ -249,6 +279,7 @@ class Trial:
             kind, nxt = self._recv()
             if kind == "resume":
                 self._bind(nxt["devices"])
+                self._set_limit(nxt)
                 self._win_steps, self._win_start, self._win_wall = 0, time.monotonic(), time.time()
                 self._send("resumed", sent=nxt.get("sent"), step=self._step, at=time.time())
                 return
@@ -256,6 +287,8 @@ class Trial:
                 raise TrialStopped(nxt.get("reason", "stopped"))
             if kind == "checkpoint":
                 self.checkpoint()
+            elif kind == "release":
+                self._release()
             elif kind != "suspend":
                 raise RuntimeError(f"unknown control message {kind!r}")
 

@@ -13,7 +13,19 @@ from pathlib import Path
 import pytest
 
 from app.devices import Device, parse_devices
-from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Started, Stop, Suspend
+from app.executor.actions import (
+    Checkpointed,
+    Exited,
+    Migrate,
+    Parked,
+    Release,
+    Reported,
+    Resumed,
+    Run,
+    Started,
+    Stop,
+    Suspend,
+)
 from app.executor.runtime.local import LocalRuntime
 from tests.integration.helpers import collect_until_exit, launches
 
@@ -204,3 +216,52 @@ def _alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_run_with_a_step_limit_parks_itself_at_its_first_report_past_it(rt_factory):
+    """`Run(until=...)`: the trial parks itself right after its first report at or past the limit (a
+    successive-halving rung), without a Suspend; resumed without a limit it runs to the end, and its
+    reports are exactly those of an uninterrupted run."""
+    cfg = {"steps": 300, "report_every": 50}
+    rt = rt_factory({1: (LINEAR, cfg), 2: (LINEAR, cfg)})
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    reference = losses(collect_until_exit(rt, {1}), 1)
+    rt.apply(2, [Run(2, ("cpu:1",), until=120)])
+    events: list = []
+    deadline = time.monotonic() + 60
+    while not any(isinstance(e, Parked) for e in events) and time.monotonic() < deadline:
+        events += rt.poll(0.2)
+    (parked,) = [e for e in events if isinstance(e, Parked)]
+    assert parked.at_limit and parked.park_ms == 0.0
+    assert parked.step == 151  # reported at step 150 (the first report past 120), parked before step 151
+    assert not rt.residency()[2].running
+    rt.apply(3, [Run(2, ("cpu:0",), until=220)])  # resumed, moved, with the next limit (report at 250)
+    while sum(isinstance(e, Parked) for e in events) < 2 and time.monotonic() < deadline:
+        events += rt.poll(0.2)
+    assert [e.step for e in events if isinstance(e, Parked)] == [151, 251]
+    rt.apply(4, [Run(2, ("cpu:0",))])
+    events += collect_until_exit(rt, {2})
+    assert losses(events, 2) == reference
+    assert [e.status for e in events if isinstance(e, Exited)] == ["completed"]
+
+
+def test_release_checkpoints_ends_the_process_and_a_later_run_resumes_from_it(rt_factory, tmp_path):
+    cfg = {"steps": 300, "report_every": 50}
+    rt = rt_factory({1: (LINEAR, cfg), 2: (LINEAR, cfg)}, resume=True)  # restore when a checkpoint exists
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    reference = losses(collect_until_exit(rt, {1}), 1)
+    rt.apply(2, [Run(2, ("cpu:0",), until=100)])
+    events: list = []
+    deadline = time.monotonic() + 60
+    while not any(isinstance(e, Parked) for e in events) and time.monotonic() < deadline:
+        events += rt.poll(0.2)
+    rt.apply(3, [Release(2)])
+    events += collect_until_exit(rt, {2})
+    exited = [e for e in events if isinstance(e, Exited)]
+    assert [e.status for e in exited] == ["released"] and exited[0].steps == 101
+    assert 2 not in rt.residency()
+    assert any(isinstance(e, Checkpointed) for e in events)
+    rt.apply(4, [Run(2, ("cpu:1",))])  # a new process, restored from the checkpoint
+    later = collect_until_exit(rt, {2})
+    assert losses(later, 2)[0][0] == 150  # continued from the checkpoint at step 101, not from 0
+    assert losses(events + later, 2) == reference

@@ -24,7 +24,7 @@ from typing import Any
 
 from app.devices import Device, bind_process
 from app.executor.runtime.base import TrialLaunch
-from app.sdk.trial import ControllerGone, Trial, TrialStopped
+from app.sdk.trial import ControllerGone, Trial, TrialReleased, TrialStopped
 from app.status import TrialStatus
 
 
@@ -68,7 +68,8 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
     )
-    status, error = TrialStatus.COMPLETED, None
+    status: str = TrialStatus.COMPLETED
+    error: str | None = None
     try:
         # The only place torch's thread count is set: one per core of the first devices, unless the
         # trainable sets its own. Resumes and migrations re-pin cores only (Trial._bind).
@@ -77,6 +78,8 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         fn = load_trainable(launch.trainable)
         fn(trial.config, trial)
         trial.finish()
+    except TrialReleased:
+        status = "released"  # checkpointed on request: the controller queues it to resume later
     except TrialStopped:
         status = TrialStatus.KILLED
     except ControllerGone:

@@ -35,6 +35,7 @@ from app.executor.actions import (
     Migrate,
     Parked,
     Profiled,
+    Release,
     Reported,
     Residency,
     Resumed,
@@ -160,6 +161,9 @@ class LocalRuntime:
                 h = self._live(a.trial_id)
                 if isinstance(a, Stop) and h is not None:
                     self._stop(h, a.reason)
+                elif isinstance(a, Release) and h is not None:
+                    h.state = "stopping"
+                    self._send(h, "release", {})
                 elif isinstance(a, Suspend | Migrate) and h is not None and h.running:
                     if isinstance(a, Migrate) and tuple(sorted(a.devices)) == h.devices:
                         continue
@@ -174,9 +178,9 @@ class LocalRuntime:
                     h = self._live(a.trial_id)
                     devices = tuple(sorted(a.devices))
                     if h is None:
-                        self._start(a.trial_id, devices)
+                        self._start(a.trial_id, devices, a.until)
                     elif h.state == "parked":
-                        self._resume(h, devices)
+                        self._resume(h, devices, a.until)
 
     def poll(self, timeout: float) -> list[Event]:
         out: list[Event] = []
@@ -239,12 +243,14 @@ class LocalRuntime:
             h = self._handles.get(trial_id)
             return h if h is not None and h.state != "exited" else None
 
-    def _start(self, trial_id: int, devices: tuple[str, ...]) -> None:
+    def _start(self, trial_id: int, devices: tuple[str, ...], until: int | None = None) -> None:
         unknown = [d for d in devices if d not in self._devices]
         if unknown:
             raise ValueError(f"trial {trial_id}: unknown devices {unknown} on node {self.node}")
         launch = self._launcher(trial_id)
         h = _Handle(trial_id, devices, run_since=time.monotonic())
+        if until is not None:  # handed over with the first commands once the process says hello
+            h.pending.append(("limit", {"until": until}))
         with self._lock:
             self._handles[trial_id] = h
         payload = {"launch": launch, "devices": [self._devices[d] for d in devices], "sent": time.monotonic()}
@@ -256,13 +262,14 @@ class LocalRuntime:
         h.suspend_sent = time.monotonic()
         self._send(h, "suspend", {"sent": h.suspend_sent, "checkpoint": checkpoint})
 
-    def _resume(self, h: _Handle, devices: tuple[str, ...]) -> None:
+    def _resume(self, h: _Handle, devices: tuple[str, ...], until: int | None = None) -> None:
         h.migrating = devices != h.devices
         h.devices = devices
         h.state = "running"
         h.run_since = time.monotonic()
         h.parked.clear()
-        self._send(h, "resume", {"devices": [self._devices[d] for d in devices], "sent": h.run_since})
+        msg = {"devices": [self._devices[d] for d in devices], "sent": h.run_since, "until": until}
+        self._send(h, "resume", msg)
 
     def _stop(self, h: _Handle, reason: str) -> None:
         h.state = "stopping"
@@ -439,7 +446,7 @@ class LocalRuntime:
             h.state = "parked"
             park_ms = (time.monotonic() - msg["sent"]) * 1000 if msg.get("sent") else 0.0
             h.parked.set()
-            self._events.put(Parked(h.trial_id, msg["step"], park_ms, now))
+            self._events.put(Parked(h.trial_id, msg["step"], park_ms, now, bool(msg.get("at_limit"))))
         elif kind == "resumed":
             resume_ms = (time.monotonic() - msg["sent"]) * 1000 if msg.get("sent") else 0.0
             self._events.put(Resumed(h.trial_id, h.devices, resume_ms, h.migrating, now))
