@@ -32,6 +32,7 @@ from app.executor.actions import (
     Migrate,
     Parked,
     Profiled,
+    Release,
     Residency,
     Resumed,
     Run,
@@ -297,6 +298,11 @@ class SimRuntime:
                     touched |= self._neighbours(j)
                     self._park(j)
                     stopped_or_parked.add(j.id)
+            elif isinstance(a, Release):
+                if j is not None and j.state in ("running", "parked"):
+                    touched |= self._neighbours(j)
+                    self._free(j)
+                    stopped_or_parked.add(j.id)
             elif (
                 isinstance(a, Migrate)  # like the real runtime: park every mover before any resumes
                 and j is not None
@@ -310,11 +316,12 @@ class SimRuntime:
                 continue
             devices = tuple(sorted(a.devices))
             j = self._jobs.get(a.trial_id)
-            if j is None or j.state == "new":
+            if j is None or j.state in ("new", "released"):
+                # New, or back from its checkpoint after a release (its steps are kept).
                 j = j or self._new_job(a.trial_id, len(devices))
                 self._place(j, devices, self.costs.start_s)
                 self.starts += 1
-                self._pending.append(Started(j.id, devices, self.costs.start_s * 1000, 0, now))
+                self._pending.append(Started(j.id, devices, self.costs.start_s * 1000, int(j.steps + 1e-9), now))
             elif j.state == "exited":
                 continue
             elif j.state == "running":
@@ -429,6 +436,21 @@ class SimRuntime:
             self.resumes += 1
         self._place(j, devices, cost)
         self._pending.append(Resumed(j.id, devices, cost * 1000, migrated, self._now))
+
+    def _free(self, j: _Job) -> None:
+        """Release: checkpoint (its cost is the suspend cost), end the process, keep its progress. The
+        job's `Run` `until` limits are not modelled: trace jobs report nothing, so never reach one."""
+        if j.state == "running":
+            self._close_window(j, self._now)
+            self._release(j)
+        j.state = "released"
+        j.opened = False
+        j.version += 1
+        self._resident.pop(j.id, None)
+        j.res = None
+        self._pending.append(
+            Exited(j.id, "released", int(j.steps + 1e-9), None, self._now, False, j.device_seconds)
+        )
 
     def _exit(self, j: _Job, status: TrialStatus, error: str | None) -> None:
         if j.state == "running":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.executor.actions import Exited, Migrate, Parked, Profiled, Resumed, Run, Started, Stop, Suspend
+from app.executor.actions import Exited, Migrate, Parked, Profiled, Release, Resumed, Run, Started, Stop, Suspend
 from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
 from app.sim.throughputs import Throughputs
 
@@ -170,3 +170,21 @@ def test_a_pack_is_counted_once_per_pair_however_often_it_is_sliced_out_and_back
     rt.apply(9, [Suspend(2)])  # split while job 1 keeps computing: the pair is undone
     drain(rt, rt.now() + 10)
     assert (rt.packs_kept, rt.packs_undone) == (0, 1)
+
+
+def test_a_released_job_ends_its_process_keeps_its_progress_and_starts_again_from_there():
+    rt = runtime(costs=SimCosts(start_s=1.0, suspend_s=0, resume_s=0, migrate_s=0))
+    rt.register(1, JobSpec("A", 1000, 1))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    drain(rt, 41.0)  # 1 s start, then 40 s at 10/s: 400 steps
+    rt.apply(2, [Release(1)])
+    (ex,) = [e for e in rt.poll(0) if isinstance(e, Exited)]
+    assert ex.status == "released" and ex.steps == 400
+    assert 1 not in rt.residency()
+    rt.apply(3, [Run(1, ("s001/g1",))])
+    events = drain(rt, 200.0)
+    (started,) = [e for e in events if isinstance(e, Started)]
+    assert started.step == 400
+    (done,) = [e for e in events if isinstance(e, Exited)]
+    assert done.status == "completed" and done.steps == 1000
+    assert done.at == pytest.approx(41.0 + 1.0 + 60.0)  # a new start costs its start time again
