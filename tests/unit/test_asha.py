@@ -144,7 +144,8 @@ def test_memory_budget_releases_the_lowest_held_trials():
     assert plan.running() == {5, 6}
     assert set(plan.hold) == {1, 2, 3, 4}
     assert plan.release == (3, 4)
-    assert policy().plan(snap(ts, state)).release == ()  # no budget: nothing released
+    assert policy(memory_budget_mb=0).plan(snap(ts, state)).release == ()  # no budget: nothing released
+    assert policy().plan(snap(ts, state)).release == ()  # the default budget (4 GiB) holds them
 
 
 def _textbook_stop(recorded: list[float], value: float, eta: float) -> bool:

@@ -55,7 +55,9 @@ class AshaKnobs(BaseModel):
     min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**3")
     mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
     brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
-    memory_budget_mb: float = Field(default=0.0, ge=0, description="host memory for held trials; 0 = no limit")
+    # Held trials are whole processes; measured RSS counts the pages they share with the template too,
+    # so this over-counts: 4 GiB holds a few dozen small trials.
+    memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
 
 
 class AshaPolicy:
