@@ -118,6 +118,9 @@ def run_optuna(
     )
     ctx = mp.get_context("fork")  # the trainable's module and torch are imported once, before forking
     load(spec.trainable)
+    prepare = getattr(importlib.import_module(spec.trainable.partition(":")[0]), "prepare", None)
+    if callable(prepare):
+        prepare()  # the data set is built once and shared by the workers, as Quanta's template does
     procs = [
         ctx.Process(target=_optuna_worker, args=(spec, seed + 1000 * i, journal, log_path, hard, max_seconds, pruner))
         for i in range(n_jobs)
