@@ -117,7 +117,7 @@ def test_run_assigns_an_epoch_and_is_expected_until_the_node_reports_it(setup) -
     rt.apply(1, [Run(7, ("n2/cpu:1",))])
     [msg] = celery.applies()
     assert msg["queue"] == "node.n2"
-    assert msg["args"] == [1, [{"kind": "run", "trial_id": 7, "devices": ["n2/cpu:1"], "epoch": 1}]]
+    assert msg["args"] == [1, [{"kind": "run", "trial_id": 7, "devices": ["n2/cpu:1"], "until": None, "epoch": 1}]]
     assert rt.residency()[7].devices == ("n2/cpu:1",) and rt.residency()[7].running  # not reported yet
     cluster.beat("n2", {7: running(1, 1, "n2/cpu:1", steps=5)})
     rt.poll(0)
@@ -141,10 +141,8 @@ def test_cross_node_move_is_a_handoff_with_a_linked_start_and_carries_device_tim
     msg = celery.applies()[-1]
     assert msg["queue"] == "node.n1"
     assert msg["args"] == [2, [{"kind": "handoff", "trial_id": 3, "to": "n2", "epoch": 1}]]
-    assert msg["link"] == [
-        {"task": APPLY_TASK, "args": [2, [{"kind": "run", "trial_id": 3, "devices": ["n2/cpu:0"], "epoch": 2}]],
-         "queue": "node.n2"}
-    ]  # fmt: skip
+    run = {"kind": "run", "trial_id": 3, "devices": ["n2/cpu:0"], "until": None, "epoch": 2}
+    assert msg["link"] == [{"task": APPLY_TASK, "args": [2, [run]], "queue": "node.n2"}]
     assert cluster.assigned[3] == Assignment(3, "n2", 2)
     # The source reports its last figures and ends; its lifecycle events are not the trial's any more.
     cluster.emit("n1", 1, 3, "report", trial_id=3, step=40, metrics={"loss": 0.5})

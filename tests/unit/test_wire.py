@@ -22,10 +22,14 @@ SAMPLES: list[Wire] = [
     A.Suspend(3, checkpoint=True),
     A.Migrate(4, ("n2/cpu:0",)),
     A.Stop(5, "target reached"),
+    A.Run(3, ("n1/cpu:0",), until=150),
+    A.Release(5),
     A.Handoff(6, "n2"),
     A.Reported(1, 10, {"accuracy": 0.5, "loss": 1.25}, 1700000000.5),
     A.Profiled(1, ("n1/cpu:0",), 12, 1.5, 300.0, 1700000001.0, 1700000000.0, (2, 3), 7),
     A.Parked(1, 12, 3.5, 1700000002.0),
+    A.Parked(1, 151, 0.0, 1700000002.0, at_limit=True),
+    A.Exited(3, "released", 101, None, 1700000006.0),
     A.Resumed(1, ("n1/cpu:1",), 8.0, True, 1700000003.0),
     A.Started(1, ("n1/cpu:0",), 250.0, 40, 1700000004.0),
     A.Checkpointed(1, 40, "/ck/search-1/checkpoints/trial-1.pt", 1700000005.0),
@@ -79,8 +83,10 @@ def test_order_json_keeps_its_shape() -> None:
         "kind": "run",
         "trial_id": 7,
         "devices": ["n2/cpu:1"],
+        "until": None,
         "epoch": 1,
     }
+    assert A.Order(A.Run(7, ("n2/cpu:1",), until=150), 1).to_dict()["until"] == 150
     assert A.Order(A.Handoff(3, "n2"), 1).to_dict() == {"kind": "handoff", "trial_id": 3, "to": "n2", "epoch": 1}
     assert A.Order(A.Suspend(7)).to_dict() == {"kind": "suspend", "trial_id": 7, "checkpoint": False}
 

@@ -40,6 +40,7 @@ from app.executor.actions import (
     Handoff,
     Migrate,
     Order,
+    Release,
     Reported,
     Residency,
     Run,
@@ -195,7 +196,7 @@ class CeleryRuntime:
         for a in actions:
             tid = a.trial_id
             where = self._where(tid)
-            if isinstance(a, Stop):
+            if isinstance(a, Stop | Release):  # both end the process where it is
                 node = where or (self._assign[tid].node if tid in self._assign else None)
                 if node is not None:
                     by_node.setdefault(node, []).append(Order(a))
@@ -225,7 +226,7 @@ class CeleryRuntime:
                 old = self._assign.get(tid)
                 epoch = self._new_epoch(tid, target)
                 by_node.setdefault(where, []).append(Order(Handoff(tid, target), old.epoch if old else 0))
-                links.setdefault(where, []).append((target, Order(Run(tid, a.devices), epoch)))
+                links.setdefault(where, []).append((target, Order(Run(tid, a.devices, a.until), epoch)))
             source = where if where is not None and where != target else None
             self._expect[tid] = _Expect(round_no, target, tuple(sorted(a.devices)), True, deadline, source=source)
         for node, orders in by_node.items():

@@ -40,6 +40,7 @@ from app.executor.actions import (
     Migrate,
     Order,
     Profiled,
+    Release,
     Resumed,
     Run,
     Started,
@@ -132,7 +133,7 @@ class NodeAgent:
                     done["duplicate"].append(o.trial_id)
             if not todo:
                 return done
-            first = [o.action for o in todo if isinstance(o.action, Stop | Suspend)]
+            first = [o.action for o in todo if isinstance(o.action, Stop | Suspend | Release)]
             handoffs = [o.action for o in todo if isinstance(o.action, Handoff)]
             runs = [o for o in todo if isinstance(o.action, Run | Migrate)]
             self.runtime.apply(round_no, first)
@@ -210,7 +211,7 @@ class NodeAgent:
             except ValueError as exc:
                 log.error("trial %s: %s", tid, exc)
                 continue
-            go.append(type(action)(tid, local))
+            go.append(type(action)(tid, local, action.until))
             done["applied"].append(tid)
         self.runtime.apply(round_no, go)
         for a in go:
