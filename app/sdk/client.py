@@ -139,7 +139,6 @@ class Client:
         if not token:
             raise ValueError("no token: pass Client(url, token) or set QUANTA_TOKEN")
         self.url = url.rstrip("/")
-        self._token = token
         self._http = httpx.Client(
             base_url=self.url + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},

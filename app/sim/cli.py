@@ -12,19 +12,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-SUMMARY_KEYS = (
-    "mean_jct_s",
-    "median_jct_s",
-    "p95_jct_s",
-    "makespan_s",
-    "utilization",
-    "mean_time_to_100_minibatches_s",
-    "packs_kept",
-    "packs_undone",
-    "migrations",
-    "jobs",
-)
-
 
 def simulate(
     trace: Annotated[str, typer.Option(help="trace file, or a name: ee9e8c, 60_job, all (every Philly trace)")],

@@ -89,7 +89,6 @@ class _Job:
         "measured",
         "win_start",
         "win_steps",
-        "win_secs",
         "first_target",
         "first_at",
         "rates",
@@ -113,7 +112,6 @@ class _Job:
         self.measured = False  # the current stretch has had its first measurement
         self.win_start = 0.0
         self.win_steps = 0.0
-        self.win_secs = 0.0
         self.first_target = first_target
         self.first_at: float | None = None
         self.rates = rates  # device kind -> (solo rate on one server, solo rate spread over servers)
@@ -474,7 +472,6 @@ class SimRuntime:
             before = j.steps
             j.steps = min(j.total, before + j.rate * dt)
             j.win_steps += j.steps - before
-            j.win_secs += dt
             if j.first_at is None and j.steps >= j.first_target - 1e-9:
                 j.first_at = c0 + max(0.0, j.first_target - before) / j.rate
                 self.first_at[j.id] = j.first_at
@@ -490,7 +487,7 @@ class SimRuntime:
             self._pending.append(
                 Profiled(j.id, j.devices, steps, steps / j.rate, 0.0, t, j.win_start, j.partners, self._round)
             )
-        j.win_start, j.win_steps, j.win_secs = t, 0.0, 0.0
+        j.win_start, j.win_steps = t, 0.0
 
     def _factor(self, j: _Job, o: _Job, kind: str) -> float:
         key = (j.id, o.id, kind)
@@ -555,7 +552,7 @@ class SimRuntime:
             j.partners, j.rate = new, rate
             j.version += 1
             j.opened, j.measured = True, False
-            j.win_start, j.win_steps, j.win_secs = now, 0.0, 0.0
+            j.win_start, j.win_steps = now, 0.0
             c0 = max(now, j.compute_from)
             self._seq += 1
             heapq.heappush(self._heap, (c0 + (j.total - j.steps) / rate, self._seq, 0, j.id, j.version))
@@ -594,9 +591,6 @@ class SimRuntime:
         return len(self._pairs_undone)
 
     # ---- inspection (driver, tests) ------------------------------------------------------------
-
-    def jobs_on(self, device: str) -> tuple[int, ...]:
-        return tuple(self._on[device])
 
     def running_ids(self) -> set[int]:
         return set(self._running)

@@ -42,9 +42,6 @@ class Throughputs:
     def kinds(self) -> list[str]:
         return sorted(k for k in self.solo_rates if not k.endswith("_unconsolidated"))
 
-    def job_types(self, kind: str = "v100") -> list[Key]:
-        return sorted(self.solo_rates.get(kind, {}))
-
     def knows(self, job_type: str, kind: str = "v100") -> bool:
         return any(jt == job_type for jt, _ in self.solo_rates.get(kind, {}))
 
