@@ -1,21 +1,16 @@
-"""What is remembered: SQLModel tables. The database is the truth; the controller's memory is a
-cache of it that a restart rebuilds from here."""
+"""What is remembered: SQLModel tables, and the typed values some of them hold (`ClusterView`). The
+database is the truth; the controller's memory is a cache of it that a restart rebuilds from here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column, Text
 from sqlmodel import Field, SQLModel
 
 from app.status import SearchStatus, TrialStatus
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class SearchRow(SQLModel, table=True):
