@@ -181,3 +181,18 @@ def test_known_exceptions_are_still_there():
     """An exception that no longer occurs must be removed from KNOWN (so it cannot come back unseen)."""
     for path, module in KNOWN:
         assert module in imports(APP / path), f"{path} no longer imports {module}: remove it from KNOWN"
+
+
+def test_status_is_the_ground_floor():
+    """app/status.py (the states' vocabulary) imports nothing from app: every layer may import it."""
+    assert {m for m in imports(APP / "status.py") if m.startswith("app")} == set()
+
+
+def test_the_api_reads_and_writes_only_through_the_store():
+    """No API module but the shapes in models.py touches SQLModel/SQLAlchemy: queries are Store methods
+    (app/db/queries.py) returning read models, so there is one data-access layer."""
+    for f in files("api"):
+        if rel(f) == "api/models.py":
+            continue
+        bad = {m for m in imports(f) if m.split(".")[0] in ("sqlmodel", "sqlalchemy")}
+        assert not bad, f"{rel(f)} imports {bad}"
