@@ -19,7 +19,6 @@ and the runtime layer (`app.executor.runtime`) both use it without importing eac
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -52,12 +51,19 @@ Decoder = Callable[[Any, str], Any]  # (value, field path) -> decoded value; rai
 Encoder = Callable[[Any], Any]
 
 
-@functools.cache
-def _plan(cls: type) -> tuple[tuple[str, Encoder | None, Decoder], ...]:
+Plan = tuple[tuple[str, Encoder | None, Decoder], ...]
+_PLANS: dict[type, Plan] = {}
+
+
+def _plan(cls: type) -> Plan:
     """Per field of a wire dataclass: its name, how to encode it (None: as is) and how to decode it,
-    compiled once from the annotations (`to_dict` and `from_dict` run per message)."""
-    hints = typing.get_type_hints(cls)
-    return tuple((f.name, _encoder(hints[f.name]), _decoder(hints[f.name])) for f in dataclasses.fields(cls))
+    compiled once per type from the annotations (`to_dict` and `from_dict` run per message)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = typing.get_type_hints(cls)
+        plan = tuple((f.name, _encoder(hints[f.name]), _decoder(hints[f.name])) for f in dataclasses.fields(cls))
+        _PLANS[cls] = plan
+    return plan
 
 
 def _encoder(tp: Any) -> Encoder | None:

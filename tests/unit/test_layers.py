@@ -38,8 +38,8 @@ def imports(path: Path) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _type_checking(node):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)

@@ -51,8 +51,9 @@ def test_round_trip_through_json(value: Wire) -> None:
 
 
 def _subclasses(cls: type) -> set[type]:
-    out = set()
-    for sub in cls.__subclasses__():
+    out: set[type] = set()
+    subs: list[type] = cls.__subclasses__()
+    for sub in subs:
         out |= {sub} | _subclasses(sub)
     return out
 

@@ -214,8 +214,8 @@ class NodeAgent:
             go.append(type(action)(tid, local, action.until))
             done["applied"].append(tid)
         self.runtime.apply(round_no, go)
-        for a in go:
-            self._rounds[a.trial_id] = round_no
+        for started in go:
+            self._rounds[started.trial_id] = round_no
 
     def _handoff(self, tid: int) -> None:
         """Checkpoint the trial to the shared store and end its process here (a cross-node move). The
