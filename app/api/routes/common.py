@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import HTTPException, Path, Query, status
 
 from app.api.models import Message
+
+T = TypeVar("T")
 
 MAX_ID = 2**63 - 1
 
@@ -22,6 +24,13 @@ CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": Message, "descriptio
 
 def not_found(kind: str, ident: int) -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, f"{kind} {ident} not found")
+
+
+def found(value: T | None, kind: str, ident: int) -> T:
+    """`value`, or a 404 naming the `kind` and id when the store found nothing (None)."""
+    if value is None:
+        raise not_found(kind, ident)
+    return value
 
 
 def conflict(message: str) -> HTTPException:

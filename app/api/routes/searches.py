@@ -25,7 +25,7 @@ from app.api.models import (
     TimelineOut,
     TrialList,
 )
-from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, not_found
+from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, found, not_found
 from app.api.settings import Settings
 from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
 from app.spec import SearchSpec, SpecError, decode_spec_text, parse_spec
@@ -144,10 +144,7 @@ def list_searches(
 
 @router.get("/{search_id}", response_model=SearchOut, responses=NOT_FOUND)
 def get_search(search_id: SearchId, store: StoreDep) -> SearchOut:
-    out = store.search_out(search_id)
-    if out is None:
-        raise not_found("search", search_id)
-    return out
+    return found(store.search_out(search_id), "search", search_id)
 
 
 def _command(store: StoreDep, search_id: int, command: SearchCommand) -> SearchOut:
@@ -155,9 +152,7 @@ def _command(store: StoreDep, search_id: int, command: SearchCommand) -> SearchO
         out = store.command_search(search_id, command, time.time())
     except Conflict as exc:
         raise conflict(str(exc)) from None
-    if out is None:
-        raise not_found("search", search_id)
-    return out
+    return found(out, "search", search_id)
 
 
 @router.post("/{search_id}/stop", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
@@ -234,16 +229,10 @@ def search_curves(
 @router.get("/{search_id}/timeline", response_model=TimelineOut, responses=NOT_FOUND)
 def search_timeline(search_id: SearchId, store: StoreDep) -> TimelineOut:
     """Every measured quantum of the search's trials: which devices, when, packed beside whom."""
-    out = store.timeline(search_id)
-    if out is None:
-        raise not_found("search", search_id)
-    return out
+    return found(store.timeline(search_id), "search", search_id)
 
 
 @router.get("/{search_id}/best", response_model=BestCurveOut, responses=NOT_FOUND)
 def search_best(search_id: SearchId, store: StoreDep) -> BestCurveOut:
     """Best objective so far versus seconds since the search started (one point per improvement)."""
-    out = store.best_curve(search_id)
-    if out is None:
-        raise not_found("search", search_id)
-    return out
+    return found(store.best_curve(search_id), "search", search_id)

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from app.api.deps import Authenticated, StoreDep
 from app.api.models import TrialDetail, TrialOut
-from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, not_found
+from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found
 from app.db.queries import Conflict
 
 router = APIRouter(prefix="/trials", tags=["trials"], dependencies=[Authenticated], responses=AUTH_ERRORS)
@@ -14,10 +14,7 @@ router = APIRouter(prefix="/trials", tags=["trials"], dependencies=[Authenticate
 
 @router.get("/{trial_id}", response_model=TrialDetail, responses=NOT_FOUND)
 def get_trial(trial_id: TrialId, store: StoreDep) -> TrialDetail:
-    out = store.trial_detail(trial_id)
-    if out is None:
-        raise not_found("trial", trial_id)
-    return out
+    return found(store.trial_detail(trial_id), "trial", trial_id)
 
 
 @router.post("/{trial_id}/stop", status_code=202, response_model=TrialOut, responses={**NOT_FOUND, **CONFLICT})
@@ -27,6 +24,4 @@ def stop_trial(trial_id: TrialId, store: StoreDep) -> TrialOut:
         out = store.stop_trial(trial_id)
     except Conflict as exc:
         raise conflict(str(exc)) from None
-    if out is None:
-        raise not_found("trial", trial_id)
-    return out
+    return found(out, "trial", trial_id)
