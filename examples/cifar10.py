@@ -12,7 +12,11 @@ Same conventions as `examples/mnist1d.py`: `prepare(config)` loads the arrays wi
 mini-batch at step k (including its random crops and flips) depends only on (config seed, k), model
 initialisation on `torch.manual_seed(seed)`, `accuracy` every `eval_every` steps and at the last step.
 
-The batches are pickles: only point `data_dir` at files you trust.
+The batches are pickles, and a pickle can run code when loaded: they are read with a restricted
+unpickler that builds only what the format holds (a dict of bytes, lists, numbers and numpy arrays),
+and only from under the data root, `$QUANTA_DATA_ROOT` (default `./data` of the process's working
+directory), so a search cannot point a trial at a file someone placed elsewhere (a temp directory, the
+shared checkpoint folder).
 """
 
 from __future__ import annotations
@@ -51,17 +55,57 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def data_root() -> Path:
+    """The directory every `data_dir` must lie under: `$QUANTA_DATA_ROOT`, default `./data`."""
+    return Path(os.environ.get("QUANTA_DATA_ROOT") or "data").expanduser().resolve()
+
+
 def _resolve(data_dir: str | os.PathLike[str]) -> Path:
-    """`data_dir` itself, or its `cifar-10-batches-py` subdirectory when that is where the files are."""
+    """`data_dir` itself, or its `cifar-10-batches-py` subdirectory when that is where the files are,
+    resolved (links followed). Raises ValueError naming `config.data_dir` when it lies outside the data
+    root."""
     root = Path(data_dir).expanduser()
     if not (root / TEST_FILE).exists() and (root / SUBDIR / TEST_FILE).exists():
-        return root / SUBDIR
-    return root
+        root = root / SUBDIR
+    resolved, allowed = root.resolve(), data_root()
+    if not resolved.is_relative_to(allowed):
+        raise ValueError(
+            f"config.data_dir {str(data_dir)!r} is outside the data root {allowed}: CIFAR-10 batches are read "
+            "only from under $QUANTA_DATA_ROOT (default ./data)"
+        )
+    return resolved
+
+
+# What a CIFAR-10 python batch may build when unpickled: numpy arrays (old and new numpy module
+# paths, and protocol 5's buffer form), whose raw bytes protocol-2 pickles made by Python 3 carry through
+# `_codecs.encode(text, "latin1")` (it only turns a str into bytes). Everything else (os.system,
+# builtins.eval, ...) is refused.
+_SAFE_GLOBALS = frozenset(
+    {
+        ("_codecs", "encode"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.numeric", "_frombuffer"),
+    }
+)
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused global {module}.{name}: not part of a CIFAR-10 batch")
 
 
 def _read_pickle(path: Path) -> dict[Any, Any]:
     with path.open("rb") as fh:
-        obj = pickle.load(fh, encoding="bytes")  # the official files are Python 2 pickles
+        try:  # the official files are Python 2 pickles: their str are read as bytes
+            obj = _BatchUnpickler(fh, encoding="bytes").load()
+        except pickle.UnpicklingError as exc:
+            raise ValueError(f"{path}: not a CIFAR-10 batch ({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{path}: expected a pickled dict, found {type(obj).__name__}")
     return obj
@@ -92,7 +136,7 @@ def load_cifar10(data_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Read CIFAR-10's python batches. Returns x (N, 3, 32, 32) uint8, y (N,) int64, x_test, y_test,
     label_names (list of str), mean and std (per-channel float32 statistics of the training images
     in [0, 1]). Raises FileNotFoundError naming every missing file. Cached per resolved directory."""
-    return _load_cached(str(_resolve(data_dir).resolve()))
+    return _load_cached(str(_resolve(data_dir)))
 
 
 @functools.cache

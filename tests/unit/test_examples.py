@@ -5,6 +5,7 @@ Runs on one torch thread in well under 30 s."""
 from __future__ import annotations
 
 import importlib
+import os
 import pickle
 import random
 from pathlib import Path
@@ -36,8 +37,18 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def fake_dir(tmp_path_factory) -> Path:
-    return cifar10_fake.write_fake_cifar10(tmp_path_factory.mktemp("cifar"), n_train_per_batch=100, n_test=200)
+def data_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("data-root")
+
+
+@pytest.fixture(scope="module")
+def fake_dir(data_root) -> Path:
+    return cifar10_fake.write_fake_cifar10(data_root / "cifar", n_train_per_batch=100, n_test=200)
+
+
+@pytest.fixture(autouse=True)
+def _cifar_data_root(monkeypatch, data_root):
+    monkeypatch.setenv("QUANTA_DATA_ROOT", str(data_root))
 
 
 # ---- specs ------------------------------------------------------------------------------------
@@ -91,6 +102,32 @@ def test_cifar10_trainable_runs_on_fake_data(fake_dir):
     trial = _run(cifar10, config, 3)
     assert [step for step, _ in trial.history] == [0, 2]
     assert all(0.0 <= m["accuracy"] <= 1.0 for _, m in trial.history)
+
+
+def test_cifar10_refuses_a_data_dir_outside_the_data_root(tmp_path):
+    outside = cifar10_fake.write_fake_cifar10(tmp_path / "elsewhere", n_train_per_batch=10, n_test=10)
+    with pytest.raises(ValueError, match=r"config.data_dir .* outside the data root"):
+        cifar10.load_cifar10(outside)
+    link = Path(os.environ["QUANTA_DATA_ROOT"]) / "link-out"
+    link.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ValueError, match="outside the data root"):  # a link does not get around it
+        cifar10.load_cifar10(link)
+
+
+class _Payload:
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+def test_cifar10_batches_that_would_run_code_are_refused(data_root, tmp_path, monkeypatch):
+    """A batch file whose pickle calls a function (here os.system) is refused before anything runs."""
+    evil = cifar10_fake.write_fake_cifar10(data_root / "evil", n_train_per_batch=10, n_test=10)
+    with (evil / "test_batch").open("wb") as fh:
+        pickle.dump({b"data": _Payload(), b"labels": [0]}, fh, protocol=2)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="refused global .*system"):
+        cifar10.load_cifar10(evil)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_cifar10_trainable_requires_data_dir():
@@ -217,12 +254,14 @@ def test_fake_cifar10_files_have_the_python_batches_format(fake_dir):
     assert data["y"][:100].tolist() == raw[b"labels"]
 
 
-def test_cifar10_loader_accepts_the_parent_of_cifar_10_batches_py(tmp_path):
+def test_cifar10_loader_accepts_the_parent_of_cifar_10_batches_py(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANTA_DATA_ROOT", str(tmp_path))
     cifar10_fake.write_fake_cifar10(tmp_path / "cifar-10-batches-py", n_train_per_batch=10, n_test=10)
     assert cifar10.load_cifar10(tmp_path)["x"].shape == (50, 3, 32, 32)
 
 
-def test_cifar10_loader_names_the_missing_file(tmp_path):
+def test_cifar10_loader_names_the_missing_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANTA_DATA_ROOT", str(tmp_path))
     cifar10_fake.write_fake_cifar10(tmp_path, n_train_per_batch=10, n_test=10)
     (tmp_path / "data_batch_3").unlink()
     with pytest.raises(FileNotFoundError, match="data_batch_3") as info:
@@ -232,7 +271,8 @@ def test_cifar10_loader_names_the_missing_file(tmp_path):
         cifar10.load_cifar10(tmp_path / "nowhere")
 
 
-def test_fake_cifar10_main_writes_a_directory(tmp_path, capsys):
+def test_fake_cifar10_main_writes_a_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("QUANTA_DATA_ROOT", str(tmp_path))
     cifar10_fake.main([str(tmp_path / "d"), "--train-per-batch", "10", "--test", "20", "--seed", "1"])
     assert "50 training and 20 test images" in capsys.readouterr().out
     data = cifar10.load_cifar10(tmp_path / "d")
