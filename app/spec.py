@@ -22,7 +22,7 @@ from app.executor.policy.knobs import KNOBS, SchedulerKnobs, TimesliceKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.space import SpaceError, validate_space
 
-_TRAINABLE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_]\w*$")
+_TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
 
 
 class SpecError(ValueError):
@@ -100,7 +100,7 @@ class SearchSpec(_Frozen):
     @field_validator("trainable")
     @classmethod
     def _trainable_shape(cls, v: str) -> str:
-        if not _TRAINABLE.match(v):
+        if not _TRAINABLE.fullmatch(v):  # not match(): `$` also matches before a final newline
             raise ValueError("must look like 'package.module:function'")
         return v
 

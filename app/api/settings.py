@@ -39,6 +39,7 @@ class Settings(BaseSettings):
         return [p.strip() for p in self.trainable_allowlist.split(",") if p.strip()]
 
     def allows(self, module: str) -> bool:
-        """True when the trainable's module starts with an allowed prefix (`examples.` also admits the
-        package `examples` itself)."""
-        return any((module + ".").startswith(p) for p in self.allowlist)
+        """True when the trainable's module is an allowed package or lies inside one. A prefix names
+        whole package components, with or without its trailing dot: `examples` and `examples.` both
+        admit `examples` and `examples.mnist1d`, never `examples_evil`."""
+        return any(module == p or module.startswith(p + ".") for p in (q.rstrip(".") for q in self.allowlist))

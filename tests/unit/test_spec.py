@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from app.spec import SpecError, load_spec, parse_spec
 
@@ -205,3 +206,9 @@ def test_specs_stored_with_the_flat_scheduler_block_still_parse():
     assert ts.policy == "timeslice" and ts.quantum_s == 0.5
     g = parse_spec(with_scheduler({"policy": "gandiva", **flat, "top_m": 2})).scheduler
     assert g.policy == "gandiva" and g.top_m == 2 and g.quantum_s == 0.5
+
+
+@pytest.mark.parametrize("bad", ["examples.mnist1d:train\n", "examples.mnist1d:train ", "exämples.m:train", "a..b:f"])
+def test_trainable_must_match_whole(bad):
+    with pytest.raises(SpecError, match="trainable"):
+        parse_spec({**yaml.safe_load(GOOD), "trainable": bad})
