@@ -66,13 +66,14 @@ class Poller:
         if changed and not baseline:
             done = store.trials_done([r.id for r in changed if r.id is not None])
             for r in changed:
-                out.append(format_event("search", SearchOut.from_row(r, done.get(r.id, 0)).model_dump(mode="json")))
+                search = SearchOut.from_row(r, done.get(r.id or 0, 0))
+                out.append(format_event("search", search.model_dump(mode="json")))
         for t in store.trials_of(sorted(watch)):
             assert t.id is not None
-            sig = (t.status, t.steps, t.metric, t.best_metric, t.retries)
-            if self._trials.get(t.id) != sig and not baseline:
+            trial_sig = (t.status, t.steps, t.metric, t.best_metric, t.retries)
+            if self._trials.get(t.id) != trial_sig and not baseline:
                 out.append(format_event("trial", TrialOut.from_row(t).model_dump(mode="json")))
-            self._trials[t.id] = sig
+            self._trials[t.id] = trial_sig
         if baseline and self.last_report_id is None:
             self.last_report_id = store.last_report_id()
             return out

@@ -114,7 +114,7 @@ class ReaderQueries:
         q = (
             select(TrialRow.search_id, func.count())
             .where(col(TrialRow.search_id).in_(list(search_ids)), col(TrialRow.status).in_(TRIAL_FINAL))
-            .group_by(TrialRow.search_id)
+            .group_by(col(TrialRow.search_id))
         )
         return {sid: n for sid, n in s.exec(q)}
 
@@ -212,7 +212,7 @@ class ReaderQueries:
         the last reported objective, trials without one last either way."""
         key = sort.lstrip("-")
         column = {"id": TrialRow.id, "number": TrialRow.number, "metric": TrialRow.metric, "steps": TrialRow.steps}[key]
-        order = [col(column).desc() if sort.startswith("-") else col(column)]
+        order: list[Any] = [col(column).desc() if sort.startswith("-") else col(column)]
         if key == "metric":
             order.insert(0, col(TrialRow.metric).is_(None))
         order.append(col(TrialRow.id))

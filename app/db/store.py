@@ -264,7 +264,7 @@ class Store(ReaderQueries):
 
     def pending_deletes(self) -> list[int]:
         with self.session() as s:
-            return list(s.exec(select(SearchDeletionRow.search_id).order_by(SearchDeletionRow.search_id)))
+            return list(s.exec(select(SearchDeletionRow.search_id).order_by(col(SearchDeletionRow.search_id))))
 
     def delete_search(self, search_id: int) -> None:
         """Delete a search with its trials, everything measured about them, and its deletion request,
