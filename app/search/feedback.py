@@ -46,6 +46,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
@@ -124,80 +125,80 @@ def _taus(x: np.ndarray, n: int) -> np.ndarray:
     return np.geomspace(max(x[0] / 4.0, 1e-9), 4.0, n)
 
 
-def _pow3(x, c, a, alpha):
+def _pow3(x: np.ndarray, c: float, a: float, alpha: float) -> np.ndarray:
     return c - a * x ** (-alpha)
 
 
-def _pow3_jac(x, c, a, alpha):
+def _pow3_jac(x: np.ndarray, c: float, a: float, alpha: float) -> np.ndarray:
     u = x ** (-alpha)
     return np.stack([np.ones_like(x), -u, a * u * np.log(x)], axis=1)
 
 
-def _pow3_guess(x, y):
+def _pow3_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     alphas = np.geomspace(0.02, 3.0, 24)
     best = _saturating(x[None, :] ** -alphas[:, None], y)
     return None if best is None else np.array([best[1], best[2], alphas[best[0]]])
 
 
-def _exp3(x, c, a, b):
+def _exp3(x: np.ndarray, c: float, a: float, b: float) -> np.ndarray:
     return c - a * np.exp(-b * x)
 
 
-def _exp3_jac(x, c, a, b):
+def _exp3_jac(x: np.ndarray, c: float, a: float, b: float) -> np.ndarray:
     e = np.exp(-b * x)
     return np.stack([np.ones_like(x), -e, a * x * e], axis=1)
 
 
-def _exp3_guess(x, y):
+def _exp3_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     rates = np.clip(1.0 / _taus(x, 28), 1e-3, 1e4)
     best = _saturating(np.exp(-rates[:, None] * x[None, :]), y)
     return None if best is None else np.array([best[1], best[2], rates[best[0]]])
 
 
-def _janoschek(x, c, a, k, d):
+def _janoschek(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
     return c - a * np.exp(-k * x**d)
 
 
-def _janoschek_jac(x, c, a, k, d):
+def _janoschek_jac(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
     xd = x**d
     e = np.exp(-k * xd)
     return np.stack([np.ones_like(x), -e, a * xd * e, a * k * xd * np.log(x) * e], axis=1)
 
 
-def _janoschek_guess(x, y):
+def _janoschek_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5]), indexing="ij")
     k, d = np.clip((tau**-d).ravel(), 1e-6, 1e6), d.ravel()
     best = _saturating(np.exp(-k[:, None] * x[None, :] ** d[:, None]), y)
     return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
 
 
-def _mmf(x, c, a, k, d):
+def _mmf(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
     return c - a / (1.0 + (k * x) ** d)
 
 
-def _mmf_jac(x, c, a, k, d):
+def _mmf_jac(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
     u = (k * x) ** d
     g2 = 1.0 / (1.0 + u) ** 2
     return np.stack([np.ones_like(x), -1.0 / (1.0 + u), a * g2 * d * u / k, a * g2 * u * np.log(k * x)], axis=1)
 
 
-def _mmf_guess(x, y):
+def _mmf_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 4.0]), indexing="ij")
     k, d = np.clip(1.0 / tau.ravel(), 1e-4, 1e6), d.ravel()
     best = _saturating(1.0 / (1.0 + (k[:, None] * x[None, :]) ** d[:, None]), y)
     return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
 
 
-def _pow4(x, c, a, b, alpha):
+def _pow4(x: np.ndarray, c: float, a: float, b: float, alpha: float) -> np.ndarray:
     return c - a * (x + b) ** (-alpha)
 
 
-def _pow4_jac(x, c, a, b, alpha):
+def _pow4_jac(x: np.ndarray, c: float, a: float, b: float, alpha: float) -> np.ndarray:
     u = (x + b) ** (-alpha)
     return np.stack([np.ones_like(x), -u, a * alpha * u / (x + b), a * u * np.log(x + b)], axis=1)
 
 
-def _pow4_guess(x, y):
+def _pow4_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     offs = np.concatenate([[0.0], np.geomspace(max(x[0] / 4.0, 1e-9), 2.0, 9)])
     b, alpha = np.meshgrid(offs, np.geomspace(0.05, 4.0, 12), indexing="ij")
     b, alpha = b.ravel(), alpha.ravel()
@@ -206,16 +207,17 @@ def _pow4_guess(x, y):
 
 
 def _log_power_family(base: float) -> _Family:
-    def model(x, a, b, c):
-        return base + a / (1.0 + (x / np.exp(b)) ** (-c))
+    def model(x: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
+        y: np.ndarray = base + a / (1.0 + (x / np.exp(b)) ** (-c))
+        return y
 
-    def jac(x, a, b, c):
+    def jac(x: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
         lx = np.log(x) - b
         v = np.exp(-c * lx)
         g = 1.0 / (1.0 + v)
         return np.stack([g, -a * g * g * c * v, a * g * g * lx * v], axis=1)
 
-    def guess(x, y):
+    def guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         tau, c = np.meshgrid(_taus(x, 14), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]), indexing="ij")
         tau, c = tau.ravel(), c.ravel()
         g = 1.0 / (1.0 + (x[None, :] / tau[:, None]) ** -c[:, None])
@@ -281,7 +283,7 @@ def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]
     pos = np.array(fam.positive)
     p0 = np.where(pos, np.maximum(p0, 1e-8), p0)
     rss0 = float(((fam.model(x, *p0) - y) ** 2).sum())
-    best: list = [rss0 if math.isfinite(rss0) else math.inf, p0]
+    best: list[Any] = [rss0 if math.isfinite(rss0) else math.inf, p0]
 
     def params(phi: tuple[float, ...]) -> np.ndarray:
         return np.where(pos, np.exp(np.minimum(phi, 700.0)), phi)
@@ -400,14 +402,14 @@ def predict(
     prior_var = _NOISE_PRIOR**2
     last_level = float(np.mean(y[-min(3, n) :]))
     if fits:
-        rss = np.array([f.rss for f in fits])
+        rss_fits = np.array([f.rss for f in fits])
         ks = np.array([f.k for f in fits], dtype=float)
         k_eff = ks + _EXTRA_PARAM_PENALTY * (ks - 3.0)
-        bic = n * np.log(np.maximum(rss, n * _RSS_FLOOR**2) / n) + k_eff * math.log(n)
+        bic = n * np.log(np.maximum(rss_fits, n * _RSS_FLOOR**2) / n) + k_eff * math.log(n)
         w = np.exp(-0.5 * (bic - bic.min()))
         w /= w.sum()
         dof = np.maximum(n - ks, 0.0)
-        pooled = float(w @ (rss / np.maximum(dof, 1.0)))
+        pooled = float(w @ (rss_fits / np.maximum(dof, 1.0)))
         dof_eff = float(w @ dof)
         noise_var = (dof_eff * pooled + _NOISE_PRIOR_DOF * prior_var) / (dof_eff + _NOISE_PRIOR_DOF)
         mu = np.array([f.mean for f in fits])

@@ -240,7 +240,8 @@ class _TrialsSearcher:
     # -- helpers ----------------------------------------------------------------------------------
     def params_of(self, vals: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
         """The nested configuration for a flat `vals` record (as in `Suggestion.vals`)."""
-        return _plain(space_eval(self._hp_space, spec_from_misc({"vals": dict(vals)})))
+        params: dict[str, Any] = _plain(space_eval(self._hp_space, spec_from_misc({"vals": dict(vals)})))
+        return params
 
     def history(self) -> list[HistoryItem]:
         """Every asked trial, by number: what `restore` needs."""
@@ -304,7 +305,10 @@ class HyperOptSearcher(_TrialsSearcher):
     """
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
-        return tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=self.n_startup, verbose=False)
+        docs: list[dict[str, Any]] = tpe.suggest(
+            [number], self._domain, self._trials, seed, n_startup_jobs=self.n_startup, verbose=False
+        )
+        return docs
 
 
 class MultiFidelityTPE(HyperOptSearcher):
@@ -353,7 +357,7 @@ class MultiFidelityTPE(HyperOptSearcher):
             raise ValueError(f"min_points must be >= 1, got {self.min_points}")
 
     @classmethod
-    def restore(  # type: ignore[override]  # the extra keywords configure the levels
+    def restore(  # the extra keywords (configuring the levels) are optional: a compatible override
         cls,
         space: Mapping[str, Any],
         seed: int,
@@ -382,11 +386,14 @@ class MultiFidelityTPE(HyperOptSearcher):
         return None, {}
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
+        docs: list[dict[str, Any]]
         if len(self._docs) < self.n_startup:
-            return rand.suggest([number], self._domain, self._trials, seed)
+            docs = rand.suggest([number], self._domain, self._trials, seed)
+            return docs
         level, values = self.level_losses()
         if level is None:
-            return rand.suggest([number], self._domain, self._trials, seed)
+            docs = rand.suggest([number], self._domain, self._trials, seed)
+            return docs
         saved = {n: (doc["state"], doc["result"]) for n, doc in self._docs.items()}
         try:
             for n, doc in self._docs.items():
@@ -396,7 +403,8 @@ class MultiFidelityTPE(HyperOptSearcher):
                     doc["state"], doc["result"] = JOB_STATE_RUNNING, {"status": STATUS_RUNNING}
             self._trials.refresh()
             # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
-            return tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=0, verbose=False)
+            docs = tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=0, verbose=False)
+            return docs
         finally:
             for n, (state, result) in saved.items():
                 self._docs[n]["state"], self._docs[n]["result"] = state, result
@@ -411,7 +419,8 @@ class RandomSearcher(_TrialsSearcher):
     """
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
-        return rand.suggest([number], self._domain, self._trials, seed)
+        docs: list[dict[str, Any]] = rand.suggest([number], self._domain, self._trials, seed)
+        return docs
 
 
 def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = ()) -> Searcher:

@@ -126,4 +126,5 @@ def _compile(node: Any, label: str) -> Any:
 def compile_space(space: Mapping[str, Any]) -> dict[str, Any]:
     """Validate and compile to a HyperOpt space (a dict of hp expressions and constants)."""
     validate_space(space)
-    return _compile(space, "")
+    compiled: dict[str, Any] = _compile(space, "")
+    return compiled
