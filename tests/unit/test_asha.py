@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.executor.policy.asha import AshaKnobs, AshaPolicy
+from app.executor.policy import make_policy
+from app.executor.policy.asha import AshaPolicy
+from app.executor.policy.knobs import AshaKnobs
 from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
 
 MAX = 270  # rungs 10, 30, 90, 270 with eta 3 and min_steps 10
@@ -43,8 +45,8 @@ def policy(**knobs) -> AshaPolicy:
 def test_rungs_and_brackets():
     p = policy()
     assert p.levels(trial(1), SEARCH) == (10, 30, 90, 270)
-    hb = policy(brackets=3)
-    assert hb.name == "hyperband"
+    hb = make_policy("hyperband", min_steps=10)
+    assert isinstance(hb, AshaPolicy) and hb.name == "hyperband" and hb.knobs.brackets == 3
     assert [hb.levels(trial(i), SEARCH) for i in range(3)] == [(10, 30, 90, 270), (30, 90, 270), (90, 270)]
 
 

@@ -212,3 +212,23 @@ def test_specs_stored_with_the_flat_scheduler_block_still_parse():
 def test_trainable_must_match_whole(bad):
     with pytest.raises(SpecError, match="trainable"):
         parse_spec({**yaml.safe_load(GOOD), "trainable": bad})
+
+
+def test_asha_and_hyperband_are_schedulers_with_their_knobs():
+    base = yaml.safe_load(GOOD)
+    spec = parse_spec({**base, "scheduler": {"policy": "asha", "mode": "kill", "eta": 4, "min_steps": 50}})
+    assert (spec.scheduler.policy, spec.scheduler.mode, spec.scheduler.eta) == ("asha", "kill", 4.0)
+    hb = parse_spec({**base, "scheduler": {"policy": "hyperband"}}).scheduler
+    assert hb.policy == "hyperband" and hb.brackets == 3 and hb.mode == "pause"
+    with pytest.raises(SpecError, match=r"scheduler\.mode"):
+        parse_spec({**base, "scheduler": {"policy": "asha", "mode": "maybe"}})
+    with pytest.raises(SpecError, match=r"scheduler\.eta"):
+        parse_spec({**base, "scheduler": {"policy": "asha", "eta": 1}})
+
+
+def test_bohb_search_settings():
+    base = yaml.safe_load(GOOD)
+    spec = parse_spec({**base, "search": {"algorithm": "bohb", "n_startup": 5, "eta": 3, "min_points": 4}})
+    assert spec.search.algorithm == "bohb" and spec.search.min_points == 4
+    with pytest.raises(SpecError, match=r"search\.eta"):
+        parse_spec({**base, "search": {"algorithm": "bohb", "eta": 0.5}})

@@ -38,6 +38,7 @@ def policy_names() -> list[str]:
 def _load_builtin() -> None:
     if _REGISTRY:
         return
+    from app.executor.policy.asha import AshaPolicy
     from app.executor.policy.fifo import FifoPolicy
     from app.executor.policy.gandiva import GandivaPolicy
     from app.executor.policy.timeslice import TimeslicePolicy
@@ -47,6 +48,8 @@ def _load_builtin() -> None:
     register("timeslice", lambda _: TimeslicePolicy())
     register("gandiva", GandivaPolicy)
     register("tiresias", TiresiasPolicy)
+    register("asha", AshaPolicy)
+    register("hyperband", AshaPolicy)
 
 
 __all__ = ["ClusterSnapshot", "Plan", "Policy", "make_policy", "policy_for", "policy_names", "register"]

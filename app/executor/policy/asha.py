@@ -37,27 +37,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from app.executor.policy.knobs import AshaKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from app.search.fidelity import rungs, value_at
-
-
-class AshaKnobs(BaseModel):
-    """The knobs of `asha` and `hyperband` (defaults in one place)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    eta: float = Field(default=3.0, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
-    min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**3")
-    mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
-    brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
-    # Held trials are whole processes; measured RSS counts the pages they share with the template too,
-    # so this over-counts: 4 GiB holds a few dozen small trials.
-    memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
 
 
 class AshaPolicy:
@@ -65,13 +50,9 @@ class AshaPolicy:
 
     name = "asha"
 
-    def __init__(self, knobs: AshaKnobs | None = None, **overrides: Any):
-        base = knobs or AshaKnobs()
-        self.knobs = base.model_copy(update=overrides) if overrides else base
-        if overrides:
-            self.knobs = AshaKnobs.model_validate(self.knobs.model_dump())
-        if self.knobs.brackets > 1:
-            self.name = "hyperband"
+    def __init__(self, knobs: AshaKnobs | None = None):
+        self.knobs = knobs or AshaKnobs()
+        self.name = self.knobs.policy
 
     # ---- rungs -----------------------------------------------------------------------------------
 

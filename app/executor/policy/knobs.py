@@ -82,13 +82,37 @@ class TiresiasKnobs(MechanismKnobs):
         return v
 
 
-PolicyKnobs = FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs
+class AshaKnobs(MechanismKnobs):
+    """Asynchronous successive halving (`app.executor.policy.asha`): rungs at `min_steps * eta**k` steps;
+    `mode` pause parks a trial below its rung in host memory (promoted later, no work lost), kill stops
+    it (the classic variant)."""
+
+    policy: Literal["asha"] = "asha"
+    eta: float = Field(default=3.0, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
+    min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**3")
+    mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
+    brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
+    # Held trials are whole processes; measured RSS counts the pages they share with the template too,
+    # so this over-counts: 4 GiB holds a few dozen small trials.
+    memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
+
+
+class HyperbandKnobs(AshaKnobs):
+    """Hyperband as brackets of ASHA: bracket b's first rung is `min_steps * eta**b`."""
+
+    policy: Literal["hyperband"] = "hyperband"  # type: ignore[assignment]  # narrows the parent's literal
+    brackets: int = Field(default=3, ge=1, le=8, description="Hyperband brackets")
+
+
+PolicyKnobs = FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs
 SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 KNOBS: dict[str, type[PolicyKnobs]] = {
     "fifo": FifoKnobs,
     "timeslice": TimesliceKnobs,
     "gandiva": GandivaKnobs,
     "tiresias": TiresiasKnobs,
+    "asha": AshaKnobs,
+    "hyperband": HyperbandKnobs,
 }
 DEFAULT_POLICY = "timeslice"  # the policy of a spec that names none
 
