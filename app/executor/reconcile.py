@@ -32,13 +32,13 @@ def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = fr
     on: dict[int, list[str]] = {}
     for d, ids in plan.placement.items():
         for tid in ids:
-            devs = on.setdefault(tid, [])
-            if not devs or devs[-1] != d:
-                devs.append(d)
+            listed = on.setdefault(tid, [])
+            if not listed or listed[-1] != d:
+                listed.append(d)
     wanted: dict[int, tuple[str, ...]] = {}
     for tid in sorted(on.keys() - stopping):
-        devs = on[tid]
-        wanted[tid] = (devs[0],) if len(devs) == 1 else tuple(sorted(devs))
+        placed = on[tid]
+        wanted[tid] = (placed[0],) if len(placed) == 1 else tuple(sorted(placed))
     for tid in sorted(current.running):
         if tid in stopping:
             continue

@@ -224,7 +224,8 @@ def _looks_like_file(text: str) -> bool:
 
 def parse_sse(lines: Iterator[str]) -> Iterator[Event]:
     """Events from the lines of a text/event-stream (comments and retry fields skipped)."""
-    name, data, ident = "message", [], None
+    name, ident = "message", None
+    data: list[str] = []
     for line in lines:
         line = line.rstrip("\r")
         if not line:
