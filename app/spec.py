@@ -60,15 +60,22 @@ class MetricSpec(_Frozen):
         return -value if self.goal == "maximize" else value
 
 
+# Upper bounds: far above any real search, low enough that a typo or a hostile spec cannot make the
+# controller create millions of rows or ask for a million devices.
+MAX_TRIALS = 100_000
+MAX_PARALLELISM = 4096
+MAX_DEVICES_PER_TRIAL = 1024
+
+
 class BudgetSpec(_Frozen):
-    max_trials: int = Field(default=50, ge=1)
-    max_steps: int = Field(default=1000, ge=1, description="mini-batches per trial at most")
-    max_seconds: float = Field(default=3600.0, gt=0, description="wall-clock budget of the search")
+    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS)
+    max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
+    max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
     stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
 
 
 class ResourcesSpec(_Frozen):
-    devices_per_trial: int = Field(default=1, ge=1)
+    devices_per_trial: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_TRIAL)
 
 
 class SearchAlgoSpec(_Frozen):
@@ -78,7 +85,7 @@ class SearchAlgoSpec(_Frozen):
     one more than the number of hyperparameters). `tpe` learns from finished trials only."""
 
     algorithm: Literal["tpe", "random", "bohb"] = "tpe"
-    n_startup: int = Field(default=20, ge=0)
+    n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
     min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
@@ -91,10 +98,10 @@ class SearchSpec(_Frozen):
     metric: MetricSpec
     budget: BudgetSpec = BudgetSpec()
     resources: ResourcesSpec = ResourcesSpec()
-    parallelism: int = Field(default=4, ge=1)
+    parallelism: int = Field(default=4, ge=1, le=MAX_PARALLELISM)
     search: SearchAlgoSpec = SearchAlgoSpec()
     scheduler: SchedulerKnobs = Field(default_factory=TimesliceKnobs, description="policy and its knobs")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, lt=2**32, description="a 32-bit seed")
     config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
 
     @field_validator("trainable")
@@ -164,6 +171,29 @@ def _loc(loc: tuple[Any, ...], kind: str = "") -> str:
     return out or "spec"
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases. A few hundred bytes of nested aliases expand to billions of
+    nodes (the "billion laughs"): they are refused where the document is composed, before anything is
+    expanded. A spec has no use for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not accepted in a spec", event.start_mark
+            )
+        event = self.peek_event()
+        if getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, "YAML anchors (&name) are not accepted in a spec", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(text: str | bytes) -> Any:
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: plain data only
+
+
 def decode_spec_text(
     text: str | bytes, fmt: Literal["yaml", "json", "auto"] = "auto", *, origin: str | None = None
 ) -> dict[str, Any]:
@@ -174,7 +204,7 @@ def decode_spec_text(
     """
     label = {"json": "JSON", "yaml": "YAML", "auto": "YAML or JSON"}[fmt]
     try:
-        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+        data = json.loads(text) if fmt == "json" else _load_yaml(text)
     except (ValueError, yaml.YAMLError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise SpecError([("spec", f"not valid {label}: {exc}")], origin) from None
     except RecursionError:

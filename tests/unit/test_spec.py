@@ -232,3 +232,31 @@ def test_bohb_search_settings():
     assert spec.search.algorithm == "bohb" and spec.search.min_points == 4
     with pytest.raises(SpecError, match=r"search\.eta"):
         parse_spec({**base, "search": {"algorithm": "bohb", "eta": 0.5}})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("budget", {"max_trials": 10**9}, "budget.max_trials"),
+        ("parallelism", 10**6, "parallelism"),
+        ("resources", {"devices_per_trial": 10**6}, "resources.devices_per_trial"),
+        ("seed", 2**200, "seed"),
+    ],
+)
+def test_budgets_have_upper_bounds(field, value, path):
+    base = yaml.safe_load(GOOD)
+    data = {**base, field: {**base.get(field, {}), **value} if isinstance(value, dict) else value}
+    assert path in errors_of(json.dumps(data))
+
+
+def test_yaml_anchors_and_aliases_are_refused_before_expanding():
+    """A 'billion laughs' body: nine levels of nine aliases would expand to 9**6 nodes; it is refused
+    at the first anchor, in microseconds."""
+    levels = ["  l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 6):
+        levels.append(f"  l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    bomb = GOOD + "config:\n" + "\n".join(levels) + "\n"
+    with pytest.raises(SpecError, match="anchors"):
+        parse_spec(bomb)
+    with pytest.raises(SpecError, match="aliases"):
+        parse_spec("name: x\ntrainable: *t\n")
