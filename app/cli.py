@@ -60,26 +60,40 @@ def run(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    from app.devices import DeviceSpecError, parse_devices
-    from app.executor.runtime.local import LocalRuntime
-    from app.spec import SpecError, load_spec
+    from app.executor.runtime.template import spec_module, start_template
 
-    # Validate everything before anything is persisted.
-    try:
-        spec = load_spec(spec_path)
-    except SpecError as exc:
-        raise _fail(str(exc)) from None
+    # Start the trial template first: it imports torch and the trainable's module and prepares its data
+    # while this process imports and starts the rest (measured: 2 s and 1.2 s, overlapped).
     sys.path.insert(0, os.getcwd())
-    if not spec.importable():
-        raise _fail(f"{spec_path}: trainable: module '{spec.module}' cannot be imported")
+    early = spec_module(spec_path)
+    template = start_template([early] if early else [])
     try:
-        devs = parse_devices(devices)
-    except DeviceSpecError as exc:
-        raise _fail(str(exc)) from None
+        from app.devices import DeviceSpecError, parse_devices
+        from app.executor.runtime.local import LocalRuntime
+        from app.spec import SpecError, load_spec
+
+        # Validate everything before anything is persisted.
+        try:
+            spec = load_spec(spec_path)
+        except SpecError as exc:
+            raise _fail(str(exc)) from None
+        if not spec.importable():
+            raise _fail(f"{spec_path}: trainable: module '{spec.module}' cannot be imported")
+        try:
+            devs = parse_devices(devices)
+        except DeviceSpecError as exc:
+            raise _fail(str(exc)) from None
+    except BaseException:
+        template.close()
+        raise
 
     ctl = None
-    # Start the trial template first: it imports torch while this process imports the rest.
-    runtime = LocalRuntime(devs, lambda tid: ctl.launch(tid), warm_modules=[spec.module])  # type: ignore[union-attr]
+    runtime = LocalRuntime(
+        devs,
+        lambda tid: ctl.launch(tid),  # type: ignore[union-attr]
+        warm_modules=[spec.module],
+        template=template,
+    )
     from app.controller import Controller
     from app.db.store import Store
     from app.db.summary import search_result

@@ -1,7 +1,8 @@
 """A small 1-D CNN on MNIST-1D (Greydanus 2020): the example where early feedback is honest.
 
-The data set is built locally by `mnist1d.data.make_dataset` (about 1 s, no network): 4,000 training
-and 1,000 test sequences of length 40, ten classes. Reported metric: `accuracy` on the test split.
+The data set is built locally by `mnist1d.data.make_dataset` (about 1 s, no network) and cached under
+`.quanta/cache/` (see `load_data`): 4,000 training and 1,000 test sequences of length 40, ten classes.
+Reported metric: `accuracy` on the test split.
 
     quanta run examples/mnist1d.yaml --devices cpu:2
 
@@ -18,9 +19,14 @@ Conventions every example follows (copy them):
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import math
+import os
 import random
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,14 +47,41 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+CACHE_ENV = "QUANTA_CACHE_DIR"  # where the built data set is cached; default .quanta/cache in the working dir
+
+
 @functools.cache
 def load_data() -> dict[str, np.ndarray]:
-    """MNIST-1D as float32 (N, 40) inputs and int64 labels: keys x, y, x_test, y_test.
+    """MNIST-1D as float32 (N, 40) inputs and int64 labels: keys x, y, x_test, y_test (read-only).
 
-    Built with `make_dataset(get_dataset_args())`; never `get_dataset()`, which downloads first.
-    `make_dataset` reseeds the global `random` and `np.random`; their states are restored here so that
-    loading the data does not change any other code's random numbers.
+    Building it takes 1-2 s (importing mnist1d pulls in scipy and matplotlib, then `make_dataset`), about
+    as long as the rest of Quanta's start-up, so the built arrays are cached in a file
+    `$QUANTA_CACHE_DIR/mnist1d-<key>.npz` (default `.quanta/cache/` under the working directory, which
+    `quanta run` uses for its own files too). The key hashes everything the arrays depend on: the
+    mnist1d package's sources (its default dataset arguments live there), and the numpy and scipy
+    versions. A missing or unreadable cache file is rebuilt; delete the directory to force it.
     """
+    path = _cache_path()
+    if path is not None:
+        with contextlib.suppress(Exception):  # a partial or foreign file: rebuild it
+            with np.load(path) as npz:
+                data = {k: np.ascontiguousarray(npz[k]) for k in ("x", "y", "x_test", "y_test")}
+            return _read_only(data)
+    data = build_data()
+    if path is not None:
+        with contextlib.suppress(OSError):  # a read-only working directory: just do not cache
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **data)
+            os.replace(tmp, path)  # atomic: concurrent builders never see half a file
+    return data
+
+
+def build_data() -> dict[str, np.ndarray]:
+    """Build the data set (no cache): `make_dataset(get_dataset_args())`; never `get_dataset()`, which
+    downloads first. `make_dataset` reseeds the global `random` and `np.random`; their states are
+    restored here so that loading the data does not change any other code's random numbers."""
     from mnist1d.data import get_dataset_args, make_dataset
 
     py_state, np_state = random.getstate(), np.random.get_state()
@@ -63,9 +96,31 @@ def load_data() -> dict[str, np.ndarray]:
         "x_test": np.ascontiguousarray(raw["x_test"], dtype=np.float32),
         "y_test": np.ascontiguousarray(raw["y_test"], dtype=np.int64),
     }
+    return _read_only(data)
+
+
+def _read_only(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for arr in data.values():
         arr.flags.writeable = False  # shared between forked trials: never modified in place
     return data
+
+
+def _cache_path() -> Path | None:
+    """The cache file for this mnist1d/numpy/scipy, or None when mnist1d is not installed. Costs a few
+    milliseconds: the package is located and its sources hashed, not imported."""
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("mnist1d")
+    if spec is None or spec.origin is None:
+        return None
+    h = hashlib.sha256(b"quanta-mnist1d-v1")
+    for src in sorted(Path(spec.origin).parent.glob("*.py")):
+        h.update(src.name.encode() + src.read_bytes())
+    for dist in ("numpy", "scipy"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            h.update(f"{dist}={importlib.metadata.version(dist)}".encode())
+    return Path(os.environ.get(CACHE_ENV) or ".quanta/cache") / f"mnist1d-{h.hexdigest()[:16]}.npz"
 
 
 def prepare(config: dict[str, Any] | None = None) -> None:

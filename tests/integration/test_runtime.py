@@ -27,6 +27,7 @@ from app.executor.actions import (
     Suspend,
 )
 from app.executor.runtime.local import LocalRuntime
+from app.executor.runtime.template import start_template
 from tests.integration.helpers import collect_until_exit, launches
 
 LINEAR = "tests.trainables:linear"
@@ -159,6 +160,36 @@ def test_start_from_template_is_fast(rt_factory):
     assert len(starts) == 3
     # Generous bound for a loaded CI machine; bench/timeslice.py measures the real figure.
     assert min(e.start_ms for e in starts) < 1000
+
+
+def test_a_template_started_early_is_adopted_by_the_runtime(tmp_path):
+    """`quanta run` starts the template before it builds the runtime: the runtime accepts it, warms the
+    modules the template was not started with, and forks trials from it."""
+    template = start_template(["tests.trainables"])
+    table = {1: (LINEAR, {"steps": 5}), 2: ("tests.trainables_feedback:logreg", {"steps": 5, "lr": 0.1})}
+    rt = LocalRuntime(
+        parse_devices("cpu:1"),
+        launches(tmp_path, table),
+        warm_modules=["tests.trainables", "tests.trainables_feedback"],
+        template=template,
+    )
+    try:
+        rt.apply(1, [Run(1, ("cpu:0",)), Run(2, ("cpu:0",))])
+        exits = {e.trial_id: e for e in collect_until_exit(rt, {1, 2}) if isinstance(e, Exited)}
+        assert exits[1].status == exits[2].status == "completed"
+        assert rt._template is template.process
+        assert rt._warm_errors == {"tests.trainables": None, "tests.trainables_feedback": None}
+    finally:
+        rt.close()
+    assert template.process.poll() is not None and not os.path.exists(template.tmp)
+
+
+def test_closing_a_runtime_does_not_wait_for_a_template_still_warming_up(tmp_path):
+    rt = LocalRuntime(parse_devices("cpu:1"), launches(tmp_path, {}), warm_modules=["tests.trainables"])
+    started = time.monotonic()
+    rt.close()  # at once: the template is still importing torch
+    assert time.monotonic() - started < 5
+    assert rt._template.poll() is not None
 
 
 def test_trials_exit_when_their_controller_dies(tmp_path: Path):

@@ -205,13 +205,34 @@ def test_mnist1d_loading_keeps_global_rng_state(monkeypatch):
     random.seed(7)
     np.random.seed(7)
     py_state, np_state = random.getstate(), np.random.get_state()
-    data = mnist1d.load_data.__wrapped__()  # uncached: really runs make_dataset
+    data = mnist1d.build_data()  # uncached: really runs make_dataset
     assert random.getstate() == py_state
     after = np.random.get_state()
     assert after[0] == np_state[0] and np.array_equal(after[1], np_state[1]) and after[2:] == np_state[2:]
     assert data["x"].shape == (160, 40) and data["x_test"].shape == (40, 40)
     assert data["x"].dtype == np.float32 and data["y"].dtype == np.int64
     assert not data["x"].flags.writeable  # shared by forked trials: read-only
+
+
+def test_mnist1d_cache_file_holds_exactly_the_built_data(tmp_path, monkeypatch):
+    monkeypatch.setenv(mnist1d.CACHE_ENV, str(tmp_path))
+    built = mnist1d.build_data()
+    first = mnist1d.load_data.__wrapped__()  # no file yet: builds and writes it
+    (cache,) = tmp_path.glob("mnist1d-*.npz")
+
+    def no_build():
+        raise AssertionError("built again despite the cache file")
+
+    with monkeypatch.context() as m:
+        m.setattr(mnist1d, "build_data", no_build)
+        second = mnist1d.load_data.__wrapped__()  # read from the file
+    for data in (first, second):
+        assert set(data) == set(built)
+        for k in built:
+            assert data[k].dtype == built[k].dtype and np.array_equal(data[k], built[k])
+            assert not data[k].flags.writeable
+    cache.write_bytes(b"not an npz")  # a damaged file is rebuilt, not trusted
+    assert np.array_equal(mnist1d.load_data.__wrapped__()["x"], built["x"])
 
 
 def test_mnist1d_data_shapes():

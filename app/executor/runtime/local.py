@@ -14,16 +14,13 @@ import contextlib
 import logging
 import os
 import queue
-import secrets
+import shutil
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, Listener, wait
-from pathlib import Path
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from app.devices import Device
@@ -46,6 +43,7 @@ from app.executor.actions import (
     TrialLaunch,
 )
 from app.executor.policy.types import DeviceView
+from app.executor.runtime.template import TemplateStart, start_template
 
 log = logging.getLogger("quanta.runtime")
 
@@ -77,7 +75,10 @@ class _Handle:
 
 
 class LocalRuntime:
-    """Runs trials on `devices` of this node. `launcher(trial_id)` gives what a trial needs to start."""
+    """Runs trials on `devices` of this node. `launcher(trial_id)` gives what a trial needs to start.
+
+    The trial template process is started here, or earlier by the caller (`template`, from
+    `start_template`) so that its warm-up overlaps the caller's own start-up; the runtime adopts it."""
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class LocalRuntime:
         warm_modules: Sequence[str] = (),
         park_timeout_s: float = 60.0,
         workdir: str | None = None,
+        template: TemplateStart | None = None,
     ):
         self.node = node
         self._devices = {d.id: d for d in devices}
@@ -100,42 +102,27 @@ class LocalRuntime:
         self._apply_lock = threading.Lock()
         self._applied: set[tuple[int, int]] = set()
         self._closing = False
-        self._tmp = tempfile.mkdtemp(prefix="quanta-rt-", dir=workdir)
-        self._address = os.path.join(self._tmp, "ctl.sock")
-        self._authkey = secrets.token_bytes(16)
-        self._listener = Listener(self._address, family="AF_UNIX", authkey=self._authkey)
+        self._template_start = template or start_template(warm_modules, workdir)
+        self._tmp = self._template_start.tmp
+        self._address = self._template_start.address
+        self._authkey = self._template_start.authkey
+        self._listener = self._template_start.listener
+        self._template = self._template_start.process
         self._template_conn: Connection | None = None
         self._template_ready = threading.Event()
         self._template_lock = threading.Lock()
         self._warm_errors: dict[str, str | None] = {}
-        self._warmed: set[str] = set(warm_modules)
+        self._warmed: set[str] = set(warm_modules) | set(self._template_start.warm_modules)
+        # The template imports torch and warms its modules in the background; the first fork waits for
+        # it (see _send_template), so a caller can do its own start-up meanwhile. Modules a pre-started
+        # template was not told about are warmed as soon as it connects.
+        self._warm_on_connect = [m for m in warm_modules if m not in self._template_start.warm_modules]
         self._conns: list[Connection] = []
         self._wake_r, self._wake_w = os.pipe()
         self._accept_thread = threading.Thread(target=self._accept_loop, name="quanta-accept", daemon=True)
         self._reader_thread = threading.Thread(target=self._reader_loop, name="quanta-reader", daemon=True)
         self._accept_thread.start()
         self._reader_thread.start()
-        self._template = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "app.executor.runtime.template",
-                self._address,
-                self._authkey.hex(),
-                ",".join(warm_modules),
-            ],
-            stdin=subprocess.DEVNULL,
-            # numpy's BLAS pool would start threads in the template before it forks: keep it serial
-            # (torch sizes its own pool per device in each trial).
-            env={
-                "OPENBLAS_NUM_THREADS": "1",
-                "MKL_NUM_THREADS": "1",
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-            },
-        )
-        # The template imports torch in the background; the first fork waits for it (see
-        # _send_template), so a caller can do its own start-up meanwhile.
 
     # ---- Runtime protocol ----------------------------------------------------------------------
 
@@ -223,18 +210,20 @@ class LocalRuntime:
             if h.conn is not None:
                 with contextlib.suppress(OSError):
                     h.conn.close()
-        with contextlib.suppress(Exception):
-            self._send_template("shutdown", {})
-        try:
-            self._template.wait(10)
-        except subprocess.TimeoutExpired:
+        if self._template_ready.is_set():  # it may have children: let it stop them
+            with contextlib.suppress(Exception):
+                self._send_template("shutdown", {})
+            try:
+                self._template.wait(10)
+            except subprocess.TimeoutExpired:
+                self._template.kill()
+        else:  # still warming up, so no trial forked yet: do not wait for it
             self._template.kill()
+        self._template.wait()
         with contextlib.suppress(OSError):
             self._listener.close()
         os.write(self._wake_w, b"x")
-        with contextlib.suppress(OSError):
-            Path(self._address).unlink()
-            os.rmdir(self._tmp)
+        shutil.rmtree(self._tmp, ignore_errors=True)  # the socket (closing the listener may remove it)
 
     # ---- actions -------------------------------------------------------------------------------
 
@@ -315,7 +304,10 @@ class LocalRuntime:
             except (EOFError, OSError):
                 continue
             if kind == "template":
-                self._template_conn = conn
+                with self._template_lock:
+                    self._template_conn = conn
+                    if self._warm_on_connect:  # before any fork: forks wait for _template_ready
+                        conn.send(("warm", {"modules": self._warm_on_connect}))
                 with self._lock:
                     self._conns.append(conn)
                 self._template_ready.set()

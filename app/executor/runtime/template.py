@@ -1,6 +1,11 @@
 """The pre-warmed template process: imports torch (and the trainables' modules) once, then forks one
 child per trial on request, so a trial starts in milliseconds instead of paying seconds of imports.
 
+`start_template` launches it (the runtime's side: a listener and the process). It is the first thing
+`quanta run` does, so the template's warm-up (torch, the trainable's module and its `prepare()`, about
+as long as the controller's own start) overlaps the controller's start instead of following it. The
+template warms everything before it connects: its "template" hello means trials can be forked now.
+
 Protocol with the runtime (over a `multiprocessing.connection` client to the runtime's listener):
   runtime -> template: ("fork", {"launch": TrialLaunch, "devices": [Device], "sent": monotonic})
                        ("warm", {"modules": [...]}), ("shutdown", {})
@@ -17,10 +22,82 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
+import secrets
+import shutil
 import signal
+import subprocess
 import sys
-from multiprocessing.connection import Client, Connection
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+
+
+@dataclass
+class TemplateStart:
+    """A template process and the listener it connects to, started before (and handed to) the
+    `LocalRuntime` that will accept its connection. `close()` if no runtime ever adopts it."""
+
+    listener: Listener
+    address: str
+    authkey: bytes
+    tmp: str  # directory of the socket
+    process: subprocess.Popen
+    warm_modules: tuple[str, ...]
+
+    def close(self) -> None:
+        """Stop the template (it has no children yet) and remove the socket."""
+        with contextlib.suppress(OSError):
+            self.listener.close()  # a template blocked in its handshake sees the socket close
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None) -> TemplateStart:
+    """Launch the template process: it imports torch, imports `warm_modules` and calls their
+    `prepare()`, then connects to the returned listener. Returns at once (a few ms): the warm-up runs
+    in the other process. The template inherits this process's `sys.path` (put the trainable's
+    directory on it first)."""
+    tmp = tempfile.mkdtemp(prefix="quanta-rt-", dir=workdir)
+    address = os.path.join(tmp, "ctl.sock")
+    authkey = secrets.token_bytes(16)
+    listener = Listener(address, family="AF_UNIX", authkey=authkey)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.executor.runtime.template", address, authkey.hex(), ",".join(warm_modules)],
+        stdin=subprocess.DEVNULL,
+        # numpy's BLAS pool would start threads in the template before it forks: keep it serial
+        # (torch sizes its own pool per device in each trial).
+        env={
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        },
+    )
+    return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules))
+
+
+def spec_module(spec_path: str | Path) -> str | None:
+    """The trainable's module named by a spec file (`trainable: module:function`), read without
+    validating the spec (so without importing what validation needs), or None if it cannot be read.
+    For warming the template early; the spec is validated properly afterwards."""
+    try:
+        text = Path(spec_path).read_text()
+        if str(spec_path).endswith(".json"):
+            raw = json.loads(text)
+        else:
+            import yaml
+
+            raw = yaml.safe_load(text)
+        module = str(raw["trainable"]).partition(":")[0].strip()
+        return module or None
+    except Exception:  # anything wrong is load_spec's to report
+        return None
 
 
 def _warm(module: str) -> str | None:
@@ -74,10 +151,16 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
 
     import app.executor.runtime.child as child  # noqa: F401  (and the trial runtime)
 
-    conn = Client(address, family="AF_UNIX", authkey=authkey)
+    # Warm before connecting: the runtime may still be starting (it accepts later), and nothing here
+    # needs it. Once connected, the first fork can follow at once.
+    errors = {module: _warm(module) for module in warm}
+    try:
+        conn = Client(address, family="AF_UNIX", authkey=authkey)
+    except (OSError, EOFError):  # the runtime's process gave up or died meanwhile
+        return
     conn.send(("template", {"pid": os.getpid()}))
-    for module in warm:
-        conn.send(("warmed", {"module": module, "error": _warm(module)}))
+    for module, error in errors.items():
+        conn.send(("warmed", {"module": module, "error": error}))
     children: dict[int, int] = {}
     try:
         while True:
