@@ -87,16 +87,17 @@ def run(
         template.close()
         raise
 
-    ctl = None
+    from app.controller import Controller
+    from app.db.store import Store
+    from app.db.summary import search_result
+
+    ctl: Controller | None = None
     runtime = LocalRuntime(
         devs,
         lambda tid: ctl.launch(tid),  # type: ignore[union-attr]
         warm_modules=[spec.module],
         template=template,
     )
-    from app.controller import Controller
-    from app.db.store import Store
-    from app.db.summary import search_result
 
     store = Store(db)
     ctl = Controller(store, runtime, workdir=workdir)

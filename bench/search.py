@@ -111,7 +111,7 @@ def run_quanta(
             proc.kill()  # its template sees the closed connection and stops the trials
             proc.wait()
     store = Store(db)
-    reports = [r for s in store.searches() for r in store.search_reports(s.id)]
+    reports = [r for s in store.searches() if s.id is not None for r in store.search_reports(s.id)]
     with open(log_path, "a") as fh:
         for r in reports:
             if r.objective is not None:
@@ -140,6 +140,7 @@ def one_run(system: str, spec: SearchSpec, devices: int, targets: dict[str, floa
     log_path = work / "reports.log"
     log_path.touch()
     first_step: float | None = None
+    code: int | None
     t0 = time.time()
     if system in QUANTA:  # `quanta run`, timed as a user sees it
         first_step, code = run_quanta(spec, devices, str(log_path), str(work), max_s + 120)

@@ -73,7 +73,7 @@ def load_data() -> dict[str, np.ndarray]:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz", dir=path.parent)
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **data)
+                np.savez(fh, x=data["x"], y=data["y"], x_test=data["x_test"], y_test=data["y_test"])
             os.replace(tmp, path)  # atomic: concurrent builders never see half a file
     return data
 
@@ -90,7 +90,7 @@ def build_data() -> dict[str, np.ndarray]:
     finally:
         random.setstate(py_state)
         np.random.set_state(np_state)
-    data = {
+    data: dict[str, np.ndarray] = {
         "x": np.ascontiguousarray(raw["x"], dtype=np.float32),
         "y": np.ascontiguousarray(raw["y"], dtype=np.int64),
         "x_test": np.ascontiguousarray(raw["x_test"], dtype=np.float32),
