@@ -87,20 +87,15 @@ def run(
         template.close()
         raise
 
-    from app.controller import Controller
+    from app.controller import Controller, ControllerOptions
     from app.db.store import Store
     from app.db.summary import search_result
 
-    ctl: Controller | None = None
-    runtime = LocalRuntime(
-        devs,
-        lambda tid: ctl.launch(tid),  # type: ignore[union-attr]
-        warm_modules=[spec.module],
-        template=template,
-    )
+    # The controller binds itself as the runtime's launcher before any trial starts.
+    runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)
 
     store = Store(db)
-    ctl = Controller(store, runtime, workdir=workdir)
+    ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
     search_id = ctl.submit(spec)
     metric = spec.metric
     try:

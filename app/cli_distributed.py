@@ -1,5 +1,5 @@
-"""`quanta controller` and `quanta worker`: distributed mode's commands, and `make_runtime`, which wires a
-`CeleryRuntime` to the database (for `quanta serve --broker` too).
+"""`quanta controller` and `quanta worker`: distributed mode's commands. The wiring they use
+(`make_runtime`, `run_controller`) lives in `app.service`.
 
     quanta worker --node n1 --devices cuda:all --broker redis://redis:6379/0 \
         --db postgresql://quanta:quanta@db:5432/quanta --checkpoints /shared/checkpoints
@@ -13,57 +13,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from app.controller import Controller
-    from app.db.store import Store
-    from app.executor.runtime.celery_runtime import CeleryRuntime
-
-log = logging.getLogger("quanta.controller")
-
 EXIT_ERROR = 2
-
-
-def make_runtime(
-    broker: str, store: Store, checkpoints: str | Path, *, dead_after_s: float = 10.0, expect_timeout_s: float = 30.0
-) -> CeleryRuntime:
-    """A `CeleryRuntime` over the node agents registered in `store`'s database, sending actions through
-    `broker`. The controller driving it must use `checkpoints` as its workdir (the shared store)."""
-    from app.db.cluster import DbCluster
-    from app.executor.runtime.celery_runtime import CeleryRuntime
-
-    cluster = DbCluster(workdir=checkpoints, engine=store.engine)
-    return CeleryRuntime(broker, cluster, dead_after_s=dead_after_s, expect_timeout_s=expect_timeout_s)
-
-
-def _publish_idle(ctl: Controller) -> None:
-    """When nothing runs, the controller does not publish placements: show the registered devices."""
-    from app.db.models import ClusterView
-
-    published = ctl.store.cluster_view()
-    idle = ClusterView.idle(time.time(), ctl.runtime.devices(), ctl.round_no)
-    if published is None or [d.id for d in published.devices] != [d.id for d in idle.devices] or not ctl.alive():
-        ctl.store.publish_cluster_view(idle)
-
-
-def run_controller(ctl: Controller, stop: threading.Event, tick_s: float = 0.5) -> None:
-    """Tick until `stop` is set; a failing tick (database or broker away) is logged and retried."""
-    last_publish = 0.0
-    while not stop.is_set():
-        try:
-            ctl.step(max_wait=tick_s)
-            if time.monotonic() - last_publish > 2.0:
-                last_publish = time.monotonic()
-                if not ctl.alive():
-                    _publish_idle(ctl)
-        except Exception:
-            log.exception("controller tick failed; retrying")
-            stop.wait(1.0)
 
 
 def controller(
@@ -84,8 +39,9 @@ def controller(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from app.controller import Controller
+    from app.controller import Controller, ControllerOptions
     from app.db.store import Store
+    from app.service import make_runtime, run_controller
 
     sys.path.insert(0, os.getcwd())
     try:
@@ -95,13 +51,13 @@ def controller(
         raise typer.Exit(EXIT_ERROR) from None
     checkpoints.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
-    ctl = Controller(store, runtime, workdir=checkpoints)
+    ctl = Controller(store, runtime, ControllerOptions(workdir=checkpoints))
     ctl.load()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     alive = [f"{n} ({len(v['devices'])} devices)" for n, v in runtime.nodes().items() if v["alive"]]
-    typer.echo(f"quanta controller: {len(ctl.searches)} active searches; nodes: {', '.join(alive) or 'none yet'}")
+    typer.echo(f"quanta controller: {len(ctl.searches())} active searches; nodes: {', '.join(alive) or 'none yet'}")
     sys.stdout.flush()
     try:
         run_controller(ctl, stop)

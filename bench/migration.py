@@ -94,10 +94,10 @@ def _until(runtime: Any, handle: Any, predicate: Any, timeout: float, what: str)
 def measure(broker: str, db: str, work: Path, moves: int) -> dict[str, Any]:
     from sqlmodel import select
 
-    from app.cli_distributed import make_runtime
     from app.db.cluster import NodeEventRow, NodeRow
     from app.db.store import Store
     from app.executor.actions import Checkpointed, Migrate, Reported, Resumed, Run, Started, Stop
+    from app.service import make_runtime
     from app.spec import parse_spec
 
     checkpoints, logs = work / "checkpoints", work / "logs"

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.controller import Controller  # noqa: E402
+from app.controller import Controller, ControllerOptions  # noqa: E402
 from app.db.store import Store  # noqa: E402
 from app.devices import cpu_devices  # noqa: E402
 from app.executor.policy import make_policy  # noqa: E402
@@ -49,19 +49,19 @@ def real_run(
     """JCT per job id, running for real on `devices` CPU devices; median mechanism latencies (seconds,
     by kind: start, park, resume, migrate) and how many of each the run had."""
     work = Path(tempfile.mkdtemp(prefix="quanta-validate-"))
-    ctl: Controller | None = None
-    rt = LocalRuntime(cpu_devices(devices), lambda tid: ctl.launch(tid), warm_modules=["app.sim.workload"])  # type: ignore[union-attr]
+    rt = LocalRuntime(cpu_devices(devices), warm_modules=["app.sim.workload"])
     pol = make_policy(policy, **(knobs or {}))
-    ctl = Controller(Store(f"sqlite:///{work / 'v.db'}"), rt, workdir=work, policy=pol, quantum_s=quantum)
+    options = ControllerOptions(workdir=work, policy=pol, quantum_s=quantum)
+    ctl = Controller(Store(f"sqlite:///{work / 'v.db'}"), rt, options)
     # Warm up (the template imports torch; the first fork pays for it): one tiny job before the clock starts.
     warm = ctl.add_job("warm-up", 2, 1, trainable="app.sim.workload:train", config={"rate": 20.0, "steps": 2})
-    while not ctl.trials[warm].status.final:
+    while not ctl.trial(warm).status.final:
         ctl.step()
     t0 = rt.now()
     pending = sorted(jobs, key=lambda j: (j.arrival, j.id))
     ids: dict[int, TraceJob] = {}
     try:
-        while pending or ctl.alive():
+        while pending or ctl.has_alive():
             now = rt.now() - t0
             while pending and pending[0].arrival <= now:
                 j = pending.pop(0)
@@ -76,7 +76,7 @@ def real_run(
             ctl.step(max_wait=(pending[0].arrival - now) if pending else None)
     finally:
         ctl.close()
-    jct = {j.id: ctl.trials[tid].finished_at - (t0 + j.arrival) for tid, j in ids.items()}
+    jct = {j.id: ctl.trial(tid).finished_at - (t0 + j.arrival) for tid, j in ids.items()}
     costs: dict[str, float] = {}
     counts: dict[str, int] = {}
     for kind in ("start", "park", "resume", "migrate"):

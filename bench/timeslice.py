@@ -27,10 +27,11 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from app.controller import Controller  # noqa: E402
+from app.controller import Controller, ControllerOptions  # noqa: E402
 from app.db.store import Store  # noqa: E402
 from app.devices import parse_devices  # noqa: E402
 from app.executor.actions import Migrate, Reported, Resumed, Run, Started, Stop, TrialLaunch  # noqa: E402
+from app.executor.runtime.base import LaunchFn  # noqa: E402
 from app.executor.runtime.local import LocalRuntime  # noqa: E402
 from app.spec import parse_spec  # noqa: E402
 from bench.trainables import param_count  # noqa: E402
@@ -68,10 +69,9 @@ def run_search(policy: str, quantum: float, steps: int, width: int, tmp: Path) -
     )
     db = tmp / f"{policy}-{quantum}.db"
     store = Store(f"sqlite:///{db}")
-    ctl: Controller | None = None
     device = parse_devices("cpu:2")[:1]  # one core, one thread
-    rt = LocalRuntime(device, lambda t: ctl.launch(t), warm_modules=["bench.trainables"])
-    ctl = Controller(store, rt, workdir=tmp / "work")
+    rt = LocalRuntime(device, warm_modules=["bench.trainables"])
+    ctl = Controller(store, rt, ControllerOptions(workdir=tmp / "work"))
     rt.wait_ready()  # the template's start-up is not what this measures
     try:
         sid = ctl.submit(spec)
@@ -105,7 +105,7 @@ def migration_ms(width: int, depth: int, tmp: Path, repeats: int = 5) -> float:
     def launch(tid: int) -> TrialLaunch:
         return TrialLaunch(tid, TRAINABLE, cfg, 10**9, str(tmp / f"mig-{tid}.pt"), checkpoint_every_s=10**6)
 
-    rt = LocalRuntime(parse_devices("cpu:2"), launch, warm_modules=["bench.trainables"])
+    rt = LocalRuntime(parse_devices("cpu:2"), LaunchFn(launch), warm_modules=["bench.trainables"])
     out = []
     try:
         rt.apply(1, [Run(1, ("cpu:0",))])
@@ -135,7 +135,7 @@ def start_ms(tmp: Path, repeats: int = 5) -> tuple[float, float]:
     def launch(tid: int) -> TrialLaunch:
         return TrialLaunch(tid, TRAINABLE, {"width": 64, "steps": 1}, 1, str(tmp / f"s-{tid}.pt"))
 
-    rt = LocalRuntime(parse_devices("cpu:2"), launch, warm_modules=["bench.trainables"])
+    rt = LocalRuntime(parse_devices("cpu:2"), LaunchFn(launch), warm_modules=["bench.trainables"])
     warm = []
     try:
         for i in range(1, repeats + 1):

@@ -1,152 +1,29 @@
-"""`quanta serve`: the API (uvicorn) and the controller loop with a LocalRuntime in one process.
+"""`quanta serve`: the API (uvicorn) and the controller loop (`app.service.ControllerLoop`, a thread of
+its own with a LocalRuntime) in one process.
 
-The controller is not thread-safe, so one background thread owns it (and the runtime): it ticks, turns
-runtime events into rows, and carries out deletions the API requested. The API threads only read and
-write database rows. On start the loop calls `Controller.load()`, so a server killed in the middle of a
-search continues it: trials that were running restart from their checkpoints. On SIGINT/SIGTERM the
-server stops taking requests, asks resident trials for a checkpoint, and closes the runtime (trial
-processes exit); the searches stay `running` in the database and continue at the next start.
+The API threads only read and write database rows; the loop's thread owns the controller. On start the
+loop calls `Controller.load()`, so a server killed in the middle of a search continues it: trials that
+were running restart from their checkpoints. On SIGINT/SIGTERM the server stops taking requests, asks
+resident trials for a checkpoint, and closes the runtime (trial processes exit); the searches stay
+`running` in the database and continue at the next start.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-
-from app.status import SEARCH_STARTED, SearchStatus
-
-if TYPE_CHECKING:
-    from app.controller import Controller
-    from app.db.store import Store
-    from app.devices import Device
 
 log = logging.getLogger("quanta.serve")
 
 EXIT_ERROR = 2
-
-
-class ControllerLoop:
-    """Runs `Controller.step` in a thread of its own until `stop()`."""
-
-    def __init__(
-        self, store: Store, devices: list[Device], workdir: Path, *, tick_s: float = 0.5, broker: str | None = None
-    ):
-        self.store = store
-        self.broker = broker  # distributed mode: trials run on `quanta worker` nodes, not on `devices`
-        self.devices = devices
-        self.workdir = Path(workdir)
-        self.tick_s = tick_s
-        self._stop = threading.Event()
-        self._state = "starting"
-        self._deletable: dict[int, float] = {}
-        self._thread = threading.Thread(target=self._main, name="quanta-controller", daemon=True)
-
-    def state(self) -> str:
-        return self._state
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 60.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
-
-    # ---- the thread --------------------------------------------------------------------------
-
-    def _main(self) -> None:
-        from app.controller import Controller
-        from app.executor.runtime.local import LocalRuntime
-
-        ctl: Controller | None = None
-        runtime: LocalRuntime | None = None
-        try:
-            if self.broker:
-                from app.cli_distributed import make_runtime
-
-                runtime = make_runtime(self.broker, self.store, self.workdir)  # workdir: the shared checkpoints
-            else:
-                runtime = LocalRuntime(self.devices, lambda tid: ctl.launch(tid))  # type: ignore[union-attr]
-            ctl = Controller(self.store, runtime, workdir=self.workdir)
-            ctl.load()
-            self._publish_devices(ctl)
-            self._state = "running"
-            log.info("controller running: %d active searches", len(ctl.searches))
-            while not self._stop.is_set():
-                try:
-                    self._deletions(ctl)
-                    ctl.step(max_wait=self.tick_s)
-                except Exception:  # keep serving: the next tick starts again from the database
-                    log.exception("controller tick failed")
-                    self._stop.wait(1.0)
-        except Exception:
-            log.exception("controller failed")
-            self._state = "failed"
-        finally:
-            if ctl is not None:
-                self._shutdown(ctl)
-            elif runtime is not None:
-                runtime.close()
-            if self._state != "failed":
-                self._state = "stopped"
-
-    def _publish_devices(self, ctl: Controller) -> None:
-        """The devices with nothing on them yet (the controller publishes placements once it ticks)."""
-        from app.db.models import ClusterView
-
-        self.store.publish_cluster_view(ClusterView.idle(time.time(), ctl.runtime.devices()))
-
-    def _deletions(self, ctl: Controller) -> None:
-        """Carry out DELETE requests: stop the search, wait until its trial processes have exited
-        (and their last events are recorded), then delete its rows and its checkpoints."""
-        for sid in self.store.pending_deletes():
-            s = ctl.searches.get(sid)
-            if s is not None and s.status in SEARCH_STARTED:
-                ctl.stop_search(sid, SearchStatus.STOPPED, "deleted by user")
-            resident = ctl.runtime.residency()
-            if any((t := ctl.trials.get(tid)) is not None and t.search_id == sid for tid in resident):
-                self._deletable.pop(sid, None)
-                continue
-            first = self._deletable.setdefault(sid, time.monotonic())
-            if time.monotonic() - first < 0.3:  # let the last exit events arrive
-                continue
-            ctl.handle(ctl.runtime.poll(0))
-            ctl.flush()
-            self.store.delete_search(sid)
-            ctl.searches.pop(sid, None)
-            for tid in [tid for tid, t in ctl.trials.items() if t.search_id == sid]:
-                ctl.trials.pop(tid, None)
-            shutil.rmtree(self.workdir / f"search-{sid}", ignore_errors=True)
-            self._deletable.pop(sid, None)
-            log.info("search %s deleted", sid)
-
-    def _shutdown(self, ctl: Controller, wait_s: float = 10.0) -> None:
-        """Checkpoint resident trials (bounded), then close the runtime: trial processes exit."""
-        from app.executor.actions import Checkpointed
-
-        try:
-            waiting = set(ctl.runtime.residency())
-            for tid in waiting:
-                ctl.runtime.checkpoint(tid)  # type: ignore[attr-defined]
-            deadline = time.monotonic() + wait_s
-            while waiting and time.monotonic() < deadline:
-                events = ctl.runtime.poll(0.2)
-                waiting -= {e.trial_id for e in events if isinstance(e, Checkpointed)}
-                waiting &= set(ctl.runtime.residency())
-                ctl.handle(events)
-            ctl.flush()
-        except Exception:
-            log.exception("checkpointing before shutdown failed")
-        finally:
-            ctl.close()
 
 
 def _server(config: Any, stopping: threading.Event) -> Any:
@@ -189,6 +66,7 @@ def serve(
     from app.api.settings import Settings
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
+    from app.service import ControllerLoop
 
     sys.path.insert(0, os.getcwd())  # trainables of the working directory, as `quanta run` does
     try:

@@ -3,9 +3,9 @@
 Jobs are added at their arrival times (`ctl.add_job`), and the controller ticks as it does in the
 service: `ctl.step(max_wait=time to the next arrival)` = snapshot -> policy.plan -> reconcile -> record
 intent -> runtime.apply, then runtime events until the next tick. The simulator's only liberties are
-the virtual clock and two controller knobs that change how often it does things, not what it decides:
-polls are not capped at 0.5 s (`poll_cap_s`) and the dashboard's cluster view is not republished every
-tick (`publish_every_s`).
+the virtual clock and controller options that change how often it does things, not what it decides:
+polls are not capped at 0.5 s (`poll_cap_s`), the dashboard's cluster view is not republished every
+tick (`publish_every_s`) and unchanged trial views are reused between snapshots (`cache_views`).
 
 What comes out (`SimResult.summary`): mean/median/p95 job completion time (finish - arrival), makespan
 (last finish - first arrival), mean device utilisation (device-seconds with at least one job computing
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.controller import Controller
+from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.executor.policy import make_policy
 from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
@@ -92,10 +92,10 @@ def simulate(
     # A policy whose plans change only on arrivals and completions (both wake the controller) is ticked
     # on those events alone: the same decisions, without a tick per idle quantum.
     tick_every = math.inf if event_driven and getattr(pol, "event_driven", False) else quantum_s
-    ctl = Controller(store, rt, policy=pol, quantum_s=tick_every)
-    ctl.poll_cap_s = math.inf
-    ctl.publish_every_s = math.inf
-    ctl.cache_views = True
+    options = ControllerOptions(
+        policy=pol, quantum_s=tick_every, poll_cap_s=math.inf, publish_every_s=math.inf, cache_views=True
+    )
+    ctl = Controller(store, rt, options)
     meta: dict[int, TraceJob] = {}
     clamped = 0
     i, n, ticks = 0, len(jobs), 0
@@ -110,7 +110,7 @@ def simulate(
             rt.register(tid, JobSpec(j.job_type, j.steps, devices, j.rate))
             meta[tid] = j
             i += 1
-        if not ctl._alive:
+        if not ctl.has_alive():
             if i >= n:
                 break
             ctl.handle(rt.poll(jobs[i].arrival - now))  # idle cluster: jump to the next arrival
@@ -158,12 +158,12 @@ def _check_controller(ctl: Controller, rt: SimRuntime) -> None:
     trial is resident."""
     resident = rt.residency()
     for tid in rt.running_ids():
-        st = ctl.trials[tid].status
+        st = ctl.trial(tid).status
         if st != TrialStatus.RUNNING:
             raise InvariantError(f"job {tid} computes but the controller has it {st}")
-    for tid, t in ctl._alive.items():
-        if t.status == TrialStatus.QUEUED and tid in resident:
-            raise InvariantError(f"job {tid} is queued and resident")
+    for t in ctl.alive():
+        if t.status == TrialStatus.QUEUED and t.id in resident:
+            raise InvariantError(f"job {t.id} is queued and resident")
 
 
 def _result(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.executor.actions import (
@@ -39,9 +39,9 @@ from app.executor.actions import (
     Started,
     Stop,
     Suspend,
-    TrialLaunch,
 )
 from app.executor.policy.types import DeviceView
+from app.executor.runtime.base import Launcher
 from app.sim.throughputs import Throughputs
 from app.status import TrialStatus
 
@@ -119,7 +119,7 @@ class _Job:
 
 
 class SimRuntime:
-    """Virtual-clock runtime. `launcher(trial_id)` (the controller's `launch`) or `register()` says what
+    """Virtual-clock runtime. `register()` or else the launcher (the controller's, bound) says what
     each job is: `TrialLaunch.max_steps` and `config` keys ``job_type``, ``devices`` and ``rate``."""
 
     def __init__(
@@ -130,7 +130,7 @@ class SimRuntime:
         kind: str = "v100",
         kinds: Sequence[str] | None = None,
         throughputs: Throughputs | None = None,
-        launcher: Callable[[int], TrialLaunch] | None = None,
+        launcher: Launcher | None = None,
         costs: SimCosts = SimCosts(),
         profile_after_s: float = 10.0,
         first_steps: int = 100,
@@ -206,7 +206,7 @@ class SimRuntime:
             return spec
         if self.launcher is None:
             raise KeyError(f"job {trial_id}: not registered and no launcher")
-        launch = self.launcher(trial_id)
+        launch = self.launcher.launch(trial_id)
         cfg = launch.config
         return JobSpec(
             str(cfg.get("job_type", "")),
@@ -253,6 +253,9 @@ class SimRuntime:
 
     def warm(self, modules: Sequence[str]) -> None:
         return None
+
+    def bind(self, launcher: Launcher) -> None:
+        self.launcher = launcher
 
     def now(self) -> float:
         return self._now

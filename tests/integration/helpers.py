@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from app.executor.actions import Event, Exited, TrialLaunch
+from app.executor.runtime.base import LaunchFn
 from app.executor.runtime.local import LocalRuntime
 
 
-def launches(tmp: Path, table: dict[int, tuple[str, dict]], max_steps: int = 200, **kw) -> Callable[[int], TrialLaunch]:
+def launches(tmp: Path, table: dict[int, tuple[str, dict]], max_steps: int = 200, **kw) -> LaunchFn:
     def launch(tid: int) -> TrialLaunch:
         trainable, config = table[tid]
         return TrialLaunch(
@@ -23,7 +23,7 @@ def launches(tmp: Path, table: dict[int, tuple[str, dict]], max_steps: int = 200
             **kw,
         )
 
-    return launch
+    return LaunchFn(launch)
 
 
 def collect_until_exit(rt: LocalRuntime, ids: set[int], timeout: float = 60) -> list[Event]:

@@ -12,12 +12,12 @@ from fastapi.testclient import TestClient
 
 from app.api.main import create_app
 from app.api.routes import events as events_route
-from app.api.serve import ControllerLoop
 from app.api.settings import Settings
 from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, QuantumRow, ReportRow
 from app.db.store import Store
 from app.devices import parse_devices
 from app.sdk.client import parse_sse
+from app.service import ControllerLoop
 from app.status import SEARCH_FINAL, TRIAL_FINAL
 
 TOKEN = "api-test-token"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app.controller import Controller
+from app.controller import Controller, ControllerOptions
 from app.db.store import Store
 from app.devices import parse_devices
 from app.executor.runtime.local import LocalRuntime
@@ -32,9 +32,8 @@ def step_until(ctl: Controller, cond, timeout: float = 30) -> None:
 
 def test_pause_parks_every_trial_and_resume_continues(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/q.db")
-    ctl: Controller | None = None
-    rt = LocalRuntime(parse_devices("cpu:2"), lambda t: ctl.launch(t), warm_modules=["tests.trainables"])
-    ctl = Controller(store, rt, workdir=tmp_path)
+    rt = LocalRuntime(parse_devices("cpu:2"), warm_modules=["tests.trainables"])
+    ctl = Controller(store, rt, ControllerOptions(workdir=tmp_path))
     try:
         sid = ctl.submit(parse_spec(SPEC))
         step_until(ctl, lambda: sum(r.running for r in rt.residency().values()) == 2)

@@ -78,7 +78,7 @@ def test_launch_from_the_database_matches_the_controllers(tmp_path) -> None:
     store.update_trial(tid, checkpoint_step=10)
     assert db.launch(tid, epoch=1).resume is True
 
-    from app.controller import Controller
+    from app.controller import Controller, ControllerOptions
 
     class NoRuntime:
         def now(self) -> float:
@@ -90,8 +90,11 @@ def test_launch_from_the_database_matches_the_controllers(tmp_path) -> None:
         def residency(self) -> dict:
             return {}
 
+        def bind(self, launcher) -> None:  # noqa: ANN001
+            pass
+
     store.update_search(sid, status="running")
-    ctl = Controller(store, NoRuntime(), workdir=tmp_path / "ck")  # type: ignore[arg-type]
+    ctl = Controller(store, NoRuntime(), ControllerOptions(workdir=tmp_path / "ck"))  # type: ignore[arg-type]
     ctl.load()
-    ctl.trials[tid].resume = True
-    assert ctl.launch(tid) == db.launch(tid, epoch=1)
+    ctl.trial(tid).resume = True
+    assert ctl.launcher.launch(tid) == db.launch(tid, epoch=1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.controller import Controller
+from app.controller import Controller, ControllerOptions
 from app.db.store import Store
 from app.devices import parse_devices
 from app.executor.runtime.local import LocalRuntime
@@ -42,14 +42,14 @@ def _spec(policy: str):
 
 def _run_both(tmp: Path) -> dict[str, tuple[object, list]]:
     """Both searches, one after the other, on one runtime (its template process starts once) and one
-    store (so trial ids never repeat); each search gets its own controller."""
+    store (so trial ids never repeat); each search gets its own controller, which binds itself to the
+    runtime as its launcher."""
     store = Store(f"sqlite:///{tmp}/quanta.db")
-    current: dict[str, Controller] = {}
-    runtime = LocalRuntime(parse_devices("cpu:2"), lambda tid: current["ctl"].launch(tid), workdir=str(tmp))
+    runtime = LocalRuntime(parse_devices("cpu:2"), workdir=str(tmp))
     out = {}
     try:
         for policy in ("fifo", "gandiva"):
-            ctl = current["ctl"] = Controller(store, runtime, workdir=tmp / policy)
+            ctl = Controller(store, runtime, ControllerOptions(workdir=tmp / policy))
             sid = ctl.submit(_spec(policy))
             state = ctl.run(sid)
             out[policy] = (state, store.trials(sid))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from app.controller import Controller
+from app.controller import Controller, ControllerOptions
 from app.db.store import Store
 from app.devices import parse_devices
 from app.executor.runtime.local import LocalRuntime
@@ -114,9 +114,8 @@ def test_crashed_trial_restarts_from_its_checkpoint(tmp_path):
         }
     )
     store = Store(f"sqlite:///{tmp_path}/q.db")
-    ctl: Controller | None = None
-    rt = LocalRuntime(parse_devices("cpu:2"), lambda t: ctl.launch(t), warm_modules=["tests.trainables"])
-    ctl = Controller(store, rt, workdir=tmp_path / "work")
+    rt = LocalRuntime(parse_devices("cpu:2"), warm_modules=["tests.trainables"])
+    ctl = Controller(store, rt, ControllerOptions(workdir=tmp_path / "work"))
     try:
         sid = ctl.submit(spec)
         ctl.run(sid)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from app.controller import Controller
+from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.executor.policy import make_policy
 from app.executor.policy.placing import Board
@@ -77,8 +77,8 @@ def test_board_fullest_fitting_prefers_the_node_with_fewest_free_devices_that_fi
 
 def _controller(n_jobs: int) -> tuple[Controller, SimRuntime]:
     rt = SimRuntime(2, 2, max_per_device=1)
-    ctl = Controller(MemoryStore(keep_measurements=False), rt, policy=make_policy("fifo"), quantum_s=60.0)
-    ctl.cache_views = True
+    options = ControllerOptions(policy=make_policy("fifo"), quantum_s=60.0, cache_views=True)
+    ctl = Controller(MemoryStore(keep_measurements=False), rt, options)
     for i in range(n_jobs):
         tid = ctl.add_job("toy", 1000, 1 + i % 2)
         rt.register(tid, JobSpec("toy", 1000, 1 + i % 2, rate=10.0))
@@ -99,9 +99,9 @@ def test_controller_snapshot_hints_describe_its_trials():
 def test_a_trial_indexed_out_of_arrival_order_turns_the_hint_off():
     ctl, rt = _controller(3)
     assert ctl.snapshot(rt.now()).in_arrival_order
-    late = ctl.trials[max(ctl.trials)]
+    late = ctl.alive()[-1]
     early = type(late)(999, 0, 99, {}, {}, -1.0, TrialStatus.QUEUED)  # created before every other trial
-    ctl._index(None, early)
+    ctl.book.track(None, early)
     snap = ctl.snapshot(rt.now())
     assert not snap.in_arrival_order
     assert snap.alive()[0].id == 999  # the policy's own sort puts it first

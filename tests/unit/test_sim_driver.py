@@ -152,14 +152,14 @@ def test_memory_store_is_what_the_simulator_writes_through():
 
 
 def test_controller_builds_measurement_rows_only_for_a_store_that_keeps_them():
-    from app.controller import Controller
+    from app.controller import Controller, ControllerOptions
     from app.executor.policy import make_policy
     from app.sim.runtime import JobSpec
 
     def run(keep: bool) -> tuple[MemoryStore, dict[int, float]]:
         rt = SimRuntime(1, 2, throughputs=small_table())
         store = MemoryStore(keep_measurements=keep)
-        ctl = Controller(store, rt, policy=make_policy("timeslice"), quantum_s=30.0)
+        ctl = Controller(store, rt, ControllerOptions(policy=make_policy("timeslice"), quantum_s=30.0))
         for _ in range(3):
             tid = ctl.add_job("L1", 600, 1)
             rt.register(tid, JobSpec("L1", 600, 1))

@@ -1,10 +1,14 @@
 """The `Runtime` protocol: the mechanism layer the controller drives. Implementations: `LocalRuntime`
 (this machine's devices), `CeleryRuntime` (node agents over a broker), `SimRuntime` (virtual clock).
-The controller never asks which one it has."""
+The controller never asks which one it has.
+
+A runtime learns what a trial is (its `TrialLaunch`) from a `Launcher`: the controller binds its own
+launcher (`Runtime.bind`) when it is built; a node agent or a test gives one at construction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from app.executor.actions import Action, Event, Residency, TrialLaunch
@@ -12,10 +16,34 @@ from app.executor.policy.types import DeviceView
 
 # `TrialLaunch` (what a launcher returns for a trial id) is part of the runtime's interface; it is
 # defined in `app.executor.actions` so that the database layer builds it without importing runtimes.
-__all__ = ["Runtime", "TrialLaunch"]
+__all__ = ["LaunchFn", "Launcher", "Runtime", "TrialLaunch"]
+
+
+class Launcher(Protocol):
+    """Says what a trial is, by id: everything its process needs to start (or restart)."""
+
+    def launch(self, trial_id: int) -> TrialLaunch:
+        """The launch of trial `trial_id`; raises (KeyError, ValueError) for a trial it cannot start."""
+        ...
+
+
+@dataclass(frozen=True)
+class LaunchFn:
+    """A `Launcher` over a plain function (tests, benchmarks, a node agent's ledger look-up)."""
+
+    fn: Callable[[int], TrialLaunch]
+
+    def launch(self, trial_id: int) -> TrialLaunch:
+        return self.fn(trial_id)
 
 
 class Runtime(Protocol):
+    def bind(self, launcher: Launcher) -> None:
+        """Look up trials' launches with `launcher` from now on (the controller binds itself when it is
+        built, before it applies any action). A runtime whose launches come from elsewhere (a node's
+        database ledger) ignores it."""
+        ...
+
     def devices(self) -> Sequence[DeviceView]:
         """Devices trials can be placed on (ids unique across the cluster). A runtime whose devices do
         not change may return the same tuple each time (the controller then passes it on as is)."""

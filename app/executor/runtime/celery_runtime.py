@@ -49,6 +49,7 @@ from app.executor.actions import (
     decode_event,
 )
 from app.executor.policy.types import DeviceView
+from app.executor.runtime.base import Launcher
 from app.executor.runtime.cluster import LIFECYCLE, ClusterView, split_device
 from app.executor.wire import Assignment, EventRecord, NodeInfo, NodeResidency
 
@@ -179,6 +180,9 @@ class CeleryRuntime:
                 for d in n.info.devices:
                     out.append(DeviceView(d.id, name, d.kind, d.memory_mb))
         return out
+
+    def bind(self, launcher: Launcher) -> None:
+        """Launches come from the database: each node agent builds them from its ledger."""
 
     def now(self) -> float:
         return time.time()

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -40,9 +40,9 @@ from app.executor.actions import (
     Started,
     Stop,
     Suspend,
-    TrialLaunch,
 )
 from app.executor.policy.types import DeviceView
+from app.executor.runtime.base import Launcher
 from app.executor.runtime.template import TemplateStart, start_template
 
 log = logging.getLogger("quanta.runtime")
@@ -75,7 +75,8 @@ class _Handle:
 
 
 class LocalRuntime:
-    """Runs trials on `devices` of this node. `launcher(trial_id)` gives what a trial needs to start.
+    """Runs trials on `devices` of this node. `launcher.launch(trial_id)` gives what a trial needs to
+    start: given here, or bound later (`bind`, which the controller does) but before the first run.
 
     The trial template process is started here, or earlier by the caller (`template`, from
     `start_template`) so that its warm-up overlaps the caller's own start-up; the runtime adopts it."""
@@ -83,7 +84,7 @@ class LocalRuntime:
     def __init__(
         self,
         devices: Sequence[Device],
-        launcher: Callable[[int], TrialLaunch],
+        launcher: Launcher | None = None,
         *,
         node: str = "local",
         warm_modules: Sequence[str] = (),
@@ -128,6 +129,9 @@ class LocalRuntime:
 
     def devices(self) -> list[DeviceView]:
         return [DeviceView(d.id, self.node, d.kind, d.memory_mb) for d in self._devices.values()]
+
+    def bind(self, launcher: Launcher) -> None:
+        self._launcher = launcher
 
     def now(self) -> float:
         return time.time()
@@ -236,7 +240,9 @@ class LocalRuntime:
         unknown = [d for d in devices if d not in self._devices]
         if unknown:
             raise ValueError(f"trial {trial_id}: unknown devices {unknown} on node {self.node}")
-        launch = self._launcher(trial_id)
+        if self._launcher is None:
+            raise RuntimeError(f"trial {trial_id}: no launcher bound to this runtime")
+        launch = self._launcher.launch(trial_id)
         h = _Handle(trial_id, devices, run_since=time.monotonic())
         if until is not None:  # handed over with the first commands once the process says hello
             h.pending.append(("limit", {"until": until}))

@@ -49,6 +49,7 @@ from app.executor.actions import (
     TrialLaunch,
     event_kind,
 )
+from app.executor.runtime.base import LaunchFn
 from app.executor.runtime.cluster import NodeLedger, global_device, split_device
 from app.executor.runtime.local import LocalRuntime
 from app.executor.wire import EventRecord, NodeDevice, NodeResidency
@@ -95,7 +96,7 @@ class NodeAgent:
         self._lease_lost = False
         self._beat_error_logged = 0.0
         self.runtime = LocalRuntime(
-            self._devices, self._launch, node=name, warm_modules=warm_modules, park_timeout_s=park_timeout_s
+            self._devices, LaunchFn(self._launch), node=name, warm_modules=warm_modules, park_timeout_s=park_timeout_s
         )
         # Join the cluster only once trials can start here (the template has imported torch).
         self.runtime.wait_ready()

@@ -1,0 +1,261 @@
+"""`SearchBook`: the search lifecycle and the trials it creates.
+
+Contract:
+- `submit` persists a new search and starts it; `load` rebuilds the active searches and their trials
+  from the store after a restart (searchers from stored history; trials that were resident and are not
+  any more go back to the queue, to resume from their checkpoints).
+- `sync(now)` picks up what users asked through the database (new searches, stop/pause/resume,
+  trial stops), ends searches whose target or budget says so, and asks each running search's searcher
+  for new trials up to its parallelism.
+- `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
+- `add_job` creates a trial that belongs to no search (a trace job).
+Every fact is written through to the store as it happens. It stops trials itself (ending a search, a
+user's stop) as a round of `Stop` actions of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from app.controller.rounds import Rounds
+from app.controller.state import SearchState, Signals, TrialState, objective_loss
+from app.controller.trials import TrialIndex
+from app.db.protocol import ControllerStore
+from app.executor.actions import Stop
+from app.executor.runtime.base import Runtime
+from app.search.searcher import HistoryItem, make_searcher
+from app.spec import SearchSpec, spec_from_stored
+from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
+
+log = logging.getLogger("quanta.controller")
+
+
+class SearchBook:
+    def __init__(self, store: ControllerStore, runtime: Runtime, index: TrialIndex, rounds: Rounds, signals: Signals):
+        self._store = store
+        self._runtime = runtime
+        self._index = index
+        self._rounds = rounds
+        self._signals = signals
+        self.searches: dict[int, SearchState] = {}  # active searches (and ended ones until deleted)
+
+    # ---- looking up ----------------------------------------------------------------------------
+
+    def search(self, search_id: int) -> SearchState | None:
+        return self.searches.get(search_id)
+
+    def governing(self) -> SearchState | None:
+        """The oldest running search: its spec chooses the cluster's policy and quantum."""
+        return next((s for s in self.searches.values() if s.status == SearchStatus.RUNNING), None)
+
+    # ---- starting searches ---------------------------------------------------------------------
+
+    def submit(self, spec: SearchSpec) -> int:
+        """Persist a validated spec as a new search and start it. Returns the search id."""
+        now = self._runtime.now()
+        row = self._store.create_search(spec.name, spec.model_dump(mode="json"), now)
+        assert row.id is not None
+        self._store.update_search(row.id, status=SearchStatus.RUNNING, started_at=now)
+        self._activate(row.id, spec, now, history=[])
+        return row.id
+
+    def _activate(self, search_id: int, spec: SearchSpec, started_at: float, history: list[HistoryItem]) -> SearchState:
+        state = SearchState(search_id, spec, make_searcher(spec, history), started_at)
+        self.searches[search_id] = state
+        self._runtime.warm([spec.module])
+        self._signals.wake = True
+        return state
+
+    def load(self) -> None:
+        """Rebuild the working set from the store (after a restart): active searches continue, their
+        searchers are rebuilt from stored history, and trials that were resident restart from their
+        checkpoints (their processes died with the previous controller) unless the runtime still
+        holds them (node agents outlive a controller in distributed mode)."""
+        # Queued searches are left to sync, which starts them like new ones.
+        for row in self._store.searches(SEARCH_STARTED):
+            assert row.id is not None
+            spec = spec_from_stored(row.spec)
+            trials = self._store.trials(row.id)
+            history = [
+                HistoryItem(
+                    t.number,
+                    t.vals,
+                    objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
+                    t.status != TrialStatus.FAILED,
+                )
+                for t in trials
+            ]
+            s = self._activate(row.id, spec, row.started_at or row.created_at, history)
+            s.status = SearchStatus(row.status)
+            s.created = max([t.number + 1 for t in trials], default=0)
+            s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
+            resident = self._runtime.residency()
+            for t in trials:
+                assert t.id is not None
+                ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
+                ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
+                ts.device_seconds_base = ts.device_seconds = t.device_seconds
+                ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
+                ts.curve = [(r.step, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
+                ts.resume = t.checkpoint_step is not None
+                if ts.status == TrialStatus.RUNNING and t.id not in resident:
+                    ts.status, ts.resume = TrialStatus.QUEUED, True
+                    self._store.update_trial(t.id, status=TrialStatus.QUEUED)
+                self.track(s, ts)
+
+    # ---- trials --------------------------------------------------------------------------------
+
+    def track(self, s: SearchState | None, ts: TrialState) -> None:
+        """Hold trial `ts` (of search `s`, or a job when None) in the working set."""
+        if s is not None:
+            s.trials[ts.id] = ts
+            ts.devices_needed = s.spec.resources.devices_per_trial
+            ts.max_steps = s.spec.budget.max_steps
+        self._index.add(ts)
+
+    def add_job(
+        self,
+        kind: str,
+        steps: int,
+        devices_needed: int = 1,
+        *,
+        trainable: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> int:
+        """Submit a job that is not part of a search (a trace job): it runs `steps` mini-batches on
+        `devices_needed` devices and is placed by the same policy as search trials."""
+        now = self._runtime.now()
+        number = len(self._index.by_id)
+        row = self._store.add_trial(0, number, {"kind": kind}, {}, now)
+        assert row.id is not None
+        ts = TrialState(row.id, 0, number, {"kind": kind}, {}, now, kind=kind, trainable=trainable)
+        ts.config = dict(config or {})
+        self.track(None, ts)
+        ts.devices_needed, ts.max_steps = devices_needed, steps
+        self._signals.wake = True
+        return row.id
+
+    def _new_trial(self, s: SearchState, now: float) -> TrialState:
+        number = s.created
+        suggestion = s.searcher.ask(number)
+        row = self._store.add_trial(s.id, number, suggestion.params, suggestion.vals, now)
+        assert row.id is not None
+        s.created = number + 1
+        ts = TrialState(row.id, s.id, number, suggestion.params, suggestion.vals, now)
+        self.track(s, ts)
+        self._signals.replan = True  # a new trial is placed now, not a quantum later
+        return ts
+
+    def mark_running(self, trial_ids: list[int], now: float) -> None:
+        """Queued trials among `trial_ids` are being started (a round's `Run` actions)."""
+        for tid in trial_ids:
+            ts = self._index.get(tid)
+            if ts is not None and ts.status == TrialStatus.QUEUED:
+                self._index.touch(ts.id)
+                ts.status = TrialStatus.RUNNING
+                ts.started_at = ts.started_at or now
+                self._store.update_trial(ts.id, status=TrialStatus.RUNNING, started_at=ts.started_at)
+
+    def finalize(self, t: TrialState, status: TrialStatus, now: float, error: str | None = None) -> None:
+        """Trial `t` ends with `status` (a final one): its row, its searcher and the alive set learn it."""
+        t.status = status
+        self._index.finalized(t)
+        t.finished_at = now
+        if status == TrialStatus.FAILED:
+            t.error = error
+        self._store.update_trial(
+            t.id,
+            status=status.value,
+            finished_at=now,
+            error=t.error,
+            steps=t.steps,
+            metric=t.metric,
+            best_metric=t.best,
+            device_seconds=t.device_seconds,
+        )
+        s = self.searches.get(t.search_id)
+        if s is not None:
+            s.searcher.tell(
+                t.number, objective_loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None
+            )
+        self._signals.wake = True
+
+    def _stop_trials(self, trials: list[TrialState], reason: str) -> None:
+        now = self._runtime.now()
+        resident = self._runtime.residency()
+        stops = [Stop(t.id, reason) for t in trials if t.id in resident]
+        for t in trials:
+            self.finalize(t, TrialStatus.KILLED, now, reason)
+        if stops:
+            self._runtime.apply(self._rounds.record(now, stops), stops)
+
+    # ---- the lifecycle -------------------------------------------------------------------------
+
+    def sync(self, now: float) -> None:
+        """Commands from the store, then each running search's budget and new trials."""
+        self._sync_store(now)
+        for s in list(self.searches.values()):
+            self._sync(s, now)
+
+    def _sync_store(self, now: float) -> None:
+        """Pick up what users asked through the database (the API writes rows, never calls us):
+        new searches, stop/pause/resume of searches, stop of trials."""
+        for row in self._store.searches_needing_controller():
+            assert row.id is not None
+            s = self.searches.get(row.id)
+            if row.status == SearchStatus.QUEUED and s is None:
+                try:
+                    spec = spec_from_stored(row.spec)
+                except ValueError as exc:
+                    self._store.update_search(row.id, status=SearchStatus.FAILED, error=str(exc), finished_at=now)
+                    continue
+                self._store.update_search(row.id, status=SearchStatus.RUNNING, started_at=now, command=None)
+                self._activate(row.id, spec, now, history=[])
+                continue
+            command = row.command
+            self._store.update_search(row.id, command=None)
+            if s is None or s.status not in SEARCH_STARTED:
+                continue
+            if command == "stop":
+                self.finish(s, SearchStatus.STOPPED, "stopped by user")
+            elif command == "pause" and s.status == SearchStatus.RUNNING:
+                s.status = SearchStatus.PAUSED
+                self._store.update_search(row.id, status=SearchStatus.PAUSED)
+            elif command == "resume" and s.status == SearchStatus.PAUSED:
+                s.status = SearchStatus.RUNNING
+                self._store.update_search(row.id, status=SearchStatus.RUNNING)
+        for trow in self._store.trials_with_commands():
+            assert trow.id is not None
+            self._store.update_trial(trow.id, command=None)
+            t = self._index.alive.get(trow.id)
+            if t is not None and trow.command == "stop":
+                self._stop_trials([t], "stopped by user")
+
+    def _sync(self, s: SearchState, now: float) -> None:
+        if s.status != SearchStatus.RUNNING:
+            return
+        spec = s.spec
+        if s.reached_at is not None and spec.budget.stop_on_target:
+            self.finish(s, SearchStatus.COMPLETED, "target reached")
+            return
+        if now - s.started_at >= spec.budget.max_seconds:
+            self.finish(s, SearchStatus.COMPLETED, "time budget spent")
+            return
+        while len(s.alive()) < spec.parallelism and s.created < spec.budget.max_trials:
+            self._new_trial(s, now)
+        if s.created >= spec.budget.max_trials and not s.alive():
+            self.finish(s, SearchStatus.COMPLETED, "all trials done")
+
+    def finish(self, s: SearchState, status: SearchStatus, reason: str) -> None:
+        """End search `s` with `status`: its alive trials are stopped (killed)."""
+        now = self._runtime.now()
+        s.status = status
+        self._stop_trials(s.alive(), reason)
+        self._store.update_search(s.id, status=status, finished_at=now)
+        log.info("search %s %s: %s", s.id, status, reason)
+
+    def forget(self, search_id: int) -> None:
+        """Drop a deleted search and its trials from the working set (its rows are gone)."""
+        self.searches.pop(search_id, None)
+        self._index.forget([tid for tid, t in self._index.by_id.items() if t.search_id == search_id])

@@ -1,0 +1,178 @@
+"""`EventRecorder`: turns the runtime's events into trial state and stored rows.
+
+Contract: `handle(events)` applies each event to the trial it names (events of unknown trials are
+ignored): reports update the trial's curve and best and the search's best (and whether it reached its
+target); profiles update measured rates (solo, packed, pair rates); an exit ends the trial (completed,
+killed, failed) or queues it again to resume from its checkpoint after a crash, within its retries;
+start/park/resume latencies and checkpoints are noted. Rows are buffered and written by `flush()` (at
+the end of each `handle`). Measurement rows (quanta, latencies, pairs) are built only for a store that
+keeps them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from app.controller.book import SearchBook
+from app.controller.packed import PackedRates
+from app.controller.state import SearchState, Signals, TrialState
+from app.controller.trials import TrialIndex
+from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
+from app.db.protocol import ControllerStore
+from app.executor.actions import Checkpointed, Event, Exited, Parked, Profiled, Reported, Resumed, Started
+from app.executor.policy.knobs import MECHANISM
+from app.executor.runtime.base import Runtime
+from app.status import TrialStatus
+
+log = logging.getLogger("quanta.controller")
+
+_EMA = 0.5  # weight of the newest rate sample in the running estimate
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        store: ControllerStore,
+        runtime: Runtime,
+        book: SearchBook,
+        index: TrialIndex,
+        pairs: PackedRates,
+        signals: Signals,
+    ):
+        self._store = store
+        self._runtime = runtime
+        self._book = book
+        self._index = index
+        self._pairs = pairs
+        self._signals = signals
+        self._pending_rows: list[Any] = []
+        self._keep_rows = store.keep_measurements
+
+    def handle(self, events: list[Event]) -> None:
+        for e in events:
+            ts = self._index.get(e.trial_id)
+            if ts is None:
+                continue
+            self._index.touch(ts.id)
+            s = self._book.search(ts.search_id)
+            if isinstance(e, Reported):
+                self._on_report(s, ts, e)
+            elif isinstance(e, Profiled):
+                self._on_profile(ts, e)
+            elif isinstance(e, Exited):
+                self._on_exit(s, ts, e)
+            elif isinstance(e, Parked):
+                self._measure(LatencyRow, trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at)
+            elif isinstance(e, Resumed):
+                kind = "migrate" if e.migrated else "resume"
+                self._measure(LatencyRow, trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at)
+                ts.devices = e.devices
+            elif isinstance(e, Started):
+                self._measure(LatencyRow, trial_id=ts.id, kind="start", ms=e.start_ms, at=e.at)
+                ts.devices = e.devices
+            elif isinstance(e, Checkpointed):
+                ts.resume = True
+                self._store.update_trial(ts.id, checkpoint_step=e.step)
+        if events:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows."""
+        rows, self._pending_rows = self._pending_rows, []
+        self._store.add_rows(rows)
+
+    def _measure(self, cls: type[LatencyRow | QuantumRow | PairRow], **fields: Any) -> None:
+        """Queue a measurement row for the store. A store that keeps no measurements (the simulator's
+        `MemoryStore(keep_measurements=False)`) would drop it unread, so it is not even built: building
+        SQLModel rows was most of a simulated overloaded cluster's time."""
+        if self._keep_rows:
+            self._pending_rows.append(cls(**fields))
+
+    def _on_report(self, s: SearchState | None, t: TrialState, e: Reported) -> None:
+        objective = e.metrics.get(s.spec.metric.name) if s is not None else None
+        if objective is not None and not math.isfinite(objective):
+            objective = None
+        self._pending_rows.append(
+            ReportRow(
+                trial_id=t.id, search_id=t.search_id, step=e.step, at=e.at, metrics=e.metrics, objective=objective
+            )
+        )
+        t.steps = max(t.steps, e.step)
+        if objective is None or s is None:
+            return
+        spec = s.spec
+        t.metric = objective
+        t.curve.append((e.step, objective))
+        if t.best is None or spec.metric.better(objective, t.best):
+            t.best = objective
+        if s.best is None or spec.metric.better(objective, s.best):
+            s.best, s.best_trial = objective, t.id
+            fields: dict[str, Any] = {"best_trial_id": t.id, "best_metric": objective, "best_params": t.params}
+            if s.reached_at is None and spec.metric.reaches(objective):
+                s.reached_at = e.at
+                fields.update(reached=True, reached_at=e.at, seconds_to_target=max(0.0, e.at - s.started_at))
+                self._signals.wake = True
+            self.flush()
+            self._store.update_search(s.id, **fields)
+        self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+
+    def _on_profile(self, t: TrialState, e: Profiled) -> None:
+        t.memory_mb = e.rss_mb
+        if e.seconds > 0.05 and e.steps > 0:
+            rate = e.rate
+            if e.packed_with:
+                t.rate_packed = rate if t.rate_packed is None else (1 - _EMA) * t.rate_packed + _EMA * rate
+                for other in e.packed_with:
+                    both = self._pairs.record(t.id, other, rate)
+                    if both is not None:
+                        a, b, rate_a, rate_b = both
+                        self._measure(PairRow, trial_a=a, trial_b=b, rate_a=rate_a, rate_b=rate_b, at=e.at)
+            else:
+                t.rate_solo = rate if t.rate_solo is None else (1 - _EMA) * t.rate_solo + _EMA * rate
+        self._measure(
+            QuantumRow,
+            trial_id=t.id,
+            search_id=t.search_id,
+            devices=",".join(e.devices),
+            started_at=e.started_at,
+            ended_at=e.at,
+            steps=e.steps,
+            rate=e.rate,
+            rss_mb=e.rss_mb,
+            packed_with=",".join(map(str, e.packed_with)),
+        )
+
+    def _on_exit(self, s: SearchState | None, t: TrialState, e: Exited) -> None:
+        t.device_seconds_base += e.device_seconds
+        t.device_seconds = t.device_seconds_base
+        t.steps = max(t.steps, e.steps)
+        t.devices = ()
+        self._signals.wake = True
+        now = self._runtime.now()
+        if t.status.final and e.status != TrialStatus.COMPLETED:
+            # Already final (stopped by a policy or the search ending): record its last figures.
+            self._store.update_trial(t.id, steps=t.steps, device_seconds=t.device_seconds)
+            return
+        if e.status == TrialStatus.COMPLETED:
+            if t.status.final:  # it finished before the stop reached it: completed is the truth
+                self._store.update_trial(
+                    t.id, status=TrialStatus.COMPLETED, steps=t.steps, device_seconds=t.device_seconds
+                )
+                t.status = TrialStatus.COMPLETED
+                return
+            self._book.finalize(t, TrialStatus.COMPLETED, now)
+        elif e.status == TrialStatus.KILLED:
+            self._book.finalize(t, TrialStatus.KILLED, now, e.error)
+        elif e.status == "crashed" and t.retries < (s.spec.scheduler if s else MECHANISM).max_retries:
+            t.retries += 1
+            t.status = TrialStatus.QUEUED
+            t.resume = True
+            t.error = e.error
+            log.warning("trial %s crashed (%s); restart %d from its checkpoint", t.id, e.error, t.retries)
+            self._store.update_trial(
+                t.id, status=TrialStatus.QUEUED, retries=t.retries, error=e.error, device_seconds=t.device_seconds
+            )
+        else:
+            self._book.finalize(t, TrialStatus.FAILED, now, e.error or "failed")

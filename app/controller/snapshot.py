@@ -1,0 +1,140 @@
+"""`SnapshotBuilder`: the frozen `ClusterSnapshot` a policy plans on.
+
+Contract: `build(now, ...)` reads the runtime's residency once and returns alive trials (queued or
+resident; those of paused searches are left out) with their measured rates, device time and curves,
+the running searches, the devices and the measured pair rates among the trials it shows. Reading
+residency also brings resident trials' steps and device time up to date. `residency_seen` is that
+residency, as the last snapshot saw it (planning does not change it).
+
+With `cache_views`, a trial's `TrialView` is reused while nothing about it changed (no event, no action,
+not resident now or at the previous snapshot), and the snapshot carries its resident trials in arrival
+order so the policy need not filter and sort.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.controller.book import SearchBook
+from app.controller.packed import PackedRates
+from app.controller.state import TrialState
+from app.controller.trials import TrialIndex
+from app.executor.actions import Residency
+from app.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, SearchView, TrialView
+from app.executor.runtime.base import Runtime
+from app.status import SearchStatus
+
+
+class SnapshotBuilder:
+    def __init__(self, runtime: Runtime, book: SearchBook, index: TrialIndex, pairs: PackedRates, *, cache_views: bool):
+        self._runtime = runtime
+        self._book = book
+        self._index = index
+        self._pairs = pairs
+        self._cache_views = cache_views
+        # With cache_views: one entry per alive trial, in the index's alive order (None until built).
+        self._views: dict[int, TrialView | None] = {}
+        self._was_resident: set[int] = set()
+        self.residency_seen: dict[int, Residency] = {}
+
+    def build(self, now: float, *, policy_state: dict[str, Any], quantum_s: float, round_no: int) -> ClusterSnapshot:
+        residency = self.residency_seen = self._runtime.residency()
+        searches = self._book.searches.values()
+        running = tuple(
+            SearchView(s.id, s.spec.metric.goal, s.spec.metric.target, s.spec.budget.max_steps)
+            for s in searches
+            if s.status == SearchStatus.RUNNING
+        )
+        paused = {s.id for s in searches if s.status == SearchStatus.PAUSED}
+        alive = self._index.alive
+        changes = self._index.take_changes()
+        dirty = changes.touched | self._was_resident
+        dirty.update(residency)
+        self._was_resident = set(residency)
+        views = self._views
+        for tid in changes.gone:  # finished trials never reach a snapshot again, nor do their pairs
+            views.pop(tid, None)
+            self._pairs.forget(tid)
+        resident_trials: tuple[TrialView, ...] | None
+        if self._cache_views and not paused:
+            # Incremental: one view per alive trial, in alive order, rebuilt only when something about it
+            # changed (an event, an action, residency); the others are reused as they were. New trials
+            # take their place at the end, in the order they were indexed.
+            for tid in changes.added:
+                if tid in alive:
+                    views[tid] = None
+            if len(views) != len(alive) or next(reversed(views), None) != next(reversed(alive), None):
+                # Trials arrived or left by another road: re-key in alive order, building views only
+                # for the new ones (rebuilding all made every arrival O(alive trials) constructions).
+                self._views = views = {tid: views.get(tid) for tid in alive}
+                dirty.update(tid for tid, v in views.items() if v is None)
+            for tid in dirty:
+                t = alive.get(tid)
+                if t is not None:
+                    views[tid] = _view(t, residency.get(tid), views.get(tid))
+            trials: list[TrialView] = list(views.values())  # type: ignore[arg-type]  # every entry built above
+            resident = [v for tid in residency if (v := views.get(tid)) is not None]
+            resident.sort(key=ARRIVAL_ORDER)
+            resident_trials = tuple(resident)
+        else:
+            resident_trials = None
+            views.clear()
+            trials = [_view(t, residency.get(t.id)) for t in alive.values() if t.search_id not in paused]
+        alive_ids = {t.id for t in trials} if paused else alive
+        return ClusterSnapshot(
+            now=now,
+            devices=tuple(self._runtime.devices()),  # the same object when the runtime returns a tuple
+            trials=tuple(trials),
+            searches=running,
+            pair_rates=self._pairs.among(alive_ids),
+            policy_state=policy_state,
+            quantum_s=quantum_s,
+            round_no=round_no,
+            in_arrival_order=self._index.in_arrival_order,
+            resident_trials=resident_trials,
+        )
+
+
+def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> TrialView:
+    """Trial `t` as the policy sees it; brings its steps and device time up to date from residency `r`.
+    `old` (its previous view) is returned, or cheaply copied, when only its progress moved."""
+    if r is not None:
+        t.device_seconds = t.device_seconds_base + r.device_seconds
+        t.steps = max(t.steps, r.steps)
+        t.elastic = t.elastic or r.elastic
+        if (
+            old is not None
+            and old.running == r.running
+            and old.devices == r.devices
+            and old.status is t.status
+            and old.rate_solo == t.rate_solo
+            and old.rate_packed == t.rate_packed
+            and old.memory_mb == t.memory_mb
+            and old.elastic == t.elastic
+            and len(old.curve) == len(t.curve)
+        ):
+            if old.steps_done == t.steps and old.device_seconds == t.device_seconds:
+                return old  # nothing changed (a parked trial): the frozen view is still true
+            # A computing trial whose only news is its progress: copy the frozen view with the two
+            # moving fields replaced (several times cheaper than building it; same value).
+            view = object.__new__(TrialView)
+            view.__dict__.update(old.__dict__, steps_done=t.steps, device_seconds=t.device_seconds)
+            return view
+    return TrialView(
+        id=t.id,
+        search_id=t.search_id,
+        status=t.status,
+        devices=tuple(sorted(r.devices)) if r else (),
+        running=bool(r and r.running),
+        devices_needed=t.devices_needed,
+        arrival=t.created_at,
+        steps_done=t.steps,
+        max_steps=t.max_steps,
+        device_seconds=t.device_seconds,
+        rate_solo=t.rate_solo,
+        rate_packed=t.rate_packed,
+        memory_mb=t.memory_mb,
+        curve=tuple(t.curve),
+        elastic=t.elastic,
+        kind=t.kind,
+    )
