@@ -1,0 +1,89 @@
+"""The controller's public surface on the simulator's runtime: options at construction, the launcher it
+binds to its runtime, the cluster view it publishes, and what the service uses to delete a search."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from app.controller import Controller, ControllerOptions
+from app.db.memory import MemoryStore
+from app.db.models import ClusterView
+from app.executor.policy import make_policy
+from app.sim.runtime import JobSpec, SimRuntime
+from app.spec import parse_spec
+
+
+def _controller(**options) -> tuple[Controller, SimRuntime, MemoryStore]:
+    rt = SimRuntime(1, 2, max_per_device=1)
+    store = MemoryStore()
+    ctl = Controller(store, rt, ControllerOptions(policy=make_policy("fifo"), quantum_s=60.0, **options))
+    return ctl, rt, store
+
+
+def test_options_are_frozen_and_checked():
+    opts = ControllerOptions(workdir="w")  # type: ignore[arg-type]  # a str is accepted and made a Path
+    assert opts.workdir.name == "w"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.poll_cap_s = math.inf  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        ControllerOptions(poll_cap_s=0)
+    with pytest.raises(ValueError):
+        ControllerOptions(publish_every_s=-1)
+
+
+def test_the_controller_binds_its_launcher_to_the_runtime():
+    ctl, rt, _ = _controller()
+    assert rt.launcher is ctl.launcher
+    tid = ctl.add_job("toy", 10, 1, trainable="tests.trainables:linear", config={"steps": 10})
+    launch = ctl.launcher.launch(tid)
+    assert launch.trial_id == tid and launch.trainable == "tests.trainables:linear" and launch.max_steps == 10
+    with pytest.raises(ValueError):  # a simulated job has no trainable to run for real
+        ctl.launcher.launch(ctl.add_job("sim", 10, 1))
+
+
+def test_each_planning_tick_publishes_the_cluster_view_unless_told_otherwise():
+    ctl, rt, store = _controller()
+    tid = ctl.add_job("toy", 1000, 1)
+    rt.register(tid, JobSpec("toy", 1000, 1, rate=10.0))
+    ctl.step(max_wait=5.0)
+    view = store.cluster_view()
+    assert isinstance(view, ClusterView)
+    assert [d.id for d in view.devices] == [d.id for d in rt.devices()]
+    assert [tid] in [list(d.running) for d in view.devices]
+    assert (view.round_no, ctl.round_no) == (0, 1)  # published with the plan, before its round is recorded
+
+    quiet, rt2, store2 = _controller(publish_every_s=math.inf)  # published at the first plan only
+    rt2.register(quiet.add_job("toy", 1000, 1), JobSpec("toy", 1000, 1, rate=10.0))
+    quiet.step(max_wait=5.0)
+    first = store2.cluster_view()
+    rt2.register(quiet.add_job("toy", 1000, 1), JobSpec("toy", 1000, 1, rate=10.0))
+    quiet.step()
+    assert quiet.round_no == 2 and store2.cluster_view() is first
+
+
+def test_forget_search_drops_the_search_and_its_trials():
+    rt = SimRuntime(1, 2, max_per_device=1)
+    ctl = Controller(MemoryStore(), rt)
+    spec = parse_spec(
+        {
+            "name": "s",
+            "trainable": "tests.trainables:linear",
+            "space": {"lr": {"choice": [0.1, 0.2]}},
+            "metric": {"name": "loss", "goal": "minimize", "target": 0.0},
+            "budget": {"max_trials": 2, "max_steps": 10},
+            "parallelism": 2,
+        }
+    )
+    sid = ctl.submit(spec)
+    ctl.book.sync(rt.now())  # creates its trials
+    trials = ctl.trials_of(sid)
+    assert len(trials) == 2 and ctl.search(sid) is not None and ctl.has_alive()
+    ctl.stop_search(sid)
+    assert not ctl.has_alive() and all(t.status.final for t in trials)
+    ctl.forget_search(sid)
+    assert ctl.search(sid) is None and ctl.trials_of(sid) == [] and ctl.searches() == []
+    with pytest.raises(KeyError):
+        ctl.trial(trials[0].id)
