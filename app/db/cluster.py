@@ -218,13 +218,13 @@ class DbCluster:
     def events_since(self, cursor: dict[str, int], limit: int = 1000) -> list[EventRecord]:
         """New event rows, merged across nodes by event time (each node's rows stay in seq order)."""
         with self.session() as s:
-            conds = [(NodeEventRow.node == n) & (NodeEventRow.seq > c) for n, c in cursor.items()]
+            conds: list[Any] = [(col(NodeEventRow.node) == n) & (col(NodeEventRow.seq) > c) for n, c in cursor.items()]
             if cursor:
                 conds.append(col(NodeEventRow.node).not_in(list(cursor)))
             q = select(NodeEventRow)
             if conds:
                 q = q.where(or_(*conds))
-            rows = list(s.exec(q.order_by(NodeEventRow.node, NodeEventRow.seq).limit(limit)))
+            rows = list(s.exec(q.order_by(col(NodeEventRow.node), col(NodeEventRow.seq)).limit(limit)))
         by_node: dict[str, list[EventRecord]] = {}
         for r in rows:
             by_node.setdefault(r.node, []).append(EventRecord(r.node, r.seq, r.epoch, r.trial_id, r.kind, r.data))

@@ -33,7 +33,7 @@ def import_controller_state(engine: Engine) -> int:
     from app.db.cluster import EventCursorRow
     from app.db.models import ClusterView, ClusterViewRow, ControllerRow, SearchDeletionRow
 
-    SQLModel.metadata.create_all(engine, tables=[EventCursorRow.__table__])  # type: ignore[attr-defined]
+    SQLModel.metadata.create_all(engine, tables=[EventCursorRow.__table__])  # type: ignore[attr-defined]  # SQLModel tables have it at run time
     with Session(engine) as s:
         rows = s.connection().execute(text(f"SELECT key, value FROM {LEGACY_TABLE}")).all()
         if not rows:

@@ -60,8 +60,9 @@ class MemoryStore:
     # ---- searches ------------------------------------------------------------------------------
 
     def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
-        row = SearchRow(id=self._next_id(SearchRow), name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
-        self._searches[row.id] = row  # type: ignore[index]
+        search_id = self._next_id(SearchRow)
+        row = SearchRow(id=search_id, name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
+        self._searches[search_id] = row
         return row
 
     def search(self, search_id: int) -> SearchRow | None:
@@ -96,10 +97,9 @@ class MemoryStore:
     # ---- trials --------------------------------------------------------------------------------
 
     def add_trial(self, search_id: int, number: int, params: dict, vals: dict, at: float) -> TrialRow:
-        row = TrialRow(
-            id=self._next_id(TrialRow), search_id=search_id, number=number, params=params, vals=vals, created_at=at
-        )
-        self._trials[row.id] = row  # type: ignore[index]
+        trial_id = self._next_id(TrialRow)
+        row = TrialRow(id=trial_id, search_id=search_id, number=number, params=params, vals=vals, created_at=at)
+        self._trials[trial_id] = row
         self._trials_by_search.setdefault(search_id, []).append(row)
         search = self._searches.get(search_id)
         if search is not None:

@@ -83,9 +83,10 @@ def _thin(points: list[tuple[int, float]], max_points: int) -> list[tuple[int, f
 
 
 def _gain(p: PairOut) -> float | None:
-    if None in (p.rate_a, p.rate_b, p.solo_a, p.solo_b) or not p.solo_a or not p.solo_b:
+    ra, rb, sa, sb = p.rate_a, p.rate_b, p.solo_a, p.solo_b
+    if ra is None or rb is None or not sa or not sb:
         return None
-    return round(p.rate_a / p.solo_a + p.rate_b / p.solo_b, 4)  # type: ignore[operator]  # checked above
+    return round(ra / sa + rb / sb, 4)
 
 
 class ReaderQueries:
@@ -147,7 +148,7 @@ class ReaderQueries:
             rows = list(s.exec(q.order_by(order).offset(offset).limit(limit)))
             total = s.exec(count).one()
             done = self._trials_done(s, [r.id for r in rows if r.id is not None])
-        return [SearchOut.from_row(r, done.get(r.id, 0)) for r in rows], total  # type: ignore[arg-type]
+        return [SearchOut.from_row(r, done.get(r.id or 0, 0)) for r in rows], total
 
     def command_search(self, search_id: int, command: SearchCommand, at: float) -> SearchOut | None:
         """Ask the controller to stop/pause/resume a search (None: no such search). A queued search the
@@ -162,7 +163,7 @@ class ReaderQueries:
                     .where(col(SearchRow.id) == search_id, col(SearchRow.status) == SearchStatus.QUEUED)
                     .values(status=SearchStatus.STOPPED, finished_at=at, command=None)
                 )
-                if res.rowcount:  # type: ignore[attr-defined]
+                if res.rowcount:  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
                     s.commit()
                     return self.search_out(search_id)
             res = s.execute(
@@ -171,7 +172,7 @@ class ReaderQueries:
                 .values(command=command)
             )
             s.commit()
-            if not res.rowcount:  # type: ignore[attr-defined]
+            if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
                 current = s.get(SearchRow, search_id)
                 state = current.status if current else "gone"
                 raise Conflict(f"cannot {command} search {search_id}: it is {state}")
@@ -188,7 +189,7 @@ class ReaderQueries:
                 )
             )
             s.commit()
-            return bool(res.rowcount)  # type: ignore[attr-defined]
+            return bool(res.rowcount)  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
 
     # ---- trials --------------------------------------------------------------------------------
 
@@ -266,7 +267,7 @@ class ReaderQueries:
                 .values(command="stop")
             )
             s.commit()
-            if not res.rowcount:  # type: ignore[attr-defined]
+            if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
                 raise Conflict(f"cannot stop trial {trial_id}: it is {t.status}")
             return TrialOut.from_row(t)
 

@@ -90,9 +90,9 @@ class Store(ReaderQueries):
 
     def searches(self, statuses: Sequence[str] | None = None) -> list[SearchRow]:
         with self.session() as s:
-            q = select(SearchRow).order_by(SearchRow.id)
+            q = select(SearchRow).order_by(col(SearchRow.id))
             if statuses:
-                q = q.where(SearchRow.status.in_(statuses))  # type: ignore[union-attr]
+                q = q.where(col(SearchRow.status).in_(statuses))
             return list(s.exec(q))
 
     def update_search(self, search_id: int, **fields: Any) -> SearchRow:
@@ -110,12 +110,14 @@ class Store(ReaderQueries):
     def searches_needing_controller(self) -> list[SearchRow]:
         """Searches the controller must act on: newly queued ones and those with a pending command."""
         with self.session() as s:
-            q = select(SearchRow).where((SearchRow.status == SearchStatus.QUEUED) | (SearchRow.command.is_not(None)))  # type: ignore[union-attr]
-            return list(s.exec(q.order_by(SearchRow.id)))
+            q = select(SearchRow).where(
+                (col(SearchRow.status) == SearchStatus.QUEUED) | (col(SearchRow.command).is_not(None))
+            )
+            return list(s.exec(q.order_by(col(SearchRow.id))))
 
     def trials_with_commands(self) -> list[TrialRow]:
         with self.session() as s:
-            return list(s.exec(select(TrialRow).where(TrialRow.command.is_not(None))))  # type: ignore[union-attr]
+            return list(s.exec(select(TrialRow).where(col(TrialRow.command).is_not(None))))
 
     # ---- trials --------------------------------------------------------------------------------
 
@@ -138,7 +140,7 @@ class Store(ReaderQueries):
 
     def trials(self, search_id: int) -> list[TrialRow]:
         with self.session() as s:
-            q = select(TrialRow).where(TrialRow.search_id == search_id).order_by(TrialRow.number)
+            q = select(TrialRow).where(TrialRow.search_id == search_id).order_by(col(TrialRow.number))
             return list(s.exec(q))
 
     def update_trial(self, trial_id: int, **fields: Any) -> None:
@@ -175,17 +177,17 @@ class Store(ReaderQueries):
 
     def reports(self, trial_id: int) -> list[ReportRow]:
         with self.session() as s:
-            q = select(ReportRow).where(ReportRow.trial_id == trial_id).order_by(ReportRow.id)
+            q = select(ReportRow).where(ReportRow.trial_id == trial_id).order_by(col(ReportRow.id))
             return list(s.exec(q))
 
     def search_reports(self, search_id: int) -> list[ReportRow]:
         with self.session() as s:
-            q = select(ReportRow).where(ReportRow.search_id == search_id).order_by(ReportRow.id)
+            q = select(ReportRow).where(ReportRow.search_id == search_id).order_by(col(ReportRow.id))
             return list(s.exec(q))
 
     def quanta(self, search_id: int | None = None, trial_id: int | None = None) -> list[QuantumRow]:
         with self.session() as s:
-            q = select(QuantumRow).order_by(QuantumRow.id)
+            q = select(QuantumRow).order_by(col(QuantumRow.id))
             if search_id is not None:
                 q = q.where(QuantumRow.search_id == search_id)
             if trial_id is not None:
@@ -194,14 +196,14 @@ class Store(ReaderQueries):
 
     def latencies(self, kind: str | None = None) -> list[LatencyRow]:
         with self.session() as s:
-            q = select(LatencyRow).order_by(LatencyRow.id)
+            q = select(LatencyRow).order_by(col(LatencyRow.id))
             if kind:
                 q = q.where(LatencyRow.kind == kind)
             return list(s.exec(q))
 
     def pairs(self) -> list[PairRow]:
         with self.session() as s:
-            return list(s.exec(select(PairRow).order_by(PairRow.id)))
+            return list(s.exec(select(PairRow).order_by(col(PairRow.id))))
 
     # ---- the controller's state ----------------------------------------------------------------------
 
@@ -212,7 +214,7 @@ class Store(ReaderQueries):
 
     def last_intent(self) -> IntentRow | None:
         with self.session() as s:
-            return s.exec(select(IntentRow).order_by(IntentRow.id.desc()).limit(1)).first()  # type: ignore[union-attr]
+            return s.exec(select(IntentRow).order_by(col(IntentRow.id).desc()).limit(1)).first()
 
     def round_no(self) -> int:
         """The number of the last round the controller applied (0 before the first)."""
