@@ -143,6 +143,8 @@ class ControllerLoop:
         try:
             waiting = set(ctl.runtime.residency())
             for tid in waiting:
+                # The service's runtimes (local, Celery) checkpoint; the Runtime protocol (also the
+                # simulator's) does not promise it.
                 ctl.runtime.checkpoint(tid)  # type: ignore[attr-defined]
             deadline = time.monotonic() + wait_s
             while waiting and time.monotonic() < deadline:

@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.state.store = store
     app.state.metrics_registry = make_registry(store, settings.metrics_window_s)
     app.state.stopping = threading.Event()
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented override hook
 
     v1 = APIRouter(prefix=API_PREFIX)
     v1.include_router(searches.router)
