@@ -1,11 +1,12 @@
-"""`Controller`: one tick = sync searches -> snapshot -> policy.plan -> reconcile -> record intent ->
-runtime.apply; between ticks it turns runtime events into stored facts.
+"""`Controller`: one tick = sync searches -> snapshot (judged, for a policy that asks) -> policy.plan ->
+reconcile -> record intent -> runtime.apply; between ticks it turns runtime events into stored facts.
 
 The tick is a thin loop over named parts, each in its own module:
     SearchBook      (book.py)      search lifecycle and searchers; creates and finalises trials
     EventRecorder   (recorder.py)  runtime events -> trial state and stored rows
-    SnapshotBuilder (snapshot.py)  the frozen ClusterSnapshot a policy plans on (view cache, pair rates)
-    PolicyChoice    (policies.py)  which policy and quantum govern, and the policy's carried state
+    SnapshotBuilder (snapshot.py)  the frozen ClusterSnapshot a policy plans on (view cache, pair rates,
+                                   the judge's verdicts)
+    PolicyChoice    (policies.py)  which policy and quantum govern, the policy's and the judge's carried state
     Rounds          (rounds.py)    numbered rounds of actions, recorded as intent before they are applied
     TrialLauncher   (launcher.py)  the Launcher bound to the runtime (what a trial's process needs)
     cluster_view    (publish.py)   what runs where, for the API and the dashboard
@@ -135,8 +136,14 @@ class Controller:
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """The frozen view the policy plans on (see `SnapshotBuilder`)."""
+        policy = self.policies.last
         return self.snapshots.build(
-            now, policy_state=self.policies.state, quantum_s=self._quantum(), round_no=self._rounds.round_no
+            now,
+            policy_state=self.policies.state,
+            quantum_s=self._quantum(),
+            round_no=self._rounds.round_no,
+            judge_knobs=policy.judge_knobs if policy is not None else None,
+            judge_state=self.policies.judge_state,
         )
 
     def close(self) -> None:
@@ -164,7 +171,7 @@ class Controller:
         self.policies.last = policy
         snapshot = self.snapshot(now)
         plan = policy.plan(snapshot)
-        self.policies.remember(policy, plan)
+        self.policies.remember(policy, plan, self.snapshots.judge_state)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

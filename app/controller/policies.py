@@ -3,8 +3,9 @@ from one plan to the next.
 
 Contract: `current(governing)` is the fixed policy if one was given, else the policy the governing
 search's spec names (one instance per policy name, built on first use), else None; `quantum(governing)`
-likewise (1 s when no search governs). `state` is the policy state the next snapshot carries (restored
-from the store after a restart); `remember(policy, plan)` keeps and stores the plan's state.
+likewise (1 s when no search governs). `state` is the policy state the next snapshot carries and
+`judge_state` the judge's (both restored from the store after a restart); `remember(policy, plan,
+judge_state)` keeps and stores both, in one write.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class PolicyChoice:
         self._fixed_quantum = quantum_s
         self._policies: dict[str, Policy] = {}
         self.state: dict[str, Any] = store.policy_state()
+        self.judge_state: dict[str, Any] = store.judge_state()
         self.last: Policy | None = policy  # the policy of the last plan (the tick sets it)
 
     def current(self, governing: SearchState | None) -> Policy | None:
@@ -41,6 +43,7 @@ class PolicyChoice:
             return self._fixed_quantum
         return governing.spec.scheduler.quantum_s if governing else 1.0
 
-    def remember(self, policy: Policy, plan: Plan) -> None:
+    def remember(self, policy: Policy, plan: Plan, judge_state: dict[str, Any]) -> None:
         self.state = dict(plan.state)
-        self._store.save_policy_state(policy.name, self.state)
+        self.judge_state = judge_state
+        self._store.save_policy_state(policy.name, self.state, judge=judge_state)

@@ -6,6 +6,12 @@ the running searches, the devices and the measured pair rates among the trials i
 residency also brings resident trials' steps and device time up to date. `residency_seen` is that
 residency, as the last snapshot saw it (planning does not change it).
 
+For a policy that plans on verdicts (`judge_knobs` given), `build` also runs the judge
+(`app.search.judge`) on the snapshot, judging apart from placing: the verdicts arrive in
+`ClusterSnapshot.verdicts`, and `judge_state` is the judge's state after it (to carry to the next
+build and persist with the policy's); without `judge_knobs` it is {} (as a policy's state is replaced
+by the next policy's).
+
 With `cache_views`, a trial's `TrialView` is reused while nothing about it changed (no event, no action,
 not resident now or at the previous snapshot), and the snapshot carries its resident trials in arrival
 order so the policy need not filter and sort.
@@ -13,6 +19,8 @@ order so the policy need not filter and sort.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from app.controller.book import SearchBook
@@ -22,6 +30,8 @@ from app.controller.trials import TrialIndex
 from app.executor.actions import Residency
 from app.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, SearchView, TrialView
 from app.executor.runtime.base import Runtime
+from app.search.judge import judge
+from app.search.verdict import JudgeKnobs
 from app.status import SearchStatus
 
 
@@ -36,8 +46,18 @@ class SnapshotBuilder:
         self._views: dict[int, TrialView | None] = {}
         self._was_resident: set[int] = set()
         self.residency_seen: dict[int, Residency] = {}
+        self.judge_state: dict[str, Any] = {}
 
-    def build(self, now: float, *, policy_state: dict[str, Any], quantum_s: float, round_no: int) -> ClusterSnapshot:
+    def build(
+        self,
+        now: float,
+        *,
+        policy_state: dict[str, Any],
+        quantum_s: float,
+        round_no: int,
+        judge_knobs: JudgeKnobs | None = None,
+        judge_state: Mapping[str, Any] | None = None,
+    ) -> ClusterSnapshot:
         residency = self.residency_seen = self._runtime.residency()
         searches = self._book.searches.values()
         running = tuple(
@@ -81,7 +101,7 @@ class SnapshotBuilder:
             views.clear()
             trials = [_view(t, residency.get(t.id)) for t in alive.values() if t.search_id not in paused]
         alive_ids = {t.id for t in trials} if paused else alive
-        return ClusterSnapshot(
+        snapshot = ClusterSnapshot(
             now=now,
             devices=tuple(self._runtime.devices()),  # the same object when the runtime returns a tuple
             trials=tuple(trials),
@@ -93,6 +113,12 @@ class SnapshotBuilder:
             in_arrival_order=self._index.in_arrival_order,
             resident_trials=resident_trials,
         )
+        if judge_knobs is None:
+            self.judge_state = {}
+            return snapshot
+        judged = judge(snapshot, judge_knobs, judge_state)
+        self.judge_state = judged.state
+        return replace(snapshot, verdicts=judged.verdicts)
 
 
 def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> TrialView:

@@ -51,6 +51,7 @@ class MemoryStore:
         self._intents: list[IntentRow] = []
         self._round_no = 0
         self._policy_state: Mapping[str, Any] = {}
+        self._judge_state: Mapping[str, Any] = {}
         self._cluster_view: ClusterView | None = None
 
     def _next_id(self, cls: type) -> int:
@@ -179,8 +180,12 @@ class MemoryStore:
     def policy_state(self) -> dict[str, Any]:
         return json.loads(json.dumps(self._policy_state))
 
-    def save_policy_state(self, policy: str, state: Mapping[str, Any]) -> None:
+    def judge_state(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._judge_state))
+
+    def save_policy_state(self, policy: str, state: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> None:
         self._policy_state = state
+        self._judge_state = judge or {}
 
     def cluster_view(self) -> ClusterView | None:
         return self._cluster_view

@@ -128,6 +128,8 @@ class ControllerRow(SQLModel, table=True):
     round_no: int = 0
     policy: str | None = None  # name of the policy that wrote `policy_state`
     policy_state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # The judge's prediction cache (app/search/judge.py), saved with the policy's state.
+    judge_state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
 class ClusterViewRow(SQLModel, table=True):

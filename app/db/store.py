@@ -235,12 +235,20 @@ class Store(ReaderQueries):
             row = s.get(ControllerRow, 1)
             return dict(row.policy_state) if row else {}
 
-    def save_policy_state(self, policy: str, state: Mapping[str, Any]) -> None:
+    def judge_state(self) -> dict[str, Any]:
+        """What the judge returned with the verdicts at the last plan ({} before the first)."""
+        with self.session() as s:
+            row = s.get(ControllerRow, 1)
+            return dict(row.judge_state) if row else {}
+
+    def save_policy_state(self, policy: str, state: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> None:
+        """The policy's state and the judge's (`judge`, {} when None), saved together."""
         # JSON round trip: tuples become lists and non-string keys are rejected here, not at commit.
         value = json.loads(json.dumps(state))
+        judged = json.loads(json.dumps(judge or {}))
         with self.session() as s:
             row = s.get(ControllerRow, 1) or ControllerRow(id=1)
-            row.policy, row.policy_state = policy, value
+            row.policy, row.policy_state, row.judge_state = policy, value, judged
             s.add(row)
             s.commit()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from functools import cache
 
 import pytest
@@ -26,6 +27,7 @@ from app.executor.policy.types import (
 )
 from app.executor.reconcile import reconcile
 from app.search import feedback
+from app.search.judge import judge
 from app.spec import parse_spec
 
 MAX = 1000
@@ -77,6 +79,30 @@ def snap(trials, n_dev=2, state=None, now=0.0, pairs=None, devices=None, quantum
         policy_state=state or {},
         quantum_s=quantum,
     )
+
+
+JUDGE = "_judge"  # where these tests carry the judge's state: beside the policy's, in Plan.state
+
+
+class Judged:
+    """`GandivaPolicy` behind the judge, in the controller's order: each `plan` first judges the
+    snapshot (`app.search.judge`) and hands the verdicts to the policy. The judge's state rides in
+    `Plan.state[JUDGE]` so that these tests carry (and fork) both states as one."""
+
+    name = "gandiva"
+
+    def __init__(self, **knobs):
+        self.policy = GandivaPolicy(**knobs)
+        self.judge_knobs = self.policy.judge_knobs
+
+    def min_steps_for(self, trial, search):
+        return self.policy.min_steps_for(trial, search)
+
+    def plan(self, s: ClusterSnapshot) -> Plan:
+        state = dict(s.policy_state)
+        judged = judge(s, self.judge_knobs, state.pop(JUDGE, None))
+        plan = self.policy.plan(replace(s, policy_state=state, verdicts=judged.verdicts))
+        return replace(plan, state={**plan.state, JUDGE: judged.state})
 
 
 def advance(trials: dict[int, TrialView], plan: Plan, quantum: float = 1.0) -> dict[int, TrialView]:
@@ -138,7 +164,7 @@ def test_top_m_run_exclusively_and_keep_their_devices():
     # Six judged trials on four devices; default M = 2. Packing on: exclusive trials are never packed.
     asym = {1: 0.88, 2: 0.95, 3: 0.9, 4: 1.0, 5: 0.89, 6: 0.91}
     trials = [tv(i, c, rate_solo=1.0 + i) for i, c in asym.items()]
-    policy = GandivaPolicy(kill_threshold=0.0)
+    policy = Judged(kill_threshold=0.0)
     cur, state, plans = drive(policy, trials, rounds=8, n_dev=4)
     best = sorted(asym, key=lambda i: -promise(asym[i], 200))[:2]
     assert sorted(plans[0].state["exclusive"]) == sorted(best)
@@ -157,10 +183,10 @@ def test_top_m_run_exclusively_and_keep_their_devices():
 
 def test_top_m_knob_and_one_device_keeps_a_rotation():
     trials = [tv(1, 0.95), tv(2, 0.9), tv(3, 0.92)]
-    plan = GandivaPolicy(top_m=2).plan(snap(trials, n_dev=4))
+    plan = Judged(top_m=2).plan(snap(trials, n_dev=4))
     assert len(plan.state["exclusive"]) == 2
     # On one device nothing is exclusive while others wait: everyone still gets device time.
-    _, _, plans = drive(GandivaPolicy(kill_threshold=0.0), trials, rounds=12, n_dev=1)
+    _, _, plans = drive(Judged(kill_threshold=0.0), trials, rounds=12, n_dev=1)
     assert all(p.state["exclusive"] == [] for p in plans)
     assert set().union(*(p.running() for p in plans)) == {1, 2, 3}
 
@@ -172,7 +198,7 @@ def test_higher_promise_gets_more_device_time():
     trials = [tv(1, 0.88), tv(2, 0.9), tv(3, 0.95), tv(4, 0.905)]
     ps = {t.id: promise(c, 200) for t, c in zip(trials, (0.88, 0.9, 0.95, 0.905), strict=True)}
     assert len(set(ps.values())) == 4
-    cur, state, _ = drive(GandivaPolicy(kill_threshold=0.0, packing=False), trials, rounds=120, n_dev=1)
+    cur, state, _ = drive(Judged(kill_threshold=0.0, packing=False), trials, rounds=120, n_dev=1)
     time = {tid: t.device_seconds for tid, t in cur.items()}
     order_by_promise = sorted(ps, key=ps.get)
     order_by_time = sorted(time, key=time.get)
@@ -185,13 +211,13 @@ def test_weight_rise_late_does_not_hand_over_the_device_for_long():
     # Trial 1 ran a long time at a low weight; when its promise rises it must not monopolise the device
     # to "catch up" (passes are incremental: past time keeps the weight it was spent at).
     low, high = tv(1, 0.88), tv(2, 0.9)
-    policy = GandivaPolicy(kill_threshold=0.0, packing=False)
+    policy = Judged(kill_threshold=0.0, packing=False)
     cur, state, _ = drive(policy, [low, high], rounds=40, n_dev=1)
     t1 = cur[1]
     cur[1] = TrialView(**{**t1.__dict__, "curve": curve(0.95, 200)})  # new reports: now very promising
     # Force a fresh prediction by pretending the cached one is old.
     state = json.loads(json.dumps(state))
-    state["trials"]["1"]["pred"] = None
+    del state[JUDGE]["1"]
     cur2, _, plans = drive(policy, cur.values(), rounds=10, n_dev=1, state=state)
     ran2 = [p.devices_of(2) != () for p in plans]
     assert any(ran2), "trial 2 must keep getting turns right after trial 1's weight rises"
@@ -206,32 +232,32 @@ def test_kill_below_threshold_gives_the_device_back():
         tv(2, 0.95, devices=("cpu:1",), running=True),
         tv(3, 0.92),  # waiting: takes the freed device
     ]
-    plan = GandivaPolicy(kill_threshold=0.05).plan(snap(trials))
+    plan = Judged(kill_threshold=0.05).plan(snap(trials))
     assert plan.stop == (1,)
     assert plan.running() == {2, 3}
     assert any("kill trial 1" in n for n in plan.notes)
     # Below the threshold but not judged yet (fewer than min_steps steps): never killed.
     young = [tv(1, 0.7, steps=60, devices=("cpu:0",), running=True), tv(2, 0.95)]
-    assert GandivaPolicy(min_steps_before_judgement=100).plan(snap(young)).stop == ()
+    assert Judged(min_steps_before_judgement=100).plan(snap(young)).stop == ()
     # Threshold 0 kills nobody; no target, nobody.
-    assert GandivaPolicy(kill_threshold=0.0).plan(snap(trials)).stop == ()
+    assert Judged(kill_threshold=0.0).plan(snap(trials)).stop == ()
     no_target = SearchView(1, "maximize", None, MAX)
-    assert GandivaPolicy(kill_threshold=0.4).plan(snap(trials, searches=(no_target,))).stop == ()
+    assert Judged(kill_threshold=0.4).plan(snap(trials, searches=(no_target,))).stop == ()
 
 
 def test_predictions_are_cached_and_refreshed_every_feedback_steps():
-    policy = GandivaPolicy(feedback_every_steps=50, kill_threshold=0.0)
+    policy = Judged(feedback_every_steps=50, kill_threshold=0.0)
     t = tv(1, 0.95, steps=200)
     p1 = policy.plan(snap([t]))
-    cached = p1.state["trials"]["1"]["pred"]
+    cached = p1.state[JUDGE]["1"]
     assert cached["at"] == 200 and 0.9 < cached["p"] <= 1
     # 40 more steps: below feedback_every, the cached prediction stands (even if the curve changed).
     t2 = tv(1, 0.7, steps=240)
-    assert policy.plan(snap([t2], state=p1.state)).state["trials"]["1"]["pred"] == cached
+    assert policy.plan(snap([t2], state=p1.state)).state[JUDGE]["1"] == cached
     # 50 more: recomputed.
     t3 = tv(1, 0.7, steps=250)
     p3 = policy.plan(snap([t3], state=p1.state))
-    assert p3.state["trials"]["1"]["pred"]["at"] == 250 and p3.state["trials"]["1"]["pred"]["p"] < 0.05
+    assert p3.state[JUDGE]["1"]["at"] == 250 and p3.state[JUDGE]["1"]["p"] < 0.05
 
 
 # ---- starvation guard ---------------------------------------------------------------------------------
@@ -245,7 +271,7 @@ def test_new_trials_get_their_first_steps_promptly():
         tv(3, None, steps=0, arrival=10.0),
         tv(4, None, steps=0, arrival=11.0),
     ]
-    policy = GandivaPolicy(min_steps_before_judgement=100, packing=False)
+    policy = Judged(min_steps_before_judgement=100, packing=False)
     plan = policy.plan(snap(trials))
     assert plan.placement == {"cpu:0": (1,), "cpu:1": (3,)}  # the oldest newcomer first
     assert plan.state["trials"]["3"]["tier"] == GUARD
@@ -266,14 +292,14 @@ def test_new_trials_get_their_first_steps_promptly():
 def test_unjudgeable_trial_does_not_hold_the_guard_forever():
     # Reports nothing: after 2 x min_steps it is time-shared like any other trial.
     trials = [tv(1, None, steps=250, devices=("cpu:0",), running=True), tv(2, 0.9, arrival=-1.0)]
-    plan = GandivaPolicy(min_steps_before_judgement=100, packing=False).plan(snap(trials, n_dev=1))
+    plan = Judged(min_steps_before_judgement=100, packing=False).plan(snap(trials, n_dev=1))
     assert plan.state["trials"]["1"]["tier"] == "shared"
 
 
 # ---- never suspend a higher-priority trial for a lower one -----------------------------------------
 
 
-def _check_invariants(policy: GandivaPolicy, s: ClusterSnapshot, plan: Plan) -> None:
+def _check_invariants(policy: Judged, s: ClusterSnapshot, plan: Plan) -> None:
     by_id = {t.id: t for t in s.trials}
     alive = {t.id for t in s.alive()}
     rank = plan.state["rank"]
@@ -311,7 +337,7 @@ def _check_invariants(policy: GandivaPolicy, s: ClusterSnapshot, plan: Plan) -> 
     for e in excl:
         pe = promise_of(by_id[e])
         for u in judged_out:
-            assert promise_of(by_id[u]) <= pe + policy.swap_margin + 1e-9
+            assert promise_of(by_id[u]) <= pe + policy.policy.knobs.swap_margin + 1e-9
     # The invariant: a trial that was running and is parked now (not stopped) was displaced by trials
     # ranked above it; lower-ranked trials only use devices it could not have used.
     for t in s.trials:
@@ -346,7 +372,7 @@ def test_never_suspends_a_higher_priority_trial_for_a_lower_one():
         n_dev = rng.choice([1, 2, 3, 4])
         nodes = 2 if n_dev == 4 and rng.random() < 0.5 else 1
         devices = devs(n_dev, nodes, memory_mb=rng.choice([0.0, 4000.0]))
-        policy = GandivaPolicy(
+        policy = Judged(
             top_m=rng.choice([None, 0, 1, 2]),
             kill_threshold=rng.choice([0.0, 0.05]),
             min_steps_before_judgement=60,
@@ -421,7 +447,7 @@ def _pack_start(margin=0.05, memory_mb=0.0, mem=(500.0, 500.0)):
         tv(1, 0.95, devices=("cpu:0",), running=True, rate_solo=10.0, memory_mb=mem[0]),
         tv(2, 0.95, devices=("cpu:0",), running=False, rate_solo=8.0, memory_mb=mem[1]),
     ]
-    policy = GandivaPolicy(pack_margin=margin, top_m=0)
+    policy = Judged(pack_margin=margin, top_m=0)
     plan = policy.plan(snap(trials, devices=devs(1, memory_mb=memory_mb)))
     return policy, trials, plan
 
@@ -489,8 +515,8 @@ def test_pack_needs_memory_to_fit():
 
 def test_no_packing_when_disabled_or_not_oversubscribed():
     trials = [tv(1, 0.95, devices=("cpu:0",), running=True), tv(2, 0.95)]
-    assert GandivaPolicy(packing=False, top_m=0).plan(snap(trials, n_dev=1)).state["packs"] == []
-    plan = GandivaPolicy(top_m=0).plan(snap(trials, n_dev=2))
+    assert Judged(packing=False, top_m=0).plan(snap(trials, n_dev=1)).state["packs"] == []
+    plan = Judged(top_m=0).plan(snap(trials, n_dev=2))
     assert plan.state["packs"] == [] and plan.running() == {1, 2}
 
 
@@ -506,7 +532,7 @@ def test_highest_priority_parked_trial_moves_onto_a_freed_device():
         tv(4, 0.91, devices=("cpu:1",), running=False),
     ]
     state = {"exclusive": [9]}
-    plan = GandivaPolicy(packing=False).plan(snap(trials, state=state))
+    plan = Judged(packing=False).plan(snap(trials, state=state))
     assert plan.devices_of(3) == ("cpu:0",) and plan.devices_of(2) == ("cpu:1",)
     current = Placement(resident={t.id: t.devices for t in trials}, running=frozenset({2}))
     actions = reconcile(current, plan)
@@ -520,13 +546,13 @@ def test_multi_device_trial_consolidates_onto_one_node_when_a_trial_departs():
         tv(1, 0.95, devices=("n0/cpu:0", "n1/cpu:0"), running=True, devices_needed=2),
         tv(2, 0.9, devices=("n1/cpu:1",), running=True),
     ]  # the trial that ran on n0/cpu:1 has left
-    plan = GandivaPolicy().plan(snap(trials, devices=devices))
+    plan = Judged().plan(snap(trials, devices=devices))
     assert plan.devices_of(1) == ("n0/cpu:0", "n0/cpu:1")
     assert plan.devices_of(2) == ("n1/cpu:1",)
     assert any("consolidates onto node n0" in n for n in plan.notes)
     # Stays spread (no pointless move) while no node can hold it.
     trials.append(tv(3, 0.9, devices=("n0/cpu:1",), running=True))
-    plan = GandivaPolicy().plan(snap(trials, devices=devices))
+    plan = Judged().plan(snap(trials, devices=devices))
     assert plan.devices_of(1) == ("n0/cpu:0", "n1/cpu:0")
     assert plan.devices_of(2) == ("n1/cpu:1",) and plan.devices_of(3) == ("n0/cpu:1",)
 
@@ -534,7 +560,7 @@ def test_multi_device_trial_consolidates_onto_one_node_when_a_trial_departs():
 def test_new_multi_device_trial_takes_one_node():
     devices = devs(4, nodes=2)
     trials = [tv(1, 0.95, devices=("n0/cpu:0",), running=True), tv(2, None, steps=0, devices_needed=2)]
-    plan = GandivaPolicy().plan(snap(trials, devices=devices))
+    plan = Judged().plan(snap(trials, devices=devices))
     assert plan.devices_of(2) == ("n1/cpu:0", "n1/cpu:1")
 
 
@@ -542,7 +568,7 @@ def test_new_multi_device_trial_takes_one_node():
 
 
 def test_elastic_trial_grows_onto_an_idle_device_then_shrinks_for_a_queued_trial():
-    policy = GandivaPolicy(grow_shrink=True, idle_grow_s=30.0)
+    policy = Judged(grow_shrink=True, idle_grow_s=30.0)
     e = tv(1, 0.95, devices=("cpu:0",), running=True, elastic=True)
     p0 = policy.plan(snap([e], now=0.0))
     assert p0.devices_of(1) == ("cpu:0",) and p0.state["idle_since"] == {"cpu:1": 0.0}
@@ -565,7 +591,7 @@ def test_elastic_trial_grows_onto_an_idle_device_then_shrinks_for_a_queued_trial
 def test_no_growth_when_disabled_or_not_elastic():
     e = tv(1, 0.95, devices=("cpu:0",), running=True, elastic=True)
     rigid = tv(1, 0.95, devices=("cpu:0",), running=True, elastic=False)
-    for policy, t in ((GandivaPolicy(grow_shrink=False, idle_grow_s=0.0), e), (GandivaPolicy(grow_shrink=True), rigid)):
+    for policy, t in ((Judged(grow_shrink=False, idle_grow_s=0.0), e), (Judged(grow_shrink=True), rigid)):
         state: dict = {}
         for now in (0.0, 100.0, 200.0):
             plan = policy.plan(snap([t], now=now, state=state))
@@ -585,7 +611,7 @@ def test_state_is_json_and_plans_are_deterministic():
         tv(5, None, steps=0, arrival=50.0),
         tv(6, 0.92, devices=("cpu:2",), running=False, elastic=True),
     ]
-    policy = GandivaPolicy(grow_shrink=True, idle_grow_s=0.0)
+    policy = Judged(grow_shrink=True, idle_grow_s=0.0)
     state: dict = {}
     cur = {t.id: t for t in trials}
     for r in range(6):
@@ -621,7 +647,8 @@ def test_policy_module_imports_no_heavy_layers():
     from pathlib import Path
 
     policy = Path(__file__).resolve().parents[2] / "app" / "executor" / "policy"
-    srcs = sorted((policy / "gandiva").glob("*.py")) if (policy / "gandiva").is_dir() else [policy / "gandiva.py"]
+    srcs = sorted((policy / "gandiva").glob("*.py"))
+    assert srcs
     mods = set()
     for src in srcs:
         for node in ast.walk(ast.parse(src.read_text())):
@@ -629,13 +656,7 @@ def test_policy_module_imports_no_heavy_layers():
                 mods |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
                 mods.add(node.module)
-    allowed_app = {
-        "app.executor.policy.knobs",
-        "app.executor.policy.placing",
-        "app.executor.policy.types",
-        "app.search",
-        "app.search.judge",
-    }
+    allowed_app = {"app.executor.policy.knobs", "app.executor.policy.placing", "app.executor.policy.types"}
     for m in mods:
         if m.startswith("app"):
             assert m in allowed_app or m.startswith("app.executor.policy.gandiva"), m
@@ -655,12 +676,12 @@ def test_jobs_without_a_search_are_time_shared_and_never_judged():
         TrialView(id=i, search_id=0, max_steps=1000, steps_done=s, arrival=float(i), kind="resnet")
         for i, s in ((1, 0), (2, 500), (3, 900))
     ]
-    plan = GandivaPolicy().plan(snap(jobs, n_dev=1, searches=()))
+    plan = Judged().plan(snap(jobs, n_dev=1, searches=()))
     assert plan.stop == () and plan.state["exclusive"] == []
     assert plan.running() == {1}  # the new job first
     tiers = {k: v["tier"] for k, v in plan.state["trials"].items()}
     assert tiers == {"1": GUARD, "2": "shared", "3": "shared"}
-    cur, _, plans = drive(GandivaPolicy(), jobs[1:], rounds=10, n_dev=1)
+    cur, _, plans = drive(Judged(), jobs[1:], rounds=10, n_dev=1)
     assert {p.devices_of(2) != () for p in plans} == {True, False}  # 2 and 3 alternate
 
 
@@ -676,7 +697,7 @@ def test_shared_tier_ignores_millisecond_noise_in_device_time():
         )
 
     state = {"trials": {str(i): {"tier": "shared", "pass": 0.0, "ds": 0.0, "w": 3.0} for i in (1, 2)}}
-    policy = GandivaPolicy(packing=False, top_m=0)
+    policy = Judged(packing=False, top_m=0)
 
     def plan(ds_parked):
         trials = (job(1, True, 2.004), job(2, False, ds_parked))

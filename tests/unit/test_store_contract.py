@@ -107,7 +107,12 @@ def test_controller_state(store):
     store.save_policy_state("fifo", {"offsets": {"1": 0.5}, "pair": (1, 2)})
     # JSON semantics: tuples come back as lists.
     assert store.policy_state() == {"offsets": {"1": 0.5}, "pair": [1, 2]}
+    assert store.judge_state() == {}
     assert store.round_no() == 4  # one row, two facts: saving one keeps the other
+    # The judge's state is saved with the policy's (one write a plan) and read back the same way.
+    store.save_policy_state("gandiva", {"rank": [2, 1]}, judge={"1": {"at": 30, "p": 0.5, "families": ("pow3",)}})
+    assert store.policy_state() == {"rank": [2, 1]}
+    assert store.judge_state() == {"1": {"at": 30, "p": 0.5, "families": ["pow3"]}}
     view = ClusterView(
         at=5.0,
         devices=(DevicePlacement("cpu:0", "local", "cpu", 100.0, running=(1,), parked=(2,)),),

@@ -39,7 +39,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from app.executor.policy.knobs import AshaKnobs
+from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from app.search.fidelity import rungs, value_at
@@ -49,6 +49,7 @@ class AshaPolicy:
     """`plan(snapshot)` for ASHA (`brackets=1`) and Hyperband (`brackets>1`); see the module docstring."""
 
     name = "asha"
+    judge_knobs: JudgeKnobs | None = None  # plans without verdicts (its rungs are its own judging)
 
     def __init__(self, knobs: AshaKnobs | None = None):
         self.knobs = knobs or AshaKnobs()

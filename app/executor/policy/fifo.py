@@ -3,12 +3,14 @@ wait in arrival order (strict: the head of the queue blocks those behind it)."""
 
 from __future__ import annotations
 
+from app.executor.policy.knobs import JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan
 
 
 class FifoPolicy:
     name = "fifo"
+    judge_knobs: JudgeKnobs | None = None  # plans without verdicts
     # Its plan depends only on which trials are alive and where they run, never on time or device time
     # attained: replanning between arrivals and completions changes nothing (the simulator ticks it
     # on those events only).

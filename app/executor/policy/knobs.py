@@ -4,7 +4,8 @@ A search spec's `scheduler` block is one of these models, chosen by its `policy`
 discriminated by policy name; see `SchedulerKnobs`), and the policy is built from that model
 (`app.executor.policy.policy_for`). `MechanismKnobs` holds what every policy shares: how long a
 quantum is, how often trials checkpoint, how often a crashed trial restarts. `JudgeKnobs` holds the
-early-feedback knobs that `app.search.judge` reads; `GandivaKnobs` includes them.
+early-feedback knobs that `app.search.judge` reads (declared in `app.search.verdict`, beneath this
+layer); `GandivaKnobs` includes them.
 
 Every model is frozen and refuses unknown fields (a typo is an error naming the field, e.g.
 ``scheduler.kill_treshold``). Pure: pydantic only, so the spec can import it without numpy/scipy.
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.search.verdict import JudgeKnobs as JudgeKnobs  # declared beside the judge's vocabulary
 
 
 class _Knobs(BaseModel):
@@ -31,16 +34,6 @@ class MechanismKnobs(_Knobs):
 
 
 MECHANISM = MechanismKnobs()  # the defaults, for code that runs a trial outside any search
-
-
-class JudgeKnobs(_Knobs):
-    """Early feedback (`app.search.judge`): when a trial's curve is judged and what a verdict kills."""
-
-    min_steps_before_judgement: int | None = Field(default=None, ge=1, description="default: 10% of max_steps")
-    feedback_every_steps: int | None = Field(default=None, ge=1, description="default: 3% of max_steps")
-    kill_threshold: float = Field(default=0.05, ge=0, le=1, description="kill below this P(reach target)")
-    bounds: tuple[float, float] | None = Field(default=None, description="the metric's range, e.g. [0, 1]")
-    infer_bounds: bool = Field(default=True, description="no bounds: a target and reports in [0, 1] mean bounds (0, 1)")
 
 
 class FifoKnobs(MechanismKnobs):

@@ -9,12 +9,14 @@ passes run. Subclasses change `weight()`; the offsets live in `Plan.state` so th
 
 from __future__ import annotations
 
+from app.executor.policy.knobs import JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
 class TimeslicePolicy:
     name = "timeslice"
+    judge_knobs: JudgeKnobs | None = None  # plans without verdicts
 
     def weight(self, trial: TrialView, snapshot: ClusterSnapshot) -> float:
         """Share of device time relative to others (> 0). Equal for plain time-slicing."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.executor.policy.knobs import TiresiasKnobs
+from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
 class TiresiasPolicy:
     name = "tiresias"
+    judge_knobs: JudgeKnobs | None = None  # plans without verdicts
 
     def __init__(self, knobs: TiresiasKnobs | None = None, /, **kw: Any):
         """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
@@ -46,7 +47,7 @@ class TiresiasPolicy:
         now = snapshot.now
         old = snapshot.policy_state.get("jobs", {})
         alive = snapshot.alive()
-        jobs: dict[str, list] = {}
+        jobs: dict[str, list[Any]] = {}
         level: dict[int, int] = {}
         notes: list[str] = []
         for t in alive:

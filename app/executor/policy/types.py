@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol
 
+from app.search.verdict import NOT_JUDGED as NOT_JUDGED  # the judge's verdicts, as policies read them
+from app.search.verdict import JudgeKnobs
+from app.search.verdict import Verdict as Verdict
+
 # TrialStatus is defined in the ground module app.status; importing it from here keeps working.
 from app.status import TRIAL_FINAL, TrialStatus
 
@@ -82,6 +86,8 @@ class ClusterSnapshot:
 
     `pair_rates[(a, b)]` = (rate of a, rate of b) measured while a and b were packed on one device
     (trial ids, a < b). `policy_state` is what this policy returned in `Plan.state` last round.
+    `verdicts[trial id]` is the judge's verdict this round, for the policies that ask for judging
+    (`Policy.judge_knobs`); a trial without one is not judged.
     """
 
     now: float
@@ -92,6 +98,7 @@ class ClusterSnapshot:
     policy_state: Mapping[str, Any] = field(default_factory=dict)
     quantum_s: float = 2.0
     round_no: int = 0
+    verdicts: Mapping[int, Verdict] = field(default_factory=dict)
     # Hints a producer may give so that a round on a large cluster costs O(resident), not O(queue):
     # `in_arrival_order` says `trials` holds alive trials only, already in arrival order (then `alive()`
     # is `trials` itself); `resident_trials`, when given, is exactly the alive trials with devices, in
@@ -168,9 +175,13 @@ class Plan:
 
 
 class Policy(Protocol):
-    """Decides placement for one quantum. Must be pure and deterministic in the snapshot."""
+    """Decides placement for one quantum. Must be pure and deterministic in the snapshot.
+
+    `judge_knobs`: None, or the knobs the judge (`app.search.judge`) judges trials with before each
+    of this policy's rounds (the verdicts arrive in `ClusterSnapshot.verdicts`)."""
 
     name: str
+    judge_knobs: JudgeKnobs | None
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan: ...
 

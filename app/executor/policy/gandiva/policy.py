@@ -1,0 +1,110 @@
+"""`GandivaPolicy`: one round composed of the judge's verdicts, tiers, packs, placement and grow-shrink
+(the package docstring tells the whole policy)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.executor.policy.gandiva import grow, packs, placement, tiers
+from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
+from app.executor.policy.placing import Board
+from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
+
+
+class GandivaPolicy:
+    name = "gandiva"
+
+    def __init__(self, knobs: GandivaKnobs | None = None, /, **kw: Any):
+        """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
+        self.knobs = knobs if knobs is not None else GandivaKnobs(**kw)
+        # The judge runs with this policy's knobs before each round (GandivaKnobs is a JudgeKnobs).
+        self.judge_knobs: JudgeKnobs | None = self.knobs
+        self._standings = tiers.Standings(self.knobs)
+
+    @property
+    def top_m(self) -> int | None:
+        return self.knobs.top_m
+
+    def min_steps_for(self, trial: TrialView, search: SearchView | None) -> int:
+        """Steps before `trial` is judged (and leaves the starvation guard once judged)."""
+        return self.knobs.min_steps(trial, search)
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        k = self.knobs
+        st = snapshot.policy_state or {}
+        old: Mapping[str, Mapping[str, Any]] = st.get("trials", {}) or {}
+        notes: list[str] = []
+        by_id = {t.id: t for t in snapshot.trials}
+
+        # Verdicts: kill whom the judge condemns; the rest are this round's candidates.
+        alive = list(snapshot.alive())
+        standing = {t.id: self._standings.of(t, snapshot) for t in alive}
+        stop = tuple(sorted(t.id for t in alive if standing[t.id].verdict.kill))
+        for tid in stop:
+            v = standing[tid].verdict
+            notes.append(
+                f"kill trial {tid}: P(reach target) {v.p_reach:.3f} < threshold "
+                f"(predicted final {v.final:.4g} at {by_id[tid].steps_done} steps)"
+            )
+        stopped = set(stop)
+        cands = [t for t in alive if t.id not in stopped]
+
+        # Tiers and the rotation.
+        ranking = tiers.rank(k, snapshot, cands, standing, old, set(st.get("exclusive", []) or []), stopped)
+        notes.extend(ranking.notes)
+        pool_ids = {t.id for t in ranking.pool}
+
+        # Packs standing from last round; units in rank order (a pack is one unit).
+        bad = {packs.pair(a, b) for a, b in (st.get("bad_pairs", []) or [])}
+        live = packs.review(k, snapshot, st.get("packs", []) or [], bad, by_id, ranking.tier, pool_ids, stopped, notes)
+        pack_of = {x: pk for pk in live for x in pk.members}
+        units = placement.units(ranking.exclusive, ranking.pool, pack_of, by_id)
+        rank = [t.id for u in units for t in u]
+
+        # Which units run, then where.
+        selected, waiting = placement.select(units, len(snapshot.devices))
+        grown_old: Mapping[str, Mapping[str, Any]] = st.get("grown", {}) or {}
+        board = Board(snapshot)
+        placed, unplaced = placement.place(board, selected, grown_old, notes)
+        waiting = unplaced + waiting  # (unplaced is empty unless a device vanished mid-plan)
+
+        # One new pack on trial when trials wait and none is on trial.
+        if k.packing and waiting and not any(pk.status == "trial" for pk in live):
+            new = packs.new_pack(snapshot, waiting, selected, ranking.tier, placed, pack_of, bad, board)
+            if new is not None:
+                joiner, host, device, why = new
+                board.put(joiner.id, (device,))
+                placed[joiner.id] = (device,)
+                pk = packs.formed(snapshot, joiner, host, device)
+                live.append(pk)
+                notes.append(f"pack {pk.a}+{pk.b} on trial on {device}: {why}")
+                rank.remove(joiner.id)
+                rank.insert(rank.index(host.id) + 1, joiner.id)
+        live = packs.placed_together(snapshot, live, placed)
+
+        # Grow-shrink (loans on top of the placement).
+        packed = {x for pk in live for x in pk.members}
+        idle_old: Mapping[str, float] = st.get("idle_since", {}) or {}
+        loans = grow.grow_shrink(k, board, snapshot.now, rank, by_id, placed, packed, grown_old, idle_old, notes)
+
+        alive_ids = set(ranking.tier)
+        state = {
+            "trials": {
+                str(t.id): {
+                    "tier": ranking.tier[t.id],
+                    "pass": ranking.passes[t.id],
+                    "ds": t.device_seconds,
+                    "w": standing[t.id].weight,
+                    "priority": standing[t.id].promise,
+                }
+                for t in cands
+            },
+            "exclusive": [t.id for t in ranking.exclusive],
+            "rank": rank,
+            "packs": [pk.to_state() for pk in live],
+            "bad_pairs": sorted([a, b] for a, b in bad if a in alive_ids and b in alive_ids),
+            "grown": loans.grown,
+            "idle_since": loans.idle_since,
+        }
+        return Plan(placement=board.placement(), stop=stop, state=state, notes=tuple(notes))
