@@ -36,8 +36,7 @@ rung) the values recorded.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
@@ -169,9 +168,9 @@ class AshaPolicy:
     def _key(self, t: TrialView, search: SearchView, rung: int) -> str:
         return f"{search.id}/{self.bracket(t)}/{rung}"
 
-    def _continues(self, value: float, recorded: Any) -> bool:
+    def _continues(self, value: float, recorded: Iterable[float]) -> bool:
         """Ray Tune's stopping rule: go on when the loss is at or below the 100/eta percentile."""
-        losses = sorted(recorded)
+        losses: list[float] = sorted(recorded)
         q = (len(losses) - 1) / self.knobs.eta  # numpy's linear interpolation at 100/eta percent
         lo = math.floor(q)
         hi = min(lo + 1, len(losses) - 1)
@@ -179,7 +178,10 @@ class AshaPolicy:
         return value <= cutoff
 
     def _promotable(
-        self, h: tuple[int, float, TrialView], records: Mapping[str, Mapping[str, float]], searches: Mapping[int, Any]
+        self,
+        h: tuple[int, float, TrialView],
+        records: Mapping[str, Mapping[str, float]],
+        searches: Mapping[int, SearchView],
     ) -> bool:
         rung, value, t = h
         recorded = records.get(self._key(t, searches[t.search_id], rung), {})
