@@ -6,7 +6,8 @@ Contract:
   any more go back to the queue, to resume from their checkpoints).
 - `sync(now)` picks up what users asked through the database (new searches, stop/pause/resume,
   trial stops), ends searches whose target or budget says so, and asks each running search's searcher
-  for new trials up to its parallelism.
+  for new trials up to its parallelism (trials the last plan `held` at a rung do not count; at most
+  `MAX_NEW_PER_TICK` per search and tick).
 - `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
 - `add_job` creates a trial that belongs to no search (a trace job).
 Every fact is written through to the store as it happens. It stops trials itself (ending a search, a
@@ -30,6 +31,10 @@ from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
 
 log = logging.getLogger("quanta.controller")
 
+# Trials one search may create in one tick: a huge parallelism fills over several ticks instead of
+# holding the controller (and the database) for one long burst.
+MAX_NEW_PER_TICK = 64
+
 
 class SearchBook:
     def __init__(self, store: ControllerStore, runtime: Runtime, index: TrialIndex, rounds: Rounds, signals: Signals):
@@ -39,6 +44,9 @@ class SearchBook:
         self._rounds = rounds
         self._signals = signals
         self.searches: dict[int, SearchState] = {}  # active searches (and ended ones until deleted)
+        # Trials the last plan holds at a rung (successive halving): alive, but not counted against their
+        # search's parallelism, so that new configurations keep coming while they wait.
+        self.held: frozenset[int] = frozenset()
 
     # ---- looking up ----------------------------------------------------------------------------
 
@@ -77,12 +85,17 @@ class SearchBook:
             assert row.id is not None
             spec = spec_from_stored(row.spec)
             trials = self._store.trials(row.id)
+            curves = {
+                t.id: [(r.step, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
+                for t in trials
+            }
             history = [
                 HistoryItem(
                     t.number,
                     t.vals,
                     objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
                     t.status != TrialStatus.FAILED,
+                    tuple((step, spec.metric.loss(v)) for step, v in curves[t.id]),
                 )
                 for t in trials
             ]
@@ -97,7 +110,7 @@ class SearchBook:
                 ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
                 ts.device_seconds_base = ts.device_seconds = t.device_seconds
                 ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
-                ts.curve = [(r.step, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
+                ts.curve = curves[t.id]
                 ts.resume = t.checkpoint_step is not None
                 if ts.status == TrialStatus.RUNNING and t.id not in resident:
                     ts.status, ts.resume = TrialStatus.QUEUED, True
@@ -242,8 +255,11 @@ class SearchBook:
         if now - s.started_at >= spec.budget.max_seconds:
             self.finish(s, SearchStatus.COMPLETED, "time budget spent")
             return
-        while len(s.alive()) < spec.parallelism and s.created < spec.budget.max_trials:
+        active = sum(1 for t in s.alive() if t.id not in self.held)
+        new = 0
+        while active + new < spec.parallelism and s.created < spec.budget.max_trials and new < MAX_NEW_PER_TICK:
             self._new_trial(s, now)
+            new += 1
         if s.created >= spec.budget.max_trials and not s.alive():
             self.finish(s, SearchStatus.COMPLETED, "all trials done")
 

@@ -172,6 +172,7 @@ class Controller:
         snapshot = self.snapshot(now)
         plan = policy.plan(snapshot)
         self.policies.remember(policy, plan, self.snapshots.judge_state)
+        self.book.held = frozenset(plan.hold)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

@@ -1,12 +1,13 @@
 """`EventRecorder`: turns the runtime's events into trial state and stored rows.
 
 Contract: `handle(events)` applies each event to the trial it names (events of unknown trials are
-ignored): reports update the trial's curve and best and the search's best (and whether it reached its
-target); profiles update measured rates (solo, packed, pair rates); an exit ends the trial (completed,
-killed, failed) or queues it again to resume from its checkpoint after a crash, within its retries;
-start/park/resume latencies and checkpoints are noted. Rows are buffered and written by `flush()` (at
-the end of each `handle`). Measurement rows (quanta, latencies, pairs) are built only for a store that
-keeps them.
+ignored): reports update the trial's curve and best, the search's best (and whether it reached its
+target) and the searcher (`observe`); profiles update measured rates (solo, packed, pair rates); an
+exit ends the trial (completed, killed, failed) or queues it again to resume from its checkpoint (after
+a crash, within its retries, or after a release); a trial that parked itself at its step limit wakes
+the controller to plan at once; start/park/resume latencies and checkpoints are noted. Rows are
+buffered and written by `flush()` (at the end of each `handle`). Measurement rows (quanta, latencies,
+pairs) are built only for a store that keeps them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from app.status import TrialStatus
 log = logging.getLogger("quanta.controller")
 
 _EMA = 0.5  # weight of the newest rate sample in the running estimate
+RELEASED = "released"  # an `Exited` status: see app.executor.actions.Release
 
 
 class EventRecorder:
@@ -65,6 +67,8 @@ class EventRecorder:
                 self._on_exit(s, ts, e)
             elif isinstance(e, Parked):
                 self._measure(LatencyRow, trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at)
+                if e.at_limit:  # it parked itself at a rung: the policy decides what runs next, now
+                    self._signals.wake = True
             elif isinstance(e, Resumed):
                 kind = "migrate" if e.migrated else "resume"
                 self._measure(LatencyRow, trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at)
@@ -105,6 +109,7 @@ class EventRecorder:
         spec = s.spec
         t.metric = objective
         t.curve.append((e.step, objective))
+        s.searcher.observe(t.number, e.step, spec.metric.loss(objective))  # multi-fidelity searchers learn
         if t.best is None or spec.metric.better(objective, t.best):
             t.best = objective
         if s.best is None or spec.metric.better(objective, s.best):
@@ -165,6 +170,12 @@ class EventRecorder:
             self._book.finalize(t, TrialStatus.COMPLETED, now)
         elif e.status == TrialStatus.KILLED:
             self._book.finalize(t, TrialStatus.KILLED, now, e.error)
+        elif e.status == RELEASED:
+            # Checkpointed and ended on the policy's request (host memory): queued, it resumes from the
+            # checkpoint when the policy runs it again.
+            t.status = TrialStatus.QUEUED
+            t.resume = True
+            self._store.update_trial(t.id, status=TrialStatus.QUEUED, device_seconds=t.device_seconds)
         elif e.status == "crashed" and t.retries < (s.spec.scheduler if s else MECHANISM).max_retries:
             t.retries += 1
             t.status = TrialStatus.QUEUED
