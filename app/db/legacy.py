@@ -7,6 +7,9 @@ live in typed tables (`controller`, `cluster_view`, `event_cursor`, `search_dele
 database: the round counter must carry over (node agents ignore a round number they have applied),
 and so must the event cursor (events would be handled twice) and pending deletions. Imported rows are
 deleted from `controller_state`; the emptied table itself is left in place (drop it at will).
+
+`add_missing_columns` adds the columns a table gained after a database was created (create_all only
+creates missing tables): `controller.judge_state`, the judge's state saved beside the policy's.
 """
 
 from __future__ import annotations
@@ -23,6 +26,27 @@ from sqlmodel import Session, SQLModel
 log = logging.getLogger("quanta.db")
 
 LEGACY_TABLE = "controller_state"
+
+
+# table -> (column, SQL type and default) added after the table was first created
+_ADDED_COLUMNS = {"controller": [("judge_state", "JSON NOT NULL DEFAULT '{}'")]}
+
+
+def add_missing_columns(engine: Engine) -> list[str]:
+    """Add the columns of `_ADDED_COLUMNS` a database lacks; returns them as ``table.column``."""
+    insp = inspect(engine)
+    added = []
+    for table, columns in _ADDED_COLUMNS.items():
+        if not insp.has_table(table):
+            continue
+        have = {c["name"] for c in insp.get_columns(table)}
+        for name, ddl in columns:
+            if name not in have:
+                with engine.begin() as conn:
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}"))
+                added.append(f"{table}.{name}")
+                log.info("database: added column %s.%s", table, name)
+    return added
 
 
 def import_controller_state(engine: Engine) -> int:
@@ -45,6 +69,10 @@ def import_controller_state(engine: Engine) -> int:
         if "policy" in state:
             ctl.policy = state["policy"].get("name")
             ctl.policy_state = dict(state["policy"].get("state") or {})
+            # gandiva kept the judge's predictions in its own state then: they become the judge's state.
+            trials = ctl.policy_state.get("trials")
+            if isinstance(trials, dict):
+                ctl.judge_state = {k: v["pred"] for k, v in trials.items() if isinstance(v, dict) and v.get("pred")}
         s.add(ctl)
         if "cluster" in state and s.get(ClusterViewRow, 1) is None:
             view = state["cluster"]

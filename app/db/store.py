@@ -17,7 +17,7 @@ from sqlalchemy import delete, event, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
-from app.db.legacy import import_controller_state
+from app.db.legacy import add_missing_columns, import_controller_state
 from app.db.models import (
     ClusterView,
     ClusterViewRow,
@@ -69,6 +69,7 @@ class Store(ReaderQueries):
         self.url = url
         self.engine = make_engine(url)
         SQLModel.metadata.create_all(self.engine)  # new tables only: existing ones are left as they are
+        add_missing_columns(self.engine)
         import_controller_state(self.engine)
 
     def session(self) -> Session:

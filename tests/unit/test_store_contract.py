@@ -214,7 +214,7 @@ def test_a_legacy_key_value_table_is_imported_once(tmp_path):
     engine = create_engine(url)
     legacy = {
         "controller": {"round_no": 41},
-        "policy": {"name": "gandiva", "state": {"passes": {"3": 1.5}}},
+        "policy": {"name": "gandiva", "state": {"passes": {"3": 1.5}, "trials": {"3": {"pred": {"at": 9, "p": 0.4}}}}},
         "cluster": {
             "at": 9.0,
             "devices": [{"id": "cpu:0", "node": "local", "kind": "cpu", "memory_mb": None, "running": [3]}],
@@ -229,10 +229,23 @@ def test_a_legacy_key_value_table_is_imported_once(tmp_path):
         for k, v in legacy.items():
             c.execute(text("INSERT INTO controller_state VALUES (:k, :v)"), {"k": k, "v": json.dumps(v)})
     store = Store(url)
-    assert store.round_no() == 41 and store.policy_state() == {"passes": {"3": 1.5}}
+    assert store.round_no() == 41 and store.policy_state()["passes"] == {"3": 1.5}
+    assert store.judge_state() == {"3": {"at": 9, "p": 0.4}}  # the predictions gandiva kept then
     assert store.cluster_view().devices[0].running == (3,) and store.cluster_view().at == 9.0
     assert store.pending_deletes() == [7]
     cluster = DbCluster(engine=store.engine)
     assert cluster.load_cursor() == {"handled": {"n1": 2}, "returned": {"n1": 4, "n2": 1}}
     store.save_round_no(42)
     assert Store(url).round_no() == 42  # imported once: reopening does not bring 41 back
+
+
+def test_a_column_added_later_is_added_to_an_existing_database(tmp_path):
+    url = f"sqlite:///{tmp_path / 'before-judge.db'}"
+    with create_engine(url).begin() as c:  # the controller table as it was before judge_state
+        c.execute(text("CREATE TABLE controller (id INTEGER PRIMARY KEY, round_no INTEGER NOT NULL, "
+                       "policy VARCHAR, policy_state JSON NOT NULL)"))  # fmt: skip
+        c.execute(text("""INSERT INTO controller VALUES (1, 5, 'gandiva', '{"rank": [1]}')"""))
+    store = Store(url)
+    assert store.round_no() == 5 and store.policy_state() == {"rank": [1]} and store.judge_state() == {}
+    store.save_policy_state("gandiva", {"rank": [2]}, judge={"2": {"at": 3}})
+    assert Store(url).judge_state() == {"2": {"at": 3}}
