@@ -153,6 +153,8 @@ class Controller:
     # ---- the tick ------------------------------------------------------------------------------
 
     def tick(self) -> Plan | None:
+        """One round: sync searches -> (if planning is due) snapshot -> plan -> reconcile -> publish ->
+        record intent -> apply. Returns the plan in force (None when nothing is to be planned)."""
         now = self.runtime.now()
         self._last_tick = now
         woken = self._signals.wake  # something changed since the last tick (a trial ended, a command, ...)
