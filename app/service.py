@@ -61,6 +61,10 @@ class ControllerLoop:
         self._thread = threading.Thread(target=self._main, name="quanta-controller", daemon=True)
 
     def state(self) -> str:
+        """`starting`, `running`, `stopped` or `failed`; `failed` too when the thread is gone while it
+        should run (whatever ended it), so that /healthz never reports a dead loop as healthy."""
+        if self._state in ("starting", "running") and self._thread.ident is not None and not self._thread.is_alive():
+            return "failed"
         return self._state
 
     def start(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from app.controller.rounds import Rounds
 from app.controller.state import SearchState, Signals, TrialState, objective_loss
 from app.controller.trials import TrialIndex
+from app.db.models import SearchRow
 from app.db.protocol import ControllerStore
 from app.executor.actions import Stop
 from app.executor.runtime.base import Runtime
@@ -80,42 +81,59 @@ class SearchBook:
         searchers are rebuilt from stored history, and trials that were resident restart from their
         checkpoints (their processes died with the previous controller) unless the runtime still
         holds them (node agents outlive a controller in distributed mode)."""
-        # Queued searches are left to sync, which starts them like new ones.
+        # Queued searches are left to sync, which starts them like new ones. Each search is loaded on its
+        # own: one that cannot be (a spec or history this version refuses) is marked failed, the rest go on.
         for row in self._store.searches(SEARCH_STARTED):
             assert row.id is not None
-            spec = spec_from_stored(row.spec)
-            trials = self._store.trials(row.id)
-            curves = {
-                t.id: [(r.step, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
-                for t in trials
-            }
-            history = [
-                HistoryItem(
-                    t.number,
-                    t.vals,
-                    objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
-                    t.status != TrialStatus.FAILED,
-                    tuple((step, spec.metric.loss(v)) for step, v in curves[t.id]),
-                )
-                for t in trials
-            ]
-            s = self._activate(row.id, spec, row.started_at or row.created_at, history)
-            s.status = SearchStatus(row.status)
-            s.created = max([t.number + 1 for t in trials], default=0)
-            s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
-            resident = self._runtime.residency()
-            for t in trials:
-                assert t.id is not None
-                ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
-                ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
-                ts.device_seconds_base = ts.device_seconds = t.device_seconds
-                ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
-                ts.curve = curves[t.id]
-                ts.resume = t.checkpoint_step is not None
-                if ts.status == TrialStatus.RUNNING and t.id not in resident:
-                    ts.status, ts.resume = TrialStatus.QUEUED, True
-                    self._store.update_trial(t.id, status=TrialStatus.QUEUED)
-                self.track(s, ts)
+            try:
+                self._load_one(row)
+            except Exception as exc:
+                log.exception("search %s cannot be loaded: marked failed", row.id)
+                self.forget(row.id)
+                self._fail(row.id, f"cannot be loaded after a restart: {type(exc).__name__}: {exc}")
+
+    def _fail(self, search_id: int, reason: str) -> None:
+        now = self._runtime.now()
+        self._store.update_search(
+            search_id, status=SearchStatus.FAILED, error=reason[:2000], finished_at=now, command=None
+        )
+
+    def _load_one(self, row: SearchRow) -> None:
+        """Activate one stored running or paused search with its trials (see `load`)."""
+        assert row.id is not None
+        spec = spec_from_stored(row.spec)
+        trials = self._store.trials(row.id)
+        curves: dict[int | None, list[tuple[int, float]]] = {
+            t.id: [(r.step, r.objective) for r in self._store.reports(t.id or 0) if r.objective is not None]
+            for t in trials
+        }  # stored trials always have ids (`or 0` only narrows the type)
+        history = [
+            HistoryItem(
+                t.number,
+                t.vals,
+                objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
+                t.status != TrialStatus.FAILED,
+                tuple((step, spec.metric.loss(v)) for step, v in curves[t.id]),
+            )
+            for t in trials
+        ]
+        s = self._activate(row.id, spec, row.started_at or row.created_at, history)
+        s.status = SearchStatus(row.status)
+        s.created = max([t.number + 1 for t in trials], default=0)
+        s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
+        resident = self._runtime.residency()
+        for t in trials:
+            assert t.id is not None
+            ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
+            ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
+            ts.device_seconds_base = ts.device_seconds = t.device_seconds
+            ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
+            ts.curve = curves[t.id]
+            ts.resume = t.checkpoint_step is not None
+            if ts.status == TrialStatus.RUNNING and t.id not in resident:
+                ts.status, ts.resume = TrialStatus.QUEUED, True
+                self._store.update_trial(t.id, status=TrialStatus.QUEUED)
+            self.track(s, ts)
 
     # ---- trials --------------------------------------------------------------------------------
 
@@ -218,13 +236,15 @@ class SearchBook:
             assert row.id is not None
             s = self.searches.get(row.id)
             if row.status == SearchStatus.QUEUED and s is None:
-                try:
+                try:  # a search that cannot start fails alone, with the reason; the others go on
                     spec = spec_from_stored(row.spec)
-                except ValueError as exc:
-                    self._store.update_search(row.id, status=SearchStatus.FAILED, error=str(exc), finished_at=now)
+                    self._activate(row.id, spec, now, history=[])
+                except Exception as exc:
+                    log.warning("search %s cannot start: %s", row.id, exc)
+                    self.forget(row.id)
+                    self._fail(row.id, str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}")
                     continue
                 self._store.update_search(row.id, status=SearchStatus.RUNNING, started_at=now, command=None)
-                self._activate(row.id, spec, now, history=[])
                 continue
             command = row.command
             self._store.update_search(row.id, command=None)

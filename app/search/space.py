@@ -98,6 +98,25 @@ def validate_space(space: Mapping[str, Any], root: str = "space") -> None:
     if not isinstance(space, Mapping):
         raise SpaceError(root, "must be a mapping of parameter names to dimensions")
     _walk(space, root)
+    _unique_labels(space, "", root, {})
+
+
+def _unique_labels(node: Any, label: str, path: str, seen: dict[str, str]) -> None:
+    """HyperOpt names each dimension by its label (`_compile`'s scheme: keys joined by '/', choice
+    options by index); two dimensions with one label make HyperOpt refuse the whole space when a search
+    starts. Refused here instead, naming the second path (e.g. a key `a/b` beside a nested `a: {b: ...}`)."""
+    if is_dimension(node):
+        if label in seen:
+            raise SpaceError(path, f"its HyperOpt label '{label}' is also the label of {seen[label]}")
+        seen[label] = path
+        kind, args = next(iter(node.items()))
+        if kind == "choice":
+            for i, opt in enumerate(args):
+                _unique_labels(opt, f"{label}/{i}", f"{path}.choice[{i}]", seen)
+    elif isinstance(node, Mapping):
+        prefix = f"{label}/" if label else ""
+        for key, value in node.items():
+            _unique_labels(value, f"{prefix}{key}", f"{path}.{key}", seen)
 
 
 def _compile(node: Any, label: str) -> Any:

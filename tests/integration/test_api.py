@@ -472,3 +472,28 @@ def test_a_posted_search_runs_to_completion_under_the_controller_loop(tmp_path):
     finally:
         loop.stop()
     assert loop.state() == "stopped"
+
+
+def test_healthz_fails_when_the_controller_loop_is_dead(client, tmp_path):
+    """The API still answers, but a server whose controller loop died schedules nothing: 503."""
+    loop = ControllerLoop(client.app.state.store, [], tmp_path)
+    done = threading.Thread(target=lambda: None)  # a loop thread that has ended without being stopped
+    done.start()
+    done.join()
+    loop._thread = done  # what a thread killed by an unexpected error looks like from outside
+    loop._state = "running"
+    assert loop.state() == "failed"
+    client.app.state.controller_state = loop.state
+    r = TestClient(client.app).get("/healthz")
+    assert r.status_code == 503 and r.json() == {"status": "controller not running", "controller": "failed"}
+    client.app.state.controller_state = lambda: "running"
+    assert TestClient(client.app).get("/healthz").status_code == 200
+
+
+def test_a_space_hyperopt_would_refuse_is_a_422_naming_the_field(client, store):
+    """Colliding labels (`a/b` beside a nested `a: {b: ...}`) used to be stored and then stop the
+    controller; now validation refuses them and nothing is stored."""
+    space = {"a/b": {"uniform": [0, 1]}, "a": {"b": {"uniform": [0, 1]}}}
+    r = post(client, {**SPEC, "space": space})
+    assert r.status_code == 422 and "space.a.b" in r.text
+    assert store.searches() == []

@@ -87,3 +87,52 @@ def test_forget_search_drops_the_search_and_its_trials():
     assert ctl.search(sid) is None and ctl.trials_of(sid) == [] and ctl.searches() == []
     with pytest.raises(KeyError):
         ctl.trial(trials[0].id)
+
+
+SPEC = {
+    "name": "ok",
+    "trainable": "tests.trainables:linear",
+    "space": {"lr": {"uniform": [0.001, 0.1]}},
+    "metric": {"name": "loss", "goal": "minimize"},
+    "budget": {"max_trials": 4, "max_steps": 100},
+    "parallelism": 2,
+}
+
+
+def _broken_searcher(monkeypatch):
+    """Searches named 'bad' cannot build their searcher (as a space HyperOpt refuses would)."""
+    import app.controller.book as book
+
+    real = book.make_searcher
+
+    def make(spec, history=()):
+        if spec.name == "bad":
+            raise RuntimeError("the searcher refuses this space")
+        return real(spec, history)
+
+    monkeypatch.setattr(book, "make_searcher", make)
+
+
+def test_a_search_that_cannot_start_fails_alone(monkeypatch):
+    _broken_searcher(monkeypatch)
+    ctl, rt, store = _controller()
+    bad = store.create_search("bad", parse_spec({**SPEC, "name": "bad"}).model_dump(mode="json"), 0.0)
+    good = store.create_search("ok", parse_spec(SPEC).model_dump(mode="json"), 0.0)
+    ctl.book.sync(0.0)  # what a tick does first (the simulated runtime could not run these trials)
+    rows = {r.id: r for r in store.searches()}
+    assert rows[bad.id].status == "failed" and "refuses this space" in (rows[bad.id].error or "")
+    assert rows[good.id].status == "running" and len(ctl.trials_of(good.id)) == 2
+    assert ctl.search(bad.id) is None
+
+
+def test_a_search_that_cannot_be_loaded_after_a_restart_fails_alone(monkeypatch):
+    ctl, rt, store = _controller()
+    bad = ctl.submit(parse_spec({**SPEC, "name": "bad"}))
+    good = ctl.submit(parse_spec(SPEC))
+    ctl.book.sync(0.0)
+    _broken_searcher(monkeypatch)
+    again = Controller(store, SimRuntime(1, 2, max_per_device=1), ControllerOptions(policy=make_policy("fifo")))
+    again.load()  # does not raise
+    rows = {r.id: r for r in store.searches()}
+    assert rows[bad].status == "failed" and "cannot be loaded" in (rows[bad].error or "")
+    assert again.search(good) is not None and again.search(bad) is None

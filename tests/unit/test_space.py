@@ -192,3 +192,16 @@ def test_spec_reports_space_paths():
     ((path, reason),) = info.value.errors
     assert path.startswith("space.optimizer.choice[0].momentum")
     assert "low < high" in reason
+
+
+def test_colliding_labels_are_refused_at_validation():
+    """`a/b` and a nested `a: {b: ...}` share HyperOpt's label `a/b`: HyperOpt would refuse the space
+    only when the search starts (DuplicateLabel); validation names the field instead."""
+    space = {"a/b": {"uniform": [0, 1]}, "a": {"b": {"uniform": [0, 1]}}}
+    with pytest.raises(SpaceError) as info:
+        validate_space(space)
+    assert info.value.path == "space.a.b" and "a/b" in info.value.reason
+    nested = {"opt": {"choice": [{"lr": {"uniform": [0, 1]}}]}, "opt/0/lr": {"uniform": [0, 1]}}
+    with pytest.raises(SpaceError, match="opt/0/lr"):
+        validate_space(nested)
+    validate_space({"a": {"b": {"uniform": [0, 1]}}, "c": {"uniform": [0, 1]}})  # no collision: fine

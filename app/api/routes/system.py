@@ -15,14 +15,17 @@ router = APIRouter(tags=["system"])
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
 def healthz(request: Request, store: StoreDep) -> Health | JSONResponse:
-    """Liveness: the database answers. `controller` says whether this server runs the controller loop
-    (`starting`, `running`, `stopped`, or `none` when the API runs without one)."""
+    """Liveness: the database answers and, when this server runs the controller loop, the loop is alive
+    (503 otherwise). `controller` says its state (`starting`, `running`, `stopped`, `failed`, or `none`
+    when the API runs without one)."""
     state = getattr(request.app.state, "controller_state", None)
     controller = state() if callable(state) else "none"
     try:
         store.ping()
     except Exception:
         return JSONResponse(Health(status="database unavailable", controller=controller).model_dump(), 503)
+    if controller == "failed":  # the API answers, but nothing schedules: not healthy
+        return JSONResponse(Health(status="controller not running", controller=controller).model_dump(), 503)
     return Health(status="ok", controller=controller)
 
 
