@@ -214,6 +214,7 @@ def test_mnist1d_loading_keeps_global_rng_state(monkeypatch):
     assert not data["x"].flags.writeable  # shared by forked trials: read-only
 
 
+@pytest.mark.slow  # builds the mnist1d data set three times: seconds, kept out of `make test-unit`
 def test_mnist1d_cache_file_holds_exactly_the_built_data(tmp_path, monkeypatch):
     monkeypatch.setenv(mnist1d.CACHE_ENV, str(tmp_path))
     built = mnist1d.build_data()
