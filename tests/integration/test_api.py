@@ -497,3 +497,33 @@ def test_a_space_hyperopt_would_refuse_is_a_422_naming_the_field(client, store):
     r = post(client, {**SPEC, "space": space})
     assert r.status_code == 422 and "space.a.b" in r.text
     assert store.searches() == []
+
+
+@pytest.mark.parametrize("bad", ["\u00b2", "1" * 5000, "99999999999999999999", "-1", "1e3", "12 3"])
+def test_a_bad_last_event_id_is_a_400(client, bad):
+    headers = {"Last-Event-ID": bad.encode()}  # bytes: sent as they are (UTF-8 for the superscript two)
+    r = client.get("/api/v1/events", params={"max_seconds": 0.2}, headers=headers)
+    assert r.status_code == 400 and "Last-Event-ID" in r.text
+
+
+def test_a_good_last_event_id_resumes(client):
+    r = client.get("/api/v1/events", params={"max_seconds": 0.2}, headers={"Last-Event-ID": "123456789012345678"})
+    assert r.status_code == 200
+
+
+def test_a_body_larger_than_the_limit_is_refused_before_it_is_read(client, store):
+    limit = client.app.state.settings.max_spec_bytes
+    declared = client.post(
+        "/api/v1/searches",
+        content=b"{}",
+        headers={"content-type": "application/json", "content-length": str(limit + 1)},
+    )
+    assert declared.status_code == 413
+
+    def chunks():  # no Content-Length (chunked): refused once past the limit
+        for _ in range(limit // 65536 + 2):
+            yield b" " * 65536
+
+    streamed = client.post("/api/v1/searches", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413
+    assert store.searches() == []

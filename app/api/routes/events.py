@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
@@ -34,7 +34,7 @@ async def events(
     """Server-sent events: `search` (a SearchOut whose status, best or progress changed), `trial` (a
     TrialOut whose status, steps or metric changed) and `report` (a new report row; its event id is the
     report id, so a reconnecting EventSource resumes where it left off). Auth by header or `?token=`."""
-    resume = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None
+    resume = _event_id(last_event_id)
     poller = Poller(store, search_id, resume)
     limit = min(max_seconds or settings.events_max_s, settings.events_max_s)
     stopping = getattr(request.app.state, "stopping", None)  # a threading.Event set on shutdown
@@ -63,3 +63,14 @@ async def events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _event_id(value: str | None) -> int | None:
+    """A `Last-Event-ID` is a report id: 1 to 18 ASCII digits (so it fits a 64-bit integer). Anything
+    else is a 400, never a 500 or a broken stream (`str.isdigit` accepts '²' and other digits)."""
+    if value is None or value.strip() == "":
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise HTTPException(400, "Last-Event-ID must be a report id (1 to 18 digits)")
+    return int(text)

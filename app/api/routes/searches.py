@@ -70,6 +70,26 @@ def _non_finite(data: Any, path: str = "") -> str | None:
     return None
 
 
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 before it is read when Content-Length says it is larger than
+    `limit`, and as soon as more than `limit` bytes have arrived otherwise (chunked bodies): a large
+    body is never held in memory."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isascii() or not declared.isdigit():
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, "Content-Length must be a number of bytes")
+        if int(declared) > limit:
+            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"spec larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"spec larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
     """Validate a posted spec: 415 for other media types, 422 naming each bad field, 403 when the
     trainable's module is not allowed."""
@@ -124,7 +144,7 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
 )
 async def create_search(request: Request, store: StoreDep, settings: SettingsDep) -> SearchOut:
     """Submit a search spec. It is stored as `queued`; the controller starts it at its next tick."""
-    body = await request.body()
+    body = await read_capped(request, settings.max_spec_bytes)
     spec = await run_in_threadpool(read_spec, body, request.headers.get("content-type", ""), settings)
     return await run_in_threadpool(store.submit_search, spec, time.time())
 
