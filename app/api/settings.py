@@ -26,6 +26,7 @@ class Settings(BaseSettings):
     workdir: str = ".quanta"
     # API behaviour
     max_spec_bytes: int = Field(default=1_000_000, description="largest accepted spec body")
+    api_docs: bool = Field(default=False, description="serve /docs and /redoc (QUANTA_API_DOCS); they load CDN scripts")
     events_poll_s: float = Field(default=0.5, gt=0, description="how often /events looks for changes")
     events_max_s: float = Field(default=3600.0, gt=0, description="longest one /events stream lasts")
     events_keepalive_s: float = Field(default=15.0, gt=0)

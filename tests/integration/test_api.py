@@ -527,3 +527,15 @@ def test_a_body_larger_than_the_limit_is_refused_before_it_is_read(client, store
     streamed = client.post("/api/v1/searches", content=chunks(), headers={"content-type": "application/json"})
     assert streamed.status_code == 413
     assert store.searches() == []
+
+
+def test_security_headers_and_no_cdn_docs_by_default(client, tmp_path):
+    r = TestClient(client.app).get("/")
+    assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["referrer-policy"] == "no-referrer"
+    assert client.get("/api/v1/searches").headers["x-content-type-options"] == "nosniff"
+    anonymous = TestClient(client.app)
+    assert anonymous.get("/docs").status_code == 404 and anonymous.get("/redoc").status_code == 404
+    assert anonymous.get("/openapi.json").status_code == 200
+    with TestClient(create_app(settings_for(tmp_path, api_docs=True))) as docs:
+        assert docs.get("/docs").status_code == 200
