@@ -275,13 +275,25 @@ class SearchBook:
         if now - s.started_at >= spec.budget.max_seconds:
             self.finish(s, SearchStatus.COMPLETED, "time budget spent")
             return
+        self._fill(s, now)
+        if s.created >= spec.budget.max_trials and not s.alive():
+            self.finish(s, SearchStatus.COMPLETED, "all trials done")
+
+    def _fill(self, s: SearchState, now: float) -> int:
+        """Ask `s`'s searcher for new trials up to its parallelism (held trials do not count; at most
+        `MAX_NEW_PER_TICK`). Returns how many were created."""
+        spec = s.spec
         active = sum(1 for t in s.alive() if t.id not in self.held)
         new = 0
         while active + new < spec.parallelism and s.created < spec.budget.max_trials and new < MAX_NEW_PER_TICK:
             self._new_trial(s, now)
             new += 1
-        if s.created >= spec.budget.max_trials and not s.alive():
-            self.finish(s, SearchStatus.COMPLETED, "all trials done")
+        return new
+
+    def fill(self, now: float) -> int:
+        """New trials for every running search whose parallelism has room (after a plan held some at a
+        rung); how many were created."""
+        return sum(self._fill(s, now) for s in list(self.searches.values()) if s.status == SearchStatus.RUNNING)
 
     def finish(self, s: SearchState, status: SearchStatus, reason: str) -> None:
         """End search `s` with `status`: its alive trials are stopped (killed)."""

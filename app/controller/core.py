@@ -174,7 +174,15 @@ class Controller:
         snapshot = self.snapshot(now)
         plan = policy.plan(snapshot)
         self.policies.remember(policy, plan, self.snapshots.judge_state)
+        newly_held = frozenset(plan.hold) - self.book.held
         self.book.held = frozenset(plan.hold)
+        if newly_held and self.book.fill(now):
+            # Trials held at a rung just left their search's parallelism and new trials took their place:
+            # plan again now, so that a device the holds freed goes to a new configuration this round.
+            snapshot = self.snapshot(now)
+            plan = policy.plan(snapshot)
+            self.policies.remember(policy, plan, self.snapshots.judge_state)
+            self.book.held = frozenset(plan.hold)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)
@@ -206,7 +214,17 @@ class Controller:
             ts = trial(tid)
             if ts is not None and tid not in residency:
                 self.book.finalize(ts, TrialStatus.KILLED, now, "stopped by policy")
-        actions = [a for a in reconcile(current, plan) if trial(a.trial_id) is not None]
+        actions = []
+        for a in reconcile(current, plan):
+            ts = trial(a.trial_id)
+            if ts is None:
+                continue
+            if isinstance(a, Run) and ts.status == TrialStatus.RUNNING and a.trial_id not in residency:
+                # Started before, and no longer resident: its process has ended and its exit is still on
+                # its way. Starting it again would run a finished trial twice; the exit decides (a crash
+                # re-queues it, and a queued trial is started by the next plan).
+                continue
+            actions.append(a)
         for a in actions:
             if isinstance(a, Stop):
                 ts = trial(a.trial_id)

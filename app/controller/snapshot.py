@@ -61,7 +61,13 @@ class SnapshotBuilder:
         residency = self.residency_seen = self._runtime.residency()
         searches = self._book.searches.values()
         running = tuple(
-            SearchView(s.id, s.spec.metric.goal, s.spec.metric.target, s.spec.budget.max_steps)
+            SearchView(
+                s.id,
+                s.spec.metric.goal,
+                s.spec.metric.target,
+                s.spec.budget.max_steps,
+                more_trials=s.created < s.spec.budget.max_trials,
+            )
             for s in searches
             if s.status == SearchStatus.RUNNING
         )

@@ -126,6 +126,17 @@ def test_idle_devices_run_the_best_held_trial_when_nothing_else_waits():
     assert plan.running() == {1, 2} and plan.hold == ()
 
 
+def test_held_trials_wait_for_new_configurations_while_their_search_will_make_more():
+    state = {"allowed": {"1": 0, "2": 0}, "records": {"1/0/0": {"1": -0.5, "2": -0.4}}}
+    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.4, devices=["cpu:1"])]
+    growing = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True)
+    plan = policy().plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(growing,),
+                                         policy_state=state))  # fmt: skip
+    # Devices stay free this round: the controller fills the search's parallelism with new trials
+    # (held ones do not count) and plans again.
+    assert plan.running() == set() and set(plan.hold) == {1, 2}
+
+
 def test_memory_budget_releases_the_lowest_held_trials():
     state = {
         "allowed": {"1": 1, "2": 0, "3": 0, "4": 0},

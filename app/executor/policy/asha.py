@@ -14,8 +14,9 @@ Two variants (`mode`):
   search's parallelism, so new configurations keep coming. Whenever a device is free the policy
   promotes, as Li et al.'s `get_job`: the best held trial of the highest rung whose top
   `floor(n / eta)` (n = trials recorded at that rung, finished ones included) holds it; else it starts
-  a queued trial (arrival order); else, rather than leave a device idle, it promotes the best held
-  trial of the highest rung anyway. A promoted trial resumes where it stopped: no lost work, no
+  a queued trial (arrival order); else, once its search will create no more trials
+  (`SearchView.more_trials`), rather than leave a device idle, it promotes the best held trial of the
+  highest rung anyway. A promoted trial resumes where it stopped: no lost work, no
   restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
   the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
   from the checkpoint if promoted later.
@@ -137,10 +138,17 @@ class AshaPolicy:
         for t in movers:
             if not t.running and board.n_free > 0:
                 self._place(board, t)
-        # Work-conserving: a device nothing else wants runs the best held trial of the highest rung.
+        # Work-conserving: a device nothing else wants runs the best held trial of the highest rung, of a
+        # search that will create no more trials (one that will, gets a new configuration there as soon
+        # as the controller has made it: the hold freed room in its parallelism).
         if board.n_free > 0:
             rest = sorted(
-                (h for h in held if h[2].id not in placed_held), key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id)
+                (
+                    h
+                    for h in held
+                    if h[2].id not in placed_held and not searches[h[2].search_id].more_trials
+                ),
+                key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id),
             )
             for rung, _value, t in rest:
                 if board.n_free == 0:

@@ -78,6 +78,7 @@ class SearchView:
     goal: str = "maximize"
     target: float | None = None
     max_steps: int = 0
+    more_trials: bool = False  # the search will create more trials (its trial budget is not spent)
 
 
 @dataclass(frozen=True)
