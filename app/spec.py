@@ -144,16 +144,6 @@ class SearchSpec(_Frozen):
         except Exception:  # a parent that is not a package, or fails to import
             return False
 
-    def feedback_every(self) -> int:
-        """Steps between learning-curve predictions (default about 3 % of max_steps)."""
-        every = getattr(self.scheduler, "feedback_every_steps", None)
-        if every:
-            return int(every)
-        return max(1, round(0.03 * self.budget.max_steps))
-
-    def to_json(self) -> str:
-        return self.model_dump_json()
-
 
 def _loc(loc: tuple[Any, ...], kind: str = "") -> str:
     # The scheduler union puts the policy name into the path (``scheduler.gandiva.top_m``): a user

@@ -35,7 +35,6 @@ def test_good_spec_parses():
     spec = parse_spec(GOOD)
     assert spec.budget.max_steps == 3000 and spec.scheduler.policy == "timeslice"
     assert spec.metric.reaches(0.86) and not spec.metric.reaches(0.84)
-    assert spec.feedback_every() == 90
 
 
 @pytest.mark.parametrize(

@@ -105,8 +105,6 @@ class LocalRuntime:
         self._closing = False
         self._template_start = template or start_template(warm_modules, workdir)
         self._tmp = self._template_start.tmp
-        self._address = self._template_start.address
-        self._authkey = self._template_start.authkey
         self._listener = self._template_start.listener
         self._template = self._template_start.process
         self._template_conn: Connection | None = None
