@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from app.executor.policy.knobs import KNOBS, SchedulerKnobs, TimesliceKnobs
+from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.space import SpaceError, validate_space
 
@@ -82,9 +82,9 @@ class SearchAlgoSpec(_Frozen):
     """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
     (`app.search.searcher.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**3)
     and grow by `eta`; `min_points` trials must have reached a rung before TPE fits on it (default:
-    one more than the number of hyperparameters). `tpe` learns from finished trials only."""
+    one more than the number of hyperparameters); the default. `tpe` learns from finished trials only."""
 
-    algorithm: Literal["tpe", "random", "bohb"] = "tpe"
+    algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
     n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
     min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
@@ -100,7 +100,7 @@ class SearchSpec(_Frozen):
     resources: ResourcesSpec = ResourcesSpec()
     parallelism: int = Field(default=4, ge=1, le=MAX_PARALLELISM)
     search: SearchAlgoSpec = SearchAlgoSpec()
-    scheduler: SchedulerKnobs = Field(default_factory=TimesliceKnobs, description="policy and its knobs")
+    scheduler: SchedulerKnobs = Field(default_factory=AshaKnobs, description="policy and its knobs")
     seed: int = Field(default=0, ge=0, lt=2**32, description="a 32-bit seed")
     config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
 

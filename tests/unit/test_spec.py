@@ -167,10 +167,11 @@ def test_every_knob_of_every_policy_is_settable(policy):
     assert parse_spec(spec.model_dump(mode="json")) == spec  # a stored spec reads back the same
 
 
-def test_scheduler_defaults_to_timeslice_with_default_knobs():
+def test_scheduler_defaults_to_asha_and_search_to_bohb_with_default_knobs():
     spec = parse_spec(GOOD.replace("scheduler: {policy: timeslice, quantum_s: 2.0}\n", ""))
-    assert spec.scheduler.policy == "timeslice" and spec.scheduler.quantum_s == 2.0
-    assert parse_spec(with_scheduler({"quantum_s": 1.0})).scheduler.policy == "timeslice"
+    assert spec.scheduler.policy == "asha" and spec.scheduler.quantum_s == 2.0 and spec.scheduler.mode == "pause"
+    assert parse_spec(with_scheduler({"quantum_s": 1.0})).scheduler.policy == "asha"
+    assert parse_spec(GOOD.replace("search: {algorithm: tpe, n_startup: 20}\n", "")).search.algorithm == "bohb"
     g = parse_spec(with_scheduler({"policy": "gandiva"})).scheduler
     assert (g.kill_threshold, g.promise_weight, g.top_m, g.packing) == (0.05, 4.0, None, True)
 

@@ -152,7 +152,7 @@ SPEC = {
 
 def test_search_read_models_come_from_the_parsed_spec(sql):
     out = sql.submit_search(parse_spec(SPEC), 10.0)
-    assert out.status == SearchStatus.QUEUED and out.progress.max_trials == 7 and out.policy == "timeslice"
+    assert out.status == SearchStatus.QUEUED and out.progress.max_trials == 7 and out.policy == "asha"
     assert (out.metric.name, out.metric.goal, out.metric.target) == ("loss", "minimize", 0.1)
     t = sql.add_trial(out.id, 0, {"lr": 0.5}, {"lr": [0.5]}, 11.0)
     sql.update_trial(t.id, status=TrialStatus.COMPLETED, metric=float("nan"))

@@ -107,7 +107,9 @@ KNOBS: dict[str, type[PolicyKnobs]] = {
     "asha": AshaKnobs,
     "hyperband": HyperbandKnobs,
 }
-DEFAULT_POLICY = "timeslice"  # the policy of a spec that names none
+# The policy of a spec that names none: the one that reached targets soonest in bench/search.py
+# (docs/benchmarks.md: pause-don't-kill ASHA beat fifo, timeslice and gandiva at every target).
+DEFAULT_POLICY = "asha"
 
 # Every field of the flat scheduler block specs were dumped with before the union: a stored spec
 # holding all of them is such a dump, and keeps only the fields its policy knows (see `upgrade`).
