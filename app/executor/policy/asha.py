@@ -121,42 +121,32 @@ class AshaPolicy:
         for t in movers:  # running trials keep their devices until their next rung
             if t.running:
                 board.put(t.id, t.devices)
-        # Promotions (Li et al.'s get_job): highest rung first, best first, while devices are free.
-        promotable = sorted(
-            (h for h in held if self._promotable(h, records, searches)),
-            key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id),
-        )
         placed_held: set[int] = set()
-        for rung, value, t in promotable:
-            if board.n_free == 0:
-                break
-            if self._place(board, t):
-                placed_held.add(t.id)
-                allowed[str(t.id)] = rung + 1
-                limits[t.id] = self.levels(t, searches.get(t.search_id))[rung + 1]
-                notes.append(f"asha: promote {t.id} past rung {rung} (loss {value:.4g})")
+
+        def promote(candidates: Iterable[tuple[int, float, TrialView]], why: str) -> None:
+            """Place held trials in order (highest rung, then best) while devices are free; each goes on
+            to its next rung."""
+            for rung, value, t in sorted(candidates, key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id)):
+                if board.n_free == 0:
+                    return
+                if self._place(board, t):
+                    placed_held.add(t.id)
+                    allowed[str(t.id)] = rung + 1
+                    limits[t.id] = self.levels(t, searches.get(t.search_id))[rung + 1]
+                    notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
+
+        # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial.
+        promote((h for h in held if self._promotable(h, records, searches)), "promote")
         for t in movers:
             if not t.running and board.n_free > 0:
                 self._place(board, t)
         # Work-conserving: a device nothing else wants runs the best held trial of the highest rung, of a
         # search that will create no more trials (one that will, gets a new configuration there as soon
         # as the controller has made it: the hold freed room in its parallelism).
-        if board.n_free > 0:
-            rest = sorted(
-                (
-                    h
-                    for h in held
-                    if h[2].id not in placed_held and not searches[h[2].search_id].more_trials
-                ),
-                key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id),
-            )
-            for rung, _value, t in rest:
-                if board.n_free == 0:
-                    break
-                if self._place(board, t):
-                    placed_held.add(t.id)
-                    allowed[str(t.id)] = rung + 1
-                    limits[t.id] = self.levels(t, searches.get(t.search_id))[rung + 1]
+        promote(
+            (h for h in held if h[2].id not in placed_held and not searches[h[2].search_id].more_trials),
+            "run (idle device)",
+        )
         placement = board.placement()
         hold = tuple(t.id for _, _, t in held if t.id not in placed_held)
         release = self._release(held, placed_held)
