@@ -42,8 +42,7 @@ def linear(config: dict, trial: Trial) -> None:
         opt.step()
         if sleep:
             time.sleep(sleep)  # stands for an input-pipeline stall
-        if crash_at is not None and step == crash_at and not os.path.exists(config["crash_marker"]):
-            open(config["crash_marker"], "w").close()
+        if crash_at is not None and step == crash_at and _first_to_create(config["crash_marker"]):
             os.kill(os.getpid(), 9)
         report_every = config.get("report_every", 1)
         if step % report_every == 0 or step == trial.max_steps - 1:
@@ -76,3 +75,13 @@ def threads(config: dict, trial: Trial) -> None:
         w = torch.tanh(w @ torch.randn(64, 64))  # real intra-op work
         time.sleep(config.get("sleep_s", 0.001))
         trial.report(threads=torch.get_num_threads(), step=step)
+
+
+def _first_to_create(path: str) -> bool:
+    """True for exactly one caller across processes: the one whose exclusive create made `path` (trials
+    that reach the crash step at the same moment must not both crash)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
