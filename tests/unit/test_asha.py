@@ -189,3 +189,29 @@ def test_trace_jobs_without_a_search_run_first_come_first_served():
     job = TrialView(id=9, search_id=0, arrival=0.0, max_steps=100)
     plan = policy().plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=(job,)))
     assert plan.running() == {9} and plan.hold == ()
+
+
+def test_the_stopping_rule_lets_a_good_trial_go_on_at_once_and_holds_the_rest():
+    p = policy(rule="stopping")
+    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
+
+    def plan_of(ts, state):
+        return p.plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=growing, policy_state=state))
+
+    # Trial 1 reached rung 10 first (alone there: it went on); trial 2 arrives better: it goes on at once
+    # (no waiting for others at the rung), and now trial 1 is below the rung's 1/3 percentile: held.
+    state = {"allowed": {"1": 0}, "records": {"1/0/0": {"1": -0.5}}}
+    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.7, devices=["cpu:1"], running=True)]
+    plan = plan_of(ts, state)
+    assert plan.placement == {"cpu:1": (2,)} and plan.limits == {2: 30} and plan.hold == (1,)
+    # Trial 3 arrives worse than both: held too; the percentile of (0.7, 0.5, 0.3) still excludes 1.
+    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 20, 0.7, devices=["cpu:1"], running=True),
+          trial(3, 10, 0.3, devices=["cpu:0"], running=True), trial(4)]  # fmt: skip
+    plan = plan_of(ts, plan.state)
+    assert set(plan.hold) == {1, 3} and plan.running() == {2, 4}
+    # Two more arrive worse still: the percentile moves past 1 (0.5), which is promoted and resumes.
+    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 25, 0.7, devices=["cpu:1"], running=True),
+          trial(3, 10, 0.3, devices=["cpu:0"]), trial(4, 10, 0.2, devices=["cpu:0"]),
+          trial(5, 10, 0.1, devices=["cpu:0"], running=True), trial(6)]  # fmt: skip
+    plan = plan_of(ts, plan.state)
+    assert plan.placement["cpu:0"] == (1,) and plan.limits[1] == 30 and set(plan.hold) == {3, 4, 5}

@@ -20,6 +20,9 @@ Two variants (`mode`):
   restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
   the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
   from the checkpoint if promoted later.
+  With `rule: stopping` a trial goes on at once when its loss is at or below the `100 / eta`
+  percentile of the losses recorded at its rung so far (the kill variant's rule), and a held trial is
+  promoted once later, worse arrivals move that percentile past it.
 - `kill` (the classic stopping type, as Ray Tune's ASHAScheduler): a trial reaching a rung continues
   if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
   (itself included), else it is stopped for good.
@@ -83,29 +86,34 @@ class AshaPolicy:
         movers: list[TrialView] = []  # trials to keep running or to start, in arrival order
         limits: dict[int, int] = {}
 
+        # First every rung each trial has reported past is recorded, then each trial is decided at the
+        # rung it was allowed to run to, against all of this round's records (order does not matter).
+        of_search: list[tuple[TrialView, SearchView, tuple[int, ...]]] = []
         for t in snapshot.alive():
             search = searches.get(t.search_id)
             if search is None:
                 movers.append(t)  # a trace job: first come, first served
                 continue
             levels = self.levels(t, search)
+            of_search.append((t, search, levels))
             sign = -1.0 if search.goal == "maximize" else 1.0
             curve = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
-            rung = int(old_allowed.get(str(t.id), 0))
-            # Record every rung it has reported past, then decide at the rung it was allowed to run to.
             for i, level in enumerate(levels[:-1]):
                 value = value_at(curve, level)
                 if value is None:
                     break
                 records.setdefault(self._key(t, search, i), {}).setdefault(str(t.id), value)
+        for t, search, levels in of_search:
+            rung = int(old_allowed.get(str(t.id), 0))
             while rung < len(levels) - 1:
                 value = records.get(self._key(t, search, rung), {}).get(str(t.id))
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
+                stopping = k.mode == "kill" or k.rule == "stopping"
+                if stopping and self._continues(value, records[self._key(t, search, rung)].values()):
+                    rung += 1
+                    continue
                 if k.mode == "kill":
-                    if self._continues(value, records[self._key(t, search, rung)].values()):
-                        rung += 1
-                        continue
                     stop.append(t.id)
                     notes.append(f"asha: stop {t.id} at rung {levels[rung]} (loss {value:.4g})")
                 else:
@@ -183,6 +191,8 @@ class AshaPolicy:
     ) -> bool:
         rung, value, t = h
         recorded = records.get(self._key(t, searches[t.search_id], rung), {})
+        if self.knobs.rule == "stopping":  # admitted once later arrivals moved the percentile past it
+            return self._continues(value, recorded.values())
         top = math.floor(len(recorded) / self.knobs.eta)
         better = sum(1 for v in recorded.values() if v < value)
         return better < top
