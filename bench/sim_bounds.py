@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -48,30 +49,40 @@ def mean_solo_jct(trace: str, max_jobs: int | None, gpus: int, per_server: int, 
     return total / len(jobs)
 
 
-def main() -> None:
-    thr = Throughputs.load(throughputs_path())
-    rows = []
-    print(f"{'run':<26}{'bound h':>9}{'fifo h':>9}{'gandiva h':>11}{'tiresias h':>12}{'ceiling':>9}{'gandiva':>9}")
+def bound_rows(thr: Throughputs) -> list[dict[str, Any]]:
+    """One row per run in RUNS: its mean-JCT floor from the trace, the policies' means from the
+    published result file, and the reductions against fifo (what sim_bounds.json holds)."""
+    rows: list[dict[str, Any]] = []
     for trace, n, gpus, per, fname in RUNS:
         bound = mean_solo_jct(trace, n, gpus, per, thr)
         res = json.loads((ROOT / "bench" / "results" / fname).read_text())
         fifo, gan, tir = (res[p]["mean_jct_s"] for p in ("fifo", "gandiva", "tiresias"))
-        row = {
-            "trace": trace,
-            "jobs": res["fifo"]["jobs"],
-            "gpus": gpus,
-            "gpus_per_server": per,
-            "results": fname,
-            "mean_solo_jct_s": bound,
-            "fifo_mean_jct_s": fifo,
-            "gandiva_mean_jct_s": gan,
-            "tiresias_mean_jct_s": tir,
-            "max_reduction_vs_fifo": 1 - bound / fifo,
-            "gandiva_reduction_vs_fifo": 1 - gan / fifo,
-            "tiresias_reduction_vs_fifo": 1 - tir / fifo,
-        }
-        rows.append(row)
-        label = f"{trace} {row['jobs']} jobs / {gpus} GPUs"
+        rows.append(
+            {
+                "trace": trace,
+                "jobs": res["fifo"]["jobs"],
+                "gpus": gpus,
+                "gpus_per_server": per,
+                "results": fname,
+                "mean_solo_jct_s": bound,
+                "fifo_mean_jct_s": fifo,
+                "gandiva_mean_jct_s": gan,
+                "tiresias_mean_jct_s": tir,
+                "max_reduction_vs_fifo": 1 - bound / fifo,
+                "gandiva_reduction_vs_fifo": 1 - gan / fifo,
+                "tiresias_reduction_vs_fifo": 1 - tir / fifo,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    rows = bound_rows(Throughputs.load(throughputs_path()))
+    print(f"{'run':<26}{'bound h':>9}{'fifo h':>9}{'gandiva h':>11}{'tiresias h':>12}{'ceiling':>9}{'gandiva':>9}")
+    for row in rows:
+        bound, fifo = row["mean_solo_jct_s"], row["fifo_mean_jct_s"]
+        gan, tir = row["gandiva_mean_jct_s"], row["tiresias_mean_jct_s"]
+        label = f"{row['trace']} {row['jobs']} jobs / {row['gpus']} GPUs"
         print(
             f"{label:<26}{bound / 3600:>9.2f}{fifo / 3600:>9.2f}{gan / 3600:>11.2f}{tir / 3600:>12.2f}"
             f"{row['max_reduction_vs_fifo']:>9.1%}{row['gandiva_reduction_vs_fifo']:>9.1%}"

@@ -251,34 +251,12 @@ def bounds_now(published: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """sim_bounds.json recomputed by bench/sim_bounds.py's own function: each floor from its trace, the
     policies' means from the published result files."""
     sys.path.insert(0, str(ROOT / "bench"))
-    from sim_bounds import RUNS, mean_solo_jct
+    from sim_bounds import bound_rows
 
     from app.sim.throughputs import Throughputs
     from app.sim.traces import throughputs_path
 
-    thr = Throughputs.load(throughputs_path())
-    rows = []
-    for trace, n, gpus, per, fname in RUNS:
-        res = json.loads((RESULTS / fname).read_text())
-        bound = mean_solo_jct(trace, n, gpus, per, thr)
-        fifo, gan, tir = (res[p]["mean_jct_s"] for p in ("fifo", "gandiva", "tiresias"))
-        rows.append(
-            {
-                "trace": trace,
-                "jobs": res["fifo"]["jobs"],
-                "gpus": gpus,
-                "gpus_per_server": per,
-                "results": fname,
-                "mean_solo_jct_s": bound,
-                "fifo_mean_jct_s": fifo,
-                "gandiva_mean_jct_s": gan,
-                "tiresias_mean_jct_s": tir,
-                "max_reduction_vs_fifo": 1 - bound / fifo,
-                "gandiva_reduction_vs_fifo": 1 - gan / fifo,
-                "tiresias_reduction_vs_fifo": 1 - tir / fifo,
-            }
-        )
-    return rows
+    return bound_rows(Throughputs.load(throughputs_path()))
 
 
 @dataclass(frozen=True)
