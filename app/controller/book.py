@@ -103,17 +103,17 @@ class SearchBook:
         assert row.id is not None
         spec = spec_from_stored(row.spec)
         trials = self._store.trials(row.id)
-        curves: dict[int | None, list[tuple[int, float]]] = {
-            t.id: [(r.step, r.objective) for r in self._store.reports(t.id or 0) if r.objective is not None]
-            for t in trials
-        }  # stored trials always have ids (`or 0` only narrows the type)
+        curves: dict[int, list[tuple[int, float]]] = {}  # by trial number (unique in a search)
+        for t in trials:
+            assert t.id is not None
+            curves[t.number] = [(r.step, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
         history = [
             HistoryItem(
                 t.number,
                 t.vals,
                 objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
                 t.status != TrialStatus.FAILED,
-                tuple((step, spec.metric.loss(v)) for step, v in curves[t.id]),
+                tuple((step, spec.metric.loss(v)) for step, v in curves[t.number]),
             )
             for t in trials
         ]
@@ -128,7 +128,7 @@ class SearchBook:
             ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
             ts.device_seconds_base = ts.device_seconds = t.device_seconds
             ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
-            ts.curve = curves[t.id]
+            ts.curve = curves[t.number]
             ts.resume = t.checkpoint_step is not None
             if ts.status == TrialStatus.RUNNING and t.id not in resident:
                 ts.status, ts.resume = TrialStatus.QUEUED, True
