@@ -22,7 +22,7 @@ from typing import Any
 from app.controller.rounds import Rounds
 from app.controller.state import SearchState, Signals, TrialState, objective_loss
 from app.controller.trials import TrialIndex
-from app.db.models import SearchRow
+from app.db.models import FIRST_ADMIN, SearchRow
 from app.db.protocol import ControllerStore
 from app.executor.actions import Stop
 from app.executor.runtime.base import Runtime
@@ -60,17 +60,24 @@ class SearchBook:
 
     # ---- starting searches ---------------------------------------------------------------------
 
-    def submit(self, spec: SearchSpec) -> int:
-        """Persist a validated spec as a new search and start it. Returns the search id."""
+    def submit(self, spec: SearchSpec, owner: str = FIRST_ADMIN) -> int:
+        """Persist a validated spec as a new search of user `owner` and start it. Returns the search id."""
         now = self._runtime.now()
-        row = self._store.create_search(spec.name, spec.model_dump(mode="json"), now)
+        row = self._store.create_search(spec.name, spec.model_dump(mode="json"), now, owner)
         assert row.id is not None
         self._store.update_search(row.id, status=SearchStatus.RUNNING, started_at=now)
-        self._activate(row.id, spec, now, history=[])
+        self._activate(row.id, spec, now, history=[], owner=owner)
         return row.id
 
-    def _activate(self, search_id: int, spec: SearchSpec, started_at: float, history: list[HistoryItem]) -> SearchState:
-        state = SearchState(search_id, spec, make_searcher(spec, history), started_at)
+    def _activate(
+        self,
+        search_id: int,
+        spec: SearchSpec,
+        started_at: float,
+        history: list[HistoryItem],
+        owner: str = FIRST_ADMIN,
+    ) -> SearchState:
+        state = SearchState(search_id, spec, make_searcher(spec, history), started_at, owner=owner)
         self.searches[search_id] = state
         self._runtime.warm([spec.module])
         self._signals.wake = True
@@ -117,7 +124,7 @@ class SearchBook:
             )
             for t in trials
         ]
-        s = self._activate(row.id, spec, row.started_at or row.created_at, history)
+        s = self._activate(row.id, spec, row.started_at or row.created_at, history, owner=row.owner)
         s.status = SearchStatus(row.status)
         s.created = max([t.number + 1 for t in trials], default=0)
         s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
@@ -238,7 +245,7 @@ class SearchBook:
             if row.status == SearchStatus.QUEUED and s is None:
                 try:  # a search that cannot start fails alone, with the reason; the others go on
                     spec = spec_from_stored(row.spec)
-                    self._activate(row.id, spec, now, history=[])
+                    self._activate(row.id, spec, now, history=[], owner=row.owner)
                 except Exception as exc:
                     log.warning("search %s cannot start: %s", row.id, exc)
                     self.forget(row.id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.db.models import FIRST_ADMIN
 from app.search.searcher import Searcher
 from app.spec import SearchSpec
 from app.status import SearchStatus, TrialStatus
@@ -60,6 +61,7 @@ class SearchState:
     best_trial: int | None = None
     best: float | None = None
     reached_at: float | None = None
+    owner: str = FIRST_ADMIN  # the name of the user the search belongs to
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]

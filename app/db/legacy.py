@@ -9,7 +9,9 @@ and so must the event cursor (events would be handled twice) and pending deletio
 deleted from `controller_state`; the emptied table itself is left in place (drop it at will).
 
 `add_missing_columns` adds the columns a table gained after a database was created (create_all only
-creates missing tables): `controller.judge_state`, the judge's state saved beside the policy's.
+creates missing tables): `controller.judge_state`, the judge's state saved beside the policy's;
+`search.owner`, the user a search belongs to (searches stored before users existed belong to the first
+admin, `FIRST_ADMIN`). `ensure_first_admin` creates that admin's `users` row when it is missing.
 """
 
 from __future__ import annotations
@@ -28,8 +30,14 @@ log = logging.getLogger("quanta.db")
 LEGACY_TABLE = "controller_state"
 
 
-# table -> (column, SQL type and default) added after the table was first created
-_ADDED_COLUMNS = {"controller": [("judge_state", "JSON NOT NULL DEFAULT '{}'")]}
+# table -> (column, SQL type and default) added after the table was first created. The defaults are what
+# the rows already there get (plain SQL, valid on SQLite and PostgreSQL).
+_ADDED_COLUMNS = {
+    "controller": [("judge_state", "JSON NOT NULL DEFAULT '{}'")],
+    "search": [("owner", "VARCHAR NOT NULL DEFAULT 'admin'")],
+}
+# indexes a fresh database gets from the model (create_all), for the columns added above
+_ADDED_INDEXES = {("search", "owner"): "ix_search_owner"}
 
 
 def add_missing_columns(engine: Engine) -> list[str]:
@@ -46,7 +54,28 @@ def add_missing_columns(engine: Engine) -> list[str]:
                     conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}"))
                 added.append(f"{table}.{name}")
                 log.info("database: added column %s.%s", table, name)
+            index = _ADDED_INDEXES.get((table, name))
+            if index:
+                with engine.begin() as conn:
+                    conn.execute(text(f"CREATE INDEX IF NOT EXISTS {index} ON {table} ({name})"))
     return added
+
+
+def ensure_first_admin(engine: Engine, at: float) -> None:
+    """Create the first admin's user row (`FIRST_ADMIN`) unless it exists; safe when two processes
+    open the same database at once (the name is unique: the second insert is dropped)."""
+    from sqlmodel import select
+
+    from app.db.models import FIRST_ADMIN, UserRow
+
+    with Session(engine) as s:
+        if s.exec(select(UserRow.id).where(UserRow.name == FIRST_ADMIN)).first() is not None:
+            return
+        s.add(UserRow(name=FIRST_ADMIN, role="admin", created_at=at))
+        try:
+            s.commit()
+        except IntegrityError:
+            s.rollback()
 
 
 def import_controller_state(engine: Engine) -> int:

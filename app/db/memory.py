@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.db.models import (
+    FIRST_ADMIN,
     ClusterView,
     IntentRow,
     LatencyRow,
@@ -26,7 +27,11 @@ from app.db.models import (
     ReportRow,
     SearchRow,
     TrialRow,
+    UserRow,
 )
+from app.db.public import UserCreate
+from app.db.queries import Conflict
+from app.db.users import checked_update
 from app.status import SearchStatus
 
 _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
@@ -46,13 +51,15 @@ class MemoryStore:
         self._trials_by_search: dict[int, list[TrialRow]] = {}
         self._trial_commands: set[int] = set()
         self._rows: dict[type, list[Any]] = {cls: [] for cls in _MEASUREMENTS}
-        self._ids: dict[type, int] = {cls: 0 for cls in (*_MEASUREMENTS, SearchRow, TrialRow, IntentRow)}
+        self._ids: dict[type, int] = {cls: 0 for cls in (*_MEASUREMENTS, SearchRow, TrialRow, IntentRow, UserRow)}
+        self._users: dict[str, UserRow] = {}
         self.counts: dict[str, int] = {cls.__name__: 0 for cls in _MEASUREMENTS}
         self._intents: list[IntentRow] = []
         self._round_no = 0
         self._policy_state: Mapping[str, Any] = {}
         self._judge_state: Mapping[str, Any] = {}
         self._cluster_view: ClusterView | None = None
+        self.add_user(FIRST_ADMIN, 0.0, role="admin")
 
     def _next_id(self, cls: type) -> int:
         self._ids[cls] += 1
@@ -60,9 +67,9 @@ class MemoryStore:
 
     # ---- searches ------------------------------------------------------------------------------
 
-    def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
+    def create_search(self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN) -> SearchRow:
         search_id = self._next_id(SearchRow)
-        row = SearchRow(id=search_id, name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
+        row = SearchRow(id=search_id, name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at, owner=owner)
         self._searches[search_id] = row
         return row
 
@@ -94,6 +101,44 @@ class MemoryStore:
         if not self._trial_commands:
             return []
         return [self._trials[i] for i in sorted(self._trial_commands)]
+
+    # ---- users ---------------------------------------------------------------------------------
+
+    def add_user(
+        self,
+        name: str,
+        at: float,
+        role: str = "member",
+        weight: float = 1.0,
+        max_alive_trials: int = 0,
+        max_devices: int = 0,
+    ) -> UserRow:
+        data = UserCreate.model_validate(
+            dict(name=name, role=role, weight=weight, max_alive_trials=max_alive_trials, max_devices=max_devices)
+        )
+        if name in self._users:
+            raise Conflict(f"user {name} exists")
+        row = UserRow(id=self._next_id(UserRow), **data.model_dump(), created_at=at)
+        self._users[name] = row
+        return row
+
+    def user(self, name: str) -> UserRow | None:
+        return self._users.get(name)
+
+    def users(self) -> list[UserRow]:
+        return sorted(self._users.values(), key=lambda u: u.id or 0)
+
+    def update_user(self, name: str, **fields: Any) -> UserRow:
+        values = checked_update(fields)
+        row = self._users.get(name)
+        if row is None:
+            raise KeyError(f"user {name} not found")
+        for k, v in values.items():
+            setattr(row, k, v)
+        return row
+
+    def user_weights(self) -> dict[str, float]:
+        return {u.name: u.weight for u in self.users()}
 
     # ---- trials --------------------------------------------------------------------------------
 

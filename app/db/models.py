@@ -12,6 +12,25 @@ from sqlmodel import Field, SQLModel
 
 from app.status import SearchStatus, TrialStatus
 
+# The user that owns what was there before users existed (searches of older databases, tokens stored
+# before they had a user) and what `QUANTA_TOKEN` and `quanta run` act as. Every store has this admin.
+FIRST_ADMIN = "admin"
+ROLES = ("admin", "member")
+
+
+class UserRow(SQLModel, table=True):
+    """A user of the service. `weight` is their share of device time relative to other users;
+    `max_alive_trials` and `max_devices` are quotas (0 = none)."""
+
+    __tablename__ = "users"  # `user` is a reserved word in PostgreSQL
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    role: str = "member"  # one of ROLES
+    weight: float = 1.0
+    max_alive_trials: int = 0
+    max_devices: int = 0
+    created_at: float
+
 
 class SearchRow(SQLModel, table=True):
     __tablename__ = "search"
@@ -31,6 +50,7 @@ class SearchRow(SQLModel, table=True):
     trials_created: int = 0
     command: str | None = Field(default=None, index=True)  # stop | pause | resume, for the controller
     error: str | None = Field(default=None, sa_column=Column(Text))
+    owner: str = Field(default=FIRST_ADMIN, index=True)  # the name of the user who submitted it
 
 
 class TrialRow(SQLModel, table=True):

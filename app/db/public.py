@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PydanticField
 from sqlmodel import Field, SQLModel
 
-from app.db.models import SearchRow, TrialRow
+from app.db.models import SearchRow, TrialRow, UserRow
 from app.spec import SearchSpec, SpecError, spec_from_stored
 from app.status import SearchStatus, TrialStatus
 
@@ -70,6 +72,7 @@ class SearchOut(SQLModel):
     policy: str | None
     spec: dict[str, Any]
     error: str | None = None
+    owner: str = Field(description="the name of the user it belongs to")
 
     @classmethod
     def from_row(cls, row: SearchRow, trials_done: int) -> SearchOut:
@@ -102,6 +105,62 @@ class SearchOut(SQLModel):
             policy=spec.scheduler.policy if spec else None,
             spec=row.spec or {},
             error=row.error,
+            owner=row.owner,
+        )
+
+
+# ---- users -------------------------------------------------------------------------------------
+
+# Bounds of a user's settings: the stores validate against them (`UserCreate`, `UserUpdate`) and the API
+# takes them as bodies, so a value out of range is a 422 naming the field.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
+MAX_WEIGHT = 1000.0
+MAX_QUOTA = 100_000
+Role = Literal["admin", "member"]
+
+
+class UserUpdate(BaseModel):
+    """What an admin may change about a user (fields left out stay as they are)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role | None = None
+    weight: float | None = PydanticField(
+        default=None, gt=0, le=MAX_WEIGHT, allow_inf_nan=False, description="share of device time relative to others"
+    )
+    max_alive_trials: int | None = PydanticField(default=None, ge=0, le=MAX_QUOTA, description="0 = no quota")
+    max_devices: int | None = PydanticField(default=None, ge=0, le=MAX_QUOTA, description="0 = no quota")
+
+
+class UserCreate(BaseModel):
+    """A new user; the name is unique."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = PydanticField(pattern=NAME_PATTERN, description="1-64 letters, digits, '_', '.', '@' or '-'")
+    role: Role = "member"
+    weight: float = PydanticField(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False)
+    max_alive_trials: int = PydanticField(default=0, ge=0, le=MAX_QUOTA, description="0 = no quota")
+    max_devices: int = PydanticField(default=0, ge=0, le=MAX_QUOTA, description="0 = no quota")
+
+
+class UserOut(SQLModel):
+    name: str
+    role: Role
+    weight: float
+    max_alive_trials: int
+    max_devices: int
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: UserRow) -> UserOut:
+        return cls(
+            name=row.name,
+            role="admin" if row.role == "admin" else "member",
+            weight=row.weight,
+            max_alive_trials=row.max_alive_trials,
+            max_devices=row.max_devices,
+            created_at=row.created_at,
         )
 
 

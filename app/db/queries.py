@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlalchemy import delete, func, text, update
 from sqlmodel import Session, col, select
 
-from app.db.models import ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TokenRow, TrialRow
+from app.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TokenRow, TrialRow
 from app.db.public import (
     BestCurveOut,
     ClusterOut,
@@ -98,7 +98,7 @@ class ReaderQueries:
     def cluster_view(self) -> ClusterView | None:
         raise NotImplementedError
 
-    def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
+    def create_search(self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN) -> SearchRow:
         raise NotImplementedError
 
     # ---- searches ------------------------------------------------------------------------------
@@ -119,9 +119,9 @@ class ReaderQueries:
         )
         return {sid: n for sid, n in s.exec(q)}
 
-    def submit_search(self, spec: SearchSpec, at: float) -> SearchOut:
-        """Insert a queued search (it exists whole or not at all); the controller starts it."""
-        return SearchOut.from_row(self.create_search(spec.name, spec.model_dump(mode="json"), at), 0)
+    def submit_search(self, spec: SearchSpec, at: float, owner: str = FIRST_ADMIN) -> SearchOut:
+        """Insert a queued search of user `owner` (it exists whole or not at all); the controller starts it."""
+        return SearchOut.from_row(self.create_search(spec.name, spec.model_dump(mode="json"), at, owner), 0)
 
     def has_search(self, search_id: int) -> bool:
         with self.session() as s:

@@ -9,6 +9,7 @@ nothing half-written.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from sqlalchemy import delete, event, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
-from app.db.legacy import add_missing_columns, import_controller_state
+from app.db.legacy import add_missing_columns, ensure_first_admin, import_controller_state
 from app.db.models import (
+    FIRST_ADMIN,
     ClusterView,
     ClusterViewRow,
     ControllerRow,
@@ -32,6 +34,7 @@ from app.db.models import (
     TrialRow,
 )
 from app.db.queries import ReaderQueries
+from app.db.users import UserQueries
 from app.status import SearchStatus
 
 DEFAULT_URL = "sqlite:///quanta.db"
@@ -57,9 +60,9 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-class Store(ReaderQueries):
+class Store(ReaderQueries, UserQueries):
     """The database. The controller's reads and writes are below; the readers' (API) queries come from
-    `ReaderQueries`."""
+    `ReaderQueries`, the users from `UserQueries`."""
 
     # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
     # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).
@@ -71,15 +74,17 @@ class Store(ReaderQueries):
         SQLModel.metadata.create_all(self.engine)  # new tables only: existing ones are left as they are
         add_missing_columns(self.engine)
         import_controller_state(self.engine)
+        ensure_first_admin(self.engine, time.time())
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
     # ---- searches ------------------------------------------------------------------------------
 
-    def create_search(self, name: str, spec: dict[str, Any], at: float) -> SearchRow:
+    def create_search(self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN) -> SearchRow:
+        """A queued search belonging to the user named `owner`."""
         with self.session() as s:
-            row = SearchRow(name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
+            row = SearchRow(name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at, owner=owner)
             s.add(row)
             s.commit()
             s.refresh(row)

@@ -11,7 +11,16 @@ from sqlalchemy import create_engine, text
 
 from app.db.cluster import DbCluster
 from app.db.memory import MemoryStore
-from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, PairRow, QuantumRow, ReportRow
+from app.db.models import (
+    FIRST_ADMIN,
+    ClusterView,
+    DevicePlacement,
+    LatencyRow,
+    PairRates,
+    PairRow,
+    QuantumRow,
+    ReportRow,
+)
 from app.db.protocol import ControllerStore, ServiceStore
 from app.db.queries import Conflict
 from app.db.store import Store
@@ -43,6 +52,49 @@ def test_searches_create_update_and_filter(store):
     assert store.search(9999) is None
     with pytest.raises(KeyError):
         store.update_search(9999, status="x")
+
+
+def test_users_start_with_the_first_admin_and_keep_weights_and_quotas(store):
+    assert [(u.name, u.role, u.weight, u.max_alive_trials, u.max_devices) for u in store.users()] == [
+        (FIRST_ADMIN, "admin", 1.0, 0, 0)
+    ]
+    bob = store.add_user("bob", 5.0, weight=2.5, max_alive_trials=3)
+    assert (bob.name, bob.role, bob.weight, bob.max_alive_trials, bob.max_devices, bob.created_at) == (
+        "bob", "member", 2.5, 3, 0, 5.0
+    )  # fmt: skip
+    store.add_user("carol", 6.0, role="admin")
+    with pytest.raises(Conflict):
+        store.add_user("bob", 7.0)
+    for bad, field in (
+        (dict(weight=0.0), "weight"),
+        (dict(weight=float("nan")), "weight"),
+        (dict(max_devices=-1), "max_devices"),
+        (dict(max_alive_trials=10**9), "max_alive_trials"),
+        (dict(role="root"), "role"),
+    ):
+        with pytest.raises(ValueError, match=field):
+            store.add_user("dave", 8.0, **bad)
+        with pytest.raises(ValueError, match=field):
+            store.update_user("bob", **bad)
+    with pytest.raises(ValueError, match="name"):
+        store.add_user("no spaces", 8.0)
+    with pytest.raises(ValueError, match="created_at"):
+        store.update_user("bob", created_at=1.0)  # not a setting
+    assert store.user("dave") is None  # nothing half-written by the refusals
+    assert store.update_user("bob", weight=0.5, max_devices=2).max_devices == 2
+    assert (store.user("bob").weight, store.user("bob").max_alive_trials) == (0.5, 3)  # others unchanged
+    with pytest.raises(KeyError):
+        store.update_user("nobody", weight=1.0)
+    assert store.user_weights() == {FIRST_ADMIN: 1.0, "bob": 0.5, "carol": 1.0}
+    assert [u.name for u in store.users()] == [FIRST_ADMIN, "bob", "carol"]
+
+
+def test_searches_have_an_owner(store):
+    a = store.create_search("a", {}, 1.0)
+    b = store.create_search("b", {}, 2.0, owner="bob")
+    assert (a.owner, b.owner) == (FIRST_ADMIN, "bob")
+    assert [s.owner for s in store.searches()] == [FIRST_ADMIN, "bob"]
+    assert store.search(b.id).owner == "bob"
 
 
 def test_trials_add_update_commands(store):
@@ -249,3 +301,24 @@ def test_a_column_added_later_is_added_to_an_existing_database(tmp_path):
     assert store.round_no() == 5 and store.policy_state() == {"rank": [1]} and store.judge_state() == {}
     store.save_policy_state("gandiva", {"rank": [2]}, judge={"2": {"at": 3}})
     assert Store(url).judge_state() == {"2": {"at": 3}}
+
+
+def test_searches_of_a_database_from_before_users_belong_to_the_first_admin(tmp_path):
+    url = f"sqlite:///{tmp_path / 'before-users.db'}"
+    with create_engine(url).begin() as c:  # the search table as it was before owners
+        c.execute(text("CREATE TABLE search (id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, spec JSON NOT NULL, "
+                       "status VARCHAR NOT NULL, created_at FLOAT NOT NULL, started_at FLOAT, finished_at FLOAT, "
+                       "best_trial_id INTEGER, best_metric FLOAT, best_params JSON, reached BOOLEAN NOT NULL, "
+                       "reached_at FLOAT, seconds_to_target FLOAT, trials_created INTEGER NOT NULL, "
+                       "command VARCHAR, error TEXT)"))  # fmt: skip
+        c.execute(text("""INSERT INTO search (id, name, spec, status, created_at, reached, trials_created)
+                          VALUES (1, 'old', '{}', 'completed', 1.0, 0, 0)"""))  # fmt: skip
+    store = Store(url)
+    assert store.search(1).owner == FIRST_ADMIN and store.search_out(1).owner == FIRST_ADMIN
+    assert [(u.name, u.role) for u in store.users()] == [(FIRST_ADMIN, "admin")]
+    assert store.create_search("new", {}, 2.0, owner="bob").owner == "bob"
+    with create_engine(url).connect() as c:
+        indexes = {r[1] for r in c.execute(text("PRAGMA index_list('search')"))}
+    assert "ix_search_owner" in indexes
+    again = Store(url)  # reopening adds nothing twice
+    assert [u.name for u in again.users()] == [FIRST_ADMIN] and again.search(1).owner == FIRST_ADMIN
