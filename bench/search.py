@@ -11,7 +11,7 @@ for it.
 Systems:
 - Quanta: `fifo`, `timeslice`, `gandiva` (TPE), `asha` (pause-don't-kill ASHA + multi-fidelity TPE),
   `asha_kill` (the classic stopping variant), `asha_stop` (pause, with the stopping rule's continue
-  decision), `hyperband` (3 brackets of pause ASHA + multi-fidelity
+  decision), `asha_judge` (pause ASHA that does not promote a trial the judge's curve fit condemns), `hyperband` (3 brackets of pause ASHA + multi-fidelity
   TPE), `default` (what a spec that names no policy and no algorithm gets).
 - `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
   with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
@@ -59,6 +59,7 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb"}},
     "asha_kill": {"scheduler": {"policy": "asha", "mode": "kill"}, "search": {"algorithm": "bohb"}},
     "asha_stop": {"scheduler": {"policy": "asha", "rule": "stopping"}, "search": {"algorithm": "bohb"}},
+    "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
 }

@@ -13,9 +13,9 @@ Pure: no devices, no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["rungs", "value_at"]
+__all__ = ["RungRecords", "in_top", "rungs", "value_at"]
 
 
 def rungs(max_steps: int, min_steps: int, eta: float) -> tuple[int, ...]:
@@ -54,3 +54,53 @@ def value_at(curve: Sequence[tuple[int, float]], rung: int) -> float | None:
         return None
     best = min((loss for step, loss in curve if step <= first), default=math.inf)
     return best if math.isfinite(best) else None
+
+
+def in_top(value: float, recorded: Iterable[float], eta: float) -> bool:
+    """Is the loss `value` among the best `floor(n / eta)` of the `n` losses `recorded` at a rung (the
+    trial's own included)? ASHA's promotion test (Li et al. 2020, `get_job`): strictly better losses are
+    counted, so ties favour the trial asked about."""
+    losses = list(recorded)
+    top = math.floor(len(losses) / eta)
+    better = sum(1 for v in losses if v < value)
+    return better < top
+
+
+class RungRecords:
+    """The losses trials have shown at the rungs of their search, `{key: {"<trial>": loss}}` (see
+    `key`), each recorded once (the first time the trial has reported past the rung) and kept after the
+    trial ends, so that later trials are compared with every trial that got there. JSON-shaped, to be
+    carried in a policy's or the judge's state. Losses are oriented smaller-is-better.
+    """
+
+    def __init__(self, state: Mapping[str, Mapping[str, float]] | None = None):
+        self.records: dict[str, dict[str, float]] = {k: dict(v) for k, v in (state or {}).items()}
+
+    @staticmethod
+    def key(search_id: int, rung: int, group: int = 0) -> str:
+        """The record's key, `search/group/rung`; `group` separates trials never compared with each
+        other (Hyperband's brackets)."""
+        return f"{search_id}/{group}/{rung}"
+
+    def record(
+        self, search_id: int, trial_id: int, curve: Sequence[tuple[int, float]], levels: Sequence[int], group: int = 0
+    ) -> int:
+        """Record the trial's loss at every rung of `levels` (all but the last, the full budget) it has
+        reported past; returns the number of rungs it has passed."""
+        passed = 0
+        for i, level in enumerate(levels[:-1]):
+            value = value_at(curve, level)
+            if value is None:
+                break
+            self.records.setdefault(self.key(search_id, i, group), {}).setdefault(str(trial_id), value)
+            passed = i + 1
+        return passed
+
+    def at(self, search_id: int, rung: int, group: int = 0) -> dict[str, float]:
+        """Trial id (string) -> loss recorded at that rung."""
+        return self.records.get(self.key(search_id, rung, group), {})
+
+    def keep(self, search_ids: Iterable[int]) -> dict[str, dict[str, float]]:
+        """The state to carry: the records of the given (still running) searches."""
+        live = {str(i) for i in search_ids}
+        return {k: v for k, v in self.records.items() if k.split("/", 1)[0] in live}

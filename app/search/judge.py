@@ -16,6 +16,21 @@ carries no metric bounds: `bounds` sets them, else (`infer_bounds`) a metric who
 all lie in [0, 1] is taken as a fraction (bounds (0, 1)), so that no fit extrapolates an accuracy
 above 1. A job outside a search (a simulated trace job) reports no curve and gets no verdict.
 
+**Rungs and curves together** (`JudgeKnobs.rung_eta` set; gandiva's default): the first judgement
+comes at the first successive-halving rung, `max_steps / eta**3` steps (`app.search.fidelity.rungs`),
+instead of at 10 % of the steps. Every trial's loss at each rung it has passed is recorded, as ASHA
+records it (`fidelity.RungRecords`, kept after the trial ends), and a trial is *in the top* at its
+highest rung when it is among the best `floor(n / eta)` of the `n` trials recorded there (fewer than
+`eta` recorded: no rank yet). Then:
+- with a curve prediction (3 points at least), P(reach) is the prediction's, but a trial not in the
+  top is capped at its rank estimate `0.5 * (n - better) / n` (better: trials strictly better there):
+  a curve extrapolated from a few early points does not outrank what the rung has shown;
+- without one, P(reach) is that rank estimate alone (at most 0.5, the weight of a trial not judged
+  yet: a rank can only hold a trial back, never put it ahead of a fitted curve);
+- a kill still needs the curve: P(reach) below `kill_threshold` once 10 % of the steps are done (the
+  curve alone, as without rungs), or earlier when the trial is also outside the top at its rung.
+The records ride in the judge's state under the key `"rungs"` (only for searches still running).
+
 The last prediction of each alive trial is the judge's state (`JudgeState`, JSON: string keys): it
 goes out with the verdicts and comes back next round; the controller persists it beside the policy's
 state, so a restarted controller judges, and so plans, the same. A killed trial's entry is dropped.
@@ -25,15 +40,19 @@ Pure: no I/O, no clock; numpy/scipy through `feedback` only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.search import feedback
+from app.search.fidelity import RungRecords, in_top, rungs
 from app.search.verdict import CurveSearch, CurveTrial, JudgeKnobs, Verdict, max_steps_of
 
-JudgeState = dict[str, dict[str, Any]]  # trial id -> its last prediction (see `_predict`)
+JudgeState = dict[str, dict[str, Any]]  # trial id -> its last prediction (see `_predict`); RUNGS
+RUNGS = "rungs"  # the judge state's key for rung records (never a trial id: those are digits)
+RANK_P = 0.5  # a rank estimate of P(reach) is at most this (a trial not judged counts 0.5 too)
 
 
 class Round(Protocol):
@@ -65,23 +84,81 @@ def judge(snapshot: Round, knobs: JudgeKnobs, state: Mapping[str, Any] | None = 
     verdicts: dict[int, Verdict] = {}
     new: JudgeState = {}
     searches = {s.id: s for s in snapshot.searches}
+    book = _record_rungs(snapshot, searches, knobs, old) if knobs.rung_eta is not None else None
     for t in snapshot.alive():
         key = str(t.id)
         cache = old.get(key)
         search = searches.get(t.search_id)
         if search is None and not cache:
             continue  # a trace job: never judged (thousands of them a round on a simulated cluster)
-        verdict, cache = judge_trial(knobs, t, search, cache)
+        standing = _standing(knobs, book, t, search) if book is not None and search is not None else None
+        verdict, cache = judge_trial(knobs, t, search, cache, standing)
         verdicts[t.id] = verdict
         if cache and not verdict.kill:
             new[key] = cache
+    if book is not None and (kept := book.keep(searches)):
+        new[RUNGS] = kept
     return Judged(verdicts, new)
 
 
+@dataclass(frozen=True)
+class RungStanding:
+    """Where a trial stands at the highest rung it has passed: among the best `floor(n / eta)` of the
+    `n` trials recorded there (`top`), and the rank estimate of P(reach) (see the module docstring)."""
+
+    rung: int
+    top: bool
+    p_rank: float
+
+
+def _levels(knobs: JudgeKnobs, trial: CurveTrial, search: CurveSearch) -> tuple[int, ...]:
+    max_steps = max_steps_of(trial, search)
+    return rungs(max_steps, knobs.first_rung(trial, search), knobs.rung_eta or 3.0) if max_steps > 0 else ()
+
+
+def _record_rungs(
+    snapshot: Round, searches: Mapping[int, CurveSearch], knobs: JudgeKnobs, old: Mapping[str, Any]
+) -> RungRecords:
+    """Every alive trial's losses at the rungs it has passed, added to last round's records (all are
+    recorded before any is ranked, so the order of trials does not matter)."""
+    book = RungRecords(old.get(RUNGS))
+    for t in snapshot.alive():
+        search = searches.get(t.search_id)
+        if search is None:
+            continue
+        sign = -1.0 if search.goal == "maximize" else 1.0
+        curve = [(s, sign * float(v)) for s, v in t.curve if _finite(s) and _finite(v)]
+        book.record(search.id, t.id, curve, _levels(knobs, t, search))
+    return book
+
+
+def _standing(knobs: JudgeKnobs, book: RungRecords, trial: CurveTrial, search: CurveSearch) -> RungStanding | None:
+    """The trial's standing at its highest recorded rung; None before its first rung, or while fewer
+    than `eta` trials are recorded there (too few to rank)."""
+    eta = knobs.rung_eta or 3.0
+    levels = _levels(knobs, trial, search)
+    for rung in reversed(range(len(levels) - 1)):
+        recorded = book.at(search.id, rung)
+        value = recorded.get(str(trial.id))
+        if value is None:
+            continue
+        if len(recorded) < eta:
+            return None
+        better = sum(1 for v in recorded.values() if v < value)
+        p_rank = RANK_P * (len(recorded) - better) / len(recorded)
+        return RungStanding(rung, in_top(value, recorded.values(), eta), p_rank)
+    return None
+
+
 def judge_trial(
-    knobs: JudgeKnobs, trial: CurveTrial, search: CurveSearch | None, cache: Mapping[str, Any] | None
+    knobs: JudgeKnobs,
+    trial: CurveTrial,
+    search: CurveSearch | None,
+    cache: Mapping[str, Any] | None,
+    standing: RungStanding | None = None,
 ) -> tuple[Verdict, dict[str, Any] | None]:
-    """One trial's verdict and its prediction cache (fresh, or `cache` when still current)."""
+    """One trial's verdict and its prediction cache (fresh, or `cache` when still current), given its
+    rung `standing` when the judge ranks by rungs (see the module docstring)."""
     min_steps = knobs.min_steps(trial, search)
     cache = dict(cache) if cache else None
     max_steps = max_steps_of(trial, search)
@@ -99,9 +176,17 @@ def judge_trial(
             if stale:
                 cache = _predict(knobs, points, max_steps, search, last)
     pred = _from_cache(cache) if can_judge else None
-    if pred is None or search is None:
+    if search is None or not can_judge or (pred is None and standing is None):
         return _NOT_JUDGED, cache
-    kill = search.target is not None and feedback.should_kill(pred, knobs.kill_threshold, trial.steps_done, min_steps)
+    if pred is None:
+        assert standing is not None
+        p = standing.p_rank
+        return Verdict(judged=True, p_reach=p, promise=feedback.priority(None, search.goal, default=p)), cache
+    # The curve may condemn alone from curve_min_steps on; before that only with the rung's agreement.
+    kill_from = knobs.curve_min_steps(trial, search) if standing is None or standing.top else min_steps
+    kill = search.target is not None and feedback.should_kill(pred, knobs.kill_threshold, trial.steps_done, kill_from)
+    if standing is not None and not standing.top and standing.p_rank < pred.p_reach:
+        pred = dataclasses.replace(pred, p_reach=standing.p_rank)
     verdict = Verdict(
         judged=True,
         p_reach=pred.p_reach,

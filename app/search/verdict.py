@@ -79,11 +79,35 @@ class JudgeKnobs(BaseModel):
     kill_threshold: float = Field(default=0.05, ge=0, le=1, description="kill below this P(reach target)")
     bounds: tuple[float, float] | None = Field(default=None, description="the metric's range, e.g. [0, 1]")
     infer_bounds: bool = Field(default=True, description="no bounds: a target and reports in [0, 1] mean bounds (0, 1)")
+    rung_eta: float | None = Field(
+        default=None,
+        gt=1,
+        description="judge from the first successive-halving rung (max_steps / rung_eta**3) on, by rung ranks "
+        "and the curve together; None: by the curve alone, from min_steps_before_judgement",
+    )
 
     def min_steps(self, trial: CurveTrial, search: CurveSearch | None) -> int:
-        """Steps a trial runs before it is judged: `min_steps_before_judgement`, else 10 % of its max
-        steps. A job outside a search is never judged; its guard covers its first mini-batches only
-        (at most `JOB_GUARD_STEPS`). 0 when nothing bounds the trial."""
+        """Steps a trial runs before it is judged: `min_steps_before_judgement`, else the first rung
+        (`first_rung`) when `rung_eta` is set, else 10 % of its max steps. A job outside a search is
+        never judged; its guard covers its first mini-batches only (at most `JOB_GUARD_STEPS`). 0 when
+        nothing bounds the trial."""
+        if self.min_steps_before_judgement is not None:
+            return int(self.min_steps_before_judgement)
+        if self.rung_eta is not None and search is not None:
+            return self.first_rung(trial, search)
+        return self.curve_min_steps(trial, search)
+
+    def first_rung(self, trial: CurveTrial, search: CurveSearch | None) -> int:
+        """The first rung in steps: `max_steps / rung_eta**3` (as `AshaKnobs.min_steps` defaults), at
+        least 1 (0 when nothing bounds the trial); the rungs follow as `app.search.fidelity.rungs` makes
+        them."""
+        eta = self.rung_eta or 3.0
+        max_steps = max_steps_of(trial, search)
+        return max(1, round(max_steps / eta**3)) if max_steps else 0
+
+    def curve_min_steps(self, trial: CurveTrial, search: CurveSearch | None) -> int:
+        """Steps before the curve alone may condemn a trial: `min_steps_before_judgement`, else 10 % of
+        its max steps (before that, a kill needs the rungs to agree: see `app.search.judge`)."""
         if self.min_steps_before_judgement is not None:
             return int(self.min_steps_before_judgement)
         max_steps = max_steps_of(trial, search)

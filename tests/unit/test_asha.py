@@ -215,3 +215,35 @@ def test_the_stopping_rule_lets_a_good_trial_go_on_at_once_and_holds_the_rest():
           trial(5, 10, 0.1, devices=["cpu:0"], running=True), trial(6)]  # fmt: skip
     plan = plan_of(ts, plan.state)
     assert plan.placement["cpu:0"] == (1,) and plan.limits[1] == 30 and set(plan.hold) == {3, 4, 5}
+
+
+def test_with_judge_knobs_a_condemned_trial_is_not_promoted_while_new_configurations_come():
+    from app.executor.policy.knobs import JudgeKnobs
+    from app.executor.policy.types import Verdict
+
+    p = policy(judge=JudgeKnobs())
+    assert p.judge_knobs == JudgeKnobs() and policy().judge_knobs is None  # verdicts only when asked
+    # The rung-10 records of test_a_trial_below_its_rung_is_held...: trial 1 tops the rung, but its curve
+    # is condemned by the judge (P(reach 0.99) below the threshold).
+    ts = [
+        trial(1, 10, 0.9, devices=["cpu:0"]),
+        trial(2, 10, 0.5, devices=["cpu:1"]),
+        trial(3, 10, 0.2, devices=["cpu:1"], running=True),
+        trial(4),
+    ]
+    verdicts = {1: Verdict(judged=True, p_reach=0.01, final=0.92, promise=0.01, kill=True)}
+
+    def plan_with(search: SearchView, knobs: dict):
+        snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(search,), verdicts=verdicts)
+        return policy(**knobs).plan(snapshot)
+
+    growing = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True)
+    plan = plan_with(growing, {"judge": JudgeKnobs()})
+    assert 1 in plan.hold and plan.running() == {4}  # not promoted: the device goes to a new configuration
+    # Without judge knobs the verdict is not read (the controller would not even judge): 1 is promoted.
+    assert plan_with(growing, {}).running() == {1, 4}
+    # Once the search will create no more trials, the idle-device rule may run it after all.
+    done = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=False)
+    assert 1 in plan_with(done, {"judge": JudgeKnobs()}).running()
+    # Kill mode: a condemned trial is stopped at its rung even at the rung's top.
+    assert 1 in plan_with(growing, {"judge": JudgeKnobs(), "mode": "kill"}).stop

@@ -3,7 +3,8 @@
 `data/judge_golden.json` holds what GandivaPolicy computed when it still judged inside `plan` (main at
 3312ef8): for five trials whose curves c - 0.5 * (step/10)**-0.5 grow 20 steps a round, under three knob
 sets, the prediction it cached for each trial, each trial's promise and the trials it killed, round by
-round. The judge must give exactly the same, at the same rounds.
+round. The judge by the curve alone (`rung_eta: None`, as then) must give exactly the same, at the same
+rounds. The rest checks judging by rungs and curves together (gandiva's default since).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def trial(tid: int, c: float | None, steps: int, **kw) -> TrialView:
 
 @pytest.mark.parametrize("case", sorted(GOLDEN))
 def test_verdicts_equal_what_gandiva_computed_before(case):
-    knobs = GandivaKnobs(**GOLDEN[case]["knobs"])
+    knobs = GandivaKnobs(**{"rung_eta": None, **GOLDEN[case]["knobs"]})
     state: dict = {}
     dead: set[int] = set()
     for r, want in enumerate(GOLDEN[case]["rounds"]):
@@ -129,3 +130,77 @@ def test_a_restarted_controller_carries_the_judges_state():
     assert restarted.state == {"rank": [1]} and restarted.judge_state == first.state
     later = judge(snap([trial(1, 0.7, 240)]), knobs, restarted.judge_state)
     assert later.verdicts == first.verdicts  # the cached prediction stands, as without the restart
+
+
+# ---- rungs and curves together (JudgeKnobs.rung_eta) ------------------------------------------------
+
+RUNG = JudgeKnobs(rung_eta=3.0)  # rungs at 37, 111, 333 steps of MAX = 1000 (first: 1000 / 27)
+
+
+def test_first_judgement_comes_at_the_first_rung():
+    assert RUNG.min_steps(trial(1, 0.7, 0), SEARCH) == 37
+    assert RUNG.curve_min_steps(trial(1, 0.7, 0), SEARCH) == 100  # the curve alone condemns from 10 %
+    assert GandivaKnobs().rung_eta == 3.0 and JudgeKnobs().rung_eta is None
+    # Reports every 10 steps: at 30 steps not yet past the rung; at 40, past it with 4 points.
+    early = judge(snap([trial(1, 0.9, 30)]), RUNG)
+    assert early.verdicts[1] == NOT_JUDGED
+    assert judge(snap([trial(1, 0.9, 40)]), JudgeKnobs()).verdicts[1] == NOT_JUDGED  # curve alone: 10 %
+    got = judge(snap([trial(1, 0.9, 40)]), RUNG)
+    assert got.verdicts[1].judged and got.verdicts[1].p_reach is not None
+    # One trial at the rung: no rank yet, so the verdict is the curve's.
+    pred = feedback.predict(trial(1, 0.9, 40).curve, MAX, TARGET, "maximize", bounds=(0.0, 1.0))
+    assert got.verdicts[1].p_reach == pred.p_reach
+    assert got.state["rungs"] == {"1/0/0": {"1": -trial(1, 0.9, 40).curve[3][1]}}
+
+
+def test_a_trial_outside_the_rungs_top_is_capped_at_its_rank():
+    # Six trials past the first rung (37 steps): the top floor(6 / 3) = 2 are the best two curves.
+    trials = [trial(i, c, 50) for i, c in enumerate((0.95, 0.94, 0.9, 0.85, 0.8, 0.75), start=1)]
+    got = judge(snap(trials), RUNG)
+    free = {i: feedback.predict(t.curve, MAX, TARGET, "maximize", bounds=(0.0, 1.0)).p_reach for i, t in enumerate(trials, 1)}
+    for i in (1, 2):  # in the top: the curve's own estimate
+        assert got.verdicts[i].p_reach == free[i]
+    for i in (3, 4, 5, 6):  # outside it: at most 0.5 * (n - better) / n
+        assert got.verdicts[i].p_reach == min(free[i], 0.5 * (6 - (i - 1)) / 6)
+        assert got.verdicts[i].p_reach <= 0.5 * 4 / 6
+    # The order of promise follows the rung's order.
+    promise = [got.verdicts[i].promise for i in range(1, 7)]
+    assert promise == sorted(promise, reverse=True)
+
+
+def test_rung_records_outlive_their_trials_and_rank_later_ones():
+    knobs = JudgeKnobs(rung_eta=3.0, kill_threshold=0.0)
+    first = judge(snap([trial(i, c, 50) for i, c in ((1, 0.95), (2, 0.94), (3, 0.93))]), knobs)
+    # Those three end; a newcomer worse than all of them at the rung is ranked against their records.
+    later = judge(snap([trial(4, 0.7, 50)]), knobs, json.loads(json.dumps(first.state)))
+    assert set(later.state["rungs"]["1/0/0"]) == {"1", "2", "3", "4"}
+    assert later.verdicts[4].p_reach <= 0.5 * 1 / 4
+    # Records of a search that is no longer running are dropped.
+    other = SearchView(2, "maximize", TARGET, MAX)
+    gone = judge(snap([trial(4, 0.7, 50)], searches=(other,)), knobs, later.state)
+    assert "rungs" not in gone.state
+
+
+def test_without_a_curve_fit_the_rank_alone_judges_and_never_kills():
+    # Reports every 30 steps: at 40 steps only 2 points (too few to fit), yet past the first rung.
+    def sparse(tid: int, c: float) -> TrialView:
+        pts = tuple((s, round(c - 0.5 * (s / 10) ** -0.5, 12)) for s in (10, 40))
+        return TrialView(id=tid, search_id=1, max_steps=MAX, steps_done=40, curve=pts, arrival=float(tid))
+
+    got = judge(snap([sparse(i, c) for i, c in ((1, 0.9), (2, 0.8), (3, 0.7))]), JudgeKnobs(rung_eta=3.0, kill_threshold=1.0))
+    assert [got.verdicts[i].p_reach for i in (1, 2, 3)] == [0.5, 0.5 * 2 / 3, 0.5 * 1 / 3]
+    assert not any(v.kill for v in got.verdicts.values())
+    assert all(v.final is None for v in got.verdicts.values())
+
+
+def test_before_ten_percent_only_curve_and_rung_together_kill():
+    knobs = JudgeKnobs(rung_eta=3.0, kill_threshold=0.2)
+    trials = [trial(i, c, 50) for i, c in enumerate((0.96, 0.95, 0.7, 0.69, 0.68, 0.67), start=1)]
+    got = judge(snap(trials), knobs)
+    # Trial 1 and 2 lead the rung; 3-6 are hopeless by their curves and outside the rung's top.
+    assert [i for i, v in got.verdicts.items() if v.kill] == [3, 4, 5, 6]
+    # Alone at the rung (no rank), a hopeless curve is not killed before 10 % of the steps...
+    alone = judge(snap([trial(3, 0.7, 50)]), knobs)
+    assert not alone.verdicts[3].kill
+    # ...and is from there on, as without rungs.
+    assert judge(snap([trial(3, 0.7, 100)]), knobs).verdicts[3].kill

@@ -27,6 +27,13 @@ Two variants (`mode`):
   if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
   (itself included), else it is stopped for good.
 
+With `judge` knobs (off by default) the policy also reads the judge's verdicts (`app.search.judge`,
+run by the controller before each round): a trial whose curve the judge condemns (P(reach the
+search's target) below `judge.kill_threshold`) is not promoted past a rung, nor continued by the
+stopping rule, while its search may still create trials (the idle-device rule may still run it once
+it will not); in kill mode it is stopped at its rung. Rung ranks alone cannot tell that even the best
+trials of a rung will never reach the target; the curve can.
+
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
 quantum later. A rung is judged at the first report past it (`fidelity.value_at`); a trial that has not
@@ -45,18 +52,19 @@ from collections.abc import Iterable, Mapping
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.fidelity import rungs, value_at
+from app.search.fidelity import RungRecords, in_top, rungs
 
 
 class AshaPolicy:
     """`plan(snapshot)` for ASHA (`brackets=1`) and Hyperband (`brackets>1`); see the module docstring."""
 
     name = "asha"
-    judge_knobs: JudgeKnobs | None = None  # plans without verdicts (its rungs are its own judging)
 
     def __init__(self, knobs: AshaKnobs | None = None):
         self.knobs = knobs or AshaKnobs()
         self.name = self.knobs.policy
+        # Verdicts only when asked for (`judge`): by default its rungs are its own judging.
+        self.judge_knobs: JudgeKnobs | None = self.knobs.judge
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -78,8 +86,10 @@ class AshaPolicy:
         old_allowed: Mapping[str, int] = snapshot.policy_state.get("allowed", {})
         old_records: Mapping[str, Mapping[str, float]] = snapshot.policy_state.get("records", {})
         allowed: dict[str, int] = {}
-        records: dict[str, dict[str, float]] = {key: dict(v) for key, v in old_records.items()}
+        book = RungRecords(old_records)
         searches = {s.id: s for s in snapshot.searches}
+        # Condemned by the judge (only with `judge` knobs; a verdict's kill needs a target).
+        hopeless = {tid for tid, v in snapshot.verdicts.items() if v.kill} if k.judge is not None else set()
         stop: list[int] = []
         notes: list[str] = []
         held: list[tuple[int, float, TrialView]] = []  # (rung index, loss there, trial)
@@ -98,19 +108,17 @@ class AshaPolicy:
             of_search.append((t, search, levels))
             sign = -1.0 if search.goal == "maximize" else 1.0
             curve = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
-            for i, level in enumerate(levels[:-1]):
-                value = value_at(curve, level)
-                if value is None:
-                    break
-                records.setdefault(self._key(t, search, i), {}).setdefault(str(t.id), value)
+            book.record(search.id, t.id, curve, levels, self.bracket(t))
         for t, search, levels in of_search:
             rung = int(old_allowed.get(str(t.id), 0))
             while rung < len(levels) - 1:
-                value = records.get(self._key(t, search, rung), {}).get(str(t.id))
+                recorded = book.at(search.id, rung, self.bracket(t))
+                value = recorded.get(str(t.id))
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
                 stopping = k.mode == "kill" or k.rule == "stopping"
-                if stopping and self._continues(value, records[self._key(t, search, rung)].values()):
+                may_go_on = t.id not in hopeless or not search.more_trials
+                if stopping and may_go_on and self._continues(value, recorded.values()):
                     rung += 1
                     continue
                 if k.mode == "kill":
@@ -144,7 +152,10 @@ class AshaPolicy:
                     notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
 
         # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial.
-        promote((h for h in held if self._promotable(h, records, searches)), "promote")
+        promote(
+            (h for h in held if self._promotable(h, book) and (h[2].id not in hopeless or not searches[h[2].search_id].more_trials)),
+            "promote",
+        )
         for t in movers:
             if not t.running and board.n_free > 0:
                 self._place(board, t)
@@ -162,7 +173,7 @@ class AshaPolicy:
         return Plan(
             placement=placement,
             stop=tuple(stop),
-            state={"allowed": allowed, "records": records},
+            state={"allowed": allowed, "records": book.records},
             notes=tuple(notes),
             hold=hold,
             release=release,
@@ -170,9 +181,6 @@ class AshaPolicy:
         )
 
     # ---- helpers ---------------------------------------------------------------------------------
-
-    def _key(self, t: TrialView, search: SearchView, rung: int) -> str:
-        return f"{search.id}/{self.bracket(t)}/{rung}"
 
     def _continues(self, value: float, recorded: Iterable[float]) -> bool:
         """Ray Tune's stopping rule: go on when the loss is at or below the 100/eta percentile."""
@@ -183,19 +191,12 @@ class AshaPolicy:
         cutoff = losses[lo] + (losses[hi] - losses[lo]) * (q - lo)
         return value <= cutoff
 
-    def _promotable(
-        self,
-        h: tuple[int, float, TrialView],
-        records: Mapping[str, Mapping[str, float]],
-        searches: Mapping[int, SearchView],
-    ) -> bool:
+    def _promotable(self, h: tuple[int, float, TrialView], book: RungRecords) -> bool:
         rung, value, t = h
-        recorded = records.get(self._key(t, searches[t.search_id], rung), {})
+        recorded = book.at(t.search_id, rung, self.bracket(t))
         if self.knobs.rule == "stopping":  # admitted once later arrivals moved the percentile past it
             return self._continues(value, recorded.values())
-        top = math.floor(len(recorded) / self.knobs.eta)
-        better = sum(1 for v in recorded.values() if v < value)
-        return better < top
+        return in_top(value, recorded.values(), self.knobs.eta)
 
     def _place(self, board: Board, t: TrialView) -> bool:
         devices = board.choose(t)

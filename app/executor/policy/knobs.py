@@ -50,6 +50,12 @@ class GandivaKnobs(MechanismKnobs, JudgeKnobs):
     its share of these fields)."""
 
     policy: Literal["gandiva"] = "gandiva"
+    rung_eta: float | None = Field(
+        default=3.0,
+        gt=1,
+        description="judge from the first successive-halving rung (max_steps / rung_eta**3) on, by rung ranks "
+        "and the curve together; None: by the curve alone, from min_steps_before_judgement",
+    )
     top_m: int | None = Field(default=None, ge=0, description="exclusive trials; default: half the devices")
     promise_weight: float = Field(default=4.0, ge=0, description="stride weight = 1 + promise_weight * P(reach)")
     swap_margin: float = Field(default=0.02, ge=0, description="extra promise an exclusive incumbent keeps")
@@ -90,6 +96,12 @@ class AshaKnobs(MechanismKnobs):
         "at or above the rung's 1/eta percentile goes on at once, the rest wait (kill mode always stops)",
     )
     brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
+    judge: JudgeKnobs | None = Field(
+        default=None,
+        description="promote by the target too: the judge runs with these knobs, and a trial it condemns "
+        "(P(reach target) below kill_threshold) is not promoted past its rung while new configurations may "
+        "still come (kill mode: it is stopped at its rung); None: rungs alone, as textbook ASHA",
+    )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")

@@ -3,9 +3,12 @@
 One round = one quantum. From the snapshot the policy decides, purely:
 
 1. **Early feedback.** The judge (`app.search.judge`, run by the controller before each round with
-   this policy's knobs, `judge_knobs`) extrapolates each trial's curve once it has run
-   `min_steps_before_judgement` steps and every `feedback_every_steps` steps after; the policy reads
-   its verdicts from `snapshot.verdicts`. A judged trial's *promise* is the verdict's (P(reach
+   this policy's knobs, `judge_knobs`) judges each trial from its first successive-halving rung
+   (`rung_eta`, default 3: `max_steps / 27` steps, the first rung ASHA uses) by the trial's rank among
+   the trials recorded at its rungs together with the extrapolation of its curve, then every
+   `feedback_every_steps` steps; with `rung_eta: null`, by the curve alone from
+   `min_steps_before_judgement` steps (10 % by default). The policy reads its verdicts from
+   `snapshot.verdicts`. A judged trial's *promise* is the verdict's (P(reach
    target), then the predicted final). A trial the verdict kills (P(reach target) below
    `kill_threshold`) is stopped (`Plan.stop`).
 2. **Tiers.** Each round ranks the alive trials; the rank is the priority this round:
