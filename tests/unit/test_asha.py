@@ -247,3 +247,25 @@ def test_with_judge_knobs_a_condemned_trial_is_not_promoted_while_new_configurat
     assert 1 in plan_with(done, {"judge": JudgeKnobs()}).running()
     # Kill mode: a condemned trial is stopped at its rung even at the rung's top.
     assert 1 in plan_with(growing, {"judge": JudgeKnobs(), "mode": "kill"}).stop
+
+
+def test_with_judge_knobs_a_trial_heading_for_the_target_goes_on_without_waiting_for_the_rung():
+    from app.executor.policy.knobs import JudgeKnobs
+    from app.executor.policy.types import Verdict
+
+    # Trial 1 is the first at rung 10 (top floor(1/3) = 0: textbook ASHA holds it for two more).
+    ts = [trial(1, 10, 0.6, devices=["cpu:0"], running=True), trial(2, 5, devices=["cpu:1"], running=True), trial(3)]
+    assert policy().plan(snap(ts)).hold == (1,)
+    sure = {1: Verdict(judged=True, p_reach=0.8, final=0.995, promise=0.8)}
+    unsure = {1: Verdict(judged=True, p_reach=0.3, final=0.95, promise=0.3)}
+
+    def plan_with(verdicts, **knobs):
+        snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(SEARCH,), verdicts=verdicts)
+        return policy(**knobs).plan(snapshot)
+
+    go = plan_with(sure, judge=JudgeKnobs())
+    assert go.hold == () and go.placement["cpu:0"] == (1,) and go.limits[1] == 30
+    assert go.state["allowed"]["1"] == 1
+    assert plan_with(unsure, judge=JudgeKnobs()).hold == (1,)  # below go_p: it waits as before
+    assert plan_with(sure, judge=JudgeKnobs(), go_p=0.9).hold == (1,)
+    assert plan_with(sure).hold == (1,)  # no judge knobs: verdicts are not read

@@ -32,7 +32,11 @@ run by the controller before each round): a trial whose curve the judge condemns
 search's target) below `judge.kill_threshold`) is not promoted past a rung, nor continued by the
 stopping rule, while its search may still create trials (the idle-device rule may still run it once
 it will not); in kill mode it is stopped at its rung. Rung ranks alone cannot tell that even the best
-trials of a rung will never reach the target; the curve can.
+trials of a rung will never reach the target; the curve can. And the other way round: a trial at its
+rung whose judged P(reach) is at least `go_p` goes on at once, as if promoted. Promotion needs `eta`
+trials recorded at a rung before it promotes the first, so the first trial to climb to a high rung
+waits there for two more (on MNIST-1D the eventual winner waited 10 s of a 33 s search at its third
+rung); a curve that already heads for the target need not wait.
 
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
@@ -89,7 +93,9 @@ class AshaPolicy:
         book = RungRecords(old_records)
         searches = {s.id: s for s in snapshot.searches}
         # Condemned by the judge (only with `judge` knobs; a verdict's kill needs a target).
-        hopeless = {tid for tid, v in snapshot.verdicts.items() if v.kill} if k.judge is not None else set()
+        judged = snapshot.verdicts if k.judge is not None else {}
+        hopeless = {tid for tid, v in judged.items() if v.kill}
+        heading = {tid for tid, v in judged.items() if v.judged and not v.kill and (v.p_reach or 0.0) >= k.go_p}
         stop: list[int] = []
         notes: list[str] = []
         held: list[tuple[int, float, TrialView]] = []  # (rung index, loss there, trial)
@@ -120,6 +126,10 @@ class AshaPolicy:
                 may_go_on = t.id not in hopeless or not search.more_trials
                 if stopping and may_go_on and self._continues(value, recorded.values()):
                     rung += 1
+                    continue
+                if k.mode == "pause" and t.id in heading:
+                    rung += 1  # its curve heads for the target: it goes on without waiting for the rung
+                    notes.append(f"asha: {t.id} goes on past rung {levels[rung - 1]} (P(reach) heads for the target)")
                     continue
                 if k.mode == "kill":
                     stop.append(t.id)

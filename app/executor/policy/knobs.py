@@ -102,6 +102,13 @@ class AshaKnobs(MechanismKnobs):
         "(P(reach target) below kill_threshold) is not promoted past its rung while new configurations may "
         "still come (kill mode: it is stopped at its rung); None: rungs alone, as textbook ASHA",
     )
+    go_p: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="with judge knobs: a trial at its rung whose judged P(reach target) is at least this goes "
+        "on at once, without waiting for eta trials to be recorded there (1: never)",
+    )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
