@@ -59,7 +59,8 @@ def main() -> None:
 
     base = load_spec(args.spec).model_dump(mode="json")
     base["seed"] = args.seed
-    base["budget"] = {**base["budget"], "max_trials": args.configs, "max_seconds": 30 * 86400.0, "stop_on_target": False}
+    budget = {"max_trials": args.configs, "max_seconds": 30 * 86400.0, "stop_on_target": False}
+    base["budget"] = {**base["budget"], **budget}
     base["metric"] = {**base["metric"], "target": None}
     base["scheduler"] = {"policy": "fifo"}
     base["search"] = {"algorithm": "random"}

@@ -11,8 +11,9 @@ for it.
 Systems:
 - Quanta: `fifo`, `timeslice`, `gandiva` (TPE), `asha` (pause-don't-kill ASHA + multi-fidelity TPE),
   `asha_kill` (the classic stopping variant), `asha_stop` (pause, with the stopping rule's continue
-  decision), `asha_judge` (pause ASHA that does not promote a trial the judge's curve fit condemns), `hyperband` (3 brackets of pause ASHA + multi-fidelity
-  TPE), `default` (what a spec that names no policy and no algorithm gets).
+  decision), `asha_judge` (pause ASHA reading the judge's curve fits: a condemned trial is not
+  promoted, one heading for the target goes on at once), `hyperband` (3 brackets of pause ASHA +
+  multi-fidelity TPE), `default` (what a spec that names no policy and no algorithm gets).
 - `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
   with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
 - `ray`: Ray Tune HyperOptSearch + ASHAScheduler, one CPU per trial, `reuse_actors`.

@@ -49,8 +49,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import OptimizeWarning, curve_fit
 from scipy.special import ndtr
+
+Array = npt.NDArray[np.float64]  # every array here holds floats
 
 GOALS = ("maximize", "minimize")
 MIN_POINTS = 3  # distinct steps needed before the curve is judged at all
@@ -92,9 +95,9 @@ class Prediction:
 @dataclass(frozen=True)
 class _Family:
     name: str
-    model: Callable[..., np.ndarray]
-    jac: Callable[..., np.ndarray]  # d model / d params, shape (len(x), n_params)
-    guess: Callable[[np.ndarray, np.ndarray], np.ndarray | None]
+    model: Callable[..., Array]
+    jac: Callable[..., Array]  # d model / d params, shape (len(x), n_params)
+    guess: Callable[[Array, Array], Array | None]
     positive: tuple[bool, ...]  # parameters fitted on a log scale, which keeps them > 0
 
     @property
@@ -102,7 +105,7 @@ class _Family:
         return len(self.positive)
 
 
-def _saturating(phi: np.ndarray, y: np.ndarray) -> tuple[int, float, float] | None:
+def _saturating(phi: Array, y: Array) -> tuple[int, float, float] | None:
     """Best row of y ~ c - a * phi[row] with a >= 0: (row, c, a), or None if nothing is finite."""
     pm = phi.mean(axis=1)
     dp = phi - pm[:, None]
@@ -120,85 +123,87 @@ def _saturating(phi: np.ndarray, y: np.ndarray) -> tuple[int, float, float] | No
     return row, float(c[row]), float(a[row])
 
 
-def _taus(x: np.ndarray, n: int) -> np.ndarray:
+def _taus(x: Array, n: int) -> Array:
     """Candidate time scales, from well before the first observation to past max_steps."""
     return np.geomspace(max(x[0] / 4.0, 1e-9), 4.0, n)
 
 
-def _pow3(x: np.ndarray, c: float, a: float, alpha: float) -> np.ndarray:
+def _pow3(x: Array, c: float, a: float, alpha: float) -> Array:
     return c - a * x ** (-alpha)
 
 
-def _pow3_jac(x: np.ndarray, c: float, a: float, alpha: float) -> np.ndarray:
+def _pow3_jac(x: Array, c: float, a: float, alpha: float) -> Array:
     u = x ** (-alpha)
     return np.stack([np.ones_like(x), -u, a * u * np.log(x)], axis=1)
 
 
-def _pow3_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _pow3_guess(x: Array, y: Array) -> Array | None:
     alphas = np.geomspace(0.02, 3.0, 24)
     best = _saturating(x[None, :] ** -alphas[:, None], y)
     return None if best is None else np.array([best[1], best[2], alphas[best[0]]])
 
 
-def _exp3(x: np.ndarray, c: float, a: float, b: float) -> np.ndarray:
-    return c - a * np.exp(-b * x)
+def _exp3(x: Array, c: float, a: float, b: float) -> Array:
+    y: Array = c - a * np.exp(-b * x)
+    return y
 
 
-def _exp3_jac(x: np.ndarray, c: float, a: float, b: float) -> np.ndarray:
+def _exp3_jac(x: Array, c: float, a: float, b: float) -> Array:
     e = np.exp(-b * x)
     return np.stack([np.ones_like(x), -e, a * x * e], axis=1)
 
 
-def _exp3_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _exp3_guess(x: Array, y: Array) -> Array | None:
     rates = np.clip(1.0 / _taus(x, 28), 1e-3, 1e4)
     best = _saturating(np.exp(-rates[:, None] * x[None, :]), y)
     return None if best is None else np.array([best[1], best[2], rates[best[0]]])
 
 
-def _janoschek(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
-    return c - a * np.exp(-k * x**d)
+def _janoschek(x: Array, c: float, a: float, k: float, d: float) -> Array:
+    y: Array = c - a * np.exp(-k * x**d)
+    return y
 
 
-def _janoschek_jac(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
+def _janoschek_jac(x: Array, c: float, a: float, k: float, d: float) -> Array:
     xd = x**d
     e = np.exp(-k * xd)
     return np.stack([np.ones_like(x), -e, a * xd * e, a * k * xd * np.log(x) * e], axis=1)
 
 
-def _janoschek_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _janoschek_guess(x: Array, y: Array) -> Array | None:
     tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5]), indexing="ij")
     k, d = np.clip((tau**-d).ravel(), 1e-6, 1e6), d.ravel()
     best = _saturating(np.exp(-k[:, None] * x[None, :] ** d[:, None]), y)
     return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
 
 
-def _mmf(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
+def _mmf(x: Array, c: float, a: float, k: float, d: float) -> Array:
     return c - a / (1.0 + (k * x) ** d)
 
 
-def _mmf_jac(x: np.ndarray, c: float, a: float, k: float, d: float) -> np.ndarray:
+def _mmf_jac(x: Array, c: float, a: float, k: float, d: float) -> Array:
     u = (k * x) ** d
     g2 = 1.0 / (1.0 + u) ** 2
     return np.stack([np.ones_like(x), -1.0 / (1.0 + u), a * g2 * d * u / k, a * g2 * u * np.log(k * x)], axis=1)
 
 
-def _mmf_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _mmf_guess(x: Array, y: Array) -> Array | None:
     tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 4.0]), indexing="ij")
     k, d = np.clip(1.0 / tau.ravel(), 1e-4, 1e6), d.ravel()
     best = _saturating(1.0 / (1.0 + (k[:, None] * x[None, :]) ** d[:, None]), y)
     return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
 
 
-def _pow4(x: np.ndarray, c: float, a: float, b: float, alpha: float) -> np.ndarray:
+def _pow4(x: Array, c: float, a: float, b: float, alpha: float) -> Array:
     return c - a * (x + b) ** (-alpha)
 
 
-def _pow4_jac(x: np.ndarray, c: float, a: float, b: float, alpha: float) -> np.ndarray:
+def _pow4_jac(x: Array, c: float, a: float, b: float, alpha: float) -> Array:
     u = (x + b) ** (-alpha)
     return np.stack([np.ones_like(x), -u, a * alpha * u / (x + b), a * u * np.log(x + b)], axis=1)
 
 
-def _pow4_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _pow4_guess(x: Array, y: Array) -> Array | None:
     offs = np.concatenate([[0.0], np.geomspace(max(x[0] / 4.0, 1e-9), 2.0, 9)])
     b, alpha = np.meshgrid(offs, np.geomspace(0.05, 4.0, 12), indexing="ij")
     b, alpha = b.ravel(), alpha.ravel()
@@ -207,17 +212,17 @@ def _pow4_guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
 
 
 def _log_power_family(base: float) -> _Family:
-    def model(x: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
-        y: np.ndarray = base + a / (1.0 + (x / np.exp(b)) ** (-c))
+    def model(x: Array, a: float, b: float, c: float) -> Array:
+        y: Array = base + a / (1.0 + (x / np.exp(b)) ** (-c))
         return y
 
-    def jac(x: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
+    def jac(x: Array, a: float, b: float, c: float) -> Array:
         lx = np.log(x) - b
         v = np.exp(-c * lx)
         g = 1.0 / (1.0 + v)
         return np.stack([g, -a * g * g * c * v, a * g * g * lx * v], axis=1)
 
-    def guess(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    def guess(x: Array, y: Array) -> Array | None:
         tau, c = np.meshgrid(_taus(x, 14), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]), indexing="ij")
         tau, c = tau.ravel(), c.ravel()
         g = 1.0 / (1.0 + (x[None, :] / tau[:, None]) ** -c[:, None])
@@ -254,7 +259,7 @@ class _Fit:
     k: int
 
 
-def _clean(curve: Sequence[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
+def _clean(curve: Sequence[tuple[int, float]]) -> tuple[Array, Array]:
     """Points with a finite value and a finite step > 0, the last one reported per step, by step.
 
     Non-finite values (a NaN loss, an inf) are skipped rather than fitted; a value that is not a
@@ -269,7 +274,7 @@ def _clean(curve: Sequence[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
     return steps, np.array([last[s] for s in steps], dtype=float)
 
 
-def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
+def _fit(fam: _Family, x: Array, y: Array) -> tuple[Array, float] | None:
     """Least squares (Levenberg-Marquardt) from the grid guess: (params, rss) of the best point seen.
 
     Positive parameters are fitted as logarithms, so the fit needs no bounds and stays increasing.
@@ -285,10 +290,10 @@ def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]
     rss0 = float(((fam.model(x, *p0) - y) ** 2).sum())
     best: list[Any] = [rss0 if math.isfinite(rss0) else math.inf, p0]
 
-    def params(phi: tuple[float, ...]) -> np.ndarray:
+    def params(phi: tuple[float, ...]) -> Array:
         return np.where(pos, np.exp(np.minimum(phi, 700.0)), phi)
 
-    def model(xd: np.ndarray, *phi: float) -> np.ndarray:
+    def model(xd: Array, *phi: float) -> Array:
         theta = params(phi)
         out = fam.model(xd, *theta)
         rss = float(((out - y) ** 2).sum())
@@ -296,9 +301,10 @@ def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]
             best[0], best[1] = rss, theta
         return out
 
-    def jac(xd: np.ndarray, *phi: float) -> np.ndarray:
+    def jac(xd: Array, *phi: float) -> Array:
         theta = params(phi)
-        return fam.jac(xd, *theta) * np.where(pos, theta, 1.0)
+        out: Array = fam.jac(xd, *theta) * np.where(pos, theta, 1.0)
+        return out
 
     phi0 = np.where(pos, np.log(p0), p0)
     with warnings.catch_warnings(), contextlib.suppress(RuntimeError, ValueError, TypeError):
@@ -307,7 +313,7 @@ def _fit(fam: _Family, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]
     return (best[1], best[0]) if math.isfinite(best[0]) else None
 
 
-def _delta_var(fam: _Family, p: np.ndarray, x: np.ndarray) -> float:
+def _delta_var(fam: _Family, p: Array, x: Array) -> float:
     """Var of the value at x=1 per unit residual variance: g' (J'J)^+ g (delta method)."""
     jac = fam.jac(np.append(x, 1.0), *p)
     if not np.all(np.isfinite(jac)):
@@ -316,7 +322,7 @@ def _delta_var(fam: _Family, p: np.ndarray, x: np.ndarray) -> float:
     return float(g @ np.linalg.pinv(j.T @ j, rcond=1e-10) @ g)
 
 
-def _normal_tail(t: float, mu: np.ndarray, sd: np.ndarray, lo: float, hi: float) -> np.ndarray:
+def _normal_tail(t: float, mu: Array, sd: Array, lo: float, hi: float) -> Array:
     """P(Y >= t) for Y ~ N(mu, sd) truncated to [lo, hi] (either end may be infinite)."""
     sd = np.maximum(sd, 1e-12)
     c_lo, c_hi = ndtr((lo - mu) / sd), ndtr((hi - mu) / sd)

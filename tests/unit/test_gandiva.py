@@ -377,6 +377,7 @@ def test_never_suspends_a_higher_priority_trial_for_a_lower_one():
             kill_threshold=rng.choice([0.0, 0.05]),
             min_steps_before_judgement=60,
             feedback_every_steps=100,
+            rung_eta=None,  # promise_of below is the curve's alone (rung caps: tests/unit/test_judge.py)
             packing=rng.random() < 0.7,
             grow_shrink=rng.random() < 0.5,
             idle_grow_s=0.0,

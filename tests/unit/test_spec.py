@@ -133,6 +133,7 @@ KNOB_VALUES = {
     "kill_threshold": 0.2,
     "bounds": (0.0, 1.0),
     "infer_bounds": False,
+    "rung_eta": 2.0,
     "top_m": 1,
     "promise_weight": 2.0,
     "swap_margin": 0.1,

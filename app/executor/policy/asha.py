@@ -162,10 +162,10 @@ class AshaPolicy:
                     notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
 
         # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial.
-        promote(
-            (h for h in held if self._promotable(h, book) and (h[2].id not in hopeless or not searches[h[2].search_id].more_trials)),
-            "promote",
-        )
+        def wanted(h: tuple[int, float, TrialView]) -> bool:
+            return self._promotable(h, book) and (h[2].id not in hopeless or not searches[h[2].search_id].more_trials)
+
+        promote((h for h in held if wanted(h)), "promote")
         for t in movers:
             if not t.running and board.n_free > 0:
                 self._place(board, t)
