@@ -42,8 +42,9 @@ def controller(
     from app.controller import Controller, ControllerOptions
     from app.db.store import Store
     from app.service import make_runtime, run_controller
+    from app.syspath import drop_working_dir
 
-    sys.path.insert(0, os.getcwd())
+    drop_working_dir()  # nothing is imported from the directory the controller started in
     try:
         store = Store(db)
     except Exception as exc:
@@ -99,4 +100,4 @@ def worker(
     sys.stdout.flush()
     sys.stderr.flush()
     # `workers/` is an entry point that imports `app`, never the other way round: run it as a program.
-    os.execv(sys.executable, [sys.executable, "-m", "workers", *args])
+    os.execv(sys.executable, [sys.executable, "-P", "-m", "workers", *args])  # -P: not the working directory

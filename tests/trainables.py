@@ -85,3 +85,15 @@ def _first_to_create(path: str) -> bool:
     except FileExistsError:
         return False
     return True
+
+
+def hog(config: dict, trial: Trial) -> None:
+    """Grows its memory by `mb` MB per step (a leak), up to `max_mb`; reports the step."""
+    held = []
+    for step in trial.steps():
+        if len(held) * config["mb"] < config["max_mb"]:
+            block = bytearray(config["mb"] * 2**20)
+            block[:: 4096] = b"\1" * len(block[:: 4096])  # touch every page: resident, not just reserved
+            held.append(block)
+        trial.report(step=float(step))
+        time.sleep(0.02)

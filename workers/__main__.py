@@ -30,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format=f"%(asctime)s %(levelname)s [{args.node}] %(name)s: %(message)s",
     )
-    sys.path.insert(0, os.getcwd())  # trainables of the working directory, as `quanta run` does
+    # Trainables come from installed packages and PYTHONPATH, never from the directory the worker started in.
+    from app.syspath import drop_working_dir
+
+    drop_working_dir()
 
     from app.db.cluster import DbCluster
     from app.devices import parse_devices

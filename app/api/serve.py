@@ -62,13 +62,16 @@ def serve(
     import uvicorn
 
     from app.api import auth
+    from app.api.logs import install as redact_tokens
     from app.api.main import create_app
     from app.api.settings import Settings
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
     from app.service import ControllerLoop
+    from app.syspath import drop_working_dir
 
-    sys.path.insert(0, os.getcwd())  # trainables of the working directory, as `quanta run` does
+    # Trainables come from installed packages and PYTHONPATH, never from the directory serve started in.
+    drop_working_dir()
     try:
         devs = parse_devices(devices)
     except DeviceSpecError as exc:
@@ -88,6 +91,7 @@ def serve(
     loop = ControllerLoop(store, devs, workdir, broker=broker)
     app.state.controller_state = loop.state
     config = uvicorn.Config(app, host=host, port=port, log_level="info" if verbose else "warning")
+    redact_tokens()  # after uvicorn set up its loggers: `?token=` of event streams stays out of the log
     config.timeout_graceful_shutdown = 5
     server = _server(config, app.state.stopping)
 

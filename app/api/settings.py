@@ -30,6 +30,14 @@ class Settings(BaseSettings):
     events_poll_s: float = Field(default=0.5, gt=0, description="how often /events looks for changes")
     events_max_s: float = Field(default=3600.0, gt=0, description="longest one /events stream lasts")
     events_keepalive_s: float = Field(default=15.0, gt=0)
+    events_max_streams: int = Field(
+        default=64, ge=1, description="open /events streams in all; more get 429 (QUANTA_EVENTS_MAX_STREAMS)"
+    )
+    events_max_streams_per_token: int = Field(
+        default=32,
+        ge=1,
+        description="open /events streams per token; more get 429 (QUANTA_EVENTS_MAX_STREAMS_PER_TOKEN)",
+    )
     delete_wait_s: float = Field(
         default=30.0, ge=0, description="how long DELETE waits for the controller to stop trials before 202"
     )

@@ -128,11 +128,22 @@ class Controller:
         return self._rounds.round_no
 
     def handle(self, events: list[Event]) -> None:
-        """Turn runtime events into trial state and rows (see `EventRecorder`)."""
-        self.recorder.handle(events)
+        """Turn runtime events into trial state and rows (see `EventRecorder`). When that fails (the
+        database is away), the runtime is told to deliver the batch again (`Runtime.redeliver`): the
+        next poll must not acknowledge events whose rows are not stored."""
+        try:
+            self.recorder.handle(events)
+        except Exception:
+            self.runtime.redeliver()
+            raise
 
     def flush(self) -> None:
-        self.recorder.flush()
+        """Store the buffered rows (retried; on failure they stay buffered and the runtime redelivers)."""
+        try:
+            self.recorder.flush()
+        except Exception:
+            self.runtime.redeliver()
+            raise
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """The frozen view the policy plans on (see `SnapshotBuilder`)."""

@@ -13,7 +13,7 @@ pairs) are built only for a store that keeps them.
 from __future__ import annotations
 
 import logging
-import math
+import time
 from typing import Any
 
 from app.controller.book import SearchBook
@@ -22,7 +22,17 @@ from app.controller.state import SearchState, Signals, TrialState
 from app.controller.trials import TrialIndex
 from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
 from app.db.protocol import ControllerStore
-from app.executor.actions import Checkpointed, Event, Exited, Parked, Profiled, Reported, Resumed, Started
+from app.executor.actions import (
+    Checkpointed,
+    Event,
+    Exited,
+    Parked,
+    Profiled,
+    Reported,
+    Resumed,
+    Started,
+    split_non_finite,
+)
 from app.executor.policy.knobs import MECHANISM
 from app.executor.runtime.base import Runtime
 from app.status import TrialStatus
@@ -31,6 +41,14 @@ log = logging.getLogger("quanta.controller")
 
 _EMA = 0.5  # weight of the newest rate sample in the running estimate
 RELEASED = "released"  # an `Exited` status: see app.executor.actions.Release
+# Waits between tries of a failed write (a database restarting, a brief network fault): about 3.5 s in
+# all before the error is raised to the controller loop, which tries again on its next round.
+FLUSH_DELAYS_S = (0.1, 0.4, 1.0, 2.0)
+
+
+def _fresh(row: Any) -> Any:
+    """A copy of a row without its id, as if never inserted."""
+    return type(row)(**row.model_dump(exclude={"id"}))
 
 
 class EventRecorder:
@@ -50,6 +68,8 @@ class EventRecorder:
         self._pairs = pairs
         self._signals = signals
         self._pending_rows: list[Any] = []
+        self._pending_reports: set[tuple[int, int, float]] = set()  # (trial, step, at) of buffered reports
+        self._stored_keys: dict[int, set[tuple[int, float]]] = {}  # (step, at) stored, per replaying trial
         self._keep_rows = store.keep_measurements
 
     def handle(self, events: list[Event]) -> None:
@@ -74,6 +94,7 @@ class EventRecorder:
                 self._measure(LatencyRow, trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at)
                 ts.devices = e.devices
             elif isinstance(e, Started):
+                self._stored_keys.pop(ts.id, None)  # a new process replays its spool: read the rows again
                 self._measure(LatencyRow, trial_id=ts.id, kind="start", ms=e.start_ms, at=e.at)
                 ts.devices = e.devices
             elif isinstance(e, Checkpointed):
@@ -83,9 +104,33 @@ class EventRecorder:
             self.flush()
 
     def flush(self) -> None:
-        """Write the buffered rows."""
-        rows, self._pending_rows = self._pending_rows, []
-        self._store.add_rows(rows)
+        """Write the buffered rows in one transaction. On a database error the rows stay buffered and
+        the write is tried again with backoff (`FLUSH_DELAYS_S`); when every try fails the error is
+        raised and the rows are still buffered for the next flush, so nothing reported is dropped (a
+        runtime that redelivers events is acknowledged only after a flush succeeded, see
+        `Controller.handle`). Rows are written as fresh copies each try: a failed transaction may have
+        left ids on the objects it tried to insert."""
+        if not self._pending_rows:
+            return
+        rows = self._pending_rows
+        for attempt, delay in enumerate((*FLUSH_DELAYS_S, None)):
+            try:
+                self._store.add_rows([_fresh(r) for r in rows] if attempt else rows)
+            except Exception as exc:
+                if delay is None:
+                    log.error("cannot store %d rows (%s); kept for the next flush", len(rows), exc)
+                    raise
+                log.warning("storing %d rows failed (%s); retrying in %.2f s", len(rows), exc, delay)
+                time.sleep(delay)
+            else:
+                break
+        self._pending_rows = self._pending_rows[len(rows) :]
+        self._pending_reports.clear()
+
+    @property
+    def pending(self) -> int:
+        """Rows buffered and not yet stored."""
+        return len(self._pending_rows)
 
     def _measure(self, cls: type[LatencyRow | QuantumRow | PairRow], **fields: Any) -> None:
         """Queue a measurement row for the store. A store that keeps no measurements (the simulator's
@@ -95,12 +140,26 @@ class EventRecorder:
             self._pending_rows.append(cls(**fields))
 
     def _on_report(self, s: SearchState | None, t: TrialState, e: Reported) -> None:
-        objective = e.metrics.get(s.spec.metric.name) if s is not None else None
-        if objective is not None and not math.isfinite(objective):
-            objective = None
+        key = (t.id, e.step, e.at)
+        if key in self._pending_reports:  # delivered again after a failed round (see `flush`)
+            self._rewrite(s, t)
+            return
+        if e.replay and self._stored(t.id, e.step, e.at):  # a later process re-sent its spool
+            return
+        self._pending_reports.add(key)
+        # JSON (and PostgreSQL's json) cannot hold NaN or inf: such a value is stored as null, flagged.
+        metrics, flags = split_non_finite(e.metrics)
+        flags = {**e.non_finite, **flags}
+        objective = metrics.get(s.spec.metric.name) if s is not None else None
         self._pending_rows.append(
             ReportRow(
-                trial_id=t.id, search_id=t.search_id, step=e.step, at=e.at, metrics=e.metrics, objective=objective
+                trial_id=t.id,
+                search_id=t.search_id,
+                step=e.step,
+                at=e.at,
+                metrics=metrics,
+                objective=objective,
+                non_finite=flags or None,
             )
         )
         t.steps = max(t.steps, e.step)
@@ -120,6 +179,25 @@ class EventRecorder:
                 fields.update(reached=True, reached_at=e.at, seconds_to_target=max(0.0, e.at - s.started_at))
                 self._signals.wake = True
             self.flush()
+            self._store.update_search(s.id, **fields)
+        self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+
+    def _stored(self, trial_id: int, step: int, at: float) -> bool:
+        """Whether the report (trial, step, at) is stored (read once per process of the trial)."""
+        keys = self._stored_keys.get(trial_id)
+        if keys is None:
+            keys = {(r.step, r.at) for r in self._store.reports(trial_id)}
+            self._stored_keys[trial_id] = keys
+        return (step, at) in keys
+
+    def _rewrite(self, s: SearchState | None, t: TrialState) -> None:
+        """Write the trial's (and, if it holds it, the search's) best again: the round that first handled
+        a redelivered report may have failed before it wrote them."""
+        if s is not None and s.best_trial == t.id:
+            fields: dict[str, Any] = {"best_trial_id": t.id, "best_metric": s.best, "best_params": t.params}
+            if s.reached_at is not None:
+                to_target = max(0.0, s.reached_at - s.started_at)
+                fields.update(reached=True, reached_at=s.reached_at, seconds_to_target=to_target)
             self._store.update_search(s.id, **fields)
         self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
 

@@ -11,7 +11,8 @@ deleted from `controller_state`; the emptied table itself is left in place (drop
 `add_missing_columns` adds the columns a table gained after a database was created (create_all only
 creates missing tables): `controller.judge_state`, the judge's state saved beside the policy's;
 `search.owner`, the user a search belongs to (searches stored before users existed belong to the first
-admin, `FIRST_ADMIN`). `ensure_first_admin` creates that admin's `users` row when it is missing.
+admin, `FIRST_ADMIN`); `report.non_finite`, what a metric stored as null was (NaN, inf).
+`ensure_first_admin` creates that admin's `users` row when it is missing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ LEGACY_TABLE = "controller_state"
 _ADDED_COLUMNS = {
     "controller": [("judge_state", "JSON NOT NULL DEFAULT '{}'")],
     "search": [("owner", "VARCHAR NOT NULL DEFAULT 'admin'")],
+    "report": [("non_finite", "JSON")],
 }
 # indexes a fresh database gets from the model (create_all), for the columns added above
 _ADDED_INDEXES = {("search", "owner"): "ix_search_owner"}

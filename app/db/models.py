@@ -84,8 +84,10 @@ class ReportRow(SQLModel, table=True):
     search_id: int = Field(index=True)
     step: int
     at: float
-    metrics: dict[str, float] = Field(sa_column=Column(JSON, nullable=False))
+    # A non-finite value is stored as null, and what it was in `non_finite` ({"loss": "nan"}).
+    metrics: dict[str, float | None] = Field(sa_column=Column(JSON, nullable=False))
     objective: float | None = None
+    non_finite: dict[str, str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class QuantumRow(SQLModel, table=True):

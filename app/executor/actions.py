@@ -20,6 +20,7 @@ A node receives each as an `Order` (the action and the assignment epoch it runs 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,8 +91,11 @@ _ACTION_KINDS: dict[str, type[NodeAction]] = {
 @dataclass(frozen=True)
 class Order:
     """One action as a node receives it in a `quanta.apply` task: on the wire, the action's fields
-    (with its `kind`) and, for runs, migrations and hand-offs, the assignment `epoch` it runs under
-    (the source's for a hand-off). A node carries out a run only under the epoch the database holds."""
+    (with its `kind`) and the assignment `epoch` it runs under (the source's for a hand-off; for a
+    stop, release or suspension, the epoch of the process it means). A node carries out a run only
+    under the epoch the database holds, and ignores a stop, release or suspension older than the
+    epoch its resident process started under (a message delivered late must not end a newer process).
+    Orders without an epoch (from an older controller) apply as before."""
 
     action: NodeAction
     epoch: int | None = None
@@ -126,12 +130,39 @@ class Order:
 
 @dataclass(frozen=True)
 class Reported(Wire):
-    """`trial.report(**metrics)` at `step` (steps done when reported)."""
+    """`trial.report(**metrics)` at `step` (steps done when reported). A non-finite value (NaN, +-inf:
+    JSON and PostgreSQL's json type cannot hold them) travels as None in `metrics`, with what it was
+    in `non_finite` (``{"loss": "nan"}``); build one with `reported()`, which does that split.
+    `replay`: sent again from the trial's spool by a later process (it may be stored already)."""
 
     trial_id: int
     step: int
-    metrics: dict[str, float]
+    metrics: dict[str, float | None]
     at: float
+    non_finite: dict[str, str] = field(default_factory=dict)
+    replay: bool = False
+
+
+def split_non_finite(metrics: Mapping[str, float | None]) -> tuple[dict[str, float | None], dict[str, str]]:
+    """`metrics` with NaN/inf replaced by None, and per replaced name what it was ("nan", "inf",
+    "-inf"). Finite values and None pass unchanged."""
+    clean: dict[str, float | None] = {}
+    flags: dict[str, str] = {}
+    for name, value in metrics.items():
+        if value is not None and not math.isfinite(value):
+            flags[name] = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+            clean[name] = None
+        else:
+            clean[name] = value
+    return clean, flags
+
+
+def reported(
+    trial_id: int, step: int, metrics: Mapping[str, float | None], at: float, replay: bool = False
+) -> Reported:
+    """A `Reported` event whose metrics are JSON-safe (see `split_non_finite`)."""
+    clean, flags = split_non_finite(metrics)
+    return Reported(trial_id, step, clean, at, flags, replay)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,18 @@
 
 Without a controller (`Trial.standalone()`), steps simply run and reports are kept in `history`,
 so a trainable can be debugged as a plain function.
+
+Reports are not lost with the process that carries them: each is appended to a spool file beside the
+trial's checkpoint (`<checkpoint>.reports.jsonl`) before it is sent, and a later process of the same
+trial (a restart after a crash, a killed node, a move) sends the spool again first, marked as a
+replay; the controller keeps the replayed reports it has not stored yet (`EventRecorder`).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -112,6 +119,8 @@ class Trial:
         self._start_step = 0
         self._quanta_since_ckpt = 0
         self._last_ckpt = time.monotonic()
+        self._replayed = False
+        self._spool_fh: Any = None
         # Profiling window: steps and compute time since the last profile sample.
         self._win_steps = 0
         self._win_start = time.monotonic()
@@ -157,13 +166,16 @@ class Trial:
             except (TypeError, ValueError):
                 raise TypeError(f"trial.report({key}=...): not a number: {value!r}") from None
         self.history.append((self._step, clean))
-        self._send("report", step=self._step, metrics=clean, at=time.time())
+        at = time.time()
+        self._spool(self._step, clean, at)
+        self._send("report", step=self._step, metrics=clean, at=at)
         if self._until is not None and self._step >= self._until:
             self._limit_reported = True
 
     def steps(self, n: int | None = None) -> Iterator[int]:
         """Yield step numbers; Quanta may park, move, checkpoint or stop the trial between them."""
         end = self.max_steps if n is None else min(int(n), self.max_steps)
+        self._replay_spool()
         self._step = self._start_step
         self._win_start, self._win_wall = time.monotonic(), time.time()
         for step in range(self._start_step, end):
@@ -179,6 +191,44 @@ class Trial:
         self._between_steps(final=True)
 
     # ---- mechanism ---------------------------------------------------------------------------
+
+    @property
+    def _spool_path(self) -> Path | None:
+        return Path(self._checkpoint_path + ".reports.jsonl") if self._checkpoint_path and self._conn else None
+
+    def _spool(self, step: int, metrics: dict[str, float], at: float) -> None:
+        """Append a report to the spool before it is sent (a kill between the two loses nothing)."""
+        path = self._spool_path
+        if path is None:
+            return
+        self._replay_spool()  # what earlier processes spooled goes out before anything of this one
+        try:
+            if self._spool_fh is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._spool_fh = open(path, "a")  # noqa: SIM115 (kept open for the process's life)
+            self._spool_fh.write(json.dumps({"step": step, "metrics": metrics, "at": at}) + "\n")
+            self._spool_fh.flush()  # in the OS's hands: survives this process being killed
+        except OSError as exc:  # a full disk must not fail the trial: the report still goes out
+            print(f"quanta: trial {self.id}: cannot spool a report ({exc})", file=sys.stderr)
+
+    def _replay_spool(self) -> None:
+        """Send again every report an earlier process of this trial spooled (the controller drops the
+        ones it has stored), once per process, before its own first report. A line cut short by a
+        kill is skipped."""
+        if self._replayed:
+            return
+        self._replayed = True
+        path = self._spool_path
+        if path is None or not path.exists():
+            return
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                    step, metrics, at = int(rec["step"]), dict(rec["metrics"]), float(rec["at"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                self._send("report", step=step, metrics=metrics, at=at, replay=True)
 
     def _send(self, kind: str, **payload: Any) -> None:
         if self._conn is not None:
@@ -306,7 +356,10 @@ class Trial:
                 _move(obj, new)
 
     def checkpoint(self) -> str | None:
-        """Write a checkpoint now (atomically). Returns its path, or None without a checkpoint path."""
+        """Write a checkpoint now (atomically). Returns its path, or None without a checkpoint path or
+        when the write failed (a full disk, an unwritable folder): the previous checkpoint is then left
+        intact, the trial goes on, and the write is tried again when the next one is due (a restart
+        resumes from the previous checkpoint meanwhile)."""
         if not self._checkpoint_path:
             return None
         payload = {
@@ -315,7 +368,13 @@ class Trial:
             "rng": ckpt.rng_state(),
             "history": self.history,
         }
-        path = ckpt.save_atomic(payload, self._checkpoint_path)
+        try:
+            path = ckpt.save_atomic(payload, self._checkpoint_path)
+        except OSError as exc:
+            self._last_ckpt = time.monotonic()  # retry when the next one is due, not at every step
+            kept = "the previous checkpoint is kept" if Path(self._checkpoint_path).exists() else "no checkpoint yet"
+            print(f"quanta: trial {self.id}: checkpoint at step {self._step} failed ({exc}); {kept}", file=sys.stderr)
+            return None
         self._quanta_since_ckpt = 0
         self._last_ckpt = time.monotonic()
         self._send("checkpointed", step=self._step, path=str(path), at=time.time())

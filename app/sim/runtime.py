@@ -263,6 +263,9 @@ class SimRuntime:
     def close(self) -> None:
         self._pending.clear()
 
+    def redeliver(self) -> None:
+        """Events live only in this process: nothing to read again."""
+
     def residency(self) -> dict[int, Residency]:
         if self._res_at != self._now:
             now = self._now

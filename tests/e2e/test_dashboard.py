@@ -54,6 +54,7 @@ def _free_port() -> int:
 def server(tmp_path):
     port = _free_port()
     env = dict(os.environ, QUANTA_TOKEN=TOKEN, QUANTA_TRAINABLE_ALLOWLIST="tests.,examples.", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = str(ROOT)  # serve imports nothing from its working directory: tests.* via PYTHONPATH
     log_path = tmp_path / "serve.log"
     log = log_path.open("w")  # noqa: SIM115 (closed in the finally below)
     cmd = [

@@ -79,12 +79,23 @@ def start_server(
     token: str = TOKEN,
     allowlist: str = "tests.,examples.",
     name: str = "serve",
+    cwd: Path = ROOT,
+    verbose: bool = False,
+    env: dict[str, str] | None = None,
 ) -> LiveServer:
     port = free_port()
     db_url = db_url or f"sqlite:///{tmp / 'quanta.db'}"
     workdir = tmp / "work"
     log_path = tmp / f"{name}-{port}.log"
-    env = {**os.environ, "QUANTA_TOKEN": token, "QUANTA_TRAINABLE_ALLOWLIST": allowlist, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "QUANTA_TOKEN": token,
+        "QUANTA_TRAINABLE_ALLOWLIST": allowlist,
+        "PYTHONUNBUFFERED": "1",
+        # serve imports nothing from its working directory: the tests' trainables come through PYTHONPATH
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     cmd = [
         sys.executable,
         "-m",
@@ -100,9 +111,10 @@ def start_server(
         devices,
         "--workdir",
         str(workdir),
+        *(["--verbose"] if verbose else []),
     ]
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return LiveServer(proc, f"http://127.0.0.1:{port}", token, db_url, workdir, log_path)
 
 

@@ -34,7 +34,10 @@ LINEAR = "tests.trainables:linear"
 
 
 def losses(events, tid):
-    return [(e.step, e.metrics["loss"]) for e in events if isinstance(e, Reported) and e.trial_id == tid]
+    """(step, loss) of the trial's reports (not those a later process sent again from its spool)."""
+    return [
+        (e.step, e.metrics["loss"]) for e in events if isinstance(e, Reported) and e.trial_id == tid and not e.replay
+    ]
 
 
 @pytest.fixture
@@ -298,3 +301,22 @@ def test_release_checkpoints_ends_the_process_and_a_later_run_resumes_from_it(rt
     later = collect_until_exit(rt, {2})
     assert losses(later, 2)[0][0] == 150  # continued from the checkpoint at step 101, not from 0
     assert losses(events + later, 2) == reference
+
+
+def test_a_killed_trials_reports_are_sent_again_by_its_next_process(rt_factory, tmp_path):
+    """Reports are spooled beside the checkpoint before they are sent: the next process of a trial killed
+    with SIGKILL sends them again (marked as replays, with their original step and time), so a report
+    that died in flight with a node is not lost; the controller drops those it has stored."""
+    cfg = {"steps": 120, "report_every": 10, "crash_at": 65, "crash_marker": str(tmp_path / "crashed")}
+    rt = rt_factory({1: (LINEAR, cfg)}, resume=True)
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    first = collect_until_exit(rt, {1})
+    assert [e.status for e in first if isinstance(e, Exited)] == ["crashed"]
+    made = [(e.step, e.at) for e in first if isinstance(e, Reported)]
+    assert made and not any(e.replay for e in first if isinstance(e, Reported))
+    rt.apply(2, [Run(1, ("cpu:0",))])
+    second = collect_until_exit(rt, {1})
+    replayed = [(e.step, e.at) for e in second if isinstance(e, Reported) and e.replay]
+    assert replayed == made  # every report of the killed process, first, as it was made
+    fresh = [e.step for e in second if isinstance(e, Reported) and not e.replay]
+    assert fresh[-1] == 119 and [e.status for e in second if isinstance(e, Exited)] == ["completed"]

@@ -123,7 +123,8 @@ def test_run_assigns_an_epoch_and_is_expected_until_the_node_reports_it(setup) -
     rt.poll(0)
     assert rt.residency()[7].steps == 5
     rt.apply(2, [Suspend(7)])
-    assert celery.applies()[-1]["args"] == [2, [{"kind": "suspend", "trial_id": 7, "checkpoint": False}]]
+    # A suspension names the epoch of the process it means (a node ignores an older one).
+    assert celery.applies()[-1]["args"] == [2, [{"kind": "suspend", "trial_id": 7, "checkpoint": False, "epoch": 1}]]
     assert rt.residency()[7].running is False
     # Resuming where it is parked keeps its process (and epoch).
     cluster.beat("n2", {7: {**running(1, 2, "n2/cpu:1"), "running": False}})
@@ -235,3 +236,20 @@ def test_restarted_runtime_rereads_unhandled_events_and_skips_stored_reports(set
     assert again.poll(0) == []  # (polling again means the batch was handled)
     third = CeleryRuntime("redis://unused", cluster, celery=celery)  # type: ignore[arg-type]
     assert third.poll(0) == []
+
+
+def test_a_batch_not_handled_durably_is_delivered_again(setup) -> None:
+    """The controller could not store a batch (database away): `redeliver` makes the next poll return it
+    again, without the reports that were stored meanwhile, and a restarted runtime does not skip it."""
+    cluster, celery, rt = setup
+    for step in range(3):
+        cluster.emit("n1", 0, 9, "report", trial_id=9, step=step, metrics={"loss": 1.0})
+    first = rt.poll(0)
+    assert [e.step for e in first] == [0, 1, 2]
+    cluster.reports |= {(9, first[0].step, first[0].at)}  # one got stored before the failure
+    rt.redeliver()
+    assert cluster.cursor["handled"].get("n1", 0) == 0  # not acknowledged, also for a restarted runtime
+    restarted = CeleryRuntime("redis://unused", cluster, celery=celery)  # type: ignore[arg-type]
+    assert [e.step for e in restarted.poll(0)] == [1, 2]
+    assert [e.step for e in rt.poll(0)] == [1, 2]
+    assert rt.poll(0) == []  # handled now

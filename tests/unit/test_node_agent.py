@@ -155,6 +155,28 @@ def test_orders_apply_once_under_the_current_epoch_with_local_devices(agent) -> 
     assert isinstance(e, A.Started) and e.devices == ("n1/cpu:1",)  # cluster ids on the wire
 
 
+def test_a_stop_or_suspend_of_an_earlier_epoch_leaves_the_current_process_alone(agent) -> None:
+    """A stop meant for the process of epoch 1, delivered late (after the trial was assigned to this node
+    again under epoch 2), must not end the process that runs now; one of the current epoch does."""
+    a, ledger, rt = agent
+    ledger.assigned = {5: Assignment(5, "n1", 2)}
+    a.apply(10, orders({"kind": "run", "trial_id": 5, "devices": ["n1/cpu:0"], "epoch": 2}))
+    late = a.apply(3, orders({"kind": "stop", "trial_id": 5, "reason": "old", "epoch": 1}))
+    assert late == {"applied": [], "duplicate": [], "stale": [5]}
+    assert a.apply(4, orders({"kind": "suspend", "trial_id": 5, "epoch": 1}))["stale"] == [5]
+    assert a.apply(5, orders({"kind": "release", "trial_id": 5, "epoch": 1}))["stale"] == [5]
+    assert [type(x).__name__ for _, acts in rt.applied for x in acts] == ["Run"]
+    assert 5 in rt.residency()
+    done = a.apply(11, orders({"kind": "stop", "trial_id": 5, "reason": "now", "epoch": 2}))
+    assert done["applied"] == [5] and 5 not in rt.residency()
+
+
+def test_orders_of_stops_and_suspensions_carry_the_epoch_on_the_wire() -> None:
+    for action in (A.Stop(4, "why"), A.Suspend(4, True), A.Release(4)):
+        order = A.Order.from_dict(json.loads(json.dumps(A.Order(action, 3).to_dict())))
+        assert (order.action, order.epoch) == (action, 3)
+
+
 def test_a_handoff_ends_the_process_and_reports_its_exit_as_a_handoff(agent) -> None:
     a, ledger, rt = agent
     ledger.assigned = {3: Assignment(3, "n1", 1)}

@@ -9,10 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from app.api.deps import AuthenticatedOrQuery, SettingsDep, StoreDep
 from app.api.events import Poller
 from app.api.routes.common import AUTH_ERRORS, MAX_ID
+from app.api.settings import Settings
+from app.api.streams import StreamSlots
 
 router = APIRouter(tags=["events"], responses=AUTH_ERRORS)
 
@@ -21,7 +24,10 @@ router = APIRouter(tags=["events"], responses=AUTH_ERRORS)
     "/events",
     dependencies=[AuthenticatedOrQuery],
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "an event stream"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "an event stream"},
+        429: {"description": "too many open event streams (per token or in all)"},
+    },
 )
 async def events(
     request: Request,
@@ -38,8 +44,28 @@ async def events(
     poller = Poller(store, search_id, resume)
     limit = min(max_seconds or settings.events_max_s, settings.events_max_s)
     stopping = getattr(request.app.state, "stopping", None)  # a threading.Event set on shutdown
+    slots = _slots(request, settings)
+    header = request.headers.get("authorization", "")
+    given = header.partition(" ")[2] if header.lower().startswith("bearer ") else request.query_params.get("token")
+    key = StreamSlots.key(given)
+    refused = slots.take(key)
+    if refused is not None:
+        raise HTTPException(429, refused, headers={"Retry-After": "5"})
+    held = [True]
+
+    def give_back() -> None:
+        if held[0]:
+            held[0] = False
+            slots.give_back(key)
 
     async def stream() -> AsyncIterator[str]:
+        try:
+            async for chunk in _stream():
+                yield chunk
+        finally:
+            give_back()
+
+    async def _stream() -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         end = loop.time() + limit
         quiet_since = loop.time()
@@ -62,7 +88,17 @@ async def events(
         stream(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(give_back),  # also when the body was never iterated
     )
+
+
+def _slots(request: Request, settings: Settings) -> StreamSlots:
+    """The app's stream counter (made on first use, with the settings' caps)."""
+    slots = getattr(request.app.state, "event_slots", None)
+    if slots is None:
+        slots = StreamSlots(settings.events_max_streams, settings.events_max_streams_per_token)
+        request.app.state.event_slots = slots
+    return slots
 
 
 def _event_id(value: str | None) -> int | None:

@@ -64,6 +64,13 @@ class Runtime(Protocol):
         the first. A simulated runtime advances its virtual clock here."""
         ...
 
+    def redeliver(self) -> None:
+        """The events returned by the last poll were not all handled durably (the controller failed
+        while recording them): a runtime that keeps its events outside the process (`CeleryRuntime`
+        reads them from the database) returns them again on the next poll; the others do nothing.
+        Polling without calling this first means the last batch was handled."""
+        ...
+
     def residency(self) -> dict[int, Residency]:
         """Trials that have a live process: devices, running or parked, steps, device seconds."""
         ...

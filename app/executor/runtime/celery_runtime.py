@@ -200,15 +200,19 @@ class CeleryRuntime:
         for a in actions:
             tid = a.trial_id
             where = self._where(tid)
+            # Stops, releases and suspensions carry the epoch of the process they mean: delivered late
+            # (after the trial was assigned again), a node ignores them instead of ending the new process.
+            known = self._assign.get(tid)
+            current_epoch = known.epoch if known is not None else None
             if isinstance(a, Stop | Release):  # both end the process where it is
-                node = where or (self._assign[tid].node if tid in self._assign else None)
+                node = where or (known.node if known is not None else None)
                 if node is not None:
-                    by_node.setdefault(node, []).append(Order(a))
+                    by_node.setdefault(node, []).append(Order(a, current_epoch))
                     self._expect[tid] = _Expect(round_no, node, (), False, deadline, stop=True)
                 continue
             if isinstance(a, Suspend):
                 if where is not None:
-                    by_node.setdefault(where, []).append(Order(a))
+                    by_node.setdefault(where, []).append(Order(a, current_epoch))
                     here = self._residency_of(tid)
                     devices = here.devices if here else ()
                     self._expect[tid] = _Expect(round_no, where, devices, False, deadline)
@@ -462,8 +466,23 @@ class CeleryRuntime:
                 e = replace(e, device_seconds=e.device_seconds + carry)
         return e
 
+    def redeliver(self) -> None:
+        """The last batch was not handled durably: read it again from the "handled" cursor on the next
+        poll, skipping its reports that did get stored (as after a controller restart)."""
+        if self._handled == self._returned:
+            return
+        for n, s in self._returned.items():
+            lo = self._handled.get(n, 0)
+            if s > lo:
+                prev = self._uncertain.get(n)
+                self._uncertain[n] = (min(lo, prev[0]) if prev else lo, max(s, prev[1]) if prev else s)
+        # The stored cursor keeps "returned" as it is: a runtime restarted now skips the same reports.
+        self._cursor = dict(self._handled)
+        self._returned = dict(self._handled)
+
     def _ack(self) -> None:
-        """The controller handles each batch before it polls again: everything returned is handled."""
+        """The controller handles each batch before it polls again (or calls `redeliver`): everything
+        returned is handled."""
         if self._handled != self._returned:
             self._handled = dict(self._returned)
             self._save_cursor()

@@ -15,6 +15,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -33,13 +34,13 @@ from app.executor.actions import (
     Parked,
     Profiled,
     Release,
-    Reported,
     Residency,
     Resumed,
     Run,
     Started,
     Stop,
     Suspend,
+    reported,
 )
 from app.executor.policy.types import DeviceView
 from app.executor.runtime.base import Launcher
@@ -48,6 +49,31 @@ from app.executor.runtime.template import TemplateStart, start_template
 log = logging.getLogger("quanta.runtime")
 
 _SIGNALS = {9: "SIGKILL (killed; the OOM killer does this)", 11: "SIGSEGV (segmentation fault)", 6: "SIGABRT"}
+_MEMORY_EVERY_S = 0.25  # how often the memory watchdog reads the trials' resident memory
+_PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of process `pid` in MB (Linux /proc), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE_MB
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _env_rss_cap() -> float | None:
+    """QUANTA_TRIAL_MAX_RSS_MB as a positive number of MB, or None when unset or empty."""
+    text = os.environ.get("QUANTA_TRIAL_MAX_RSS_MB", "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"QUANTA_TRIAL_MAX_RSS_MB: expected a number of MB, got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"QUANTA_TRIAL_MAX_RSS_MB: must be positive, got {text!r}")
+    return value
 
 
 @dataclass
@@ -68,6 +94,7 @@ class _Handle:
     elastic: bool = False
     migrating: bool = False
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # commands before hello
+    over_memory: str | None = None  # why the memory watchdog killed it
 
     @property
     def running(self) -> bool:
@@ -91,8 +118,14 @@ class LocalRuntime:
         park_timeout_s: float = 60.0,
         workdir: str | None = None,
         template: TemplateStart | None = None,
+        max_trial_rss_mb: float | None = None,
     ):
         self.node = node
+        # A trial process whose resident memory passes this is killed and fails with the reason (None:
+        # no cap). Default from QUANTA_TRIAL_MAX_RSS_MB. RSS counts the pages a forked trial shares with
+        # the template (torch's libraries, a prepared data set), so the cap must sit above that.
+        self.max_trial_rss_mb = max_trial_rss_mb if max_trial_rss_mb is not None else _env_rss_cap()
+        self._memory_checked = 0.0
         self._devices = {d.id: d for d in devices}
         self._launcher = launcher
         self._park_timeout = park_timeout_s
@@ -201,6 +234,9 @@ class LocalRuntime:
         h = self._live(trial_id)
         if h is not None:
             self._send(h, "checkpoint", {})
+
+    def redeliver(self) -> None:
+        """Events live only in this process (its queue): nothing to read again."""
 
     def close(self) -> None:
         if self._closing:
@@ -352,7 +388,32 @@ class LocalRuntime:
                     continue
                 assert isinstance(c, Connection)
                 self._drain(c)
+            self._watch_memory()
             self._expire_lost()
+
+    def _watch_memory(self) -> None:
+        """Kill trial processes over `max_trial_rss_mb` (checked every `_MEMORY_EVERY_S`)."""
+        cap = self.max_trial_rss_mb
+        now = time.monotonic()
+        if cap is None or now - self._memory_checked < _MEMORY_EVERY_S:
+            return
+        self._memory_checked = now
+        with self._lock:
+            live = [
+                h for h in self._handles.values() if h.pid is not None and h.state != "exited" and not h.over_memory
+            ]
+        for h in live:
+            assert h.pid is not None
+            rss = rss_mb(h.pid)
+            if rss is None or rss <= cap:
+                continue
+            h.over_memory = (
+                f"trial process used {rss:.0f} MB of memory, over the limit of {cap:.0f} MB "
+                f"(QUANTA_TRIAL_MAX_RSS_MB): killed"
+            )
+            log.warning("trial %s: %s", h.trial_id, h.over_memory)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(h.pid, signal.SIGKILL)
 
     def _drain(self, conn: Connection) -> None:
         try:
@@ -420,7 +481,7 @@ class LocalRuntime:
         now = time.time()
         if kind == "report":
             h.steps = max(h.steps, msg["step"])
-            self._events.put(Reported(h.trial_id, msg["step"], msg["metrics"], msg["at"]))
+            self._events.put(reported(h.trial_id, msg["step"], msg["metrics"], msg["at"], bool(msg.get("replay"))))
         elif kind == "profile":
             h.steps = msg["step"]
             h.elastic = bool(msg.get("elastic"))
@@ -466,6 +527,9 @@ class LocalRuntime:
         with self._lock:
             lost = [h for h in self._handles.values() if h.lost_at is not None and h.state != "exited"]
         for h in lost:
+            if h.over_memory:  # not a crash to restart from: it would grow past the limit again
+                self._finish(h, "failed", h.over_memory)
+                continue
             if h.exit_info is None and time.monotonic() - (h.lost_at or 0) < 2.0:
                 continue
             info = h.exit_info or {}

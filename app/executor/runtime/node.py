@@ -134,7 +134,23 @@ class NodeAgent:
                     done["duplicate"].append(o.trial_id)
             if not todo:
                 return done
-            first = [o.action for o in todo if isinstance(o.action, Stop | Suspend | Release)]
+            first = []
+            for o in todo:
+                if not isinstance(o.action, Stop | Suspend | Release):
+                    continue
+                running = self._epochs.get(o.trial_id)
+                if o.epoch is not None and running is not None and o.epoch < running:
+                    log.warning(
+                        "trial %s: ignoring %s of round %s (epoch %s): its process runs under epoch %s",
+                        o.trial_id,
+                        o.action.kind,
+                        round_no,
+                        o.epoch,
+                        running,
+                    )
+                    done["stale"].append(o.trial_id)
+                    continue
+                first.append(o.action)
             handoffs = [o.action for o in todo if isinstance(o.action, Handoff)]
             runs = [o for o in todo if isinstance(o.action, Run | Migrate)]
             self.runtime.apply(round_no, first)

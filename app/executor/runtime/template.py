@@ -61,14 +61,15 @@ class TemplateStart:
 def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None) -> TemplateStart:
     """Launch the template process: it imports torch, imports `warm_modules` and calls their
     `prepare()`, then connects to the returned listener. Returns at once (a few ms): the warm-up runs
-    in the other process. The template inherits this process's `sys.path` (put the trainable's
-    directory on it first)."""
+    in the other process. The template inherits this process's `sys.path`, absolute entries only (put
+    the trainable's directory on it first), and not the directory it runs in."""
     tmp = tempfile.mkdtemp(prefix="quanta-rt-", dir=workdir)
     address = os.path.join(tmp, "ctl.sock")
     authkey = secrets.token_bytes(16)
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.executor.runtime.template", address, authkey.hex(), ",".join(warm_modules)],
+        # -P: the working directory is not put on the template's sys.path (only what this process has).
+        [sys.executable, "-P", "-m", "app.executor.runtime.template", address, authkey.hex(), ",".join(warm_modules)],
         stdin=subprocess.DEVNULL,
         # numpy's BLAS pool would start threads in the template before it forks: keep it serial
         # (torch sizes its own pool per device in each trial).
@@ -76,7 +77,7 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
             "OPENBLAS_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isabs(p)),
         },
     )
     return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules))
