@@ -22,7 +22,7 @@ endif
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,sim]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -18,7 +18,7 @@ from rich.table import Table
 from app.api.serve import serve
 from app.cli_distributed import controller, worker
 from app.sdk.submit_cmd import submit
-from app.sim.cli import simulate
+from app.sim.cli import simulate, simulate_search
 from app.status import SearchStatus
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
@@ -157,6 +157,7 @@ app.command("submit")(submit)
 app.command("controller")(controller)
 app.command("worker")(worker)
 app.command("simulate")(simulate)
+app.command("simulate-search")(simulate_search)
 
 
 def main() -> None:

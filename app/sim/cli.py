@@ -1,4 +1,5 @@
-"""`quanta simulate`: replay a trace under one or more policies and compare them."""
+"""`quanta simulate`: replay a trace under one or more policies and compare them. `quanta simulate-search`:
+replay one hyperparameter search on YAHPO Gym's LCBench surrogate (`app.sim.search_bench`)."""
 
 from __future__ import annotations
 
@@ -133,3 +134,75 @@ def _plot_cdf(path: Path, per_job: dict[str, list[float]], title: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def simulate_search(
+    task: Annotated[str, typer.Option(help="LCBench task (OpenML task id), e.g. 3945")],
+    benchmark: Annotated[str, typer.Option(help="surrogate benchmark (lcbench)")] = "lcbench",
+    workers: Annotated[int, typer.Option(help="devices")] = 4,
+    policy: Annotated[str, typer.Option(help="fifo, timeslice, gandiva, asha, hyperband or default")] = "default",
+    algorithm: Annotated[str | None, typer.Option(help="searcher: tpe, bohb or random (default: the spec's)")] = None,
+    hours: Annotated[float, typer.Option(help="simulated hours of search")] = 8.0,
+    seed: Annotated[int, typer.Option(help="the search's seed")] = 0,
+    target_medium: Annotated[float | None, typer.Option(help="a val_accuracy target (fraction) to time")] = None,
+    target_hard: Annotated[float | None, typer.Option(help="a harder val_accuracy target (fraction) to time")] = None,
+    stop_at_hard: Annotated[bool, typer.Option(help="end the search when the hard target is reached")] = False,
+    data: Annotated[str | None, typer.Option(help="YAHPO data folder ($QUANTA_YAHPO_DATA, ../shared)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the result here")] = None,
+) -> None:
+    """Replay a hyperparameter search on a learning-curve surrogate (YAHPO Gym's LCBench) in simulated
+    time, through the service's own controller, searcher and policy."""
+    from app.executor.policy import policy_names
+    from app.sim.search_bench import simulate_search as run
+
+    err = Console(stderr=True)
+
+    def fail(msg: str) -> typer.Exit:
+        err.print(f"[bold red]error:[/] {msg}", highlight=False)
+        return typer.Exit(2)
+
+    if benchmark != "lcbench":
+        raise fail(f"--benchmark: only 'lcbench' is known, not {benchmark!r}")
+    if policy != "default" and policy not in policy_names():
+        raise fail(f"--policy: unknown policy {policy!r} (known: default, {', '.join(policy_names())})")
+    if algorithm is not None and algorithm not in ("tpe", "bohb", "random"):
+        raise fail(f"--algorithm: {algorithm!r} is not tpe, bohb or random")
+    if stop_at_hard and target_hard is None:
+        raise fail("--stop-at-hard needs --target-hard")
+    targets = {k: v for k, v in (("medium", target_medium), ("hard", target_hard)) if v is not None}
+    for name, v in targets.items():
+        if not 0.0 <= v <= 1.0:
+            raise fail(f"--target-{name}: {v} is not an accuracy fraction in [0, 1]")
+    try:
+        res = run(
+            task, policy, algorithm, workers, hours, seed, targets, target_hard if stop_at_hard else None, data
+        )
+    except (FileNotFoundError, ImportError, ValueError, KeyError) as exc:
+        raise fail(str(exc)) from None
+    Console().print(_search_table(task, workers, hours, seed, res))
+    if json_out is not None:
+        from dataclasses import asdict
+
+        _write_json(json_out, {"task": task, "workers": workers, "hours": hours, "seed": seed, **asdict(res)})
+        err.print(f"wrote {json_out}")
+
+
+def _search_table(task: str, workers: int, hours: float, seed: int, res: object) -> Table:
+    from app.sim.search_bench import SearchSimResult
+
+    assert isinstance(res, SearchSimResult)
+    t = Table(title=f"lcbench {task}: {res.policy} + {res.algorithm}, {workers} workers, {hours:g} h, seed {seed}")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for name, at in res.time_to_target.items():
+        t.add_row(f"time to {name} target", "missed" if at is None else f"{at:,.0f} s ({at / 3600:.2f} h)")
+    best = res.best_so_far[-1] if res.best_so_far else None
+    t.add_row("best val_accuracy", "-" if best is None else f"{best[1]:.4f} at {best[0]:,.0f} s")
+    marks = [0.25, 0.5, 1, 2, 4, 8]
+    for h in [m for m in marks if m <= hours] or [hours]:
+        got = [b for at, b in res.best_so_far if at <= h * 3600]
+        t.add_row(f"best after {h:g} h", f"{got[-1]:.4f}" if got else "-")
+    t.add_row("trials started / parked / killed", f"{res.started} / {res.parked} / {res.killed}")
+    t.add_row("trials completed", str(res.completed))
+    t.add_row("simulated", f"{res.sim_seconds:,.0f} s in {res.wall_seconds:.1f} s wall ({res.reports:,} reports)")
+    return t

@@ -15,6 +15,16 @@ does for real processes) and `Exited`. Nothing here knows which policy runs; the
 Cost is O(changes), not O(time): a job emits a `Profiled` when its stretch of computing at one rate ends
 (suspended, moved, a co-runner came or went, it finished) and once `profile_after_s` into each new
 stretch, so a job running alone for a day produces two events, not 1,440.
+
+Reporting jobs (a `JobSpec` with a `StepCurve`: search trials replayed from a learning-curve surrogate)
+also report: step k ends `curve.ends[k-1]` solo seconds into the job (its rate changes from step to step,
+times the sharing factor when packed) and the job then emits `Reported(step=k-1, {metric: values[k-1]})`:
+exactly what `trial.report(...)` at the end of the k-th iteration of `for step in trial.steps()` sends
+(the SDK reports the iteration's index), so the simulated trial is `app.sim.lcbench_trial.train` run for
+real. A `Run`/`Migrate` with `until` makes it park itself after its first report at or past that step
+(`Parked(at_limit=True)`, no park cost), as a real trial does at a successive-halving rung. Trace jobs
+report nothing, so `until` never stops them. `workload` says what a launched trial is (default: the
+trace job of its config's ``job_type``, ``devices`` and ``rate``).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.executor.actions import (
@@ -33,6 +43,7 @@ from app.executor.actions import (
     Parked,
     Profiled,
     Release,
+    Reported,
     Residency,
     Resumed,
     Run,
@@ -41,7 +52,7 @@ from app.executor.actions import (
     Suspend,
 )
 from app.executor.policy.types import DeviceView
-from app.executor.runtime.base import Launcher
+from app.executor.runtime.base import Launcher, TrialLaunch
 from app.sim.throughputs import Throughputs
 from app.status import TrialStatus
 
@@ -61,14 +72,39 @@ class SimCosts:
 
 
 @dataclass(frozen=True)
+class StepCurve:
+    """What a reporting job does: step k (1-based) ends `ends[k-1]` seconds of solo computing after the
+    job began (strictly increasing), and the job then reports `{metric: values[k-1]}`."""
+
+    ends: tuple[float, ...]
+    metric: str
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.ends or len(self.values) != len(self.ends):
+            raise ValueError(f"StepCurve: {len(self.ends)} step ends and {len(self.values)} values")
+        if self.ends[0] <= 0 or any(b <= a for a, b in zip(self.ends, self.ends[1:], strict=False)):
+            raise ValueError("StepCurve.ends: must be positive and strictly increasing")
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What the simulator needs to know about a job: its type (throughput table key), devices asked
-    for, total mini-batches, and an explicit solo rate when the trace gives one."""
+    for, total mini-batches, and an explicit solo rate when the trace gives one. A job with a `curve`
+    reports after every step (its `rate` is then its mean solo rate, `steps / curve.ends[steps-1]`,
+    and `steps` must not exceed the curve's length): see `reporting_job`."""
 
     job_type: str
     steps: int
     devices: int = 1
     rate: float | None = None
+    curve: StepCurve | None = None
+
+
+def reporting_job(job_type: str, curve: StepCurve, steps: int | None = None, devices: int = 1) -> JobSpec:
+    """The `JobSpec` of a job that runs the first `steps` steps of `curve` (all of them when None)."""
+    n = len(curve.ends) if steps is None else max(1, min(int(steps), len(curve.ends)))
+    return JobSpec(job_type, n, devices, n / curve.ends[n - 1], curve)
 
 
 class _Job:
@@ -93,6 +129,10 @@ class _Job:
         "first_at",
         "rates",
         "res",
+        "mult",
+        "until",
+        "win_compute",
+        "next_report",
     )
 
     def __init__(self, jid: int, spec: JobSpec, rates: dict[str, tuple[float, float]], first_target: float):
@@ -116,6 +156,18 @@ class _Job:
         self.first_at: float | None = None
         self.rates = rates  # device kind -> (solo rate on one server, solo rate spread over servers)
         self.res: Residency | None = None
+        # A reporting job: step k's speed relative to the mean solo rate (mean step time / step k's time).
+        self.mult: tuple[float, ...] | None = None
+        curve = spec.curve
+        if curve is not None:
+            n = spec.steps
+            if n > len(curve.ends):
+                raise ValueError(f"job {jid}: {n} steps but its curve has {len(curve.ends)}")
+            mean = curve.ends[n - 1] / n
+            self.mult = tuple(mean / (b - a) for a, b in zip((0.0, *curve.ends[: n - 1]), curve.ends[:n], strict=True))
+        self.until: int | None = None  # park itself after its first report at or past this step
+        self.win_compute = 0.0  # computing seconds in the open measurement window (reporting jobs)
+        self.next_report = 1  # a reporting job's next step to end (and report)
 
 
 class SimRuntime:
@@ -140,9 +192,11 @@ class SimRuntime:
         jitter: float = 0.0,
         seed: int = 0,
         total: int | None = None,
+        workload: Callable[[TrialLaunch], JobSpec] | None = None,
     ):
         self.throughputs = throughputs or Throughputs()
         self.launcher = launcher
+        self.workload = workload
         self.costs = costs
         self.profile_after_s = profile_after_s
         self.first_steps = first_steps
@@ -185,6 +239,9 @@ class SimRuntime:
         self.suspends = 0
         self.resumes = 0
         self.starts = 0
+        self.limit_parks = 0  # reporting jobs that parked themselves at their `until` step
+        self.reports = 0
+        self.parked_ids: set[int] = set()  # jobs parked at least once (asked to, or at their limit)
         # Packs are counted per pair of jobs (one packing decision), not per stretch: a kept pack that
         # is time-sliced out and back in many times is still one pack. A pair is *undone* if it was ever
         # split while one of its jobs kept computing, else *kept*.
@@ -207,6 +264,8 @@ class SimRuntime:
         if self.launcher is None:
             raise KeyError(f"job {trial_id}: not registered and no launcher")
         launch = self.launcher.launch(trial_id)
+        if self.workload is not None:
+            return self.workload(launch)
         cfg = launch.config
         return JobSpec(
             str(cfg.get("job_type", "")),
@@ -323,6 +382,7 @@ class SimRuntime:
             if j is None or j.state in ("new", "released"):
                 # New, or back from its checkpoint after a release (its steps are kept).
                 j = j or self._new_job(a.trial_id, len(devices))
+                j.until = a.until
                 self._place(j, devices, self.costs.start_s)
                 self.starts += 1
                 self._pending.append(Started(j.id, devices, self.costs.start_s * 1000, int(j.steps + 1e-9), now))
@@ -331,6 +391,7 @@ class SimRuntime:
             elif j.state == "running":
                 continue  # already computing there (a Migrate to where it is, or a repeated Run)
             else:
+                j.until = a.until  # as a real trial: a resume carries the new run's limit
                 self._resume(j, devices)
             touched |= self._neighbours(j)
         self._refresh(touched, stopped_or_parked)
@@ -361,6 +422,8 @@ class SimRuntime:
                     touched = self._neighbours(j)
                     self._exit(j, TrialStatus.COMPLETED, None)
                     self._refresh(touched, {j.id})
+                elif kind == 2:
+                    self._step_end(j, t)
                 else:
                     self._close_window(j, t)
                     j.measured = True
@@ -418,7 +481,7 @@ class SimRuntime:
         self._running.discard(j.id)
         self._res_at = -math.inf
 
-    def _park(self, j: _Job, report: bool = True) -> None:
+    def _park(self, j: _Job, report: bool = True, at_limit: bool = False) -> None:
         self._close_window(j, self._now)
         self._release(j)
         j.state = "parked"
@@ -426,8 +489,13 @@ class SimRuntime:
         j.version += 1
         assert j.res is not None
         j.res.running, j.res.steps, j.res.device_seconds = False, int(j.steps + 1e-9), j.device_seconds
-        if report:
+        if at_limit:  # parked itself at a step boundary: nobody asked, nothing to wait for
+            self.limit_parks += 1
+            self.parked_ids.add(j.id)
+            self._pending.append(Parked(j.id, int(j.steps + 1e-9), 0.0, self._now, True))
+        elif report:
             self.suspends += 1
+            self.parked_ids.add(j.id)
             self._pending.append(Parked(j.id, int(j.steps + 1e-9), self.costs.suspend_s * 1000, self._now))
 
     def _resume(self, j: _Job, devices: tuple[str, ...]) -> None:
@@ -442,8 +510,8 @@ class SimRuntime:
         self._pending.append(Resumed(j.id, devices, cost * 1000, migrated, self._now))
 
     def _free(self, j: _Job) -> None:
-        """Release: checkpoint (its cost is the suspend cost), end the process, keep its progress. The
-        job's `Run` `until` limits are not modelled: trace jobs report nothing, so never reach one."""
+        """Release: checkpoint (its cost is the suspend cost), end the process, keep its progress (a
+        reporting job keeps its steps too: it stopped at a step boundary, where it parked)."""
         if j.state == "running":
             self._close_window(j, self._now)
             self._release(j)
@@ -475,6 +543,7 @@ class SimRuntime:
         c0 = j.compute_from if j.compute_from > j.mark else j.mark
         if t > c0 and j.rate > 0:
             dt = t - c0
+            j.win_compute += dt
             before = j.steps
             j.steps = min(j.total, before + j.rate * dt)
             j.win_steps += j.steps - before
@@ -490,10 +559,13 @@ class SimRuntime:
         self._settle(j, t)
         steps = int(j.win_steps + 1e-9)
         if steps >= 1 and j.rate > 0:
+            # A reporting job's rate changes from step to step: its window's seconds are counted, not
+            # derived from the rate (trace jobs keep the derived figure the published results used).
+            seconds = steps / j.rate if j.mult is None else j.win_compute * steps / j.win_steps
             self._pending.append(
-                Profiled(j.id, j.devices, steps, steps / j.rate, 0.0, t, j.win_start, j.partners, self._round)
+                Profiled(j.id, j.devices, steps, seconds, 0.0, t, j.win_start, j.partners, self._round)
             )
-        j.win_start, j.win_steps = t, 0.0
+        j.win_start, j.win_steps, j.win_compute = t, 0.0, 0.0
 
     def _factor(self, j: _Job, o: _Job, kind: str) -> float:
         key = (j.id, o.id, kind)
@@ -520,6 +592,8 @@ class SimRuntime:
             base = min(j.rates[self._kind_of[d]][1 if spread else 0] for d in devices)
         else:
             base = j.rates[kind][1 if spread else 0]
+        if j.mult is not None:  # a reporting job's speed on the step it is computing
+            base *= j.mult[min(j.next_report, len(j.mult)) - 1]
         factor = 1.0
         partners: set[int] = set()
         for d in devices:
@@ -558,13 +632,44 @@ class SimRuntime:
             j.partners, j.rate = new, rate
             j.version += 1
             j.opened, j.measured = True, False
-            j.win_start, j.win_steps = now, 0.0
+            j.win_start, j.win_steps, j.win_compute = now, 0.0, 0.0
             c0 = max(now, j.compute_from)
             self._seq += 1
-            heapq.heappush(self._heap, (c0 + (j.total - j.steps) / rate, self._seq, 0, j.id, j.version))
+            if j.mult is None:
+                heapq.heappush(self._heap, (c0 + (j.total - j.steps) / rate, self._seq, 0, j.id, j.version))
+            else:  # a reporting job: its next step's end (a report; the last one completes it)
+                left = max(0.0, j.next_report - j.steps)
+                heapq.heappush(self._heap, (c0 + left / rate, self._seq, 2, j.id, j.version))
             if self.profile_after_s > 0:
                 self._seq += 1
                 heapq.heappush(self._heap, (c0 + self.profile_after_s, self._seq, 1, j.id, j.version))
+
+    def _step_end(self, j: _Job, t: float) -> None:
+        """A reporting job ends step `next_report` at `t`: it reports (at the step's index, as the SDK
+        does); then it completes (its last step), parks itself (a report at or past its `until`), or goes
+        on at the next step's rate."""
+        curve = j.spec.curve
+        assert curve is not None
+        self._settle(j, t)
+        k = j.next_report
+        j.steps = float(k)  # the float error of rate x time is not progress
+        j.next_report = k + 1
+        self.reports += 1
+        self._pending.append(Reported(j.id, k - 1, {curve.metric: curve.values[k - 1]}, t))
+        if k >= j.total:
+            touched = self._neighbours(j)
+            self._exit(j, TrialStatus.COMPLETED, None)
+            self._refresh(touched, {j.id})
+        elif j.until is not None and k - 1 >= j.until:
+            touched = self._neighbours(j)
+            self._park(j, at_limit=True)
+            self._refresh(touched, {j.id})
+        else:
+            # Same stretch (same devices and co-runners): the measurement window stays open and only the
+            # speed changes, so the next step's end is scheduled under the same version.
+            j.rate = self._rate_of(j)[0]
+            self._seq += 1
+            heapq.heappush(self._heap, (max(t, j.compute_from) + 1.0 / j.rate, self._seq, 2, j.id, j.version))
 
     def _pack_change(self, j: _Job, old: tuple[int, ...], new: tuple[int, ...], gone: set[int]) -> None:
         for p in new:
@@ -631,6 +736,8 @@ class SimRuntime:
             if j.steps < 0 or j.steps > j.total + 1e-6:
                 raise InvariantError(f"job {j.id}: {j.steps} steps of {j.total}")
             best = max(max(pair) for pair in j.rates.values())  # its fastest rate anywhere
+            if j.mult is not None:
+                best *= max(j.mult)  # on its quickest step
             if j.devices and j.steps > best * j.device_seconds / len(j.devices) + 1e-6:
                 raise InvariantError(f"job {j.id}: {j.steps} steps in {j.device_seconds} device-seconds")
             if j.state == "exited" and j.id in self.exited_at and j.steps > j.total + 1e-6:

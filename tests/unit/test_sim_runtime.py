@@ -5,8 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from app.executor.actions import Exited, Migrate, Parked, Profiled, Release, Resumed, Run, Started, Stop, Suspend
-from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
+from app.executor.actions import (
+    Exited,
+    Migrate,
+    Parked,
+    Profiled,
+    Release,
+    Reported,
+    Resumed,
+    Run,
+    Started,
+    Stop,
+    Suspend,
+)
+from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve, reporting_job
 from app.sim.throughputs import Throughputs
 
 A, B = ("A", 1), ("B", 1)
@@ -188,3 +200,96 @@ def test_a_released_job_ends_its_process_keeps_its_progress_and_starts_again_fro
     (done,) = [e for e in events if isinstance(e, Exited)]
     assert done.status == "completed" and done.steps == 1000
     assert done.at == pytest.approx(41.0 + 1.0 + 60.0)  # a new start costs its start time again
+
+
+# ---- reporting jobs (search trials replayed from a learning-curve surrogate) ---------------------------
+
+# Steps of 4, 2, 2, 2 solo seconds: the first one is slow, as a first epoch often is.
+CURVE = StepCurve((4.0, 6.0, 8.0, 10.0), "acc", (0.1, 0.4, 0.3, 0.7))
+
+
+def reports(events) -> list[tuple[int, float, float]]:
+    return [(e.step, e.metrics["acc"], e.at) for e in events if isinstance(e, Reported)]
+
+
+def test_a_reporting_job_reports_every_step_at_the_curves_times_and_completes():
+    rt = runtime()
+    rt.register(1, reporting_job("lc", CURVE))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    events = drain(rt, 50)
+    # The SDK reports the index of the iteration that just ended: step k-1 after k steps.
+    assert reports(events) == [(0, 0.1, 4.0), (1, 0.4, 6.0), (2, 0.3, 8.0), (3, 0.7, 10.0)]
+    (ex,) = [e for e in events if isinstance(e, Exited)]
+    assert ex.status == "completed" and ex.steps == 4 and ex.at == pytest.approx(10.0)
+    assert rt.reports == 4
+    rt.check()
+
+
+def test_a_reporting_job_runs_only_its_budget_of_steps():
+    rt = runtime()
+    rt.register(1, reporting_job("lc", CURVE, steps=2))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    events = drain(rt, 50)
+    assert [s for s, _, _ in reports(events)] == [0, 1]
+    (ex,) = [e for e in events if isinstance(e, Exited)]
+    assert ex.steps == 2 and ex.at == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        StepCurve((1.0, 1.0), "acc", (0.1, 0.2))
+
+
+def test_a_reporting_job_parks_itself_after_its_first_report_at_its_until_step_and_resumes():
+    rt = runtime(costs=SimCosts(start_s=0, suspend_s=0.1, resume_s=0.5, migrate_s=1.5))
+    rt.register(1, reporting_job("lc", CURVE))
+    rt.apply(1, [Run(1, ("s000/g0",), until=1)])
+    events = drain(rt, 50)
+    assert [s for s, _, _ in reports(events)] == [0, 1]
+    (parked,) = [e for e in events if isinstance(e, Parked)]
+    assert parked.at_limit and parked.park_ms == 0 and parked.step == 2 and parked.at == pytest.approx(6.0)
+    assert rt.residency()[1].running is False and rt.residency()[1].steps == 2
+    assert rt.limit_parks == 1 and rt.suspends == 0 and rt.parked_ids == {1}
+    rt.apply(2, [Run(1, ("s000/g0",))])  # resumed without a limit: runs to the end (0.5 s resume cost)
+    events = drain(rt, 100)
+    assert [(s, at) for s, _, at in reports(events)] == [(2, pytest.approx(52.5)), (3, pytest.approx(54.5))]
+    assert [e.status for e in events if isinstance(e, Exited)] == ["completed"]
+
+
+def test_a_reporting_job_suspended_mid_step_finishes_that_step_after_resuming():
+    rt = runtime()
+    rt.register(1, reporting_job("lc", CURVE))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    drain(rt, 5.0)  # step 2 (2 s long) is half done
+    rt.apply(2, [Suspend(1)])
+    rt.poll(0)
+    drain(rt, 20.0)
+    rt.apply(3, [Run(1, ("s000/g0",))])
+    events = drain(rt, 100)
+    assert [(s, at) for s, _, at in reports(events)] == [(1, pytest.approx(21.0)), (2, 23.0), (3, 25.0)]
+    prof = [e for e in events if isinstance(e, Profiled)]
+    assert prof and all(e.rate == pytest.approx(0.5) for e in prof)  # 2 s steps after the first
+    rt.check()
+
+
+def test_two_reporting_jobs_sharing_a_device_time_share_it_at_every_step():
+    rt = runtime()
+    rt.register(1, reporting_job("lc", CURVE))
+    rt.register(2, reporting_job("lc", CURVE))
+    rt.apply(1, [Run(1, ("s000/g0",)), Run(2, ("s000/g0",))])  # an unmeasured pair: half speed each
+    events = drain(rt, 50)
+    for tid in (1, 2):
+        got = [e.at for e in events if isinstance(e, Reported) and e.trial_id == tid]
+        assert got == pytest.approx([8.0, 12.0, 16.0, 20.0])
+    rt.check()
+
+
+def test_a_released_reporting_job_restarts_from_its_steps():
+    rt = runtime()
+    rt.register(1, reporting_job("lc", CURVE))
+    rt.apply(1, [Run(1, ("s000/g0",), until=0)])
+    drain(rt, 10)  # parked itself at 4 s after step 1
+    rt.apply(2, [Release(1)])
+    (ex,) = [e for e in rt.poll(0) if isinstance(e, Exited)]
+    assert ex.status == "released" and ex.steps == 1
+    rt.apply(3, [Run(1, ("s000/g1",))])
+    events = drain(rt, 50)
+    assert [s for s, _, _ in reports(events)] == [1, 2, 3]
+    assert next(e for e in events if isinstance(e, Started)).step == 1

@@ -1,0 +1,115 @@
+"""How fast a whole search replays on LCBench in simulated time (goal: one 8-hour, 4-worker search in
+under 10 s on one core).
+
+Each system is one `simulate_search` (app/sim/search_bench.py) on the real YAHPO Gym surrogate with no
+stop target (the whole budget is simulated). The process is pinned to one core; the surrogate is
+opened once before timing (as a benchmark script running many searches does), and its curve cache is
+emptied before each run so every run pays for its own surrogate calls.
+
+    python bench/lcbench_speed.py --task 3945 --workers 4 --hours 8 --json bench/results/lcbench_speed.json
+
+Prints a table (wall and CPU seconds, trials started, reports, simulated seconds per wall second) and
+writes {"task", "workers", "hours", "seed", "cpu", "systems": {name: {...}}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from app.sim.search_bench import lcbench, simulate_search  # noqa: E402
+
+SYSTEMS = {  # name -> (policy, algorithm)
+    "default": ("default", None),
+    "fifo_random": ("fifo", "random"),
+    "fifo_tpe": ("fifo", "tpe"),
+    "timeslice": ("timeslice", "tpe"),
+    "gandiva": ("gandiva", "tpe"),
+    "asha": ("asha", "bohb"),
+    "hyperband": ("hyperband", "bohb"),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", default="3945")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--hours", type=float, default=8.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--data", default=None, help="YAHPO data folder (default: $QUANTA_YAHPO_DATA or ../shared)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    bench = lcbench(args.task, args.data)
+    bench.curve(bench.sample(1, seed=0)[0])  # the ONNX session is warm before anything is timed
+    console = Console()
+    out: dict[str, dict[str, float | int | str | None]] = {}
+    for name in [s for s in args.systems.split(",") if s]:
+        policy, algorithm = SYSTEMS[name]
+        bench._cache.clear()  # each run pays for its own surrogate calls
+        calls0 = bench.calls
+        cpu0 = time.process_time()
+        res = simulate_search(args.task, policy, algorithm, args.workers, args.hours, args.seed, {}, None, args.data)
+        cpu = time.process_time() - cpu0
+        out[name] = {
+            "policy": res.policy,
+            "algorithm": res.algorithm,
+            "wall_s": round(res.wall_seconds, 3),
+            "cpu_s": round(cpu, 3),
+            "sim_s": round(res.sim_seconds, 1),
+            "started": res.started,
+            "completed": res.completed,
+            "parked": res.parked,
+            "killed": res.killed,
+            "reports": res.reports,
+            "surrogate_calls": bench.calls - calls0,
+            "best": res.best_so_far[-1][1] if res.best_so_far else None,
+        }
+        console.print(f"{name}: {res.wall_seconds:.1f} s wall, {res.started} trials")
+    table = Table(title=f"LCBench {args.task}: {args.workers} workers, {args.hours:g} simulated hours, one core")
+    for col in ("system", "wall s", "cpu s", "trials", "reports", "sim s / wall s", "best", "< 10 s"):
+        table.add_column(col, justify="left" if col == "system" else "right")
+    for name, r in out.items():
+        wall = float(r["wall_s"] or 0)
+        table.add_row(
+            name,
+            f"{wall:.2f}",
+            f"{r['cpu_s']:.2f}",
+            str(r["started"]),
+            f"{r['reports']:,}",
+            f"{float(r['sim_s'] or 0) / wall:,.0f}" if wall else "-",
+            f"{r['best']:.4f}" if r["best"] is not None else "-",
+            "yes" if wall < 10 else "NO",
+        )
+    console.print(table)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "task": args.task,
+            "workers": args.workers,
+            "hours": args.hours,
+            "seed": args.seed,
+            "cpu": platform.processor() or platform.machine(),
+            "systems": out,
+        }
+        tmp = args.json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2))
+        os.replace(tmp, args.json)
+        console.print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+"""Searches replayed on LCBench in simulated time: the surrogate adapter on a stand-in model (no ONNX),
+the real surrogate from ../shared (skipped only when that folder is absent), and whole searches through
+the real controller, searchers and policies with the simulator's invariants checked at every tick."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.sim.lcbench import MIN_EPOCH_S, LCBench, clean_curve, data_dir, lcbench_space, read_params
+from app.sim.runtime import InvariantError
+from app.sim.search_bench import SearchSimResult, run_search, search_spec
+
+CONT = ("epoch", "batch_size", "learning_rate", "momentum", "weight_decay", "num_layers", "max_units", "max_dropout")
+Y = ("time", "val_accuracy", "val_cross_entropy")
+SPACE_DOC = {
+    "hyperparameters": [
+        {"name": "OpenML_task_id", "type": "categorical", "choices": ["3945", "7593"]},
+        {"name": "batch_size", "type": "uniform_int", "log": True, "lower": 16, "upper": 512},
+        {"name": "epoch", "type": "uniform_int", "log": False, "lower": 1, "upper": 52},
+        {"name": "learning_rate", "type": "uniform_float", "log": True, "lower": 1e-4, "upper": 0.1},
+        {"name": "max_dropout", "type": "uniform_float", "log": False, "lower": 0.0, "upper": 1.0},
+        {"name": "max_units", "type": "uniform_int", "log": True, "lower": 64, "upper": 1024},
+        {"name": "momentum", "type": "uniform_float", "log": False, "lower": 0.1, "upper": 0.99},
+        {"name": "num_layers", "type": "uniform_int", "log": False, "lower": 1, "upper": 5},
+        {"name": "weight_decay", "type": "uniform_float", "log": False, "lower": 1e-5, "upper": 0.1},
+    ]
+}
+
+
+class StandIn:
+    """A surrogate with LCBench's inputs and outputs and a closed form: a slow first epoch, then epochs
+    whose length grows with model size and shrinks with batch size; accuracy rising towards a ceiling set
+    by how close the learning rate is to 1e-2, and falling late when dropout is low (overfitting)."""
+
+    cont_names = CONT
+    y_names = Y
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def predict(self, task: str, x: np.ndarray) -> np.ndarray:
+        self.calls.append(x.shape[0])
+        c = {n: x[:, i].astype(np.float64) for i, n in enumerate(CONT)}
+        return self.formula(c, task)
+
+    @staticmethod
+    def formula(c: dict[str, np.ndarray], task: str = "3945") -> np.ndarray:
+        e = c["epoch"]
+        per_epoch = (1.0 + c["num_layers"] * c["max_units"] / 512.0) * (64.0 / c["batch_size"]) + 0.5
+        time = 5.0 + per_epoch * e
+        ceiling = 95.0 - 12.0 * np.abs(np.log10(c["learning_rate"]) + 2.0) - (3.0 if task == "7593" else 0.0)
+        rise = ceiling * (1.0 - np.exp(-e * (0.05 + c["momentum"] / 5.0)))
+        overfit = (1.0 - c["max_dropout"]) * np.maximum(0.0, e - 30.0) * 0.3
+        acc = rise - overfit
+        return np.stack([time, acc, np.zeros_like(e)], axis=1)
+
+
+def stand_in(task: str = "3945") -> LCBench:
+    return LCBench(StandIn(), SPACE_DOC, task)
+
+
+CONFIG = {
+    "batch_size": 91.0,  # a search proposes integers as floats
+    "learning_rate": 0.01,
+    "momentum": 0.9,
+    "weight_decay": 0.01,
+    "num_layers": 3,
+    "max_units": 256.0,
+    "max_dropout": 0.2,
+}
+
+
+# ---- the adapter ----------------------------------------------------------------------------------
+
+
+def test_a_curve_is_all_epochs_in_one_model_call_and_is_cached():
+    bench = stand_in()
+    model = bench.model
+    assert isinstance(model, StandIn)
+    curve = bench.curve(CONFIG)
+    assert model.calls == [52] and curve.epochs == 52
+    cols = {n: np.full(52, float(np.float32(bench.normalize(CONFIG).get(n, 0)))) for n in CONT}
+    cols["epoch"] = np.arange(1, 53, dtype=np.float64)
+    expected = StandIn.formula(cols)
+    assert curve.time == pytest.approx(expected[:, 0].tolist())
+    assert curve.val_accuracy == pytest.approx((expected[:, 1] / 100.0).tolist())
+    assert curve.best == max(curve.val_accuracy) > curve.val_accuracy[-1]  # it peaks before the last epoch
+    assert bench.curve({**CONFIG, "batch_size": 91, "extra": "ignored"}) is curve  # same config, no new call
+    other = {**CONFIG, "learning_rate": 0.001}
+    more = bench.curves([other, CONFIG, {**other, "momentum": 0.5}])
+    assert model.calls == [52, 104] and more[1] is curve  # only the two new ones, in one call
+    assert more[0].best < curve.best  # farther from the best learning rate
+
+
+def test_configurations_are_rounded_and_clipped_and_bad_ones_named():
+    bench = stand_in()
+    cfg = bench.normalize({**CONFIG, "batch_size": 90.6, "num_layers": 7, "learning_rate": 3.0})
+    assert cfg["batch_size"] == 91 and isinstance(cfg["batch_size"], int)
+    assert cfg["num_layers"] == 5 and cfg["learning_rate"] == 0.1
+    with pytest.raises(ValueError, match="'max_units' is missing"):
+        bench.normalize({k: v for k, v in CONFIG.items() if k != "max_units"})
+    with pytest.raises(ValueError, match="config.momentum: not a number"):
+        bench.normalize({**CONFIG, "momentum": "fast"})
+    with pytest.raises(ValueError, match="task: '1' is not an LCBench task"):
+        stand_in("1")
+    samples = bench.sample(200, seed=3)
+    assert samples == bench.sample(200, seed=3) != bench.sample(200, seed=4)
+    assert {s["num_layers"] for s in samples} == {1, 2, 3, 4, 5}
+    assert all(16 <= s["batch_size"] <= 512 and 1e-5 <= s["weight_decay"] <= 0.1 for s in samples)
+
+
+def test_the_config_space_becomes_a_quanta_space_with_its_bounds():
+    params, epochs, tasks = read_params(SPACE_DOC)
+    assert epochs == 52 and tasks == ("3945", "7593")
+    space = lcbench_space(params)
+    assert space == {
+        "batch_size": {"qloguniform": [16, 512, 1]},
+        "learning_rate": {"loguniform": [1e-4, 0.1]},
+        "max_dropout": {"uniform": [0.0, 1.0]},
+        "max_units": {"qloguniform": [64, 1024, 1]},
+        "momentum": {"uniform": [0.1, 0.99]},
+        "num_layers": {"randint": [1, 6]},
+        "weight_decay": {"uniform": [1e-5, 0.1]},
+    }
+    bad = {"hyperparameters": [*SPACE_DOC["hyperparameters"], {"name": "act", "type": "categorical", "choices": []}]}
+    with pytest.raises(ValueError, match=r"hyperparameters\[9\] \(act\)"):
+        read_params(bad)
+
+
+def test_surrogate_outputs_are_cleaned_into_a_learning_curve():
+    c = clean_curve(np.array([2.0, 1.5, 3.0, 3.0]), np.array([50.0, 101.0, -1.0, 80.0]))
+    assert c.time == pytest.approx((2.0, 2.0 + MIN_EPOCH_S, 3.0, 3.0 + MIN_EPOCH_S))  # rises kept as they are
+    assert c.val_accuracy == (0.5, 1.0, 0.0, 0.8)
+
+
+def test_the_data_folder_missing_is_an_error_naming_it_and_the_way_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANTA_YAHPO_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="QUANTA_YAHPO_DATA"):
+        data_dir()
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "x")):
+        data_dir(tmp_path / "x")
+
+
+# ---- whole searches on the stand-in ---------------------------------------------------------------
+
+
+class Watch:
+    """Checks at every tick what the trace simulator checks, plus what reporting trials add: time
+    never goes back, no trial past its step budget, no device over capacity (SimRuntime.check)."""
+
+    def __init__(self) -> None:
+        self.last = -math.inf
+        self.ticks = 0
+
+    def __call__(self, ctl, rt) -> None:
+        now = rt.now()
+        if now < self.last:
+            raise InvariantError(f"time went back from {self.last} to {now}")
+        self.last = now
+        self.ticks += 1
+        for tid, r in rt.residency().items():
+            if r.steps > ctl.trial(tid).max_steps:
+                raise InvariantError(f"trial {tid} at step {r.steps}")
+        per_device: dict[str, int] = {}
+        for r in rt.residency().values():
+            if r.running:
+                for d in r.devices:
+                    per_device[d] = per_device.get(d, 0) + 1
+        if any(n > rt.max_per_device for n in per_device.values()):
+            raise InvariantError(f"over capacity: {per_device}")
+
+
+POLICIES = [("fifo", "random"), ("timeslice", "tpe"), ("gandiva", "tpe"), ("asha", "bohb"), ("hyperband", "bohb")]
+
+
+@pytest.mark.parametrize("policy,algorithm", POLICIES)
+def test_every_policy_searches_with_invariants_checked_at_every_tick(policy, algorithm):
+    watch = Watch()
+    targets = {"medium": 0.85, "hard": 0.9}
+    res = run_search(
+        stand_in(), policy=policy, algorithm=algorithm, workers=3, hours=0.5, seed=1, targets=targets,
+        check=True, on_tick=watch,
+    )  # fmt: skip
+    assert isinstance(res, SearchSimResult) and watch.ticks > 5
+    assert res.policy == policy and res.algorithm == algorithm
+    assert res.started >= 3 and res.reports > 0
+    assert res.sim_seconds == pytest.approx(1800.0)  # no stop target: the whole budget
+    times = [at for at, _ in res.best_so_far]
+    bests = [b for _, b in res.best_so_far]
+    assert times == sorted(times) and all(0 <= t <= 1800 for t in times)
+    assert all(b2 > b1 for b1, b2 in zip(bests, bests[1:], strict=False)) and all(0 <= b <= 1 for b in bests)
+    for name, target in targets.items():  # the time to a target is where best-so-far first gets there
+        first = next((at for at, b in res.best_so_far if b >= target), None)
+        assert res.time_to_target[name] == first
+    if policy in ("asha", "hyperband"):
+        assert res.parked > 0  # trials park at their rungs
+    if policy == "fifo":
+        assert res.parked == 0 and res.killed == 0
+
+
+def test_a_search_is_deterministic_per_seed():
+    kw = dict(policy="asha", algorithm="bohb", workers=4, hours=0.5, targets={"hard": 0.9})
+    a = run_search(stand_in(), seed=5, **kw)
+    b = run_search(stand_in(), seed=5, **kw)
+    c = run_search(stand_in(), seed=6, **kw)
+    strip = lambda r: {k: v for k, v in r.__dict__.items() if k != "wall_seconds"}  # noqa: E731
+    assert strip(a) == strip(b)
+    assert a.best_so_far != c.best_so_far  # another seed proposes other configurations
+
+
+def test_a_search_stops_at_its_stop_target_and_fifo_runs_one_trial_per_device():
+    res = run_search(
+        stand_in(), policy="fifo", algorithm="random", workers=2, hours=4, seed=0, targets={"hard": 0.9}, stop_at=0.9
+    )
+    assert res.time_to_target["hard"] is not None
+    assert res.sim_seconds == pytest.approx(res.time_to_target["hard"])
+    assert res.best_so_far[-1][1] >= 0.9
+    spec = search_spec(stand_in(), policy="fifo", workers=2, hours=4, stop_at=0.9)
+    assert spec.parallelism == 2 and spec.metric.target == 0.9 and spec.budget.stop_on_target
+    assert spec.budget.max_steps == 52 and spec.trainable == "app.sim.lcbench_trial:train"
+
+
+def test_default_means_what_a_spec_naming_nothing_gets():
+    from app.executor.policy.knobs import DEFAULT_POLICY
+    from app.spec import SearchAlgoSpec
+
+    spec = search_spec(stand_in(), policy="default", algorithm=None, workers=4)
+    assert spec.scheduler.policy == DEFAULT_POLICY
+    assert spec.search == SearchAlgoSpec()
+    assert spec.parallelism == 8
+    with pytest.raises(KeyError, match="unknown policy 'nope'"):
+        search_spec(stand_in(), policy="nope")
+
+
+# ---- the real surrogate -----------------------------------------------------------------------------
+
+
+def _real_data() -> Path | None:
+    try:
+        return data_dir()
+    except FileNotFoundError:
+        return None
+
+
+REAL = _real_data()
+needs_yahpo = pytest.mark.skipif(REAL is None, reason="../shared/data/yahpo/lcbench (YAHPO Gym's LCBench) not present")
+
+
+@needs_yahpo
+def test_the_real_surrogate_batched_equals_yahpos_objective_function():
+    from app.sim.lcbench import load_lcbench, yahpo_bench
+
+    bench = load_lcbench("3945")
+    yb = yahpo_bench()
+    yb.set_instance("3945")
+    configs = bench.sample(3, seed=0)
+    curves = bench.curves(configs)
+    for cfg, curve in zip(configs, curves, strict=True):
+        rows = yb.objective_function([{**cfg, "OpenML_task_id": "3945", "epoch": e} for e in range(1, 53)])
+        expected = clean_curve(np.array([r["time"] for r in rows]), np.array([r["val_accuracy"] for r in rows]))
+        assert curve.time == pytest.approx(expected.time, rel=1e-6)
+        assert curve.val_accuracy == pytest.approx(expected.val_accuracy, rel=1e-6)
+        assert 0.0 < curve.best <= 1.0 and curve.time[-1] > curve.time[0] > 0
+    with open(REAL / "lcbench" / "config_space.json") as fh:  # type: ignore[operator]
+        doc = json.load(fh)
+    assert bench.space == lcbench_space(read_params(doc)[0])
+    assert bench.space["weight_decay"] == {"uniform": [1e-05, 0.1]}
+
+
+@needs_yahpo
+def test_a_short_search_on_the_real_surrogate():
+    from app.sim.search_bench import simulate_search
+
+    res = simulate_search("3945", "asha", "bohb", 2, 0.25, 0, {"low": 0.5})
+    assert res.started > 2 and res.reports > 0 and res.sim_seconds == pytest.approx(900.0)
+    assert res.time_to_target["low"] is not None and 0.5 <= res.best_so_far[-1][1] <= 1.0
