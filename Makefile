@@ -10,7 +10,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 DEB_PKGS := redis-server postgresql chromium
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit install dev system-deps lint bench clean
+.PHONY: demo test test-unit chaos install dev system-deps lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,13 @@ test: dev system-deps lint
 # The pure tests (no services, trial processes or training): the quick check while changing code.
 test-unit: dev
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" tests/unit
+
+# The chaos and load suite's long form (make test runs a short one): 20 random faults during a distributed
+# search, 60 s of 50 API clients and 20 event streams; figures in bench/results/reliability/ (docs/reliability.md).
+chaos: dev system-deps
+	QUANTA_CHAOS_FAULTS=20 QUANTA_CHAOS_TRIALS=10 QUANTA_LOAD_SECONDS=60 \
+	  QUANTA_RELIABILITY_OUT=bench/results/reliability \
+	  $(VENV)/bin/pytest -q -s -p no:cacheprovider tests/chaos
 
 bench: dev
 	$(PY) bench/timeslice.py --json bench/results/timeslice.json
