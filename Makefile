@@ -6,6 +6,8 @@ PYTHON ?= python3
 # CPU-only machines get the CPU build of torch (a GPU machine may pick its own CUDA build).
 TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
+# Syne Tune, the peer in bench/lcbench.py, without its own dependency list (see the `peers` extra).
+SYNE_TUNE_PIN ?= syne-tune==0.16.0
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 DEB_PKGS := redis-server postgresql chromium
 PYTEST_ARGS ?=
@@ -22,7 +24,8 @@ endif
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e ".[dev,sim]"
+	$(PY) -m pip install -q -e ".[dev,sim,peers]"
+	$(PY) -m pip install -q --no-deps $(SYNE_TUNE_PIN)
 	touch $@
 
 install: $(VENV)/.installed

@@ -1,0 +1,470 @@
+"""Time to target on YAHPO Gym's LCBench surrogate, in simulated time: Quanta against Syne Tune (issue 13).
+
+Every system searches the same LCBench task (7 hyperparameters, 52 epochs; each epoch reports
+val_accuracy at the surrogate's cumulative training time) with the same number of workers and the same
+simulated budget, and stops when it reaches the task's hard target:
+- Quanta: the real controller, searchers and policies on `SimRuntime` (`app.sim`'s `simulate_search`).
+  `quanta_default` (the default policy and searcher), `quanta_fifo_random`, `quanta_fifo_tpe`,
+  `quanta_gandiva`, `quanta_timeslice`, `quanta_asha`, `quanta_hyperband`.
+- Syne Tune: its simulator backend over a Blackbox wrapping the same surrogate (`bench/syne_lcbench.py`),
+  `syne_random`, `syne_tpe`, `syne_asha`, `syne_hyperband`, `syne_bohb`, ... (see `syne_lcbench.METHODS`).
+
+Targets per task come from `bench/results/lcbench_targets.json` (`bench/lcbench_targets.py`). Runs are
+interleaved per seed (seed 0: every task and system, then seed 1, ...). A run's time to a target is the
+simulated seconds to its first report at or above it; a run that never gets there counts the whole
+budget and is marked as a miss.
+
+    python bench/lcbench.py --tasks 3945,34539 --seeds 0,1,2 --workers 4 --hours 8 --json out.json --plots DIR
+
+Prints a table per target and writes JSON shaped {"tasks": {"<id>": {"targets": {"medium", "hard"},
+"systems": {"<name>": {"medium": {"runs_s", "missed", "median_s", "misses", "median_censored"},
+"hard": {...}, "wall_s": [...]}}, "curves": {"<name>": [[[t, best], ...] per seed]}}}, "workers", "hours",
+"seeds", "summary": {"hard"/"medium": {"median_ratio_best_syne", "tasks_won_vs_best_syne", "tasks",
+"median_ratio_fifo_random", "median_ratio_vs": {system: ..}, "wins_vs": {system: ..},
+"tasks_won_by": {system: ..}}, "goals": {...}}}. A ratio is peer's median time / quanta_default's
+(above 1: Quanta is faster). `--plots DIR` writes `lcbench_best_so_far.png` (median best-so-far over the
+seeds, a few tasks) and `lcbench_ratios.png` (per-task ratio of the best Syne Tune method to Quanta).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGETS = ("medium", "hard")
+REFERENCE = "quanta_default"
+FIFO_RANDOM = "quanta_fifo_random"
+
+# Quanta systems: (policy, algorithm); "default" / None = what a spec that names neither gets.
+QUANTA: dict[str, tuple[str, str | None]] = {
+    "quanta_default": ("default", None),
+    "quanta_fifo_random": ("fifo", "random"),
+    "quanta_fifo_tpe": ("fifo", "tpe"),
+    "quanta_gandiva": ("gandiva", "tpe"),
+    "quanta_timeslice": ("timeslice", "tpe"),
+    "quanta_asha": ("asha", "bohb"),
+    "quanta_hyperband": ("hyperband", "bohb"),
+}
+
+# Goals of issue 13 for quanta_default at the hard target.
+GOAL_RATIO_BEST_SYNE = 1.3
+GOAL_WIN_FRACTION = 2 / 3
+GOAL_RATIO_FIFO_RANDOM = 7.0
+
+
+@dataclass
+class Run:
+    """One search: a system on a task with a seed. `time_to_target` maps target name to simulated
+    seconds (None = never reached); `best_so_far` is [(simulated s, best val_accuracy so far)]."""
+
+    system: str
+    task: str
+    seed: int
+    time_to_target: dict[str, float | None]
+    best_so_far: list[tuple[float, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+    sim_s: float = 0.0
+
+
+# ---- accounting (pure) ----------------------------------------------------------------------------
+
+
+def time_to_target(reports: Iterable[tuple[float, float]], target: float) -> float | None:
+    """Seconds to the first report at or above `target` in `reports` [(seconds, value)], None if none."""
+    return min((t for t, v in reports if v >= target), default=None)
+
+
+def improvements(reports: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The best-so-far curve of `reports`: the (time, value) points where the running maximum rises."""
+    out: list[tuple[float, float]] = []
+    for t, v in sorted(reports):
+        if not out or v > out[-1][1]:
+            out.append((t, v))
+    return out
+
+
+def target_stats(times: Sequence[float | None], budget_s: float) -> dict[str, Any]:
+    """Time-to-target over the seeds of one system: a miss (None) counts the whole budget and is marked.
+    `median_censored` says the median is a lower bound (half or more of the runs missed)."""
+    if not times:
+        raise ValueError("times: no runs")
+    runs = [budget_s if t is None else float(t) for t in times]
+    missed = [t is None for t in times]
+    misses = sum(missed)
+    return {
+        "runs_s": runs,
+        "missed": missed,
+        "median_s": float(statistics.median(runs)),
+        "misses": misses,
+        "median_censored": misses > 0 and 2 * misses >= len(runs),
+    }
+
+
+def tabulate(runs: Sequence[Run], targets: dict[str, dict[str, float]], budget_s: float) -> dict[str, Any]:
+    """The JSON's "tasks" block from the runs (any order): per task its targets and, per system, the
+    target stats over its seeds (in seed order), its wall seconds and its best-so-far curves."""
+    by: dict[str, dict[str, list[Run]]] = {}
+    for r in runs:
+        by.setdefault(r.task, {}).setdefault(r.system, []).append(r)
+    tasks: dict[str, Any] = {}
+    for task, systems in by.items():
+        block: dict[str, Any] = {"targets": {k: targets[task][k] for k in TARGETS}, "systems": {}, "curves": {}}
+        for system, rs in systems.items():
+            rs = sorted(rs, key=lambda r: r.seed)
+            entry: dict[str, Any] = {k: target_stats([r.time_to_target.get(k) for r in rs], budget_s) for k in TARGETS}
+            entry["seeds"] = [r.seed for r in rs]
+            entry["wall_s"] = [round(r.wall_s, 3) for r in rs]
+            block["systems"][system] = entry
+            block["curves"][system] = [[[round(t, 2), round(v, 6)] for t, v in r.best_so_far] for r in rs]
+        tasks[task] = block
+    return tasks
+
+
+def _ratio(peer_s: float, ref_s: float) -> float:
+    return peer_s / ref_s if ref_s > 0 else float("inf")
+
+
+def summarize(tasks: dict[str, Any], reference: str = REFERENCE) -> dict[str, Any]:
+    """Median over tasks of each system's median time / the reference's, the reference's wins (strictly
+    faster medians) against each system and against the best Syne Tune method per task, and how many
+    tasks each system wins outright (ties count for every tied system)."""
+    out: dict[str, Any] = {}
+    for target in TARGETS:
+        ratios: dict[str, list[float]] = {}
+        wins: dict[str, int] = {}
+        best_syne: list[float] = []
+        best_syne_wins = 0
+        won_by: dict[str, int] = {}
+        n = 0
+        for block in tasks.values():
+            systems = block["systems"]
+            if reference not in systems:
+                continue
+            n += 1
+            ref = systems[reference][target]["median_s"]
+            for name, entry in systems.items():
+                if name == reference:
+                    continue
+                peer = entry[target]["median_s"]
+                ratios.setdefault(name, []).append(_ratio(peer, ref))
+                wins[name] = wins.get(name, 0) + (ref < peer)
+            syne = [e[target]["median_s"] for name, e in systems.items() if name.startswith("syne_")]
+            if syne:
+                best_syne.append(_ratio(min(syne), ref))
+                best_syne_wins += ref < min(syne)
+            fastest = min(e[target]["median_s"] for e in systems.values())
+            for name, e in systems.items():
+                if e[target]["median_s"] == fastest:
+                    won_by[name] = won_by.get(name, 0) + 1
+        out[target] = {
+            "tasks": n,
+            "median_ratio_best_syne": statistics.median(best_syne) if best_syne else None,
+            "tasks_won_vs_best_syne": best_syne_wins if best_syne else None,
+            "median_ratio_fifo_random": statistics.median(ratios[FIFO_RANDOM]) if FIFO_RANDOM in ratios else None,
+            "median_ratio_vs": {k: statistics.median(v) for k, v in sorted(ratios.items())},
+            "wins_vs": dict(sorted(wins.items())),
+            "tasks_won_by": dict(sorted(won_by.items())),
+        }
+    hard = out["hard"]
+    out["goals"] = {
+        "ratio_best_syne_hard": {
+            "goal": GOAL_RATIO_BEST_SYNE,
+            "value": hard["median_ratio_best_syne"],
+            "met": hard["median_ratio_best_syne"] is not None
+            and hard["median_ratio_best_syne"] >= GOAL_RATIO_BEST_SYNE,
+        },
+        "tasks_won_vs_best_syne_hard": {
+            "goal": f">= {GOAL_WIN_FRACTION:.3f} of {hard['tasks']}",
+            "value": hard["tasks_won_vs_best_syne"],
+            "met": hard["tasks_won_vs_best_syne"] is not None
+            and hard["tasks_won_vs_best_syne"] >= GOAL_WIN_FRACTION * hard["tasks"],
+        },
+        "ratio_fifo_random_hard": {
+            "goal": GOAL_RATIO_FIFO_RANDOM,
+            "value": hard["median_ratio_fifo_random"],
+            "met": hard["median_ratio_fifo_random"] is not None
+            and hard["median_ratio_fifo_random"] >= GOAL_RATIO_FIFO_RANDOM,
+        },
+    }
+    return out
+
+
+# ---- running --------------------------------------------------------------------------------------
+
+
+def run_quanta(
+    system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
+) -> Run:
+    from app.sim.search_bench import simulate_search
+
+    policy, algorithm = QUANTA[system]
+    t0 = time.perf_counter()
+    res = simulate_search(
+        task,
+        policy,
+        algorithm,
+        workers,
+        hours,
+        seed,
+        targets={k: targets[k] for k in TARGETS},
+        stop_at=targets["hard"],
+        data_path=None if data is None else str(data),
+    )
+    wall = time.perf_counter() - t0
+    return Run(
+        system,
+        task,
+        seed,
+        {k: res.time_to_target.get(k) for k in TARGETS},
+        improvements((float(t), float(v)) for t, v in res.best_so_far),
+        wall,
+        float(res.sim_seconds),
+    )
+
+
+def run_syne(
+    system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
+) -> Run:
+    from bench.syne_lcbench import run_syne_method
+
+    t0 = time.perf_counter()
+    res = run_syne_method(
+        system.removeprefix("syne_"),
+        task,
+        workers=workers,
+        hours=hours,
+        seed=seed,
+        targets={k: targets[k] for k in TARGETS},
+        stop_at=targets["hard"],
+        data_path=data,
+    )
+    wall = time.perf_counter() - t0
+    return Run(
+        system, task, seed, {k: res.time_to_target.get(k) for k in TARGETS}, res.best_so_far, wall, res.sim_seconds
+    )
+
+
+def all_systems() -> list[str]:
+    from bench.syne_lcbench import METHODS
+
+    return [*QUANTA, *(f"syne_{m}" for m in METHODS)]
+
+
+def run_all(
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    systems: Sequence[str],
+    workers: int,
+    hours: float,
+    targets: dict[str, dict[str, float]],
+    data: Path | None,
+    on_run: Callable[[Run], None] = lambda r: None,
+) -> list[Run]:
+    """Every (seed, task, system), interleaved per seed."""
+    runs = []
+    for seed in seeds:
+        for task in tasks:
+            for system in systems:
+                runner = run_quanta if system in QUANTA else run_syne
+                r = runner(system, task, seed, workers, hours, targets[task], data)
+                runs.append(r)
+                on_run(r)
+    return runs
+
+
+# ---- output ---------------------------------------------------------------------------------------
+
+
+def _fmt_s(stats: dict[str, Any]) -> str:
+    s = f"{stats['median_s']:,.0f}"
+    if stats["median_censored"]:
+        s = ">=" + s
+    if stats["misses"]:
+        s += f" ({stats['misses']} miss)"
+    return s
+
+
+def print_tables(tasks: dict[str, Any], summary: dict[str, Any], budget_s: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 160))
+    for target in TARGETS:
+        names = sorted({n for b in tasks.values() for n in b["systems"]}, key=lambda n: (not n.startswith("quanta"), n))
+        t = Table(title=f"simulated seconds to the {target} target, median over seeds (miss = {budget_s:,.0f} s)")
+        t.add_column("system")
+        for task, block in tasks.items():
+            t.add_column(f"{task}\n({block['targets'][target]:.4f})", justify="right")
+        t.add_column(f"median ratio\nto {REFERENCE}", justify="right")
+        t.add_column(f"{REFERENCE}\nfaster on", justify="right")
+        s = summary[target]
+        for name in names:
+            cells = [_fmt_s(b["systems"][name][target]) if name in b["systems"] else "-" for b in tasks.values()]
+            ratio = s["median_ratio_vs"].get(name)
+            wins = s["wins_vs"].get(name)
+            t.add_row(
+                name, *cells, "-" if ratio is None else f"{ratio:.2f}", "-" if wins is None else f"{wins}/{s['tasks']}"
+            )
+        console.print(t)
+        best = s["median_ratio_best_syne"]
+        fifo = s["median_ratio_fifo_random"]
+        console.print(
+            f"{target}: best Syne Tune / {REFERENCE} median ratio "
+            f"{'-' if best is None else f'{best:.2f}'}, {REFERENCE} faster on "
+            f"{s['tasks_won_vs_best_syne']}/{s['tasks']} "
+            f"tasks; {FIFO_RANDOM} / {REFERENCE} {'-' if fifo is None else f'{fifo:.2f}'}; "
+            f"tasks won: {s['tasks_won_by']}"
+        )
+    for name, g in summary["goals"].items():
+        console.print(f"goal {name}: {g['value']} (goal {g['goal']}) {'met' if g['met'] else 'NOT met'}")
+
+
+def plot(tasks: dict[str, Any], budget_s: float, out_dir: Path, max_tasks: int = 4) -> list[Path]:
+    """Two PNGs: median best-so-far over seeds for the first `max_tasks` tasks, and per-task ratios."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shown = list(tasks)[:max_tasks]
+    fig, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 4.5), squeeze=False)
+    grid = np.geomspace(10.0, budget_s, 300)
+    names = sorted({n for t in shown for n in tasks[t]["curves"]}, key=lambda n: (not n.startswith("quanta"), n))
+    colors = plt.get_cmap("tab20")
+    for ax, task in zip(axes[0], shown, strict=True):
+        block = tasks[task]
+        for i, name in enumerate(names):
+            curves = block["curves"].get(name)
+            if not curves:
+                continue
+            per_seed = []
+            for c in curves:
+                ts = np.array([p[0] for p in c] or [np.inf])
+                vs = np.array([p[1] for p in c] or [np.nan])
+                idx = np.searchsorted(ts, grid, side="right") - 1
+                per_seed.append(np.where(idx >= 0, vs[np.clip(idx, 0, None)], np.nan))
+            med = np.nanmedian(np.array(per_seed), axis=0) if per_seed else None
+            if med is not None:
+                style = "-" if name.startswith("quanta") else "--"
+                lw = 2.5 if name == REFERENCE else 1.2
+                ax.step(grid, med, where="post", label=name, color=colors(i % 20), linestyle=style, linewidth=lw)
+        for target in TARGETS:
+            ax.axhline(block["targets"][target], color="grey", linewidth=0.8, linestyle=":")
+        lo = block["targets"]["medium"] - 3 * (block["targets"]["hard"] - block["targets"]["medium"]) - 0.01
+        ax.set_ylim(lo, block["targets"]["hard"] + 0.02)
+        ax.set_xscale("log")
+        ax.set_xlabel("simulated seconds")
+        ax.set_ylabel("best val_accuracy so far (median over seeds)")
+        ax.set_title(f"LCBench task {task}")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    curves_png = out_dir / "lcbench_best_so_far.png"
+    fig.savefig(curves_png, dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(tasks) + 2), 4.5))
+    xs = np.arange(len(tasks))
+    for j, target in enumerate(TARGETS):
+        vals = []
+        for block in tasks.values():
+            systems = block["systems"]
+            syne = [e[target]["median_s"] for n, e in systems.items() if n.startswith("syne_")]
+            ref = systems.get(REFERENCE, {}).get(target, {}).get("median_s")
+            vals.append(_ratio(min(syne), ref) if syne and ref else np.nan)
+        ax.bar(xs + (j - 0.5) * 0.4, vals, width=0.4, label=f"{target} target")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(GOAL_RATIO_BEST_SYNE, color="red", linewidth=0.8, linestyle="--", label=f"goal {GOAL_RATIO_BEST_SYNE}")
+    ax.set_yscale("log")
+    ax.set_xticks(xs, list(tasks), rotation=60)
+    ax.set_ylabel(f"best Syne Tune median time / {REFERENCE}'s")
+    ax.set_title("LCBench: time-to-target ratio per task (above 1: Quanta faster)")
+    ax.legend()
+    fig.tight_layout()
+    ratios_png = out_dir / "lcbench_ratios.png"
+    fig.savefig(ratios_png, dpi=110)
+    plt.close(fig)
+    return [curves_png, ratios_png]
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from bench.lcbench_targets import DEFAULT_JSON, load_targets, task_targets
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", default="3945,34539")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--hours", type=float, default=8.0)
+    ap.add_argument("--systems", default="all", help="comma-separated names, or 'all'")
+    ap.add_argument("--targets", type=Path, default=DEFAULT_JSON, help="targets JSON (bench/lcbench_targets.py)")
+    ap.add_argument("--data", type=Path, default=None, help="YAHPO data folder (default ../shared/data/yahpo)")
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--plots", type=Path, default=None, help="folder for the two PNGs")
+    args = ap.parse_args(argv)
+
+    tasks = _csv(args.tasks)
+    seeds = [int(s) for s in _csv(args.seeds)]
+    known = all_systems()
+    systems = known if args.systems == "all" else _csv(args.systems)
+    unknown = [s for s in systems if s not in known]
+    if unknown:
+        ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.workers < 1 or args.hours <= 0:
+        ap.error("--workers must be >= 1 and --hours > 0")
+    committed = load_targets(args.targets)
+    targets: dict[str, dict[str, float]] = {}
+    for task in tasks:
+        if task in committed:
+            targets[task] = committed[task]
+        else:  # e.g. a held-out task: computed the same way, said so
+            print(f"task {task}: not in {args.targets}, computing its targets", file=sys.stderr)
+            targets[task] = task_targets(task, data_path=args.data)
+    budget_s = args.hours * 3600.0
+
+    def progress(r: Run) -> None:
+        hit = {k: ("miss" if v is None else f"{v:,.0f}s") for k, v in r.time_to_target.items()}
+        print(f"seed {r.seed} task {r.task} {r.system}: {hit} ({r.wall_s:.1f} s wall)", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    runs = run_all(tasks, seeds, systems, args.workers, args.hours, targets, args.data, progress)
+    table = tabulate(runs, targets, budget_s)
+    summary = summarize(table)
+    print_tables(table, summary, budget_s)
+    out = {
+        "tasks": table,
+        "workers": args.workers,
+        "hours": args.hours,
+        "seeds": seeds,
+        "systems": systems,
+        "summary": summary,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "command": "python bench/lcbench.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(out, indent=1) + "\n")
+        tmp.replace(args.json)
+        print(f"wrote {args.json}")
+    if args.plots:
+        for p in plot(table, budget_s, args.plots):
+            print(f"wrote {p}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Syne Tune on the LCBench surrogate, in simulated time: the peer side of bench/lcbench.py (issue 13).
+
+Syne Tune's documented simulator path for a blackbox of one's own: a `Blackbox` subclass
+(`LCBenchBlackbox`) run by `UserBlackboxBackend` (a `SimulatorBackend`) with a `SimulatorCallback`, so
+trials advance on a simulated clock and nothing sleeps. The blackbox answers from the very curves
+Quanta's simulator uses (`app.sim.lcbench.LCBench`: YAHPO Gym's LCBench surrogate, whole curves in one
+batched call, cached); Syne Tune's own YAHPO import downloads the data, which cannot be reached here.
+`val_accuracy` is reported as a fraction, `time` as cumulative training seconds (Syne Tune's
+elapsed-time attribute), `epoch` 1..52 as the resource.
+
+Contract:
+- `LCBenchBlackbox(bench)`: `bench` has `params` (name, kind "int"/"float", low, high, log), `epochs`
+  and `curves(configs) -> [curve with .time, .val_accuracy]`; the Syne Tune config space is built from
+  `params`. `objective_function(config)` (no fidelity) returns an (epochs, 2) array of
+  [val_accuracy, time] per epoch; with `fidelity={"epoch": e}` the dict of epoch e.
+- `run_syne_method(method, task, workers, hours, seed, targets, stop_at, data_path, bench=None)` runs one
+  Syne Tune method (a key of `METHODS`) until `hours` of simulated time have passed or a report reaches
+  `stop_at`, and returns a `SyneRun`: simulated seconds to the first report at or above each target
+  (None if never), the best-so-far curve, trials started, simulated and wall seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from syne_tune.blackbox_repository.blackbox import Blackbox
+
+METRIC = "val_accuracy"
+TIME_ATTR = "time"
+RESOURCE = "epoch"
+MAX_RESOURCE_ATTR = "epochs"  # the config key holding the largest epoch a trial may run to
+
+
+def syne_space(params: Sequence[Any]) -> dict[str, Any]:
+    """Syne Tune domains for LCBench's hyperparameters (log-scaled where the config space says so)."""
+    from syne_tune.config_space import lograndint, loguniform, randint, uniform
+
+    out: dict[str, Any] = {}
+    for p in params:
+        if p.kind == "int":
+            out[p.name] = (lograndint if p.log else randint)(int(p.low), int(p.high))
+        elif p.kind == "float":
+            out[p.name] = (loguniform if p.log else uniform)(float(p.low), float(p.high))
+        else:
+            raise ValueError(f"params: {p.name} has unknown kind {p.kind!r}")
+    return out
+
+
+class LCBenchBlackbox(Blackbox):
+    """LCBench curves as a Syne Tune `Blackbox` with one fidelity, `epoch` (see the module docstring)."""
+
+    def __init__(self, bench: Any):
+        from syne_tune.config_space import randint
+
+        self.bench = bench
+        self.epochs = int(bench.epochs)
+        self._names = [p.name for p in bench.params]
+        super().__init__(
+            configuration_space=syne_space(bench.params),
+            fidelity_space={RESOURCE: randint(1, self.epochs)},
+            objectives_names=[METRIC, TIME_ATTR],
+        )
+
+    @property
+    def fidelity_values(self) -> np.ndarray:
+        return np.arange(1, self.epochs + 1)
+
+    def _objective_function(
+        self, configuration: Mapping[str, Any], fidelity: Mapping[str, Any] | None = None, seed: int | None = None
+    ) -> Any:
+        # Syne Tune adds keys of its own (e.g. the max-resource attribute): the surrogate gets the seven.
+        curve = self.bench.curves([{k: configuration[k] for k in self._names}])[0]
+        table = np.column_stack([np.asarray(curve.val_accuracy, float), np.asarray(curve.time, float)])
+        if fidelity is None:
+            return table
+        e = int(fidelity[RESOURCE])
+        if not 1 <= e <= self.epochs:
+            raise ValueError(f"fidelity.{RESOURCE}: {e} is outside 1..{self.epochs}")
+        return {METRIC: float(table[e - 1, 0]), TIME_ATTR: float(table[e - 1, 1])}
+
+
+@dataclass
+class SyneRun:
+    """One Syne Tune search on the simulated clock (see the module docstring)."""
+
+    method: str
+    time_to_target: dict[str, float | None]
+    best_so_far: list[tuple[float, float]] = field(default_factory=list)
+    started: int = 0
+    sim_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+
+def _schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
+    """Syne Tune 0.16's baselines by our names: (config space, seed, epochs) -> scheduler. ASHA and its
+    model-based variants stop trials (Syne Tune's asynchronous successive halving has no pause);
+    `hyperband` is ASHA over all of Hyperband's brackets (grace 1, 3, 9, 27 epochs at eta 3)."""
+    from syne_tune.optimizer import baselines as b
+
+    def mf(cls: Any, **kw: Any) -> Callable[[dict[str, Any], int, int], Any]:
+        return lambda space, seed, epochs: cls(
+            space, metric=METRIC, time_attr=RESOURCE, max_t=epochs, do_minimize=False, random_seed=seed, **kw
+        )
+
+    def sf(cls: Any) -> Callable[[dict[str, Any], int, int], Any]:
+        return lambda space, seed, epochs: cls(space, metric=METRIC, do_minimize=False, random_seed=seed)
+
+    return {
+        "random": lambda space, seed, epochs: b.RandomSearch(
+            space, metrics=[METRIC], do_minimize=False, random_seed=seed
+        ),
+        "tpe": sf(b.TPE),
+        "asha": mf(b.ASHA),
+        "hyperband": mf(b.ASHA, brackets=4),
+        "bohb": mf(b.BOHB),
+        "asha_bore": mf(b.ASHABORE),
+        "asha_cqr": mf(b.ASHACQR),
+    }
+
+
+METHODS = ("random", "tpe", "asha", "hyperband", "bohb", "asha_bore", "asha_cqr")
+
+
+def run_syne_method(
+    method: str,
+    task: str,
+    *,
+    workers: int,
+    hours: float,
+    seed: int,
+    targets: Mapping[str, float],
+    stop_at: float | None = None,
+    data_path: str | Path | None = None,
+    bench: Any = None,
+) -> SyneRun:
+    """One Syne Tune search on the simulated clock (see the module docstring). `bench` replaces the real
+    surrogate (`app.sim.lcbench.load_lcbench(task, data_path)`), e.g. with a stand-in in tests."""
+    import os
+
+    from syne_tune import StoppingCriterion, Tuner
+    from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
+    from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
+    from syne_tune.constants import ST_TUNER_TIME
+
+    factories = _schedulers()
+    if method not in factories:
+        raise ValueError(f"method: unknown {method!r} (known: {', '.join(factories)})")
+    if bench is None:
+        from app.sim.lcbench import load_lcbench
+
+        bench = load_lcbench(task, None if data_path is None else str(data_path))
+    budget_s = hours * 3600.0
+    # Syne Tune's Bracket picks a trial's bracket with numpy's global generator: seeded for determinism.
+    np.random.seed(seed)
+    blackbox = LCBenchBlackbox(bench)
+    backend = UserBlackboxBackend(blackbox=blackbox, elapsed_time_attr=TIME_ATTR, seed=seed)
+    scheduler = factories[method](dict(blackbox.configuration_space), seed, blackbox.epochs)
+    # The simulated budget is a threshold on the simulated tuner time each result carries (what
+    # SimulatorCallback turns max_wallclock_time into), given directly so that the metric threshold
+    # survives: SimulatorCallback rebuilds a criterion that has max_wallclock_time without it.
+    # StoppingCriterion stops on values strictly above a threshold: the largest float below stop_at
+    # makes it stop at a report reaching stop_at exactly, as Quanta's stop_on_target does.
+    limits = {ST_TUNER_TIME: budget_s}
+    if stop_at is not None:
+        limits[METRIC] = float(np.nextafter(stop_at, -np.inf))
+    callback = SimulatorCallback()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="syne-lcbench-") as folder:
+        old = os.environ.get("SYNETUNE_FOLDER")
+        os.environ["SYNETUNE_FOLDER"] = folder  # Syne Tune's run folder (results CSV), removed afterwards
+        level = logging.getLogger("syne_tune").level
+        logging.getLogger("syne_tune").setLevel(logging.WARNING)
+        try:
+            tuner = Tuner(
+                trial_backend=backend,
+                scheduler=scheduler,
+                stop_criterion=StoppingCriterion(max_metric_value=limits),
+                n_workers=workers,
+                sleep_time=0,
+                results_update_interval=1e9,
+                print_update_interval=1e9,
+                callbacks=[callback],
+                tuner_name=f"lcbench-{task}-{method}-{seed}",
+                save_tuner=False,
+            )
+            with contextlib.redirect_stdout(io.StringIO()):  # Syne Tune prints its progress table
+                tuner.run()
+        finally:
+            logging.getLogger("syne_tune").setLevel(level)
+            if old is None:
+                os.environ.pop("SYNETUNE_FOLDER", None)
+            else:
+                os.environ["SYNETUNE_FOLDER"] = old
+    wall = time.perf_counter() - t0
+    reports = sorted(
+        (float(r[ST_TUNER_TIME]), float(r[METRIC]))
+        for r in callback.results
+        if METRIC in r and float(r[ST_TUNER_TIME]) <= budget_s
+    )
+    from bench.lcbench import improvements, time_to_target
+
+    trial_ids = {r["trial_id"] for r in callback.results if "trial_id" in r}
+    return SyneRun(
+        method=method,
+        time_to_target={k: time_to_target(reports, v) for k, v in targets.items()},
+        best_so_far=improvements(reports),
+        started=len(trial_ids),
+        sim_seconds=min(budget_s, reports[-1][0]) if reports else 0.0,
+        wall_seconds=wall,
+    )
