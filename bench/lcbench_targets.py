@@ -84,9 +84,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = ap.parse_args()
 
-    from app.sim.lcbench import SUITE
     from rich.console import Console
     from rich.table import Table
+
+    from app.sim.lcbench import SUITE
 
     tasks = list(SUITE) if args.tasks is None else [t.strip() for t in args.tasks.split(",") if t.strip()]
     out: dict[str, Any] = {
