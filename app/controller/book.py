@@ -160,14 +160,16 @@ class SearchBook:
         *,
         trainable: str | None = None,
         config: dict[str, Any] | None = None,
+        owner: str = "",
     ) -> int:
         """Submit a job that is not part of a search (a trace job): it runs `steps` mini-batches on
-        `devices_needed` devices and is placed by the same policy as search trials."""
+        `devices_needed` devices and is placed by the same policy as search trials; `owner` is the user it
+        counts against in the share layer."""
         now = self._runtime.now()
         number = len(self._index.by_id)
         row = self._store.add_trial(0, number, {"kind": kind}, {}, now)
         assert row.id is not None
-        ts = TrialState(row.id, 0, number, {"kind": kind}, {}, now, kind=kind, trainable=trainable)
+        ts = TrialState(row.id, 0, number, {"kind": kind}, {}, now, kind=kind, trainable=trainable, owner=owner)
         ts.config = dict(config or {})
         self.track(None, ts)
         ts.devices_needed, ts.max_steps = devices_needed, steps

@@ -59,7 +59,7 @@ class Controller:
         self.book = SearchBook(store, runtime, self._index, self._rounds, self._signals)
         self.recorder = EventRecorder(store, runtime, self.book, self._index, pairs, self._signals)
         self.snapshots = SnapshotBuilder(runtime, self.book, self._index, pairs, cache_views=options.cache_views)
-        self.policies = PolicyChoice(store, options.policy, options.quantum_s)
+        self.policies = PolicyChoice(store, options.policy, options.quantum_s, self.book.searches, options.share)
         self.launcher = TrialLauncher(self.book, self._index, options.workdir)
         self.last_plan: Plan | None = None
         self._last_tick: float | None = None
@@ -85,10 +85,12 @@ class Controller:
         *,
         trainable: str | None = None,
         config: dict[str, Any] | None = None,
+        owner: str = "",
     ) -> int:
         """Submit a job that is not part of a search (a trace job): it runs `steps` mini-batches on
-        `devices_needed` devices and is placed by the same policy as search trials."""
-        return self.book.add_job(kind, steps, devices_needed, trainable=trainable, config=config)
+        `devices_needed` devices and is placed by the same policy as search trials; `owner` is the user it
+        counts against in the share layer."""
+        return self.book.add_job(kind, steps, devices_needed, trainable=trainable, config=config, owner=owner)
 
     def stop_search(
         self, search_id: int, status: SearchStatus = SearchStatus.STOPPED, reason: str = "search stopped"
@@ -155,6 +157,7 @@ class Controller:
             round_no=self._rounds.round_no,
             judge_knobs=policy.judge_knobs if policy is not None else None,
             judge_state=self.policies.judge_state,
+            user_weights=self.store.user_weights(),
         )
 
     def close(self) -> None:

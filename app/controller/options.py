@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.executor.policy.share import ShareKnobs
 from app.executor.policy.types import Policy
 
 
@@ -19,6 +20,7 @@ class ControllerOptions:
     """`workdir`: checkpoints and trial logs (in distributed mode the store every node reads).
     `policy` / `quantum_s`: fix the cluster's policy and quantum (the simulator, benchmarks); when None
     the oldest running search's spec chooses them.
+    `share`: the share layer's knobs (`app.executor.policy.share`) when no policy is fixed (None: defaults).
     `poll_cap_s`: the longest one poll of the runtime may block (seconds of the runtime's clock), so
     commands written to the database are picked up promptly; `math.inf` lifts the cap.
     `publish_every_s`: republish the cluster view (API `/cluster`, dashboard) at most this often
@@ -32,6 +34,7 @@ class ControllerOptions:
     poll_cap_s: float = 0.5
     publish_every_s: float = 0.0
     cache_views: bool = False
+    share: ShareKnobs | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workdir", Path(self.workdir))  # accept a str too

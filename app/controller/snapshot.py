@@ -57,6 +57,7 @@ class SnapshotBuilder:
         round_no: int,
         judge_knobs: JudgeKnobs | None = None,
         judge_state: Mapping[str, Any] | None = None,
+        user_weights: Mapping[str, float] | None = None,
     ) -> ClusterSnapshot:
         residency = self.residency_seen = self._runtime.residency()
         searches = self._book.searches.values()
@@ -67,6 +68,7 @@ class SnapshotBuilder:
                 s.spec.metric.target,
                 s.spec.budget.max_steps,
                 more_trials=s.created < s.spec.budget.max_trials,
+                owner=s.owner,
             )
             for s in searches
             if s.status == SearchStatus.RUNNING
@@ -118,6 +120,7 @@ class SnapshotBuilder:
             round_no=round_no,
             in_arrival_order=self._index.in_arrival_order,
             resident_trials=resident_trials,
+            user_weights=user_weights or {},
         )
         if judge_knobs is None:
             self.judge_state = {}
@@ -169,4 +172,5 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> T
         curve=tuple(t.curve),
         elastic=t.elastic,
         kind=t.kind,
+        owner=t.owner,
     )

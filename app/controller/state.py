@@ -47,6 +47,7 @@ class TrialState:
     kind: str = ""  # job type for trace jobs (simulator); empty for search trials
     trainable: str | None = None  # trace jobs run for real: their own trainable and config
     config: dict[str, Any] = field(default_factory=dict)
+    owner: str = ""  # the user of a trace job (a search's trials belong to the search's owner)
 
 
 @dataclass

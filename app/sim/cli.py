@@ -30,6 +30,15 @@ def simulate(
     ] = "v100",
     jitter: Annotated[float, typer.Option(help="per-job log-normal noise on solo rates (sigma)")] = 0.0,
     check: Annotated[bool, typer.Option(help="check invariants after every event (slower)")] = False,
+    users: Annotated[
+        int, typer.Option(help="jobs belong to users: the trace's own, else N users with skewed demand (0: off)")
+    ] = 0,
+    shares: Annotated[
+        str, typer.Option(help="with --users: none (no share layer), equal, or a JSON file {user: weight}")
+    ] = "none",
+    favour_worst_rho: Annotated[
+        bool, typer.Option(help="with --shares: the share layer favours the users with the worst rho")
+    ] = False,
 ) -> None:
     """Simulate a job trace on a virtual cluster with the service's own controller and policies."""
     from app.sim.driver import simulate as run_sim
@@ -51,6 +60,23 @@ def simulate(
     except ValueError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    weights: dict[str, float] | None = None
+    if users or shares != "none" or favour_worst_rho:
+        from app.sim.users import assign_users, parse_shares, user_summary
+
+        try:
+            if not users:
+                raise ValueError("shares: --shares and --favour-worst-rho need --users N")
+            if "=" in kind:
+                raise ValueError("users: --users on a --kind mix is not supported yet (one kind only)")
+            weights = parse_shares(shares)
+            jobs = assign_users(jobs, users)
+        except ValueError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+    from app.executor.policy.share import ShareKnobs
+
+    share_knobs = ShareKnobs(favour_worst_rho=favour_worst_rho)
     unknown = [n for n in names if n not in policy_names()]
     if unknown:
         err.print(f"[bold red]error:[/] unknown policy {unknown} (known: {', '.join(policy_names())})")
@@ -71,7 +97,23 @@ def simulate(
                 jitter=jitter,
                 check=check,
                 progress=lambda done, n, now: err.print(f"  {done}/{n} jobs done, virtual day {now / 86400:.1f}"),
+                shares=weights,
+                share_knobs=share_knobs,
             )
+            if users:
+                by_user = user_summary(
+                    jobs,
+                    res.jobs,
+                    name,
+                    gpus=gpus,
+                    gpus_per_server=gpus_per_server,
+                    quantum_s=quantum,
+                    kind=kind,
+                    weights=weights,
+                )
+                res.summary.update(by_user)
+                res.summary["shares"] = shares
+                res.summary["favour_worst_rho"] = favour_worst_rho
         except (ValueError, KeyError) as exc:  # a job the cluster cannot run, a type the table lacks
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             raise typer.Exit(2) from None
@@ -100,6 +142,11 @@ def _table(name: str, trace: str, s: dict) -> Table:
     t.add_row("mean time to first 100 mini-batches", f"{s['mean_time_to_100_minibatches_s'] / 60:,.1f} min")
     t.add_row("packs kept / undone", f"{s['packs_kept']} / {s['packs_undone']}")
     t.add_row("migrations", str(s["migrations"]))
+    if "users" in s:
+        for user, u in s["users"].items():
+            row = f"{u['jobs']}, {u['mean_jct_s'] / hours:,.2f} h, {u['rho']:.2f}"
+            t.add_row(f"user {user}: jobs, mean JCT, rho", row)
+        t.add_row("max rho / Jain's index", f"{s['max_rho']:.2f} / {s['jain_index']:.3f}")
     t.add_row("simulated in", f"{s['wall_s']:.1f} s ({s['jobs_per_s']} jobs/s, {s['ticks']} ticks)")
     return t
 

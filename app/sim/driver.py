@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.executor.policy import make_policy
+from app.executor.policy.share import ShareKnobs, SharePolicy
+from app.executor.policy.types import Policy
 from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
 from app.sim.throughputs import Throughputs
 from app.sim.traces import TraceJob, throughputs_path
@@ -56,6 +58,8 @@ def simulate(
     jitter: float = 0.0,
     event_driven: bool = True,
     progress: Callable[[int, int, float], None] | None = None,
+    shares: Mapping[str, float] | None = None,
+    share_knobs: ShareKnobs | None = None,
 ) -> SimResult:
     """Run `jobs` under `policy` on `gpus` devices in servers of `gpus_per_server`.
 
@@ -64,7 +68,9 @@ def simulate(
     `kind` is one device kind or a mix with GPU counts (``v100=120,k80=80``; see `server_kinds`).
     `jitter` > 0 perturbs each job's solo rates by a log-normal factor drawn from `seed` (0 = exact
     table rates, and then `seed` changes nothing). `event_driven=False` ticks event-driven policies (fifo)
-    every quantum too (same results, slower: a test checks they agree)."""
+    every quantum too (same results, slower: a test checks they agree).
+    `shares` (None: off) puts the share layer (`app.executor.policy.share`) over `policy`: each job counts
+    against its `user`, weighted by `shares[user]` (1 when not named), with `share_knobs`."""
     if gpus < 1 or gpus_per_server < 1:
         raise ValueError("gpus and gpus_per_server must be >= 1")
     started = time.perf_counter()
@@ -72,7 +78,9 @@ def simulate(
     thr = throughputs
     if thr is None and any(j.rate is None for j in jobs):
         thr = Throughputs.load(throughputs_path())
-    pol = make_policy(policy, **(policy_knobs or {}))
+    pol: Policy = make_policy(policy, **(policy_knobs or {}))
+    if shares is not None:
+        pol = SharePolicy(pol, share_knobs)
     cap = max_per_device or (2 if policy in PACKING_POLICIES else 1)
     t0 = jobs[0].arrival if jobs else 0.0
     kinds = server_kinds(kind, gpus, gpus_per_server)  # one per server
@@ -89,6 +97,12 @@ def simulate(
         seed=seed,
     )
     store = MemoryStore(keep_measurements=False)
+    if shares is not None:
+        for user in sorted({j.user for j in jobs} - {""}):
+            if store.user(user) is None:
+                store.add_user(user, t0, weight=float(shares.get(user, 1.0)))
+            else:
+                store.update_user(user, weight=float(shares.get(user, 1.0)))
     # A policy whose plans change only on arrivals and completions (both wake the controller) is ticked
     # on those events alone: the same decisions, without a tick per idle quantum.
     tick_every = math.inf if event_driven and getattr(pol, "event_driven", False) else quantum_s
@@ -106,7 +120,7 @@ def simulate(
             j = jobs[i]
             devices = min(j.devices, gpus)
             clamped += devices != j.devices
-            tid = ctl.add_job(j.job_type, j.steps, devices)
+            tid = ctl.add_job(j.job_type, j.steps, devices, owner=j.user)
             rt.register(tid, JobSpec(j.job_type, j.steps, devices, j.rate))
             meta[tid] = j
             i += 1
@@ -190,6 +204,7 @@ def _result(
             {
                 "id": j.id,
                 "trial": tid,
+                "user": j.user,
                 "job_type": j.job_type,
                 "devices": j.devices,
                 "steps": j.steps,

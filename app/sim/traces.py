@@ -12,7 +12,7 @@ import math
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 class TraceJob:
     """One job of a trace: `steps` mini-batches of `job_type` on `devices` devices, arriving at
     `arrival` seconds. `rate` (mini-batches/s alone) is set when the trace says how fast the job runs
-    (Tiresias' toy trace); otherwise the throughput table says."""
+    (Tiresias' toy trace); otherwise the throughput table says. `user` is its submitter when the trace
+    names one (merged Philly traces: the virtual cluster it came from)."""
 
     id: int
     job_type: str
@@ -30,6 +31,7 @@ class TraceJob:
     arrival: float
     devices: int = 1
     rate: float | None = None
+    user: str = ""  # who submitted it, when the trace says (see `app.sim.users`)
 
 
 def traces_dir() -> Path:
@@ -62,13 +64,14 @@ def resolve_trace(name: str | Path) -> Path:
 
 
 def load_trace(name: str | Path, max_jobs: int | None = None) -> list[TraceJob]:
-    """Read a trace by path or name. ``all`` merges every Philly trace (15,264 jobs) by arrival time."""
+    """Read a trace by path or name. ``all`` merges every Philly trace (15,264 jobs) by arrival time, each
+    job's `user` the virtual cluster (trace file) it came from."""
     if str(name) == "all":
         jobs: list[TraceJob] = []
         for path in sorted((traces_dir() / "philly_gavel").glob("*.trace")):
-            jobs.extend(read_philly(path))
+            jobs.extend(replace(j, user=path.stem) for j in read_philly(path))  # the virtual cluster
         jobs.sort(key=lambda j: (j.arrival, j.id))
-        jobs = [TraceJob(i, j.job_type, j.steps, j.arrival, j.devices, j.rate) for i, j in enumerate(jobs)]
+        jobs = [replace(j, id=i) for i, j in enumerate(jobs)]
         return jobs[:max_jobs] if max_jobs else jobs
     path = resolve_trace(name)
     jobs = read_tiresias(path) if path.suffix == ".csv" else read_philly(path)

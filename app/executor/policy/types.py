@@ -63,6 +63,7 @@ class TrialView:
     p_reach: float | None = None  # predicted probability of reaching the target (None = no prediction yet)
     elastic: bool = False
     kind: str = ""  # job type (simulator traces); empty for search trials
+    owner: str = ""  # the user of a trial outside any search (a trace job); a search's trials: `SearchView.owner`
 
     @property
     def resident(self) -> bool:
@@ -79,6 +80,7 @@ class SearchView:
     target: float | None = None
     max_steps: int = 0
     more_trials: bool = False  # the search will create more trials (its trial budget is not spent)
+    owner: str = ""  # the user who submitted it (the share layer divides device time between users)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class ClusterSnapshot:
     `pair_rates[(a, b)]` = (rate of a, rate of b) measured while a and b were packed on one device
     (trial ids, a < b). `policy_state` is what this policy returned in `Plan.state` last round.
     `verdicts[trial id]` is the judge's verdict this round, for the policies that ask for judging
-    (`Policy.judge_knobs`); a trial without one is not judged.
+    (`Policy.judge_knobs`); a trial without one is not judged. `user_weights[user]` is that user's share of
+    device time relative to other users (`SearchView.owner`, `TrialView.owner`), 1 when not named.
     """
 
     now: float
@@ -100,6 +103,8 @@ class ClusterSnapshot:
     quantum_s: float = 2.0
     round_no: int = 0
     verdicts: Mapping[int, Verdict] = field(default_factory=dict)
+    # Each user's weight in the share layer (`app.executor.policy.share`); a user not named weighs 1.
+    user_weights: Mapping[str, float] = field(default_factory=dict)
     # Hints a producer may give so that a round on a large cluster costs O(resident), not O(queue):
     # `in_arrival_order` says `trials` holds alive trials only, already in arrival order (then `alive()`
     # is `trials` itself); `resident_trials`, when given, is exactly the alive trials with devices, in

@@ -1,0 +1,504 @@
+"""The share layer: device time divided between users by weight, and among a user's running searches
+equally; inside its share each search's own policy decides which of its trials run (the two levels of
+Gandiva-fair), with Themis's finish-time fairness measured and, as an option, favoured.
+
+Groups. A *group* is what one policy plans for: the trials of one search (key ``s<id>``), or the
+trials of one user that belong to no search (trace jobs, key ``u<owner>``, planned by the base
+policy). A group's user is its search's `SearchView.owner` (a job's `TrialView.owner`); the empty name
+is a user like any other, so a cluster of unowned searches is one user.
+
+One round (`SharePolicy.plan`), pure (no I/O, no clock: the snapshot carries `now`):
+
+1. **Accounting**, in device-seconds over a window. For the interval since the last round, each user
+   is charged the devices the last plan gave its trials (a device holding k users' trials counts 1/k
+   to each) and credited its *fair* share then (the water-filled share of step 2, in devices) and its
+   *ideal* share then (min(D * w_u / sum of the active users' weights, its demand): what it would get
+   alone on its fair share of the cluster). All three are exponentially decaying sums
+   (time constant `window_s`): `used`, `fair`, `ideal`, kept in `Plan.state["share"]`.
+   **rho** (Themis's finish-time fairness) of a user is ``ideal / used`` over the window: a job's
+   finishing time is its remaining work over the device time it gets per second, so the time to
+   finish on the shared cluster over the time alone on its fair share is estimated by the fair-share
+   device time it should have had over the device time it had. rho > 1: the user fell behind its fair
+   share; < 1: it ran ahead on devices others left idle. Each round's notes report it per user.
+2. **Allotment**, in whole devices. A group's demand is the devices its alive trials need (trials its
+   policy held at a rung last round excepted), at most D = all devices. Fractional shares by weighted
+   water-filling (max-min fairness): each user with demand gets D * w_u / sum w, a user who wants less
+   gets its demand and the rest is divided again among the others (work-conserving); a user's share
+   is divided equally among its groups the same way. Each group then gets the floor of its share; the
+   devices left go one at a time to the groups that still want more, the group of the user furthest
+   behind its window account (`fair - used`) first, then the largest fractional part, so that over a
+   few quanta each user gets its fractional share (e.g. 1.5 devices = 1 and 2 in turn). Devices no
+   group wants are given out all the same (a policy may pack or lend them). With
+   `ShareKnobs.favour_worst_rho`, a user's weight is multiplied by its rho (clamped to
+   [1, `rho_cap`]) before water-filling, so the users furthest behind catch up first (Themis).
+3. **Devices.** Each group keeps the devices its running trials hold (oldest trial first, within its
+   allotment), then those of its parked resident trials, then takes unclaimed devices: on nodes it is
+   on first, then on the nodes with most unclaimed devices.
+4. **Plans.** Each group's policy plans on a sub-snapshot: the group's trials, its devices, its own
+   state from last round (`Plan.state["groups"][key]["state"]`) and, for a policy that plans on
+   verdicts (`judge_knobs`), the judge's verdicts on its trials (judged here, its state carried the
+   same way). A trial resident on devices outside its group's set is shown there as not resident, so
+   its policy may start it elsewhere; the reconciler parks it. The plans merge: placements (disjoint
+   by construction), stops, holds, releases, limits and notes.
+5. **Borrowing.** Devices a group was given but left empty (its trials need more devices than its
+   share has left, or it needs fewer than it got) go to groups that left trials waiting, the user
+   furthest behind first: such a group plans again with them added. A lender that wants them back
+   gets them at its next round (its allotment counts only its own demand), so device time a user does
+   not use goes to the others and comes back within one quantum.
+
+One group (one user with one search, `quanta run`, or a simulated trace without users): its policy
+plans on the snapshot itself with its own state and verdicts, exactly as it would alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.executor.policy.placing import device_maps
+from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
+from app.search.judge import judge
+from app.search.verdict import JudgeKnobs, Verdict
+
+SHARE_STATE = "share"
+GROUPS_STATE = "groups"
+
+
+class ShareKnobs(BaseModel):
+    """The share layer's knobs: cluster-wide (not a search's: no search may choose its own share)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window_s: float = Field(default=3600.0, gt=0, description="time constant of the device-second accounts")
+    favour_worst_rho: bool = Field(default=False, description="weigh users by their rho (Themis): worst first")
+    rho_cap: float = Field(default=4.0, ge=1, description="largest weight multiplier favour_worst_rho gives")
+
+
+@dataclass(frozen=True)
+class Group:
+    """The trials one policy plans for: `key` (``s<search id>`` or ``u<owner>``), its user, its search
+    (0 for trace jobs) and its alive trials in arrival order."""
+
+    key: str
+    user: str
+    search_id: int
+    trials: tuple[TrialView, ...]
+
+
+@dataclass
+class _Round:
+    """One group's working values during a round (never leaves `SharePolicy.plan`)."""
+
+    group: Group
+    policy: Policy
+    state: Mapping[str, Any]
+    judge_state: Mapping[str, Any]
+    held: frozenset[int] = frozenset()  # trials its policy held at a rung last round
+    verdicts: Mapping[int, Verdict] = field(default_factory=dict)
+    judged: Mapping[str, Any] = field(default_factory=dict)
+    devices: list[str] = field(default_factory=list)
+    plan: Plan = field(default_factory=Plan)
+
+
+class SharePolicy:
+    """`plan(snapshot)`: the two-level share of the module docstring. `base` plans the groups that have
+    no policy of their own (trace jobs; searches `policy_of` does not know); `policy_of(search_id)` is
+    a search's own policy (None: the base), and must be deterministic (the controller builds it from
+    the search's spec)."""
+
+    name = "share"
+    judge_knobs: JudgeKnobs | None = None  # each group is judged here, with its own policy's knobs
+
+    def __init__(
+        self,
+        base: Policy,
+        knobs: ShareKnobs | None = None,
+        policy_of: Callable[[int], Policy | None] | None = None,
+    ):
+        self.base = base
+        self.knobs = knobs or ShareKnobs()
+        self._policy_of = policy_of or (lambda _search_id: None)
+
+    # ---- the round -------------------------------------------------------------------------------
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        st = snapshot.policy_state or {}
+        carried: Mapping[str, Any] = st.get(GROUPS_STATE, {}) if SHARE_STATE in st else {}
+        account = _Accounts.carried(st.get(SHARE_STATE, {}), snapshot.now, self.knobs.window_s)
+        groups = groups_of(snapshot)
+        rounds = [self._round(g, carried.get(g.key, {})) for g in groups]
+        weights = {g.user: _weight(snapshot.user_weights, g.user) for g in groups}
+        rho = account.rho()
+        if self.knobs.favour_worst_rho:
+            weights = {u: w * min(max(rho.get(u, 1.0), 1.0), self.knobs.rho_cap) for u, w in weights.items()}
+        n_dev = len(snapshot.devices)
+        demand = {r.group.key: min(n_dev, _demand(r)) for r in rounds}
+        fair = fair_shares(n_dev, groups, weights, demand)
+        behind = account.behind()
+        if len(rounds) == 1:
+            # Alone on the cluster: the whole snapshot, as the group's policy would see it without us.
+            r = rounds[0]
+            r.devices = [d.id for d in snapshot.devices]
+            self._judge(r, snapshot)
+            r.plan = r.policy.plan(replace(snapshot, policy_state=r.state, verdicts=r.verdicts))
+        else:
+            allot = whole_devices(n_dev, groups, fair, demand, behind)
+            assigned = assign_devices(snapshot, groups, allot, behind)
+            for r in rounds:
+                r.devices = assigned[r.group.key]
+                sub = sub_snapshot(snapshot, r.group, r.devices, r.state, {})
+                self._judge(r, sub)
+                r.plan = r.policy.plan(replace(sub, verdicts=r.verdicts) if r.verdicts else sub)
+            self._borrow(snapshot, rounds, behind)
+        return self._merge(snapshot, rounds, account, fair, demand)
+
+    def _round(self, g: Group, carried: Mapping[str, Any]) -> _Round:
+        policy = (self._policy_of(g.search_id) if g.search_id else None) or self.base
+        if carried.get("policy") != policy.name:
+            carried = {}  # a new group (or one whose policy changed): its policy starts afresh
+        held = frozenset(int(i) for i in carried.get("hold", []))
+        return _Round(g, policy, carried.get("state", {}), carried.get("judge", {}), held)
+
+    def _judge(self, r: _Round, sub: ClusterSnapshot) -> None:
+        knobs = r.policy.judge_knobs
+        if knobs is None:
+            return
+        judged = judge(sub, knobs, r.judge_state)
+        r.verdicts, r.judged = judged.verdicts, judged.state
+
+    def _borrow(self, snapshot: ClusterSnapshot, rounds: list[_Round], behind: Mapping[str, float]) -> None:
+        """Step 5: devices left empty go to groups that left trials waiting, furthest behind first."""
+        all_ids = [d.id for d in snapshot.devices]
+        for r in sorted(rounds, key=lambda r: (-behind.get(r.group.user, 0.0), r.group.key)):
+            used = {d for x in rounds for d in x.plan.placement}
+            empty = [d for d in all_ids if d not in used and d not in r.devices]
+            if not empty or not _waiting(r):
+                continue
+            borrowed = sorted(set(r.devices) | set(empty), key=all_ids.index)
+            plan = r.policy.plan(sub_snapshot(snapshot, r.group, borrowed, r.state, r.verdicts))
+            # Keep the devices it uses; the ones it still leaves empty stay free for the next borrower.
+            mine = set(r.devices)
+            r.devices = [d for d in borrowed if d in mine or d in plan.placement]
+            r.plan = plan
+
+    def _merge(
+        self,
+        snapshot: ClusterSnapshot,
+        rounds: Sequence[_Round],
+        account: _Accounts,
+        fair: Mapping[str, float],
+        demand: Mapping[str, int],
+    ) -> Plan:
+        placement: dict[str, tuple[int, ...]] = {}
+        stop: list[int] = []
+        hold: list[int] = []
+        release: list[int] = []
+        limits: dict[int, int] = {}
+        notes: list[str] = []
+        groups_state: dict[str, Any] = {}
+        for r in rounds:
+            p = r.plan
+            for d, ids in p.placement.items():
+                placement[d] = placement.get(d, ()) + tuple(ids)
+            stop.extend(p.stop)
+            hold.extend(p.hold)
+            release.extend(p.release)
+            limits.update(p.limits)
+            notes.extend(p.notes if len(rounds) == 1 else (f"{r.group.key}: {n}" for n in p.notes))
+            groups_state[r.group.key] = {
+                "policy": r.policy.name,
+                "state": dict(p.state),
+                "judge": dict(r.judged),
+                "hold": list(p.hold),
+            }
+        user_of = {r.group.key: r.group.user for r in rounds}
+        fair_u: dict[str, float] = {}
+        demand_u: dict[str, int] = {}
+        for key, f in fair.items():
+            fair_u[user_of[key]] = fair_u.get(user_of[key], 0.0) + f
+            demand_u[user_of[key]] = demand_u.get(user_of[key], 0) + demand[key]
+        base_w = {u: _weight(snapshot.user_weights, u) for u in fair_u}
+        total_w = sum(w for u, w in base_w.items() if demand_u[u] > 0)
+        n_dev = len(snapshot.devices)
+        ideal = {u: min(n_dev * base_w[u] / total_w, demand_u[u]) if total_w else 0.0 for u in fair_u}
+        alloc = allocation(placement, {t.id: r.group.user for r in rounds for t in r.group.trials})
+        share_state = account.after(snapshot.now, alloc, fair_u, ideal)
+        if len(fair_u) > 1:
+            rho = _Accounts.of(share_state).rho()
+            notes.extend(
+                f"share: user {u or '-'}: {alloc.get(u, 0.0):g} of {n_dev} devices (fair {fair_u[u]:.2f}), "
+                f"rho {rho[u]:.2f}" if u in rho else f"share: user {u or '-'}: {alloc.get(u, 0.0):g} devices"
+                for u in sorted(fair_u)
+            )
+        return Plan(
+            placement=placement,
+            stop=tuple(stop),
+            state={SHARE_STATE: share_state, GROUPS_STATE: groups_state},
+            notes=tuple(notes),
+            hold=tuple(hold),
+            release=tuple(release),
+            limits=limits,
+        )
+
+
+# ---- groups ----------------------------------------------------------------------------------------
+
+
+def groups_of(snapshot: ClusterSnapshot) -> list[Group]:
+    """The snapshot's alive trials grouped by search (trace jobs by owner), groups ordered by key."""
+    searches = {s.id: s for s in snapshot.searches}
+    members: dict[str, list[TrialView]] = {}
+    meta: dict[str, tuple[str, int]] = {}
+    for t in snapshot.alive():
+        if t.search_id:
+            s = searches.get(t.search_id)
+            key, user = f"s{t.search_id}", (s.owner if s is not None else t.owner)
+        else:
+            key, user = f"u{t.owner}", t.owner
+        members.setdefault(key, []).append(t)
+        meta.setdefault(key, (user, t.search_id))
+    return [Group(k, meta[k][0], meta[k][1], tuple(members[k])) for k in sorted(members)]
+
+
+def _weight(weights: Mapping[str, float], user: str) -> float:
+    w = float(weights.get(user, 1.0))
+    return w if w > 0 and math.isfinite(w) else 1.0
+
+
+def _demand(r: _Round) -> int:
+    """Devices the group's alive trials need, those its policy held last round excepted."""
+    return sum(t.devices_needed for t in r.group.trials if t.id not in r.held)
+
+
+def _waiting(r: _Round) -> bool:
+    """The group left a trial it did not hold, stop or place (it wants more devices)."""
+    placed = {i for ids in r.plan.placement.values() for i in ids}
+    out = set(r.plan.hold) | set(r.plan.stop) | placed
+    return any(t.id not in out for t in r.group.trials)
+
+
+# ---- allotment -------------------------------------------------------------------------------------
+
+
+def water_fill(total: float, weights: Mapping[str, float], caps: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min fair division of `total` among keys capped at `caps`: each key gets `total`
+    in proportion to its weight, a key whose cap is below that gets its cap and the rest is divided
+    again among the others. Keys with cap or weight 0 get 0."""
+    out = dict.fromkeys(weights, 0.0)
+    active = sorted(k for k in weights if caps.get(k, 0) > 0 and weights[k] > 0)
+    left = float(total)
+    while active and left > 1e-12:
+        wsum = sum(weights[k] for k in active)
+        full = [k for k in active if caps[k] - out[k] <= left * weights[k] / wsum + 1e-12]
+        if not full:
+            for k in active:
+                out[k] += left * weights[k] / wsum
+            break
+        for k in full:
+            left -= caps[k] - out[k]
+            out[k] = float(caps[k])
+        active = [k for k in active if k not in full]
+    return out
+
+
+def fair_shares(
+    n_dev: int, groups: Sequence[Group], weights: Mapping[str, float], demand: Mapping[str, int]
+) -> dict[str, float]:
+    """Each group's fractional share of `n_dev` devices: users by weight, a user's groups equally,
+    both water-filled by demand (work-conserving)."""
+    by_user: dict[str, list[Group]] = {}
+    for g in groups:
+        by_user.setdefault(g.user, []).append(g)
+    user_cap = {u: float(sum(demand[g.key] for g in gs)) for u, gs in by_user.items()}
+    user_share = water_fill(n_dev, {u: weights[u] for u in by_user}, user_cap)
+    out: dict[str, float] = {}
+    for u, gs in by_user.items():
+        equal = dict.fromkeys((g.key for g in gs), 1.0)
+        out.update(water_fill(user_share[u], equal, {g.key: demand[g.key] for g in gs}))
+    return out
+
+
+def whole_devices(
+    n_dev: int,
+    groups: Sequence[Group],
+    fair: Mapping[str, float],
+    demand: Mapping[str, int],
+    behind: Mapping[str, float],
+) -> dict[str, int]:
+    """Whole devices per group: the floor of its share, then the devices left one at a time to the
+    groups wanting more (user furthest behind first, then largest fractional part, then key), then
+    what nobody wants to the groups in that order too."""
+    allot = {g.key: int(math.floor(fair[g.key] + 1e-9)) for g in groups}
+    left = n_dev - sum(allot.values())
+    order = sorted(groups, key=lambda g: (-behind.get(g.user, 0.0), -(fair[g.key] - allot[g.key]), g.key))
+    for wanting in (True, False):
+        while left > 0:
+            took = False
+            for g in order:
+                if left > 0 and (not wanting or allot[g.key] < demand[g.key]):
+                    allot[g.key] += 1
+                    left -= 1
+                    took = True
+            if not took:
+                break
+    return allot
+
+
+def assign_devices(
+    snapshot: ClusterSnapshot, groups: Sequence[Group], allot: Mapping[str, int], behind: Mapping[str, float]
+) -> dict[str, list[str]]:
+    """Which devices each group plans on (step 3 of the module docstring), in cluster order."""
+    order, node_of, members = device_maps(snapshot.devices)
+    owner: dict[str, str] = {}
+    mine: dict[str, list[str]] = {g.key: [] for g in groups}
+    ranked = sorted(groups, key=lambda g: (-behind.get(g.user, 0.0), g.key))
+
+    def claim(g: Group, trials: Iterable[TrialView]) -> None:
+        for t in trials:
+            ds = [d for d in t.devices if d in order]
+            if not ds or len(ds) != len(t.devices) or any(owner.get(d, g.key) != g.key for d in ds):
+                continue
+            new = [d for d in ds if d not in owner]
+            if len(mine[g.key]) + len(new) > allot[g.key]:
+                continue
+            for d in new:
+                owner[d] = g.key
+                mine[g.key].append(d)
+
+    for g in ranked:  # running trials keep their devices
+        claim(g, (t for t in g.trials if t.running))
+    for g in ranked:  # then parked trials' own devices (a resume without a move)
+        claim(g, (t for t in g.trials if t.devices and not t.running))
+    for g in ranked:
+        need = allot[g.key] - len(mine[g.key])
+        if need <= 0:
+            continue
+        free_on: dict[str, int] = {}
+        for n, ds in members.items():
+            free_on[n] = sum(1 for d in ds if d not in owner)
+        home = {node_of[d] for d in mine[g.key]}
+        free = sorted(
+            (d for d in order if d not in owner),
+            key=lambda d: (node_of[d] not in home, -free_on[node_of[d]], node_of[d], order[d]),
+        )
+        for d in free[:need]:
+            owner[d] = g.key
+            mine[g.key].append(d)
+    return {k: sorted(ds, key=order.__getitem__) for k, ds in mine.items()}
+
+
+def sub_snapshot(
+    snapshot: ClusterSnapshot,
+    group: Group,
+    devices: Sequence[str],
+    state: Mapping[str, Any],
+    verdicts: Mapping[int, Verdict],
+) -> ClusterSnapshot:
+    """The snapshot one group's policy plans on: its trials (those resident outside `devices` shown as
+    not resident), `devices` only, its search, its own policy state and verdicts."""
+    mine = set(devices)
+    trials = tuple(
+        t if not t.devices or all(d in mine for d in t.devices) else replace(t, devices=(), running=False)
+        for t in group.trials
+    )
+    s = snapshot.search(group.search_id) if group.search_id else None
+    return replace(
+        snapshot,
+        devices=tuple(d for d in snapshot.devices if d.id in mine),
+        trials=trials,
+        searches=(s,) if s is not None else (),
+        policy_state=state,
+        verdicts=verdicts,
+        in_arrival_order=True,
+        resident_trials=tuple(t for t in trials if t.devices),
+    )
+
+
+def allocation(placement: Mapping[str, Sequence[int]], user_of: Mapping[int, str]) -> dict[str, float]:
+    """Devices each user holds in `placement`; a device holding k users' trials counts 1/k to each."""
+    out: dict[str, float] = {}
+    for ids in placement.values():
+        users = {user_of[i] for i in ids if i in user_of}
+        for u in users:
+            out[u] = out.get(u, 0.0) + 1.0 / len(users)
+    return out
+
+
+# ---- accounts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Accounts:
+    """Per user: decayed device-seconds `used`, `fair` and `ideal` up to `at`, and the rates of the
+    last plan (charged over the interval to the next round). JSON in `Plan.state["share"]`."""
+
+    at: float | None
+    window_s: float
+    users: Mapping[str, Mapping[str, float]]
+
+    @staticmethod
+    def of(state: Mapping[str, Any]) -> _Accounts:
+        return _Accounts(state.get("at"), float(state.get("window_s", 3600.0)), state.get("users", {}))
+
+    @staticmethod
+    def carried(state: Mapping[str, Any], now: float, window_s: float) -> _Accounts:
+        """Last round's accounts brought up to `now`: its rates charged over the interval."""
+        old = _Accounts.of(state)
+        if old.at is None or now <= old.at:
+            return _Accounts(old.at if old.at is not None else now, window_s, old.users)
+        keep = math.exp(-(now - old.at) / window_s)
+        users: dict[str, dict[str, float]] = {}
+        for u, a in old.users.items():
+            row = {
+                k: float(a.get(k, 0.0)) * keep + float(a.get(f"{k}_rate", 0.0)) * window_s * (1.0 - keep)
+                for k in ("used", "fair", "ideal")
+            }
+            users[u] = row
+        return _Accounts(now, window_s, users)
+
+    def behind(self) -> dict[str, float]:
+        """Fair device-seconds minus used, per user: how far each is behind its share."""
+        return {u: float(a.get("fair", 0.0)) - float(a.get("used", 0.0)) for u, a in self.users.items()}
+
+    def rho(self) -> dict[str, float]:
+        """ideal / used per user with ideal time on the books (see the module docstring); a user who
+        had no device time while it should have is capped at 1e6."""
+        out: dict[str, float] = {}
+        for u, a in self.users.items():
+            ideal, used = float(a.get("ideal", 0.0)), float(a.get("used", 0.0))
+            if ideal > 1e-9:
+                out[u] = ideal / used if used > 1e-9 else 1e6
+        return out
+
+    def after(
+        self, now: float, alloc: Mapping[str, float], fair: Mapping[str, float], ideal: Mapping[str, float]
+    ) -> dict[str, Any]:
+        """The state to carry: these sums, and this plan's rates (devices) to charge next round.
+        Users with nothing on the books and no demand are dropped."""
+        users: dict[str, dict[str, float]] = {}
+        for u in sorted(set(self.users) | set(fair) | set(alloc)):
+            a = self.users.get(u, {})
+            row = {k: float(a.get(k, 0.0)) for k in ("used", "fair", "ideal")}
+            row.update(used_rate=alloc.get(u, 0.0), fair_rate=fair.get(u, 0.0), ideal_rate=ideal.get(u, 0.0))
+            if u in fair or any(v > 1e-6 for v in row.values()):
+                users[u] = row
+        return {"at": now, "window_s": self.window_s, "users": users}
+
+
+def shares_of(policy_state: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per user, from a share policy's carried state: device-seconds `used`, `fair` and `ideal` over the
+    window, the devices held now (`devices`) and `rho` (when the user had ideal time on the books)."""
+    acc = _Accounts.of(policy_state.get(SHARE_STATE, {}))
+    rho = acc.rho()
+    out: dict[str, dict[str, float]] = {}
+    for u, a in acc.users.items():
+        row = {k: float(a.get(k, 0.0)) for k in ("used", "fair", "ideal")}
+        row["devices"] = float(a.get("used_rate", 0.0))
+        if u in rho:
+            row["rho"] = rho[u]
+        out[u] = row
+    return out

@@ -1,0 +1,128 @@
+"""Many users on one simulated cluster: per-user mean JCT, finish-time fairness (rho) and Jain's index
+for fifo, tiresias and gandiva without the share layer, and gandiva with equal shares (issue 14).
+
+    python bench/sim_users.py --trace 6c71a0 --max-jobs 300 --gpus 100 --users 8
+
+The trace's jobs are dealt to users as `quanta simulate --users N` does (`app.sim.users`: the trace's own
+users, else N users with Zipf-skewed demand); rho of a user = mean JCT on the shared cluster / mean JCT
+of the same jobs alone on its fair share (same policy); Jain's index is over min(1, 1/rho). Goals (issue 14):
+max rho within 1.3 of the ideal (1), Jain's index >= 0.9 with shares on, and overall mean JCT within
+10 % of gandiva without shares. Prints a table and writes bench/results/sim_users.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.executor.policy.share import ShareKnobs  # noqa: E402
+from app.sim.driver import simulate  # noqa: E402
+from app.sim.traces import load_trace  # noqa: E402
+from app.sim.users import assign_users, user_summary  # noqa: E402
+
+# (label, policy, shares on, favour_worst_rho)
+RUNS = (
+    ("fifo", "fifo", False, False),
+    ("tiresias", "tiresias", False, False),
+    ("gandiva", "gandiva", False, False),
+    ("gandiva+shares", "gandiva", True, False),
+    ("gandiva+shares+rho", "gandiva", True, True),
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", default="6c71a0")
+    ap.add_argument("--max-jobs", type=int, default=300)
+    ap.add_argument("--gpus", type=int, default=100)
+    ap.add_argument("--gpus-per-server", type=int, default=4)
+    ap.add_argument("--quantum", type=float, default=60.0)
+    ap.add_argument("--users", type=int, default=8)
+    ap.add_argument("--only", default="", help="comma-separated labels of RUNS (default: all)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_users.json")
+    args = ap.parse_args()
+
+    jobs = assign_users(load_trace(args.trace, args.max_jobs), args.users)
+    wanted = {x.strip() for x in args.only.split(",") if x.strip()}
+    cache: dict[tuple[str, str, int], list[float]] = {}
+    results: dict[str, Any] = {}
+    for label, policy, shares, favour in RUNS:
+        if wanted and label not in wanted:
+            continue
+        t0 = time.perf_counter()
+        res = simulate(
+            jobs,
+            policy,
+            gpus=args.gpus,
+            gpus_per_server=args.gpus_per_server,
+            quantum_s=args.quantum,
+            check=False,
+            shares={} if shares else None,
+            share_knobs=ShareKnobs(favour_worst_rho=favour),
+        )
+        s = res.summary
+        s.update(
+            user_summary(
+                jobs,
+                res.jobs,
+                policy,
+                gpus=args.gpus,
+                gpus_per_server=args.gpus_per_server,
+                quantum_s=args.quantum,
+                kind="v100",
+                weights={},
+                cache=cache,
+            )
+        )
+        s["shares"] = "equal" if shares else "none"
+        s["favour_worst_rho"] = favour
+        s["bench_wall_s"] = round(time.perf_counter() - t0, 1)
+        results[label] = s
+        print(f"{label}: mean JCT {s['mean_jct_s'] / 3600:.2f} h, max rho {s['max_rho']:.2f}, "
+              f"Jain {s['jain_index']:.3f} ({s['bench_wall_s']} s)", file=sys.stderr)  # fmt: skip
+
+    base = results.get("gandiva", {}).get("mean_jct_s")
+    for s in results.values():
+        if s["shares"] == "equal" and base:
+            s["goals"] = {
+                "max_rho_le_1.3": s["max_rho"] <= 1.3,
+                "jain_ge_0.9": s["jain_index"] >= 0.9,
+                "mean_jct_within_10pct_of_gandiva": s["mean_jct_s"] <= 1.1 * base,
+            }
+    print(table(results, args))
+    out = {"trace": args.trace, "max_jobs": args.max_jobs, "gpus": args.gpus, "users": args.users, "runs": results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+def table(results: dict[str, Any], args: argparse.Namespace) -> str:
+    users = sorted({u for s in results.values() for u in s["users"]}, key=lambda u: (len(u), u))
+    head = ["run", "mean JCT (h)", "makespan (h)", "max rho", "Jain", *[f"rho {u}" for u in users]]
+    lines = [
+        f"{args.trace}, first {args.max_jobs} jobs, {args.gpus} GPUs, {len(users)} users",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for label, s in results.items():
+        cells = [
+            label,
+            f"{s['mean_jct_s'] / 3600:.2f}",
+            f"{s['makespan_s'] / 3600:.1f}",
+            f"{s['max_rho']:.2f}",
+            f"{s['jain_index']:.3f}",
+            *[f"{s['users'][u]['rho']:.2f}" if u in s["users"] else "" for u in users],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
