@@ -24,7 +24,7 @@ endif
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e ".[dev,sim,peers]"
+	$(PY) -m pip install -q -e ".[dev,sim,peers,integrations]"
 	$(PY) -m pip install -q --no-deps $(SYNE_TUNE_PIN)
 	touch $@
 

@@ -37,6 +37,7 @@ def search_launch(
         checkpoint_every_quanta=spec.scheduler.checkpoint_every_quanta,
         checkpoint_every_s=spec.scheduler.checkpoint_every_s,
         log_path=str(base / "logs" / f"trial-{trial_id}.log"),
+        metric=spec.metric.name,
     )
 
 

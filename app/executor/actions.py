@@ -294,3 +294,4 @@ class TrialLaunch:
     checkpoint_every_s: float = MECHANISM.checkpoint_every_s
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    metric: str | None = None  # the search's objective: `trial.metric`, what integrations report

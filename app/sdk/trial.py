@@ -19,6 +19,14 @@
 - `report(**metrics)`: named float metrics at the current step; the spec's metric is the objective.
 - `device` / `devices`: the torch device(s) the trial runs on now. `elastic = True` declares the
   trainable data-parallel ready (it may be given more devices).
+- `metric`: the name of the search's objective (None standalone unless given).
+
+A training loop Quanta does not own (PyTorch Lightning's, the Hugging Face Trainer's: see
+`app/integrations/`) uses lower-level calls instead of `steps()`: `enter_loop(step)` once when
+the loop starts (at the step `restored_step` says after a restore), `advance_to(step)` to count the
+mini-batches done, and `boundary(step)` between mini-batches, where Quanta may park, move, checkpoint
+or stop the trial exactly as between two iterations of `steps()`; `budget_spent` says the trial's step
+budget is used up (the loop should end).
 
 Without a controller (`Trial.standalone()`), steps simply run and reports are kept in `history`,
 so a trainable can be debugged as a plain function.
@@ -97,10 +105,12 @@ class Trial:
         checkpoint_every_s: float = 60.0,
         profile_every_s: float = 1.0,
         until: int | None = None,
+        metric: str | None = None,
     ):
         self.id = trial_id
         self.config = config
         self.max_steps = max_steps
+        self.metric = metric
         self.elastic = False
         self.history: list[tuple[int, dict[str, float]]] = []
         self._devices = devices
@@ -117,6 +127,7 @@ class Trial:
         self._tracked: dict[str, Any] = {}
         self._step = 0  # steps done
         self._start_step = 0
+        self._restored = False
         self._quanta_since_ckpt = 0
         self._last_ckpt = time.monotonic()
         self._replayed = False
@@ -129,9 +140,16 @@ class Trial:
     # ---- public contract ---------------------------------------------------------------------
 
     @classmethod
-    def standalone(cls, config: dict[str, Any] | None = None, max_steps: int = 10**9) -> Trial:
+    def standalone(
+        cls, config: dict[str, Any] | None = None, max_steps: int = 10**9, metric: str | None = None
+    ) -> Trial:
         """A trial with no controller: runs on the first CPU device, keeps reports in `history`."""
-        return cls(0, dict(config or {}), max_steps, cpu_devices(1)[:1])
+        return cls(0, dict(config or {}), max_steps, cpu_devices(1)[:1], metric=metric)
+
+    @property
+    def controlled(self) -> bool:
+        """True when Quanta runs this trial (False for `standalone()`)."""
+        return self._conn is not None
 
     @property
     def device(self) -> torch.device:
@@ -145,6 +163,16 @@ class Trial:
     def step(self) -> int:
         """Mini-batches done so far."""
         return self._step
+
+    @property
+    def restored_step(self) -> int | None:
+        """The step the trial resumed at when `track()` restored it from a checkpoint, else None."""
+        return self._start_step if self._restored else None
+
+    @property
+    def budget_spent(self) -> bool:
+        """True once `max_steps` mini-batches are done: a loop Quanta does not own should end."""
+        return self._step >= self.max_steps
 
     def track(self, **objects: Any) -> None:
         """Register state to move, checkpoint and restore. Restores from the checkpoint when the
@@ -189,6 +217,36 @@ class Trial:
             self._step = step + 1
             self._win_steps += 1
         self._between_steps(final=True)
+
+    def enter_loop(self, step: int) -> None:
+        """A training loop Quanta does not own starts, at `step` mini-batches done (the loop's own
+        count, which its restored state carries: `restored_step` after a restore, else 0). Steps/s are
+        measured from here (the set-up before does not count as computing). Quanta acts only at
+        `boundary()`."""
+        self._step = int(step)
+        self._win_steps, self._win_start, self._win_wall = 0, time.monotonic(), time.time()
+
+    def advance_to(self, step: int) -> None:
+        """Count mini-batches in a loop Quanta does not own: `step` are done in all (the loop's global
+        step, counted as `steps()` counts); reports made from now on carry it. Nothing else happens
+        here: Quanta acts only at `boundary()`. A step below the current one is refused (ValueError):
+        a loop's step only grows."""
+        step = int(step)
+        if step < self._step:
+            raise ValueError(f"trial step {step}: the trial is already at step {self._step}")
+        self._win_steps += step - self._step
+        self._step = step
+
+    def boundary(self, step: int | None = None) -> None:
+        """A mini-batch boundary in a loop Quanta does not own, after `advance_to(step)` when a step is
+        given. Quanta may park the trial here (the call blocks until it is resumed), move it to other
+        devices, checkpoint it (its tracked objects, and the current step as the step to resume at) or
+        stop it, exactly as between two iterations of `steps()`: it raises `TrialStopped` (or
+        `TrialReleased`), which the loop must let through. Call it where the tracked state is exactly
+        what the next mini-batch starts from."""
+        if step is not None:
+            self.advance_to(step)
+        self._between_steps()
 
     # ---- mechanism ---------------------------------------------------------------------------
 
@@ -388,3 +446,4 @@ class Trial:
         ckpt.set_rng_state(payload["rng"])
         self.history = list(payload.get("history", []))
         self._start_step = self._step = int(payload["step"])
+        self._restored = True

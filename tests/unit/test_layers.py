@@ -110,6 +110,11 @@ def test_pure_layers_import_nothing_heavy(layer):
     [
         ("executor/runtime", ("app.db", "app.api", "app.controller", "app.service", *CLI)),
         ("sdk", ("app.executor.runtime", "app.controller", "app.service", "app.db", "app.api", *CLI)),
+        # The integrations are the sdk for other libraries' loops: they see a Trial, nothing below it.
+        (
+            "integrations",
+            ("app.executor", "app.controller", "app.service", "app.db", "app.api", "app.search", *CLI),
+        ),
         ("db", ("app.api", "app.controller", "app.service", "app.executor.runtime", *CLI)),
         ("api", CLI),
     ],

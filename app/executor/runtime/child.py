@@ -67,6 +67,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         resume=launch.resume,
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
+        metric=launch.metric,
     )
     status: str = TrialStatus.COMPLETED
     error: str | None = None

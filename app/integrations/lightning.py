@@ -1,0 +1,202 @@
+"""PyTorch Lightning as a Quanta trial: `QuantaCallback`.
+
+    import lightning.pytorch as pl
+    from app.integrations.lightning import QuantaCallback
+
+    def train(config: dict, trial: Trial) -> None:
+        module = MyModule(lr=config["lr"])                       # an unchanged LightningModule
+        trainer = pl.Trainer(max_steps=2000, val_check_interval=100, callbacks=[QuantaCallback(trial)])
+        trainer.fit(module, train_loader, val_loader)
+
+What the callback does, hook by hook:
+
+- `on_fit_start` (the strategy has built the optimizers and moved the module): `trial.track()` the
+  module, each optimizer and LR scheduler, the precision plugin, the fit loop's counters (global step,
+  epoch, batch progress and, for a resumable train loader, its position) and the other callbacks'
+  states. On a restart this restores them all from the trial's checkpoint before Lightning starts its
+  fit loop, so training resumes at the checkpointed global step (Lightning skips its sanity check).
+- `on_train_start`: `trial.enter_loop(global_step)`: Quanta measures steps/s from here.
+- `on_train_batch_start` of the first batch after a restore: the checkpoint's RNG states are set again,
+  so that the DataLoader iterators Lightning created since the restore do not shift them.
+- `on_train_batch_end`: `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks
+  until it is resumed), move it, checkpoint it or stop it: `TrialStopped` goes up through
+  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. When the trial's step budget is
+  spent, `trainer.should_stop` is set: Lightning validates once more and ends the fit.
+- `on_validation_end` (not during the sanity check): `trial.report()` of every finite scalar in
+  `trainer.callback_metrics`, at the global step; the search's metric must be one of them (a KeyError
+  naming it and the logged ones otherwise).
+
+Lightning's progress bar, loggers and other callbacks are left as they are. Without a trial
+(`QuantaCallback()`) or with `Trial.standalone()` the fit runs as if Quanta were not there and the
+reports are kept in `trial.history`.
+
+A restart continues the data where it stopped only if the train DataLoader is resumable: Lightning
+keeps the state of a loader with `state_dict()`/`load_state_dict()` in its loop state, and
+`ResumableLoader` below is one. With another loader Lightning warns and the interrupted epoch starts
+again from its first batch (weights, optimizer and global step are still the checkpoint's). State a
+LightningModule keeps in its own `on_save_checkpoint` hook is not saved: keep it in modules or buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sized
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from app.integrations.metrics import report_metrics
+from app.sdk import checkpoint as ckpt
+from app.sdk.trial import Trial
+
+__all__ = ["QuantaCallback", "ResumableLoader"]
+
+
+class _FitLoop:
+    """Lightning's fit loop as a tracked object: global step, epoch and batch progress, and the state
+    of resumable train loaders, through the loop's public `state_dict`/`load_state_dict`."""
+
+    def __init__(self, trainer: pl.Trainer):
+        self._trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"fit_loop": self._trainer.fit_loop.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._trainer.fit_loop.load_state_dict(state["fit_loop"])
+
+
+class _Callbacks:
+    """The states of the trainer's other callbacks (early stopping, model checkpoint, ...), keyed by
+    their `state_key` as Lightning keys them in its own checkpoints."""
+
+    def __init__(self, trainer: pl.Trainer, own: pl.Callback):
+        self._trainer = trainer
+        self._own = own
+
+    def _others(self) -> list[pl.Callback]:
+        return [cb for cb in self._trainer.callbacks if cb is not self._own]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {cb.state_key: cb.state_dict() for cb in self._others()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for cb in self._others():
+            if cb.state_key in state:
+                cb.load_state_dict(state[cb.state_key])
+
+
+class QuantaCallback(pl.Callback):
+    """Runs `Trainer.fit` as Quanta trial `trial` (see the module docstring). `metric` overrides the
+    name of the objective to check for (default: the search's, `trial.metric`)."""
+
+    def __init__(self, trial: Trial | None = None, metric: str | None = None):
+        if trial is not None and not isinstance(trial, Trial):
+            raise TypeError(f"QuantaCallback(trial=...): expected the trainable's Trial, got {type(trial).__name__}")
+        self.trial = trial if trial is not None else Trial.standalone()
+        self.metric = metric if metric is not None else self.trial.metric
+        self._rng_to_restore: dict[str, Any] | None = None
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        objects: dict[str, Any] = {"module": pl_module}
+        for i, opt in enumerate(trainer.optimizers):
+            objects[f"optimizer{i or ''}"] = opt
+        for i, config in enumerate(trainer.lr_scheduler_configs):
+            objects[f"lr_scheduler{i or ''}"] = config.scheduler
+        objects["precision"] = trainer.precision_plugin
+        objects["fit_loop"] = _FitLoop(trainer)
+        objects["callbacks"] = _Callbacks(trainer, self)
+        self.trial.track(**objects)  # restores them all when the trial restarts from a checkpoint
+        if self.trial.restored_step is not None:
+            self._rng_to_restore = ckpt.rng_state()  # as restored: set again before the first batch
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.trial.enter_loop(trainer.global_step)
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self._rng_to_restore is not None:
+            ckpt.set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.trial.boundary(trainer.global_step)  # may park, move, checkpoint or stop the trial
+        if self.trial.budget_spent:
+            trainer.should_stop = True
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        report_metrics(self.trial, self.metric, dict(trainer.callback_metrics), "QuantaCallback")
+
+
+class _EpochOrder(Sampler[int]):
+    """Indices of one epoch: a permutation drawn from `(seed, epoch)` (or 0..n-1 unshuffled), from
+    `skip` on. Drawn lazily, when iteration starts, so `set_epoch` may come after `iter()`."""
+
+    def __init__(self, n: int, seed: int, shuffle: bool):
+        self.n, self.seed, self.shuffle = n, seed, shuffle
+        self.epoch = 0
+        self.skip = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        skip, self.skip = self.skip, 0
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            order = torch.randperm(self.n, generator=g).tolist()
+        else:
+            order = list(range(self.n))
+        yield from order[skip:]
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader whose position survives a restart: epoch `e` visits the data set in an order drawn
+    from `(seed, e)` (Lightning calls `set_epoch`), and `state_dict()` says how many batches of the
+    current epoch it has served, which Lightning saves in its loop state. Restored, the next iteration
+    starts at the batch after the last one served (skipped by index: skipped samples are not loaded).
+    Its own generator seeds worker processes, so iterating it draws nothing from torch's global RNG."""
+
+    def __init__(self, dataset: Dataset, batch_size: int = 1, *, shuffle: bool = True, seed: int = 0, **kwargs: Any):
+        if not isinstance(dataset, Sized):
+            raise TypeError("ResumableLoader: the data set must have a length (a map-style Dataset)")
+        for bad in ("sampler", "batch_sampler", "generator"):
+            if bad in kwargs:
+                raise TypeError(f"ResumableLoader: '{bad}' is chosen by the loader (give shuffle and seed)")
+        order = _EpochOrder(len(dataset), int(seed), bool(shuffle))
+        super().__init__(
+            dataset,
+            batch_size=batch_size,
+            sampler=order,
+            generator=torch.Generator().manual_seed(int(seed)),
+            **kwargs,
+        )
+        self._order = order
+        self._served = 0
+        self._resume_at = 0
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        start, self._resume_at = self._resume_at, 0
+        self._order.skip = start * int(self.batch_size or 1)
+        self._served = start
+        for batch in super().__iter__():
+            self._served += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"served": self._served}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        served = int(state.get("served", 0))
+        self._served = served
+        # A checkpoint after an epoch's last batch resumes with a whole new epoch.
+        self._resume_at = served if served < len(self) else 0

@@ -1,0 +1,201 @@
+"""The Hugging Face `transformers.Trainer` as a Quanta trial: `QuantaTrainerCallback`.
+
+    from transformers import Trainer, TrainingArguments
+    from app.integrations.transformers import QuantaTrainerCallback
+
+    def train(config: dict, trial: Trial) -> None:
+        model = build_model(config)
+        args = TrainingArguments(output_dir=..., max_steps=600, eval_strategy="steps", eval_steps=50, ...)
+        trainer = Trainer(model=model, args=args, train_dataset=..., eval_dataset=...,
+                          callbacks=[QuantaTrainerCallback(trial)])
+        trainer.train()
+
+What the callback does, event by event:
+
+- `on_train_begin` (the Trainer has built its optimizer and scheduler): `trial.track()` the model,
+  the optimizer, the LR scheduler and the Trainer's state (global step, epoch, log history, best
+  metric). On a restart this restores them from the trial's checkpoint, so training goes on at the
+  checkpointed global step; then `trial.enter_loop(global_step)`.
+- `on_epoch_begin`: after a restore, the train DataLoader is pointed at the epoch the checkpoint was
+  in and told to skip the batches of that epoch already trained (the Trainer's own resume does the
+  same with `skip_first_batches`; the Trainer's seedable sampler makes an epoch's order a function of
+  the seed and the epoch). Later epochs are numbered on from there.
+- `on_step_begin` (the step's batches are fetched, nothing of the step is computed):
+  `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks until it is resumed),
+  move it, checkpoint it or stop it (`TrialStopped` goes up through `trainer.train()`). The boundary
+  is the start of a step rather than the end of the previous one so that a checkpoint holds the RNG
+  states the next step starts from, after any evaluation in between: a restart then computes exactly
+  what an uninterrupted run computes. After a restore, the first step sets the checkpoint's RNG states
+  again (the DataLoader iterators created since drew from them).
+- `on_step_end`: `trial.advance_to(global_step)` (an evaluation that follows reports at this step);
+  when the trial's step budget is spent, the Trainer is told to evaluate once more and stop.
+- `on_evaluate`: `trial.report()` of every finite scalar of the evaluation's metrics, at the global
+  step (less the evaluation's timings and epoch); the search's metric must be one of them (a KeyError
+  naming it and the logged ones otherwise).
+  The Trainer prefixes evaluation metrics with `eval_`, so a search on `eval_loss` names it so.
+
+The Trainer's logging, progress bar and its own callbacks are left as they are. Without a trial
+(`QuantaTrainerCallback()`) or with `Trial.standalone()` training runs as if Quanta were not there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from app.integrations.metrics import report_metrics
+from app.sdk import checkpoint as ckpt
+from app.sdk.trial import Trial
+
+__all__ = ["QuantaTrainerCallback"]
+
+# The parts of a TrainerState that a run accumulates (the rest is set from the TrainingArguments at the
+# start of every run and must not be overwritten by an old run's values).
+_STATE_FIELDS = (
+    "global_step",
+    "epoch",
+    "log_history",
+    "best_metric",
+    "best_global_step",
+    "best_model_checkpoint",
+    "total_flos",
+    "num_input_tokens_seen",
+)
+
+
+# Timings the Trainer adds to every evaluation's metrics: not the model's, and different in every run.
+_TIMINGS = ("_runtime", "_samples_per_second", "_steps_per_second", "epoch")
+
+
+class _TrainerState:
+    """The Trainer's `TrainerState` as a tracked object (what the Trainer writes to trainer_state.json)."""
+
+    def __init__(self, state: TrainerState):
+        self._state = state
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: getattr(self._state, name) for name in _STATE_FIELDS if hasattr(self._state, name)}
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        for name, value in saved.items():
+            if hasattr(self._state, name):
+                setattr(self._state, name, value)
+
+
+def _updates_per_epoch(args: TrainingArguments, dataloader: Any) -> int | None:
+    """Optimizer steps in one epoch (as the Trainer counts them), or None for a loader without a length."""
+    try:
+        batches = len(dataloader)
+    except TypeError:
+        return None
+    accum = max(1, int(args.gradient_accumulation_steps))
+    return max(1, batches // accum + int(batches % accum > 0))
+
+
+class QuantaTrainerCallback(TrainerCallback):
+    """Runs `Trainer.train()` as Quanta trial `trial` (see the module docstring). `metric` overrides the
+    name of the objective to check for (default: the search's, `trial.metric`)."""
+
+    def __init__(self, trial: Trial | None = None, metric: str | None = None):
+        if trial is not None and not isinstance(trial, Trial):
+            raise TypeError(
+                f"QuantaTrainerCallback(trial=...): expected the trainable's Trial, got {type(trial).__name__}"
+            )
+        self.trial = trial if trial is not None else Trial.standalone()
+        self.metric = metric if metric is not None else self.trial.metric
+        self._rng_to_restore: dict[str, Any] | None = None
+        self._epoch_offset = 0  # epochs done before the restored run's first one
+        self._skip_batches = 0  # batches of that first epoch already trained
+        self._per_epoch: int | None = None
+        self._epochs_begun = 0  # epochs this run has started
+
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr_scheduler: Any = None,
+        train_dataloader: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if model is None or optimizer is None:
+            raise RuntimeError("QuantaTrainerCallback: the Trainer gave no model or optimizer at on_train_begin")
+        objects: dict[str, Any] = {"model": model, "optimizer": optimizer, "trainer_state": _TrainerState(state)}
+        if lr_scheduler is not None and hasattr(lr_scheduler, "state_dict"):
+            objects["lr_scheduler"] = lr_scheduler
+        self.trial.track(**objects)  # restores them all when the trial restarts from a checkpoint
+        restored = self.trial.restored_step
+        if restored is not None and restored > 0:
+            self._rng_to_restore = ckpt.rng_state()  # as restored: set again before the first step
+            self._per_epoch = _updates_per_epoch(args, train_dataloader)
+            if self._per_epoch is None:
+                raise RuntimeError(
+                    "QuantaTrainerCallback: cannot resume a train DataLoader without a length "
+                    "(an IterableDataset) at the checkpointed step"
+                )
+            epochs, steps = divmod(state.global_step, self._per_epoch)
+            self._epoch_offset = epochs
+            self._skip_batches = steps * max(1, int(args.gradient_accumulation_steps))
+        self.trial.enter_loop(state.global_step)
+
+    def on_epoch_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        train_dataloader: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        begun, self._epochs_begun = self._epochs_begun, self._epochs_begun + 1
+        if self._epoch_offset == 0 and self._skip_batches == 0:
+            return
+        if train_dataloader is None or not hasattr(train_dataloader, "set_epoch"):
+            raise RuntimeError("QuantaTrainerCallback: the train DataLoader cannot be set to the restored epoch")
+        # The Trainer numbers epochs from 0 again in a restored run and has just called set_epoch(begun).
+        train_dataloader.set_epoch(begun + self._epoch_offset)
+        if not hasattr(train_dataloader, "skip_batches"):
+            raise RuntimeError("QuantaTrainerCallback: the train DataLoader cannot skip the batches already trained")
+        train_dataloader.skip_batches = self._skip_batches
+        self._skip_batches = 0
+
+    def on_epoch_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        train_dataloader: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if train_dataloader is not None and getattr(train_dataloader, "skip_batches", 0):
+            train_dataloader.skip_batches = 0  # only the restored epoch skips
+
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self._rng_to_restore is not None:
+            ckpt.set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
+        self.trial.boundary(state.global_step)  # may park, move, checkpoint or stop the trial
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self.trial.advance_to(state.global_step)  # the evaluation that may follow reports at this step
+        if self._per_epoch:  # a restored run: the Trainer counts this run's epochs only
+            state.epoch = state.global_step / self._per_epoch
+        if self.trial.budget_spent and not control.should_training_stop:
+            control.should_training_stop = True
+            if args.eval_strategy != "no":
+                control.should_evaluate = True  # the last step's metric is the trial's final one
+
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        report_metrics(self.trial, self.metric, dict(metrics or {}), "QuantaTrainerCallback", skip=_TIMINGS)

@@ -1,0 +1,180 @@
+"""PyTorch Lightning and the Hugging Face Trainer as Quanta trials (app/integrations/), with the real
+libraries and tiny real models on CPU devices: a trial parked and moved many times, and one released
+at a step limit and started again from its checkpoint in a new process, report exactly what an
+uninterrupted run of the same trial reports; a short search runs through `quanta run`; outside Quanta
+the callbacks run standalone."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from app.api.settings import Settings
+from app.db.store import Store
+from app.devices import parse_devices
+from app.executor.actions import Exited, Migrate, Parked, Release, Reported, Resumed, Run, Suspend
+from app.executor.runtime.local import LocalRuntime
+from app.sdk import Trial
+from app.spec import load_spec
+from tests.integration.helpers import collect_until_exit, launches
+from tests.integration.test_quanta_run import ROOT, quanta_run
+
+# name: (trainable, config, metric, eval_every, step limit for the release, park offset). A Lightning trial
+# parks at the end of the batch after the report; a Trainer trial at the start of the next step, before
+# the step count moves.
+CASES = {
+    "lightning": (
+        "examples.lightning_mnist1d:train",
+        {"steps": 120, "eval_every": 20, "channels": 8, "lr": 0.01, "batch_size": 64},
+        "accuracy",
+        20,
+        50,
+        1,
+    ),
+    "hf": (
+        "examples.hf_tiny:train",
+        {"steps": 60, "eval_every": 10, "hidden": 16, "lr": 3e-3, "batch_size": 32, "train_size": 640},
+        "eval_accuracy",
+        10,
+        25,
+        0,
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def _output_dirs(tmp_path, monkeypatch):
+    """The examples' own logs (Lightning's CSV logger, the Trainer's output_dir) go to the test's dir."""
+    monkeypatch.setenv("QUANTA_LIGHTNING_LOGS", str(tmp_path / "lightning_logs"))
+    monkeypatch.setenv("QUANTA_HF_OUTPUT", str(tmp_path / "hf"))
+
+
+@pytest.mark.parametrize("path", ["examples/lightning_mnist1d.yaml", "examples/hf_tiny.yaml"])
+def test_example_specs_parse_and_their_trainables_are_allowed_by_default(path):
+    spec = load_spec(ROOT / path)
+    module, func = spec.trainable.split(":")
+    assert Settings().allows(module)  # `quanta serve` accepts them with the default allowlist
+    mod = importlib.import_module(module)
+    assert callable(getattr(mod, func)) and callable(mod.prepare)
+    assert spec.metric.name == {"examples.lightning_mnist1d": "accuracy", "examples.hf_tiny": "eval_accuracy"}[module]
+
+
+def reports(events, tid):
+    return [(e.step, e.metrics) for e in events if isinstance(e, Reported) and e.trial_id == tid]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_parked_moved_and_restarted_trials_report_exactly_what_an_uninterrupted_one_does(name, tmp_path):
+    trainable, cfg, metric, every, limit, park_offset = CASES[name]
+    module = trainable.partition(":")[0]
+    table = {t: (trainable, cfg) for t in (1, 2, 3)}
+    rt = LocalRuntime(parse_devices("cpu:2"), launches(tmp_path, table, resume=True), warm_modules=[module])
+    try:
+        rt.apply(1, [Run(1, ("cpu:0",))])
+        reference = reports(collect_until_exit(rt, {1}, timeout=120), 1)
+        # The loop's own step count: one report per evaluation, the last at the step budget.
+        assert [s for s, _ in reference] == list(range(every, cfg["steps"] + 1, every))
+        assert all(0.0 <= m[metric] <= 1.0 for _, m in reference)
+
+        # Trial 2: parked at batch boundaries and moved between the two devices all along.
+        rt.apply(2, [Run(2, ("cpu:0",))])
+        events: list = []
+        round_no, device = 3, "cpu:0"
+        deadline = time.monotonic() + 120
+        while not any(isinstance(e, Exited) for e in events) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            rt.apply(round_no, [Suspend(2)])
+            device = "cpu:1" if device == "cpu:0" else "cpu:0"
+            rt.apply(round_no + 1, [Migrate(2, (device,))])
+            round_no += 2
+            events += rt.poll(0)
+        if not any(isinstance(e, Exited) for e in events):
+            events += collect_until_exit(rt, {2}, timeout=60)
+        assert sum(isinstance(e, Parked) for e in events) >= 3
+        assert sum(isinstance(e, Resumed) and e.migrated for e in events) >= 3
+        assert [e.status for e in events if isinstance(e, Exited)] == ["completed"]
+        assert reports(events, 2) == reference  # bit for bit
+
+        # Trial 3: parks itself after its first report at or past the limit, is released (checkpoint,
+        # the process ends), then runs again in a new process restored from the checkpoint.
+        rt.apply(round_no, [Run(3, ("cpu:1",), until=limit)])
+        first = []
+        deadline = time.monotonic() + 120
+        while not any(isinstance(e, Parked) for e in first) and time.monotonic() < deadline:
+            first += rt.poll(0.2)
+        (parked,) = [e for e in first if isinstance(e, Parked)]
+        reached = min(s for s, _ in reference if s >= limit)
+        assert parked.at_limit and parked.step == reached + park_offset
+        rt.apply(round_no + 1, [Release(3)])
+        first += collect_until_exit(rt, {3})
+        (exited,) = [e for e in first if isinstance(e, Exited)]
+        assert exited.status == "released" and exited.steps == parked.step
+        assert Path(tmp_path / "ckpt-3.pt").exists()
+        rt.apply(round_no + 2, [Run(3, ("cpu:0",))])
+        later = reports(collect_until_exit(rt, {3}, timeout=120), 3)
+        assert later and later[0][0] == reached + every  # went on from the checkpoint, not from step 0
+        assert reports(first, 3) + later == reference
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_short_search_runs_through_the_integration(name, tmp_path):
+    """`quanta run`: three trials on two CPU devices, time-sliced (so parked and resumed)."""
+    trainable, cfg, metric, every, _, _ = CASES[name]
+    config = {k: v for k, v in cfg.items() if k not in ("steps", "lr")}
+    spec = {
+        "name": f"{name}-tiny",
+        "trainable": trainable,
+        "space": {"lr": {"loguniform": [0.003, 0.03]}},
+        "metric": {"name": metric, "goal": "maximize", "target": 2.0},  # unreachable: every trial runs out
+        "budget": {"max_trials": 3, "max_steps": 4 * every, "max_seconds": 240},
+        "parallelism": 3,
+        "search": {"algorithm": "random"},
+        "scheduler": {"policy": "timeslice", "quantum_s": 0.3},
+        "config": config,
+    }
+    code, output, out = quanta_run(tmp_path, spec)
+    assert code == 3, output  # budget spent without reaching the (unreachable) target
+    result = json.loads(out.read_text())
+    assert [t["status"] for t in result["trials"]] == ["completed"] * 3, output
+    assert all(t["steps"] == 4 * every and 0 <= t["metric"] <= 1 for t in result["trials"])
+    store = Store(f"sqlite:///{tmp_path}/q.db")
+    for t in result["trials"]:
+        assert [r.step for r in store.reports(t["id"])] == [every, 2 * every, 3 * every, 4 * every]
+    assert store.latencies("park"), "time-sliced trials are parked at batch boundaries"
+
+
+def test_lightning_callback_outside_quanta_runs_standalone(tmp_path):
+    from app.integrations.lightning import QuantaCallback
+    from examples import lightning_mnist1d
+
+    cfg = {"eval_every": 20, "channels": 8}
+    trial = Trial.standalone(cfg, max_steps=40, metric="accuracy")
+    lightning_mnist1d.train(cfg, trial)
+    assert [s for s, _ in trial.history] == [20, 40] and trial.step == 40
+    assert not QuantaCallback().trial.controlled  # no trial given: a standalone one
+    with pytest.raises(TypeError, match="expected the trainable's Trial"):
+        QuantaCallback("not a trial")  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match="'val_acc' was not logged; logged: .*'accuracy'"):
+        lightning_mnist1d.train(cfg, Trial.standalone(cfg, max_steps=20, metric="val_acc"))
+
+
+def test_transformers_callback_outside_quanta_runs_standalone(tmp_path):
+    from app.integrations.transformers import QuantaTrainerCallback
+    from examples import hf_tiny
+
+    cfg = {"eval_every": 10, "hidden": 16, "train_size": 320}
+    trial = Trial.standalone(cfg, max_steps=20, metric="eval_accuracy")
+    hf_tiny.train(cfg, trial)
+    assert [s for s, _ in trial.history] == [10, 20] and trial.step == 20
+    assert set(trial.history[-1][1]) == {"eval_accuracy", "eval_loss"}  # timings are not reported
+    assert not QuantaTrainerCallback().trial.controlled
+    with pytest.raises(TypeError, match="expected the trainable's Trial"):
+        QuantaTrainerCallback(3)  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match="'accuracy' was not logged; logged: .*'eval_accuracy'"):
+        hf_tiny.train(cfg, Trial.standalone(cfg, max_steps=10, metric="accuracy"))
