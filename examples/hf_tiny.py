@@ -2,7 +2,7 @@
 (`app.integrations.transformers.QuantaTrainerCallback`).
 
     quanta run examples/hf_tiny.yaml --devices cpu:2
-    python examples/hf_tiny.py                    # one standalone run
+    python -m examples.hf_tiny                    # one standalone run
 
 Nothing is downloaded: the model is a `BertForSequenceClassification` built from a `BertConfig`
 (2 layers, hidden size 32 by default: about 30k parameters) and the data set is generated here. The

@@ -2,7 +2,7 @@
 by one callback (`app.integrations.lightning.QuantaCallback`).
 
     quanta run examples/lightning_mnist1d.yaml --devices cpu:2
-    python examples/lightning_mnist1d.py          # one standalone fit, with Lightning's progress bar
+    python -m examples.lightning_mnist1d          # one standalone fit, with Lightning's progress bar
 
 The model and data are examples/mnist1d.py's (the same 1-D CNN, the data set built locally and cached);
 only the training loop is Lightning's. It validates every `eval_every` steps and logs `accuracy` and

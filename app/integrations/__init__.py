@@ -7,7 +7,8 @@ Both are built on the same lower-level `Trial` interface (`app/sdk/trial.py`): `
 state (module, optimizers, schedulers, the loop's own counters), `enter_loop(step)` when training
 starts, `advance_to(step)` to count optimizer steps, `boundary(step)` between them (where Quanta
 parks, moves, checkpoints or stops the trial), `report()` after every evaluation, and `budget_spent`
-to end the loop at the trial's step budget. Given no trial (or `Trial.standalone()`), each runs the loop as if Quanta were not there.
+to end the loop at the trial's step budget. Given no trial (or `Trial.standalone()`), each runs the
+loop as if Quanta were not there.
 
 The libraries are an optional extra: `pip install -e ".[integrations]"`. Importing this package
 imports neither; each module imports its own library.

@@ -20,8 +20,9 @@ What the callback does, hook by hook:
   so that the DataLoader iterators Lightning created since the restore do not shift them.
 - `on_train_batch_end`: `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks
   until it is resumed), move it, checkpoint it or stop it: `TrialStopped` goes up through
-  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. When the trial's step budget is
-  spent, `trainer.should_stop` is set: Lightning validates once more and ends the fit.
+  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. When the trial's step budget or
+  the Trainer's `max_steps` is spent, `trainer.should_stop` is set: Lightning validates once more (so
+  the trial's last report is at its last step) and ends the fit.
 - `on_validation_end` (not during the sanity check): `trial.report()` of every finite scalar in
   `trainer.callback_metrics`, at the global step; the search's metric must be one of them (a KeyError
   naming it and the logged ones otherwise).
@@ -76,7 +77,7 @@ class _Callbacks:
         self._own = own
 
     def _others(self) -> list[pl.Callback]:
-        return [cb for cb in self._trainer.callbacks if cb is not self._own]
+        return [cb for cb in self._trainer.callbacks if cb is not self._own]  # type: ignore[attr-defined]
 
     def state_dict(self) -> dict[str, Any]:
         return {cb.state_key: cb.state_dict() for cb in self._others()}
@@ -125,8 +126,9 @@ class QuantaCallback(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.trial.boundary(trainer.global_step)  # may park, move, checkpoint or stop the trial
-        if self.trial.budget_spent:
-            trainer.should_stop = True
+        last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step
+        if self.trial.budget_spent or last:
+            trainer.should_stop = True  # Lightning validates once more: the trial's final metric
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:

@@ -16,10 +16,10 @@ What the callback does, event by event:
   the optimizer, the LR scheduler and the Trainer's state (global step, epoch, log history, best
   metric). On a restart this restores them from the trial's checkpoint, so training goes on at the
   checkpointed global step; then `trial.enter_loop(global_step)`.
-- `on_epoch_begin`: after a restore, the train DataLoader is pointed at the epoch the checkpoint was
-  in and told to skip the batches of that epoch already trained (the Trainer's own resume does the
-  same with `skip_first_batches`; the Trainer's seedable sampler makes an epoch's order a function of
-  the seed and the epoch). Later epochs are numbered on from there.
+  After a restore the train DataLoader is pointed at the checkpointed step before the Trainer
+  iterates it: the Trainer's seedable sampler orders epoch `e` by seed + `e`, so its seed moves on by
+  the epochs done, and the first iteration skips the batches of the current epoch already trained (as
+  the Trainer's own resume does).
 - `on_step_begin` (the step's batches are fetched, nothing of the step is computed):
   `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks until it is resumed),
   move it, checkpoint it or stop it (`TrialStopped` goes up through `trainer.train()`). The boundary
@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils.data import BatchSampler, SequentialSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from app.integrations.metrics import report_metrics
@@ -84,6 +85,19 @@ class _TrainerState:
                 setattr(self._state, name, value)
 
 
+def _epoch_sampler(loader: Any) -> Any:
+    """The sampler that orders an epoch of `loader` (under accelerate's batch sampler wrappers)."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    for candidate in (
+        getattr(batch_sampler, "sampler", None),
+        getattr(getattr(batch_sampler, "batch_sampler", None), "sampler", None),
+        getattr(loader, "sampler", None),
+    ):
+        if candidate is not None and not isinstance(candidate, BatchSampler):
+            return candidate
+    return None
+
+
 def _updates_per_epoch(args: TrainingArguments, dataloader: Any) -> int | None:
     """Optimizer steps in one epoch (as the Trainer counts them), or None for a loader without a length."""
     try:
@@ -106,10 +120,8 @@ class QuantaTrainerCallback(TrainerCallback):
         self.trial = trial if trial is not None else Trial.standalone()
         self.metric = metric if metric is not None else self.trial.metric
         self._rng_to_restore: dict[str, Any] | None = None
-        self._epoch_offset = 0  # epochs done before the restored run's first one
-        self._skip_batches = 0  # batches of that first epoch already trained
-        self._per_epoch: int | None = None
-        self._epochs_begun = 0  # epochs this run has started
+        self._per_epoch: int | None = None  # optimizer steps per epoch, in a restored run
+        self._skipping: Any = None  # the train loader while it skips the batches already trained
 
     def on_train_begin(
         self,
@@ -132,50 +144,43 @@ class QuantaTrainerCallback(TrainerCallback):
         if restored is not None and restored > 0:
             self._rng_to_restore = ckpt.rng_state()  # as restored: set again before the first step
             self._per_epoch = _updates_per_epoch(args, train_dataloader)
-            if self._per_epoch is None:
-                raise RuntimeError(
-                    "QuantaTrainerCallback: cannot resume a train DataLoader without a length "
-                    "(an IterableDataset) at the checkpointed step"
-                )
-            epochs, steps = divmod(state.global_step, self._per_epoch)
-            self._epoch_offset = epochs
-            self._skip_batches = steps * max(1, int(args.gradient_accumulation_steps))
+            self._resume_data(args, state.global_step, train_dataloader)
         self.trial.enter_loop(state.global_step)
 
-    def on_epoch_begin(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        train_dataloader: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        begun, self._epochs_begun = self._epochs_begun, self._epochs_begun + 1
-        if self._epoch_offset == 0 and self._skip_batches == 0:
-            return
-        if train_dataloader is None or not hasattr(train_dataloader, "set_epoch"):
-            raise RuntimeError("QuantaTrainerCallback: the train DataLoader cannot be set to the restored epoch")
-        # The Trainer numbers epochs from 0 again in a restored run and has just called set_epoch(begun).
-        train_dataloader.set_epoch(begun + self._epoch_offset)
-        if not hasattr(train_dataloader, "skip_batches"):
-            raise RuntimeError("QuantaTrainerCallback: the train DataLoader cannot skip the batches already trained")
-        train_dataloader.skip_batches = self._skip_batches
-        self._skip_batches = 0
-
-    def on_epoch_end(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        train_dataloader: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        if train_dataloader is not None and getattr(train_dataloader, "skip_batches", 0):
-            train_dataloader.skip_batches = 0  # only the restored epoch skips
+    def _resume_data(self, args: TrainingArguments, step: int, loader: Any) -> None:
+        """Point the train loader at the checkpointed step before the Trainer iterates it: epoch `e` of
+        the restored run draws the order of epoch `e + epochs done` (the seedable sampler's seed moves
+        on by the epochs done; the Trainer seeds an epoch's order with seed + epoch), and its first
+        iteration skips the batches of that epoch already trained (accelerate's `skip_batches`, as the
+        Trainer's own resume does; set back to 0 at the first step)."""
+        if self._per_epoch is None:
+            raise RuntimeError(
+                "QuantaTrainerCallback: cannot resume a train DataLoader without a length (an IterableDataset)"
+            )
+        epochs, steps = divmod(step, self._per_epoch)
+        sampler = _epoch_sampler(loader)
+        if epochs and sampler is not None and hasattr(sampler, "initial_seed"):
+            sampler.initial_seed += epochs
+        elif epochs and not isinstance(sampler, SequentialSampler):
+            raise RuntimeError(
+                f"QuantaTrainerCallback: cannot set the train sampler ({type(sampler).__name__}) to epoch {epochs}: "
+                "keep the Trainer's default (seedable) sampler"
+            )
+        skip = steps * max(1, int(args.gradient_accumulation_steps))
+        if skip:
+            if not hasattr(loader, "skip_batches"):
+                raise RuntimeError(
+                    f"QuantaTrainerCallback: the train DataLoader ({type(loader).__name__}) cannot skip batches"
+                )
+            loader.skip_batches = skip
+            self._skipping = loader
 
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        if self._skipping is not None:  # the first step after a restore: the skipping is done
+            self._skipping.skip_batches = 0
+            self._skipping = None
         if self._rng_to_restore is not None:
             ckpt.set_rng_state(self._rng_to_restore)
             self._rng_to_restore = None
