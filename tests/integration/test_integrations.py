@@ -74,8 +74,11 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def reports(events, tid):
-    return [(e.step, e.metrics) for e in events if isinstance(e, Reported) and e.trial_id == tid]
+def reports(events, tid, replay=False):
+    """(step, metrics) of trial `tid`'s reports; `replay`: those a later process sent again from the spool."""
+    return [
+        (e.step, e.metrics) for e in events if isinstance(e, Reported) and e.trial_id == tid and e.replay == replay
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -128,9 +131,11 @@ def test_parked_moved_and_restarted_trials_report_exactly_what_an_uninterrupted_
         assert exited.steps == parked.step
         assert Path(tmp_path / "ckpt-3.pt").exists()
         rt.apply(round_no + 2, [Run(3, ("cpu:0",))])
-        later = reports(collect_until_exit(rt, {3}, timeout=120), 3)
+        second = collect_until_exit(rt, {3}, timeout=120)
+        later = reports(second, 3)
         assert later and later[0][0] == reached + every  # went on from the checkpoint, not from step 0
         assert reports(first, 3) + later == reference
+        assert reports(second, 3, replay=True) == reports(first, 3)  # the first process's, sent again
     finally:
         rt.close()
 
