@@ -17,6 +17,7 @@ from rich.table import Table
 
 from app.api.serve import serve
 from app.cli_distributed import controller, worker
+from app.cli_users import tokens_app, users_app
 from app.sdk.submit_cmd import submit
 from app.sim.cli import simulate, simulate_search
 from app.status import SearchStatus
@@ -158,6 +159,8 @@ app.command("controller")(controller)
 app.command("worker")(worker)
 app.command("simulate")(simulate)
 app.command("simulate-search")(simulate_search)
+app.add_typer(users_app, name="users")
+app.add_typer(tokens_app, name="tokens")
 
 
 def main() -> None:

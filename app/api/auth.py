@@ -1,37 +1,29 @@
-"""API tokens: random strings handed to users once; the database keeps only their sha256 digests."""
+"""API tokens as the API uses them: each belongs to a user; the store keeps only keyed hashes
+(`app.db.tokens`). `QUANTA_TOKEN` is the first admin's token (`FIRST_ADMIN`)."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import time
 
+from app.db.models import FIRST_ADMIN, UserRow
 from app.db.store import Store
+from app.db.tokens import new_token
 
-PREFIX = "qnt_"
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+__all__ = ["create_token", "ensure_token", "new_token", "verify"]
 
 
-def new_token() -> str:
-    return PREFIX + secrets.token_urlsafe(32)
+def ensure_token(store: Store, token: str, name: str = "QUANTA_TOKEN") -> None:
+    """Make `token` valid as the first admin's (stores its keyed hash unless already there)."""
+    store.add_token(FIRST_ADMIN, token, time.time(), name=name)
 
 
-def ensure_token(store: Store, token: str, name: str = "default") -> None:
-    """Make `token` valid (stores its digest unless already there)."""
-    store.add_token_hash(name, hash_token(token), time.time())
+def create_token(store: Store, name: str = "default", user: str = FIRST_ADMIN) -> str:
+    """A new valid token of `user`; returned once, stored hashed."""
+    return store.create_token(user, time.time(), name=name).token
 
 
-def create_token(store: Store, name: str = "default") -> str:
-    """A new valid token; returned once, stored hashed."""
-    token = new_token()
-    ensure_token(store, token, name)
-    return token
-
-
-def verify(store: Store, token: str | None) -> bool:
+def verify(store: Store, token: str | None) -> UserRow | None:
+    """The user `token` belongs to; None when it is missing, unknown, revoked or expired."""
     if not token:
-        return False
-    return store.has_token_hash(hash_token(token))
+        return None
+    return store.authenticate(token, time.time())

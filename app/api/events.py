@@ -33,9 +33,18 @@ def format_event(name: str, data: Any, event_id: int | None = None) -> str:
 
 
 class Poller:
-    def __init__(self, store: Store, search_id: int | None = None, last_report_id: int | None = None):
+    """`owner`: only the searches (and their trials and reports) of this user; None for all."""
+
+    def __init__(
+        self,
+        store: Store,
+        search_id: int | None = None,
+        last_report_id: int | None = None,
+        owner: str | None = None,
+    ):
         self.store = store
         self.search_id = search_id
+        self.owner = owner
         self.last_report_id = last_report_id
         self._searches: dict[int, tuple] = {}
         self._trials: dict[int, tuple] = {}
@@ -52,6 +61,8 @@ class Poller:
         else:
             one = store.search(self.search_id)
             rows = [one] if one is not None else []
+        if self.owner is not None:
+            rows = [r for r in rows if r.owner == self.owner]
         changed: list[SearchRow] = []
         watch: set[int] = set()
         for r in rows:
@@ -77,7 +88,7 @@ class Poller:
         if baseline and self.last_report_id is None:
             self.last_report_id = store.last_report_id()
             return out
-        for rep in store.reports_after(self.last_report_id or 0, self.search_id, MAX_REPORTS_PER_POLL):
+        for rep in store.reports_after(self.last_report_id or 0, self.search_id, MAX_REPORTS_PER_POLL, self.owner):
             self.last_report_id = rep.id
             data = {
                 "id": rep.id,

@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api import auth
 from app.api.metrics import make_registry
-from app.api.routes import cluster, events, searches, system, trials
+from app.api.routes import cluster, events, searches, system, trials, users
 from app.api.settings import Settings
 from app.db.store import Store
 from app.spec import SearchSpec
@@ -55,7 +55,7 @@ SECURITY_HEADERS = {
 
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """The API with its own store (or the one given, shared with a controller in the same process).
-    When `settings.token` is set, that token is accepted (its hash is stored)."""
+    When `settings.token` is set, that token is accepted as the first admin's (its keyed hash is stored)."""
     settings = settings or Settings()
     store = store or Store(settings.db_url)
     if settings.token:
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     v1.include_router(trials.router)
     v1.include_router(cluster.router)
     v1.include_router(events.router)
+    v1.include_router(users.router)
     app.include_router(v1)
     app.include_router(system.router)
 

@@ -29,13 +29,16 @@ def _busy_fraction(intervals: list[tuple[float, float]], start: float, end: floa
 
 
 class StoreCollector(Collector):
-    def __init__(self, store: Store, window_s: float = 60.0):
+    """`owner`: trial and search counts and best metrics of this user's searches only (None: all)."""
+
+    def __init__(self, store: Store, window_s: float = 60.0, owner: str | None = None):
         self.store = store
         self.window_s = window_s
+        self.owner = owner
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
-        facts = self.store.metric_facts(now - self.window_s)
+        facts = self.store.metric_facts(now - self.window_s, self.owner)
         trial_counts, search_counts = facts.trials_by_status, facts.searches_by_status
         cluster = self.store.cluster_view()
 
@@ -91,7 +94,7 @@ class StoreCollector(Collector):
         yield g
 
 
-def make_registry(store: Store, window_s: float) -> CollectorRegistry:
+def make_registry(store: Store, window_s: float, owner: str | None = None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, window_s))
+    registry.register(StoreCollector(store, window_s, owner))
     return registry

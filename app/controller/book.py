@@ -10,6 +10,11 @@ Contract:
   `MAX_NEW_PER_TICK` per search and tick).
 - `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
 - `add_job` creates a trial that belongs to no search (a trace job).
+- Quotas (per user, `max_alive_trials` and `max_devices`; 0 = none, read from the store at each sync):
+  a user's alive trials (held ones aside, as for parallelism) never exceed `max_alive_trials`, and the
+  devices they need together never exceed `max_devices` (so they can never occupy more at once). A
+  queued search whose owner has no room stays queued; a running one makes no new trials; either says
+  why in its `waiting` column until room frees up.
 Every fact is written through to the store as it happens. It stops trials itself (ending a search, a
 user's stop) as a round of `Stop` actions of its own.
 """
@@ -48,6 +53,8 @@ class SearchBook:
         # Trials the last plan holds at a rung (successive halving): alive, but not counted against their
         # search's parallelism, so that new configurations keep coming while they wait.
         self.held: frozenset[int] = frozenset()
+        # user name -> (max alive trials, max devices) of the users with a quota, as of the last sync
+        self._quotas: dict[str, tuple[int, int]] = {}
 
     # ---- looking up ----------------------------------------------------------------------------
 
@@ -128,6 +135,7 @@ class SearchBook:
         s.status = SearchStatus(row.status)
         s.created = max([t.number + 1 for t in trials], default=0)
         s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
+        s.waiting = row.waiting
         resident = self._runtime.residency()
         for t in trials:
             assert t.id is not None
@@ -238,22 +246,47 @@ class SearchBook:
         for s in list(self.searches.values()):
             self._sync(s, now)
 
+    def _cannot_start(self, search_id: int, exc: Exception) -> None:
+        log.warning("search %s cannot start: %s", search_id, exc)
+        self.forget(search_id)
+        self._fail(search_id, str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}")
+
     def _sync_store(self, now: float) -> None:
         """Pick up what users asked through the database (the API writes rows, never calls us):
-        new searches, stop/pause/resume of searches, stop of trials."""
-        for row in self._store.searches_needing_controller():
+        new searches (held queued while their owner has no room under a quota), stop/pause/resume of
+        searches, stop of trials."""
+        rows = self._store.searches_needing_controller()
+        self._quotas = {  # read every sync: an admin's change holds from the next tick
+            u.name: (u.max_alive_trials, u.max_devices)
+            for u in self._store.users()
+            if u.max_alive_trials > 0 or u.max_devices > 0
+        }
+        starting: set[str] = set()  # users whose search started in this sync
+        for row in rows:
             assert row.id is not None
             s = self.searches.get(row.id)
             if row.status == SearchStatus.QUEUED and s is None:
                 try:  # a search that cannot start fails alone, with the reason; the others go on
                     spec = spec_from_stored(row.spec)
+                except Exception as exc:
+                    self._cannot_start(row.id, exc)
+                    continue
+                room, reason = self.quota_room(row.owner, spec.resources.devices_per_trial)
+                if room is not None and row.owner in starting:
+                    continue  # one start per user with a quota and tick: the next sees its trials
+                if room is not None and room < 1:
+                    if row.waiting != reason:  # held queued, saying why (written when it changes)
+                        self._store.update_search(row.id, waiting=reason)
+                    continue
+                try:
                     self._activate(row.id, spec, now, history=[], owner=row.owner)
                 except Exception as exc:
-                    log.warning("search %s cannot start: %s", row.id, exc)
-                    self.forget(row.id)
-                    self._fail(row.id, str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}")
+                    self._cannot_start(row.id, exc)
                     continue
-                self._store.update_search(row.id, status=SearchStatus.RUNNING, started_at=now, command=None)
+                starting.add(row.owner)
+                self._store.update_search(
+                    row.id, status=SearchStatus.RUNNING, started_at=now, command=None, waiting=None
+                )
                 continue
             command = row.command
             self._store.update_search(row.id, command=None)
@@ -288,16 +321,53 @@ class SearchBook:
         if s.created >= spec.budget.max_trials and not s.alive():
             self.finish(s, SearchStatus.COMPLETED, "all trials done")
 
+    def quota_room(self, owner: str, devices_per_trial: int) -> tuple[int | None, str | None]:
+        """How many more trials of `devices_per_trial` devices user `owner`'s quotas allow now (None: no
+        quota), and the reason when a quota is what limits it."""
+        limits = self._quotas.get(owner)
+        if limits is None:
+            return None, None
+        max_trials, max_devices = limits
+        alive = devices = 0
+        for other in self.searches.values():
+            if other.owner == owner:
+                for t in other.alive():
+                    if t.id not in self.held:
+                        alive += 1
+                        devices += t.devices_needed
+        room: int | None = None
+        reason = None
+        if max_trials > 0:
+            room = max(0, max_trials - alive)
+            reason = f"quota: user {owner} has {alive} of at most {max_trials} alive trials"
+        if max_devices > 0:
+            by_devices = max(0, (max_devices - devices) // max(1, devices_per_trial))
+            if room is None or by_devices < room:
+                room = by_devices
+                reason = (
+                    f"quota: user {owner}'s alive trials hold {devices} of at most {max_devices} devices"
+                    f" (a trial needs {devices_per_trial})"
+                )
+        return room, reason
+
     def _fill(self, s: SearchState, now: float) -> int:
         """Ask `s`'s searcher for new trials up to its parallelism (held trials do not count; at most
-        `MAX_NEW_PER_TICK`). Returns how many were created."""
+        `MAX_NEW_PER_TICK`) and its owner's quota. Returns how many were created."""
         spec = s.spec
         active = sum(1 for t in s.alive() if t.id not in self.held)
-        new = 0
-        while active + new < spec.parallelism and s.created < spec.budget.max_trials and new < MAX_NEW_PER_TICK:
+        want = min(spec.parallelism - active, spec.budget.max_trials - s.created, MAX_NEW_PER_TICK)
+        room, _ = self.quota_room(s.owner, spec.resources.devices_per_trial) if want > 0 else (None, None)
+        capped = room is not None and room < want
+        if room is not None:
+            want = min(want, room)
+        for _ in range(max(0, want)):
             self._new_trial(s, now)
-            new += 1
-        return new
+        # Why it makes no more trials, as things stand after these: stored when it changes.
+        waiting = self.quota_room(s.owner, spec.resources.devices_per_trial)[1] if capped else None
+        if waiting != s.waiting:
+            s.waiting = waiting
+            self._store.update_search(s.id, waiting=waiting)
+        return max(0, want)
 
     def fill(self, now: float) -> int:
         """New trials for every running search whose parallelism has room (after a plan held some at a
@@ -309,7 +379,8 @@ class SearchBook:
         now = self._runtime.now()
         s.status = status
         self._stop_trials(s.alive(), reason)
-        self._store.update_search(s.id, status=status, finished_at=now)
+        s.waiting = None  # an ended search waits for nothing
+        self._store.update_search(s.id, status=status, finished_at=now, waiting=None)
         log.info("search %s %s: %s", s.id, status, reason)
 
     def forget(self, search_id: int) -> None:

@@ -63,6 +63,7 @@ class SearchState:
     best: float | None = None
     reached_at: float | None = None
     owner: str = FIRST_ADMIN  # the name of the user the search belongs to
+    waiting: str | None = None  # why it makes no new trials (its owner's quota), as stored
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]

@@ -11,8 +11,10 @@ deleted from `controller_state`; the emptied table itself is left in place (drop
 `add_missing_columns` adds the columns a table gained after a database was created (create_all only
 creates missing tables): `controller.judge_state`, the judge's state saved beside the policy's;
 `search.owner`, the user a search belongs to (searches stored before users existed belong to the first
-admin, `FIRST_ADMIN`); `report.non_finite`, what a metric stored as null was (NaN, inf).
-`ensure_first_admin` creates that admin's `users` row when it is missing.
+admin, `FIRST_ADMIN`) and `search.waiting` (why the controller holds it); `report.non_finite`, what a
+metric stored as null was (NaN, inf); the token's user, prefix, expiry, revocation and hash scheme
+(tokens stored before belong to the first admin and are marked as unkeyed sha256 digests, re-keyed on
+first use). `ensure_first_admin` creates that admin's `users` row when it is missing.
 """
 
 from __future__ import annotations
@@ -35,11 +37,19 @@ LEGACY_TABLE = "controller_state"
 # the rows already there get (plain SQL, valid on SQLite and PostgreSQL).
 _ADDED_COLUMNS = {
     "controller": [("judge_state", "JSON NOT NULL DEFAULT '{}'")],
-    "search": [("owner", "VARCHAR NOT NULL DEFAULT 'admin'")],
+    "search": [("owner", "VARCHAR NOT NULL DEFAULT 'admin'"), ("waiting", "VARCHAR")],
     "report": [("non_finite", "JSON")],
+    # tokens stored before users: the first admin's, unkeyed sha256 digests (re-keyed on first use)
+    "token": [
+        ("user_name", "VARCHAR NOT NULL DEFAULT 'admin'"),
+        ("prefix", "VARCHAR NOT NULL DEFAULT ''"),
+        ("expires_at", "FLOAT"),
+        ("revoked_at", "FLOAT"),
+        ("scheme", "VARCHAR NOT NULL DEFAULT 'sha256'"),
+    ],
 }
 # indexes a fresh database gets from the model (create_all), for the columns added above
-_ADDED_INDEXES = {("search", "owner"): "ix_search_owner"}
+_ADDED_INDEXES = {("search", "owner"): "ix_search_owner", ("token", "user_name"): "ix_token_user_name"}
 
 
 def add_missing_columns(engine: Engine) -> list[str]:

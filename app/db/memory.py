@@ -130,6 +130,8 @@ class MemoryStore:
 
     def update_user(self, name: str, **fields: Any) -> UserRow:
         values = checked_update(fields)
+        if name == FIRST_ADMIN and values.get("role", "admin") != "admin":
+            raise Conflict(f"user {name} is the first admin (QUANTA_TOKEN's user) and stays an admin")
         row = self._users.get(name)
         if row is None:
             raise KeyError(f"user {name} not found")

@@ -51,6 +51,9 @@ class SearchRow(SQLModel, table=True):
     command: str | None = Field(default=None, index=True)  # stop | pause | resume, for the controller
     error: str | None = Field(default=None, sa_column=Column(Text))
     owner: str = Field(default=FIRST_ADMIN, index=True)  # the name of the user who submitted it
+    # Why the controller holds it: a queued search not started, or a running one making no new trials,
+    # because its owner is at a quota (None when nothing holds it).
+    waiting: str | None = None
 
 
 class TrialRow(SQLModel, table=True):
@@ -176,13 +179,21 @@ class SearchDeletionRow(SQLModel, table=True):
 
 
 class TokenRow(SQLModel, table=True):
-    """An API token, stored as its sha256 hex digest (the token itself is never stored)."""
+    """An API token of a user, stored as a keyed hash (HMAC-SHA256 with the server secret,
+    app/db/secret.py); the token itself is never stored. `prefix`, its first characters, names it in
+    listings and revocations. `scheme` "sha256" marks a digest an older Quanta stored unkeyed: it is
+    re-keyed the first time the token is used (app/db/tokens.py)."""
 
     __tablename__ = "token"
     id: int | None = Field(default=None, primary_key=True)
-    name: str = "default"
+    name: str = "default"  # a label
     token_hash: str = Field(index=True, unique=True)
     created_at: float
+    user_name: str = Field(default=FIRST_ADMIN, index=True)
+    prefix: str = ""
+    expires_at: float | None = None
+    revoked_at: float | None = None
+    scheme: str = "hmac"  # hmac | sha256 (legacy, unkeyed)
 
 
 # ---- typed values of the controller's tables --------------------------------------------------------

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 from sqlmodel import Field, SQLModel
 
-from app.db.models import SearchRow, TrialRow, UserRow
+from app.db.models import SearchRow, TokenRow, TrialRow, UserRow
 from app.spec import SearchSpec, SpecError, spec_from_stored
 from app.status import SearchStatus, TrialStatus
 
@@ -73,6 +73,9 @@ class SearchOut(SQLModel):
     spec: dict[str, Any]
     error: str | None = None
     owner: str = Field(description="the name of the user it belongs to")
+    waiting: str | None = Field(
+        default=None, description="why the controller holds it (its owner's quota), if it does"
+    )
 
     @classmethod
     def from_row(cls, row: SearchRow, trials_done: int) -> SearchOut:
@@ -106,6 +109,7 @@ class SearchOut(SQLModel):
             spec=row.spec or {},
             error=row.error,
             owner=row.owner,
+            waiting=row.waiting,
         )
 
 
@@ -162,6 +166,50 @@ class UserOut(SQLModel):
             max_devices=row.max_devices,
             created_at=row.created_at,
         )
+
+
+class TokenOut(SQLModel):
+    """A token as listed: never the token itself, nor its hash."""
+
+    id: int
+    user: str
+    name: str
+    prefix: str = Field(description="the token's first characters (empty for a token not used since it was re-keyed)")
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    active: bool = Field(description="neither revoked nor expired")
+
+    @classmethod
+    def from_row(cls, row: TokenRow, now: float) -> TokenOut:
+        assert row.id is not None
+        expired = row.expires_at is not None and row.expires_at <= now
+        return cls(
+            id=row.id,
+            user=row.user_name,
+            name=row.name,
+            prefix=row.prefix,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+            revoked_at=row.revoked_at,
+            active=row.revoked_at is None and not expired,
+        )
+
+
+MAX_EXPIRES_DAYS = 3650
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = PydanticField(default="api", min_length=1, max_length=64, description="a label")
+    expires_days: int | None = PydanticField(
+        default=None, ge=1, le=MAX_EXPIRES_DAYS, description="days until it stops working (none: never)"
+    )
+
+
+class NewToken(TokenOut):
+    token: str = Field(description="the token: shown this once, stored only as a keyed hash")
 
 
 # ---- trials ------------------------------------------------------------------------------------

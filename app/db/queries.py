@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlalchemy import delete, func, text, update
 from sqlmodel import Session, col, select
 
-from app.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TokenRow, TrialRow
+from app.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TrialRow
 from app.db.public import (
     BestCurveOut,
     ClusterOut,
@@ -123,6 +123,18 @@ class ReaderQueries:
         """Insert a queued search of user `owner` (it exists whole or not at all); the controller starts it."""
         return SearchOut.from_row(self.create_search(spec.name, spec.model_dump(mode="json"), at, owner), 0)
 
+    def search_owner(self, search_id: int) -> str | None:
+        """The name of the user the search belongs to (None: no such search)."""
+        with self.session() as s:
+            return s.exec(select(SearchRow.owner).where(SearchRow.id == search_id)).first()
+
+    def trial_owner(self, trial_id: int) -> str | None:
+        """The name of the user the trial's search belongs to (None: no such trial, or a trial of no
+        search: a trace job)."""
+        with self.session() as s:
+            q = select(SearchRow.owner).join(TrialRow, col(TrialRow.search_id) == col(SearchRow.id))
+            return s.exec(q.where(TrialRow.id == trial_id)).first()
+
     def has_search(self, search_id: int) -> bool:
         with self.session() as s:
             return s.exec(select(SearchRow.id).where(SearchRow.id == search_id)).first() is not None
@@ -135,15 +147,23 @@ class ReaderQueries:
             return SearchOut.from_row(row, self._trials_done(s, [search_id]).get(search_id, 0))
 
     def search_page(
-        self, offset: int, limit: int, sort: SearchSort = "-id", status: SearchStatus | None = None
+        self,
+        offset: int,
+        limit: int,
+        sort: SearchSort = "-id",
+        status: SearchStatus | None = None,
+        owner: str | None = None,
     ) -> tuple[list[SearchOut], int]:
-        """One page of searches and the number of all that match `status`."""
+        """One page of searches and the number of all that match `status` and `owner` (a user's name)."""
         with self.session() as s:
             q = select(SearchRow)
             count = select(func.count()).select_from(SearchRow)
             if status:
                 q = q.where(SearchRow.status == status)
                 count = count.where(SearchRow.status == status)
+            if owner is not None:
+                q = q.where(SearchRow.owner == owner)
+                count = count.where(SearchRow.owner == owner)
             order = col(SearchRow.id).desc() if sort == "-id" else col(SearchRow.id)
             rows = list(s.exec(q.order_by(order).offset(offset).limit(limit)))
             total = s.exec(count).one()
@@ -161,7 +181,7 @@ class ReaderQueries:
                 res = s.execute(
                     update(SearchRow)
                     .where(col(SearchRow.id) == search_id, col(SearchRow.status) == SearchStatus.QUEUED)
-                    .values(status=SearchStatus.STOPPED, finished_at=at, command=None)
+                    .values(status=SearchStatus.STOPPED, finished_at=at, command=None, waiting=None)
                 )
                 if res.rowcount:  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
                     s.commit()
@@ -278,12 +298,17 @@ class ReaderQueries:
         with self.session() as s:
             return s.exec(select(func.max(ReportRow.id))).one() or 0
 
-    def reports_after(self, report_id: int, search_id: int | None = None, limit: int = 1000) -> list[ReportRow]:
-        """Report rows with an id above `report_id` (of one search, or all), oldest first, at most `limit`."""
+    def reports_after(
+        self, report_id: int, search_id: int | None = None, limit: int = 1000, owner: str | None = None
+    ) -> list[ReportRow]:
+        """Report rows with an id above `report_id` (of one search, or all; of the searches of user
+        `owner` only, when given), oldest first, at most `limit`."""
         with self.session() as s:
             q = select(ReportRow).where(col(ReportRow.id) > report_id)
             if search_id is not None:
                 q = q.where(ReportRow.search_id == search_id)
+            if owner is not None:
+                q = q.join(SearchRow, col(SearchRow.id) == col(ReportRow.search_id)).where(SearchRow.owner == owner)
             return list(s.exec(q.order_by(col(ReportRow.id)).limit(limit)))
 
     # ---- search views --------------------------------------------------------------------------
@@ -358,23 +383,20 @@ class ReaderQueries:
         with self.session() as s:
             s.connection().execute(text("SELECT 1"))
 
-    def add_token_hash(self, name: str, digest: str, at: float) -> None:
-        """Store an API token's digest (unless it is there already)."""
-        with self.session() as s:
-            if s.exec(select(TokenRow).where(TokenRow.token_hash == digest)).first() is None:
-                s.add(TokenRow(name=name, token_hash=digest, created_at=at))
-                s.commit()
-
-    def has_token_hash(self, digest: str) -> bool:
-        with self.session() as s:
-            return s.exec(select(TokenRow.id).where(TokenRow.token_hash == digest)).first() is not None
-
-    def metric_facts(self, since: float) -> MetricFacts:
+    def metric_facts(self, since: float, owner: str | None = None) -> MetricFacts:
         """What the Prometheus metrics are computed from, read in one transaction; `recent` holds the
-        quanta that ended at or after `since`."""
+        quanta that ended at or after `since`. With `owner`, trial and search counts and best metrics
+        are of that user's searches only (device figures stay the cluster's)."""
         with self.session() as s:
-            trials = dict(s.exec(select(TrialRow.status, func.count()).group_by(TrialRow.status)).all())
-            searches = dict(s.exec(select(SearchRow.status, func.count()).group_by(SearchRow.status)).all())
+            tq = select(TrialRow.status, func.count())
+            sq = select(SearchRow.status, func.count())
+            bq = select(SearchRow).where(col(SearchRow.best_metric).is_not(None))
+            if owner is not None:
+                tq = tq.join(SearchRow, col(SearchRow.id) == col(TrialRow.search_id)).where(SearchRow.owner == owner)
+                sq = sq.where(SearchRow.owner == owner)
+                bq = bq.where(SearchRow.owner == owner)
+            trials = dict(s.exec(tq.group_by(TrialRow.status)).all())
+            searches = dict(s.exec(sq.group_by(SearchRow.status)).all())
             quanta_total = s.exec(select(func.count()).select_from(QuantumRow)).one()
             recent = s.exec(
                 select(QuantumRow.devices, QuantumRow.started_at, QuantumRow.ended_at).where(
@@ -382,7 +404,7 @@ class ReaderQueries:
                 )
             ).all()
             latencies = s.exec(select(LatencyRow.kind, LatencyRow.ms)).all()
-            best = list(s.exec(select(SearchRow).where(col(SearchRow.best_metric).is_not(None))))
+            best = list(s.exec(bq))
         best_metrics = []
         for row in best:
             spec = parsed_spec(row)
@@ -398,9 +420,10 @@ class ReaderQueries:
 
     # ---- cluster -------------------------------------------------------------------------------
 
-    def cluster_out(self) -> ClusterOut:
+    def cluster_out(self, owner: str | None = None) -> ClusterOut:
         """The controller's last published view of the devices. Trials that have ended since are left
-        out (the controller stops publishing when nothing is alive)."""
+        out (the controller stops publishing when nothing is alive); with `owner`, so are the trials
+        and pairs of other users' searches (a member sees the devices, and only their own trials)."""
         view = self.cluster_view()
         if view is None:
             return ClusterOut(devices=[], pairs=[], nodes=[], at=None)
@@ -409,6 +432,8 @@ class ReaderQueries:
         if ids:
             with self.session() as s:
                 q = select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == TrialStatus.RUNNING)
+                if owner is not None:
+                    q = q.join(SearchRow, col(SearchRow.id) == col(TrialRow.search_id)).where(SearchRow.owner == owner)
                 alive = {tid for tid in s.exec(q) if tid is not None}
         devices = [
             DeviceOut(
@@ -423,6 +448,8 @@ class ReaderQueries:
         ]
         pairs = []
         for p in view.pairs:
+            if owner is not None and not (p.a in alive and p.b in alive):
+                continue
             out = PairOut(a=p.a, b=p.b, rate_a=p.rate_a, rate_b=p.rate_b, solo_a=p.solo_a, solo_b=p.solo_b, gain=None)
             out.gain = _gain(out)
             pairs.append(out)

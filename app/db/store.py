@@ -8,7 +8,9 @@ nothing half-written.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,10 +36,19 @@ from app.db.models import (
     TrialRow,
 )
 from app.db.queries import ReaderQueries
+from app.db.secret import server_secret
+from app.db.tokens import TokenQueries
 from app.db.users import UserQueries
 from app.status import SearchStatus
 
 DEFAULT_URL = "sqlite:///quanta.db"
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable by its owner only (0600) unless it exists. SQLite gives its
+    -wal and -shm files the database file's mode."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def make_engine(url: str) -> Engine:
@@ -45,6 +56,7 @@ def make_engine(url: str) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(path))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
@@ -60,16 +72,19 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-class Store(ReaderQueries, UserQueries):
+class Store(ReaderQueries, UserQueries, TokenQueries):
     """The database. The controller's reads and writes are below; the readers' (API) queries come from
-    `ReaderQueries`, the users from `UserQueries`."""
+    `ReaderQueries`, the users from `UserQueries`, the API tokens from `TokenQueries`."""
 
     # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
     # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).
     keep_measurements = True
 
-    def __init__(self, url: str = DEFAULT_URL):
+    def __init__(self, url: str = DEFAULT_URL, *, secret: bytes | None = None):
+        """`secret`: what tokens are hashed with (default: `app.db.secret.server_secret(url)`, read or
+        created the first time a token is checked or stored)."""
         self.url = url
+        self._secret = secret
         self.engine = make_engine(url)
         SQLModel.metadata.create_all(self.engine)  # new tables only: existing ones are left as they are
         add_missing_columns(self.engine)
@@ -78,6 +93,11 @@ class Store(ReaderQueries, UserQueries):
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
+
+    def token_secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = server_secret(self.url)
+        return self._secret
 
     # ---- searches ------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from app.db.models import UserRow
+from app.db.models import FIRST_ADMIN, UserRow
 from app.db.public import UserCreate, UserUpdate
 from app.db.queries import Conflict
 
@@ -69,6 +69,8 @@ class UserQueries:
         """Change a user's role, weight or quotas (`KeyError`: no such user; `ValueError` naming the
         field: a value out of range or a field that cannot be changed)."""
         values = checked_update(fields)
+        if name == FIRST_ADMIN and values.get("role", "admin") != "admin":
+            raise Conflict(f"user {name} is the first admin (QUANTA_TOKEN's user) and stays an admin")
         with self.session() as s:
             row = s.exec(select(UserRow).where(UserRow.name == name)).first()
             if row is None:

@@ -166,6 +166,15 @@ def test_dashboard(server, tmp_path):
             assert "token=" not in page.url
             assert page.evaluate("localStorage.getItem('quanta.token')") == TOKEN
 
+            # The signed-in user is shown; an admin (QUANTA_TOKEN's user) gets a per-user filter.
+            page.wait_for_selector("#whoami:not([hidden])")
+            assert page.text_content("#whoami") == "admin (admin)"
+            page.wait_for_selector("#owner-filter option[value=admin]", state="attached")
+            assert page.is_visible("#owner-filter")
+            page.select_option("#owner-filter", "admin")
+            page.wait_for_selector(f'#searches tr[data-search-id="{sid}"] td.owner:text-is("admin")')
+            page.select_option("#owner-filter", "")
+
             # The malicious name is shown as text, never parsed as HTML.
             evil_link = page.locator(f'#searches tr[data-search-id="{evil_id}"] a.search-link')
             assert evil_link.text_content() == EVIL

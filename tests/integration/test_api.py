@@ -89,6 +89,15 @@ PROTECTED = [
     ("GET", "/api/v1/cluster"),
     ("GET", "/api/v1/events"),
     ("GET", "/metrics"),
+    ("GET", "/api/v1/me"),
+    ("GET", "/api/v1/users"),
+    ("POST", "/api/v1/users"),
+    ("GET", "/api/v1/users/bob"),
+    ("PATCH", "/api/v1/users/bob"),
+    ("DELETE", "/api/v1/users/bob"),
+    ("GET", "/api/v1/users/bob/tokens"),
+    ("POST", "/api/v1/users/bob/tokens"),
+    ("DELETE", "/api/v1/tokens/1"),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import Authenticated, StoreDep
+from app.api.deps import Authenticated, CurrentUser, StoreDep, owner_filter
 from app.api.models import ClusterOut
 from app.api.routes.common import AUTH_ERRORS
 
@@ -12,5 +12,6 @@ router = APIRouter(tags=["cluster"], dependencies=[Authenticated], responses=AUT
 
 
 @router.get("/cluster", response_model=ClusterOut)
-def get_cluster(store: StoreDep) -> ClusterOut:
-    return store.cluster_out()
+def get_cluster(store: StoreDep, user: CurrentUser) -> ClusterOut:
+    """The devices and what runs or is parked on each: every trial for an admin, a member's own only."""
+    return store.cluster_out(owner_filter(user))

@@ -6,25 +6,29 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from app.api.deps import AuthenticatedOrQuery, SettingsDep, StoreDep
+from app.api import auth
+from app.api.deps import SettingsDep, StoreDep, StreamCaller, owner_filter, sees, stream_caller
 from app.api.events import Poller
-from app.api.routes.common import AUTH_ERRORS, MAX_ID
+from app.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, not_found
 from app.api.settings import Settings
 from app.api.streams import StreamSlots
+
+# How often an open stream checks that its token is still valid: a revoked token's stream ends within this.
+RECHECK_S = 0.5
 
 router = APIRouter(tags=["events"], responses=AUTH_ERRORS)
 
 
 @router.get(
     "/events",
-    dependencies=[AuthenticatedOrQuery],
     response_class=StreamingResponse,
     responses={
+        **NOT_FOUND,
         200: {"content": {"text/event-stream": {}}, "description": "an event stream"},
         429: {"description": "too many open event streams (per token or in all)"},
     },
@@ -33,15 +37,20 @@ async def events(
     request: Request,
     store: StoreDep,
     settings: SettingsDep,
+    caller: Annotated[StreamCaller, Depends(stream_caller)],
     search_id: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only this search")] = None,
     max_seconds: Annotated[float | None, Query(gt=0, le=86_400, description="end the stream after this")] = None,
     last_event_id: Annotated[str | None, Header(description="resume after this report id")] = None,
 ) -> StreamingResponse:
     """Server-sent events: `search` (a SearchOut whose status, best or progress changed), `trial` (a
     TrialOut whose status, steps or metric changed) and `report` (a new report row; its event id is the
-    report id, so a reconnecting EventSource resumes where it left off). Auth by header or `?token=`."""
+    report id, so a reconnecting EventSource resumes where it left off). Auth by header or `?token=`.
+    A member gets the events of their own searches only; the stream ends when its token is revoked or
+    expires."""
     resume = _event_id(last_event_id)
-    poller = Poller(store, search_id, resume)
+    if search_id is not None and not sees(caller.user, await run_in_threadpool(store.search_owner, search_id)):
+        raise not_found("search", search_id)
+    poller = Poller(store, search_id, resume, owner=owner_filter(caller.user))
     limit = min(max_seconds or settings.events_max_s, settings.events_max_s)
     stopping = getattr(request.app.state, "stopping", None)  # a threading.Event set on shutdown
     slots = _slots(request, settings)
@@ -68,9 +77,13 @@ async def events(
     async def _stream() -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         end = loop.time() + limit
-        quiet_since = loop.time()
+        quiet_since = checked = loop.time()
         yield "retry: 2000\n: connected\n\n"
         while True:
+            if loop.time() - checked >= RECHECK_S:
+                checked = loop.time()
+                if await run_in_threadpool(auth.verify, store, caller.token) is None:
+                    return
             chunks = await run_in_threadpool(poller.poll)
             for chunk in chunks:
                 yield chunk

@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.api.deps import Authenticated, SettingsDep, StoreDep
+from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, owner_filter, sees
 from app.api.models import (
     BestCurveOut,
     CurvesOut,
@@ -27,11 +27,19 @@ from app.api.models import (
 )
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, found, not_found
 from app.api.settings import Settings
+from app.db.public import UserOut
 from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
 from app.spec import SearchSpec, SpecError, decode_spec_text, parse_spec
 from app.status import SearchStatus, TrialStatus
 
 router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
+
+
+def visible(store: StoreDep, user: UserOut, search_id: int) -> None:
+    """404 unless the search exists and `user` may see it (their own, or any for an admin): another
+    user's search answers exactly as a missing one."""
+    if not sees(user, store.search_owner(search_id)):
+        raise not_found("search", search_id)
 
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "")
@@ -142,32 +150,42 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
         422: {"model": SpecErrors, "description": "invalid spec: each error names its field"},
     },
 )
-async def create_search(request: Request, store: StoreDep, settings: SettingsDep) -> SearchOut:
-    """Submit a search spec. It is stored as `queued`; the controller starts it at its next tick."""
+async def create_search(request: Request, store: StoreDep, settings: SettingsDep, user: CurrentUser) -> SearchOut:
+    """Submit a search spec; it belongs to the caller. It is stored as `queued`; the controller starts it
+    at its next tick (or holds it queued while its owner is at a quota, saying so in `waiting`)."""
     body = await read_capped(request, settings.max_spec_bytes)
     spec = await run_in_threadpool(read_spec, body, request.headers.get("content-type", ""), settings)
-    return await run_in_threadpool(store.submit_search, spec, time.time())
+    return await run_in_threadpool(store.submit_search, spec, time.time(), user.name)
 
 
 @router.get("", response_model=SearchList)
 def list_searches(
     store: StoreDep,
+    user: CurrentUser,
     offset: Offset = 0,
     limit: Limit = 100,
     sort: SearchSort = "-id",
     status: SearchStatus | None = None,
+    owner: Annotated[
+        str | None, Query(max_length=64, description="only this user's searches (a member sees only their own)")
+    ] = None,
 ) -> SearchList:
-    """Searches, newest first by default."""
-    items, total = store.search_page(offset, limit, sort, status)
+    """Searches, newest first by default: the caller's own, or everyone's for an admin."""
+    mine = owner_filter(user)
+    if mine is not None and owner is not None and owner != mine:
+        return SearchList(items=[], total=0)
+    items, total = store.search_page(offset, limit, sort, status, mine if mine is not None else owner)
     return SearchList(items=items, total=total)
 
 
 @router.get("/{search_id}", response_model=SearchOut, responses=NOT_FOUND)
-def get_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+def get_search(search_id: SearchId, store: StoreDep, user: CurrentUser) -> SearchOut:
+    visible(store, user, search_id)
     return found(store.search_out(search_id), "search", search_id)
 
 
-def _command(store: StoreDep, search_id: int, command: SearchCommand) -> SearchOut:
+def _command(store: StoreDep, user: UserOut, search_id: int, command: SearchCommand) -> SearchOut:
+    visible(store, user, search_id)
     try:
         out = store.command_search(search_id, command, time.time())
     except Conflict as exc:
@@ -176,20 +194,20 @@ def _command(store: StoreDep, search_id: int, command: SearchCommand) -> SearchO
 
 
 @router.post("/{search_id}/stop", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
-def stop_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+def stop_search(search_id: SearchId, store: StoreDep, user: CurrentUser) -> SearchOut:
     """Stop the search and its trials (the controller acts at its next tick)."""
-    return _command(store, search_id, "stop")
+    return _command(store, user, search_id, "stop")
 
 
 @router.post("/{search_id}/pause", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
-def pause_search(search_id: SearchId, store: StoreDep) -> SearchOut:
+def pause_search(search_id: SearchId, store: StoreDep, user: CurrentUser) -> SearchOut:
     """Park the search's trials and start no new ones until resumed."""
-    return _command(store, search_id, "pause")
+    return _command(store, user, search_id, "pause")
 
 
 @router.post("/{search_id}/resume", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
-def resume_search(search_id: SearchId, store: StoreDep) -> SearchOut:
-    return _command(store, search_id, "resume")
+def resume_search(search_id: SearchId, store: StoreDep, user: CurrentUser) -> SearchOut:
+    return _command(store, user, search_id, "resume")
 
 
 @router.delete(
@@ -198,11 +216,10 @@ def resume_search(search_id: SearchId, store: StoreDep) -> SearchOut:
     response_class=Response,
     responses={**NOT_FOUND, 202: {"model": Deleting, "description": "trials still stopping; deleted once they exit"}},
 )
-async def delete_search(search_id: SearchId, store: StoreDep, settings: SettingsDep) -> Response:
+async def delete_search(search_id: SearchId, store: StoreDep, settings: SettingsDep, user: CurrentUser) -> Response:
     """Stop the search's trials, then delete it with everything recorded about it. 204 once deleted;
     202 when its trials have not exited within the server's wait (the deletion completes later)."""
-    if not await run_in_threadpool(store.has_search, search_id):
-        raise not_found("search", search_id)
+    await run_in_threadpool(visible, store, user, search_id)
     if await run_in_threadpool(store.delete_if_queued, search_id):
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     await run_in_threadpool(store.request_delete, search_id, time.time())
@@ -221,6 +238,7 @@ async def delete_search(search_id: SearchId, store: StoreDep, settings: Settings
 def list_trials(
     search_id: SearchId,
     store: StoreDep,
+    user: CurrentUser,
     offset: Offset = 0,
     limit: Limit = 100,
     sort: TrialSort = "id",
@@ -228,8 +246,7 @@ def list_trials(
 ) -> TrialList:
     """The search's trials, paged. `metric` sorts by the last reported objective (trials without
     one last); prefix `-` for descending."""
-    if not store.has_search(search_id):
-        raise not_found("search", search_id)
+    visible(store, user, search_id)
     items, total = store.trial_page(search_id, offset, limit, sort, status)
     return TrialList(items=items, total=total)
 
@@ -238,21 +255,23 @@ def list_trials(
 def search_curves(
     search_id: SearchId,
     store: StoreDep,
+    user: CurrentUser,
     max_points: Annotated[int, Query(ge=2, le=100_000, description="per trial, evenly thinned")] = 1000,
 ) -> CurvesOut:
     """Every trial's learning curve (step, objective) in one call."""
-    if not store.has_search(search_id):
-        raise not_found("search", search_id)
+    visible(store, user, search_id)
     return store.curves(search_id, max_points)
 
 
 @router.get("/{search_id}/timeline", response_model=TimelineOut, responses=NOT_FOUND)
-def search_timeline(search_id: SearchId, store: StoreDep) -> TimelineOut:
+def search_timeline(search_id: SearchId, store: StoreDep, user: CurrentUser) -> TimelineOut:
     """Every measured quantum of the search's trials: which devices, when, packed beside whom."""
+    visible(store, user, search_id)
     return found(store.timeline(search_id), "search", search_id)
 
 
 @router.get("/{search_id}/best", response_model=BestCurveOut, responses=NOT_FOUND)
-def search_best(search_id: SearchId, store: StoreDep) -> BestCurveOut:
+def search_best(search_id: SearchId, store: StoreDep, user: CurrentUser) -> BestCurveOut:
     """Best objective so far versus seconds since the search started (one point per improvement)."""
+    visible(store, user, search_id)
     return found(store.best_curve(search_id), "search", search_id)

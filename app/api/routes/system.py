@@ -6,7 +6,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.api.deps import Authenticated, StoreDep
+from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, owner_filter
+from app.api.metrics import make_registry
 from app.api.models import Health
 from app.api.routes.common import AUTH_ERRORS
 
@@ -35,6 +36,11 @@ def healthz(request: Request, store: StoreDep) -> Health | JSONResponse:
     response_class=Response,
     responses={**AUTH_ERRORS, 200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
-def metrics(request: Request) -> Response:
-    """Trials by state, device busy fraction, quanta, suspend/resume latency histograms, best metrics."""
-    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request, store: StoreDep, settings: SettingsDep, user: CurrentUser) -> Response:
+    """Trials by state, device busy fraction, quanta, suspend/resume latency histograms, best metrics.
+    A member's counts and best metrics are of their own searches only."""
+    owner = owner_filter(user)
+    registry = request.app.state.metrics_registry
+    if owner is not None:  # a member's own figures: a registry for this request
+        registry = make_registry(store, settings.metrics_window_s, owner)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

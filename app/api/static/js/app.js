@@ -9,6 +9,9 @@ import { renderParcoords } from "./parcoords.js";
 const root = document.getElementById("app");
 const connEl = document.getElementById("conn");
 const logoutEl = document.getElementById("logout");
+const whoamiEl = document.getElementById("whoami");
+let me = null; // the signed-in user: {name, role, ...} from /me
+let ownerFilter = ""; // an admin's per-user view: "" = every user's searches
 
 const ACTIVE = new Set(["queued", "running", "paused"]);
 let view = null; // the current view: {dispose(), onEvent(kind, data), poll()}
@@ -99,6 +102,8 @@ function needToken(message) {
   setConn("down");
   connEl.textContent = "";
   logoutEl.hidden = true;
+  whoamiEl.hidden = true;
+  me = null;
   clearToken();
   const input = h("input", { type: "password", name: "token", id: "token-input", placeholder: "API token", autocomplete: "off" });
   const msg = h("div", { class: "form-msg" }, message || "");
@@ -138,18 +143,34 @@ function listView() {
   const table = h(
     "table",
     { class: "searches", id: "searches" },
-    h("thead", {}, h("tr", {}, ...["id", "name", "status", "best", "progress", "target", "created", "time"].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, ...["id", "name", "owner", "status", "best", "progress", "target", "created", "time"].map((c) => h("th", {}, c)))),
     body,
   );
-  replace(root, h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), count), table));
+  // Admins see every user's searches and may narrow the list to one user's.
+  const filter = h("select", { class: "owner-filter", id: "owner-filter", title: "whose searches", hidden: "" }, h("option", { value: "" }, "all users"));
+  filter.addEventListener("change", () => {
+    ownerFilter = filter.value;
+    refresh().catch((e) => showError(root, e));
+  });
+  if (me && me.role === "admin") {
+    filter.hidden = false;
+    api("/users")
+      .then((users) => {
+        for (const u of users) filter.appendChild(h("option", { value: u.name }, `${u.name} (${u.role})`));
+        filter.value = ownerFilter;
+      })
+      .catch(onRefreshError("users"));
+  }
+  replace(root, h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), filter, count), table));
 
   async function refresh() {
-    const data = await api("/searches?limit=200");
+    const owner = me && me.role === "admin" && ownerFilter ? `&owner=${encodeURIComponent(ownerFilter)}` : "";
+    const data = await api(`/searches?limit=200${owner}`);
     const items = data.items || [];
     count.textContent = `${data.total ?? items.length} total`;
     clear(body);
     if (!items.length) {
-      body.appendChild(h("tr", {}, h("td", { colspan: 8, class: "empty" }, "No searches yet. Post a spec to /api/v1/searches or run `quanta submit`.")));
+      body.appendChild(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "No searches yet. Post a spec to /api/v1/searches or run `quanta submit`.")));
       return;
     }
     for (const sr of items) {
@@ -162,7 +183,8 @@ function listView() {
           { "data-search-id": sr.id },
           h("td", { class: "num" }, String(sr.id)),
           h("td", { class: "name" }, link),
-          h("td", {}, statusBadge(sr.status), sr.reached ? h("span", { class: "reached", title: "target reached" }, " ✓") : ""),
+          h("td", { class: "owner" }, sr.owner || ""),
+          h("td", { title: sr.waiting || "" }, statusBadge(sr.status), sr.waiting ? h("span", { class: "waiting muted" }, ` ${sr.waiting}`) : "", sr.reached ? h("span", { class: "reached", title: "target reached" }, " ✓") : ""),
           h("td", { class: "num", title: sr.best ? paramsText(sr.best.params) : "" }, sr.best ? `${m.name} ${goalArrow(m)} ${fmtNum(sr.best.metric)}` : "—"),
           h("td", {}, progressBar(sr.progress)),
           h("td", { class: "num" }, m.target !== null && m.target !== undefined ? fmtNum(m.target) : "—"),
@@ -256,7 +278,13 @@ function searchView(id) {
     st.search = sr;
     title.textContent = sr.name;
     document.title = `${sr.name} · Quanta`;
-    replace(badge, statusBadge(sr.status), sr.reached ? h("span", { class: "reached" }, " target reached ✓") : "");
+    replace(
+      badge,
+      statusBadge(sr.status),
+      sr.reached ? h("span", { class: "reached" }, " target reached ✓") : "",
+      h("span", { class: "muted", id: "search-owner" }, ` · ${sr.owner || ""}`),
+      sr.waiting ? h("span", { class: "waiting muted", id: "search-waiting" }, ` · ${sr.waiting}`) : "",
+    );
     const btn = (label, cmd, cls = "") =>
       h("button", {
         class: cls,
@@ -545,8 +573,20 @@ function route() {
   view = m ? searchView(Number(m[1])) : listView();
 }
 
-function start() {
+async function whoami() {
+  try {
+    me = await api("/me");
+    whoamiEl.textContent = `${me.name}${me.role === "admin" ? " (admin)" : ""}`;
+    whoamiEl.hidden = false;
+  } catch (e) {
+    if (e instanceof AuthError) needToken("The stored token was refused; enter a valid one.");
+  }
+}
+
+async function start() {
   logoutEl.hidden = false;
+  await whoami();
+  if (!getToken()) return;
   if (!unsubscribe) {
     unsubscribe = subscribe(
       (kind, data) => view && view.onEvent(kind, data),
