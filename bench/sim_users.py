@@ -1,7 +1,7 @@
 """Many users on one simulated cluster: per-user mean JCT, finish-time fairness (rho) and Jain's index
 for fifo, tiresias and gandiva without the share layer, and gandiva with equal shares (issue 14).
 
-    python bench/sim_users.py --trace 6c71a0 --max-jobs 300 --gpus 100 --users 8
+    python bench/sim_users.py --trace 6c71a0 --max-jobs 300 --gpus 100 --users 8 --quantum 600
 
 The trace's jobs are dealt to users as `quanta simulate --users N` does (`app.sim.users`: the trace's own
 users, else N users with Zipf-skewed demand); rho of a user = mean JCT on the shared cluster / mean JCT
