@@ -20,7 +20,11 @@ What the callback does, hook by hook:
   so that the DataLoader iterators Lightning created since the restore do not shift them.
 - `on_train_batch_end`: `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks
   until it is resumed), move it, checkpoint it or stop it: `TrialStopped` goes up through
-  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. When the trial's step budget or
+  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. When Lightning validates after
+  this batch, the boundary is at the end of that validation instead (`on_validation_end`, after the
+  report): a restart from a checkpoint taken before the validation would skip it (Lightning resumes a
+  batch-end checkpoint with the next batch), one taken after it resumes as Lightning's own
+  `ModelCheckpoint` saves do. When the trial's step budget or
   the Trainer's `max_steps` is spent, `trainer.should_stop` is set: Lightning validates once more (so
   the trial's last report is at its last step) and ends the fit.
 - `on_validation_end` (not during the sanity check): `trial.report()` of every finite scalar in
@@ -52,6 +56,20 @@ from app.sdk import checkpoint as ckpt
 from app.sdk.trial import Trial
 
 __all__ = ["QuantaCallback", "ResumableLoader"]
+
+
+def _validation_follows(trainer: pl.Trainer) -> bool:
+    """Whether Lightning validates right after the current training batch, by its own test (a private
+    method of its epoch loop: False on a Lightning without it, which puts the boundary before the
+    validation, as before)."""
+    check = getattr(trainer.fit_loop.epoch_loop, "_should_check_val_fx", None)
+    fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+    if check is None or fetcher is None:
+        return False
+    try:
+        return bool(check(fetcher))
+    except TypeError:  # an older signature without the data fetcher
+        return bool(check())
 
 
 class _FitLoop:
@@ -98,6 +116,7 @@ class QuantaCallback(pl.Callback):
         self.trial = trial if trial is not None else Trial.standalone()
         self.metric = metric if metric is not None else self.trial.metric
         self._rng_to_restore: dict[str, Any] | None = None
+        self._boundary_after_validation = False
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         objects: dict[str, Any] = {"module": pl_module}
@@ -125,15 +144,24 @@ class QuantaCallback(pl.Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.trial.boundary(trainer.global_step)  # may park, move, checkpoint or stop the trial
+        self.trial.advance_to(trainer.global_step)
         last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step
         if self.trial.budget_spent or last:
             trainer.should_stop = True  # Lightning validates once more: the trial's final metric
+        if _validation_follows(trainer):
+            # A restart from a checkpoint taken here would skip this validation (Lightning resumes a
+            # batch-end checkpoint with the next batch): the boundary comes after it instead.
+            self._boundary_after_validation = True
+        else:
+            self.trial.boundary()  # may park, move, checkpoint or stop the trial
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
         report_metrics(self.trial, self.metric, dict(trainer.callback_metrics), "QuantaCallback")
+        if self._boundary_after_validation:
+            self._boundary_after_validation = False
+            self.trial.boundary()
 
 
 class _EpochOrder(Sampler[int]):

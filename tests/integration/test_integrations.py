@@ -23,9 +23,9 @@ from app.spec import load_spec
 from tests.integration.helpers import collect_until_exit, launches
 from tests.integration.test_quanta_run import ROOT, quanta_run
 
-# name: (trainable, config, metric, eval_every, step limit for the release, park offset). A Lightning trial
-# parks at the end of the batch after the report; a Trainer trial at the start of the next step, before
-# the step count moves.
+# name: (trainable, config, metric, eval_every, step limit for the release, park offset). Both park right
+# after the report that reaches the limit: a Lightning trial at the end of that validation, a Trainer
+# trial at the start of the next step (before the step count moves).
 CASES = {
     "lightning": (
         "examples.lightning_mnist1d:train",
@@ -33,7 +33,7 @@ CASES = {
         "accuracy",
         20,
         50,
-        1,
+        0,
     ),
     "hf": (
         "examples.hf_tiny:train",
