@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,11 @@ from app.cli_users import tokens_app, users_app
 from app.sdk.submit_cmd import submit
 from app.sim.cli import simulate, simulate_search
 from app.status import SearchStatus
+
+if TYPE_CHECKING:
+    from app.devices import Device
+    from app.executor.runtime.template import TemplateStart
+    from app.spec import SearchSpec
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 console = Console(stderr=True)
@@ -70,7 +75,6 @@ def run(
     template = start_template([early] if early else [])
     try:
         from app.devices import DeviceSpecError, parse_devices
-        from app.executor.runtime.local import LocalRuntime
         from app.spec import SpecError, load_spec
 
         # Validate everything before anything is persisted.
@@ -78,19 +82,38 @@ def run(
             spec = load_spec(spec_path)
         except SpecError as exc:
             raise _fail(str(exc)) from None
-        if not spec.importable():
-            raise _fail(f"{spec_path}: trainable: module '{spec.module}' cannot be imported")
+        problem = spec.trainable_problem()
+        if problem is not None:
+            raise _fail(f"{spec_path}: trainable: {problem}")
         try:
             devs = parse_devices(devices)
         except DeviceSpecError as exc:
             raise _fail(str(exc)) from None
+        # One controller per database: a `quanta serve` (or another run) on the same database refuses us.
+        from app.db.lease import ControllerLease, LeaseHeld
+
+        try:
+            lease = ControllerLease(db)
+            lease.acquire()
+        except (LeaseHeld, ValueError) as exc:
+            raise _fail(str(exc)) from None
     except BaseException:
         template.close()
         raise
+    try:
+        _run_search(spec, devs, template, db, output, workdir)
+    finally:
+        lease.release()
 
+
+def _run_search(
+    spec: SearchSpec, devs: list[Device], template: TemplateStart, db: str, output: Path | None, workdir: Path
+) -> None:
+    """`quanta run` once the spec is valid and the lease is held: run it, print and write the result."""
     from app.controller import Controller, ControllerOptions
     from app.db.store import Store
     from app.db.summary import search_result
+    from app.executor.runtime.local import LocalRuntime
 
     # The controller binds itself as the runtime's launcher before any trial starts.
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)

@@ -1,9 +1,12 @@
 """`quanta controller` and `quanta worker`: distributed mode's commands. The wiring they use
 (`make_runtime`, `run_controller`) lives in `app.service`.
 
-    quanta worker --node n1 --devices cuda:all --broker redis://redis:6379/0 \
-        --db postgresql://quanta:quanta@db:5432/quanta --checkpoints /shared/checkpoints
-    quanta controller --broker redis://redis:6379/0 --db postgresql://... --checkpoints /shared/checkpoints
+    export QUANTA_DB_URL=postgresql://quanta:PASSWORD@db:5432/quanta QUANTA_BROKER=redis://:PASSWORD@redis:6379/0
+    quanta worker --node n1 --devices cuda:all --checkpoints /shared/checkpoints
+    quanta controller --checkpoints /shared/checkpoints
+
+The URLs are read from the environment (QUANTA_DB_URL, QUANTA_BROKER) so that their passwords stay off
+command lines, which every user of the machine can read (`ps`); `--db` and `--broker` still work.
 """
 
 from __future__ import annotations
@@ -31,15 +34,20 @@ def controller(
     action_timeout: Annotated[
         float, typer.Option(help="seconds for a node to apply a round before the trials are planned again")
     ] = 30.0,
+    standby: Annotated[
+        bool, typer.Option("--standby", help="wait while another controller holds the database, then take over")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the controller loop alone against the registered worker nodes (searches are submitted
     through the API or the database). Stops on SIGINT/SIGTERM; trials keep running on their nodes and
-    a restarted controller takes them over."""
+    a restarted controller takes them over. One controller per database: a second one is refused, or
+    with --standby waits until the first has gone."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     from app.controller import Controller, ControllerOptions
+    from app.db.lease import ControllerLease, LeaseHeld
     from app.db.store import Store
     from app.service import make_runtime, run_controller
     from app.syspath import drop_working_dir
@@ -50,20 +58,38 @@ def controller(
     except Exception as exc:
         typer.echo(f"error: cannot open database {db}: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    lease = ControllerLease(db)
+    try:
+        lease.acquire()
+    except LeaseHeld as exc:
+        if not standby:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_ERROR) from None
+        typer.echo(f"standing by: {exc}")
+        sys.stdout.flush()
+        try:
+            lease.acquire(float("inf"), stop=stop)
+        except LeaseHeld:  # stopped while standing by
+            raise typer.Exit(0) from None
+        typer.echo("taking over: the lease is ours")
     checkpoints.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
     ctl = Controller(store, runtime, ControllerOptions(workdir=checkpoints))
     ctl.load()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     alive = [f"{n} ({len(v['devices'])} devices)" for n, v in runtime.nodes().items() if v["alive"]]
     typer.echo(f"quanta controller: {len(ctl.searches())} active searches; nodes: {', '.join(alive) or 'none yet'}")
     sys.stdout.flush()
     try:
-        run_controller(ctl, stop)
+        run_controller(ctl, stop, lease=lease)
+    except LeaseHeld as exc:
+        typer.echo(f"error: lost the database to another controller: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
     finally:
         ctl.close()
+        lease.release()
 
 
 def worker(
@@ -92,12 +118,15 @@ def worker(
         typer.echo(f"error: node name '{node}' must be non-empty and contain no '/'", err=True)
         raise typer.Exit(EXIT_ERROR)
     args = [
-        *("--node", node, "--devices", devices, "--broker", broker, "--db", db),
+        *("--node", node, "--devices", devices),
         *("--checkpoints", str(checkpoints), "--heartbeat", str(heartbeat), "--lease", str(lease)),
         *(("--warm", warm) if warm else ()),
         *(("--verbose",) if verbose else ()),
     ]
+    # The URLs carry passwords: they go to the worker program in its environment (readable by this
+    # user only), never on its command line (readable by every user through `ps`).
+    env = {**os.environ, "QUANTA_DB_URL": db, "QUANTA_BROKER": broker}
     sys.stdout.flush()
     sys.stderr.flush()
     # `workers/` is an entry point that imports `app`, never the other way round: run it as a program.
-    os.execv(sys.executable, [sys.executable, "-P", "-m", "workers", *args])  # -P: not the working directory
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "workers", *args], env)  # -P: not the working directory

@@ -25,11 +25,14 @@ from app.status import SEARCH_STARTED, SearchStatus
 
 if TYPE_CHECKING:
     from app.controller import Controller
+    from app.db.lease import ControllerLease
     from app.db.store import Store
     from app.devices import Device
     from app.executor.runtime.celery_runtime import CeleryRuntime
 
 log = logging.getLogger("quanta.service")
+
+LEASE_CHECK_S = 5.0  # how often a running controller checks that it still holds its database's lease
 
 
 def make_runtime(
@@ -48,9 +51,17 @@ class ControllerLoop:
     """Runs `Controller.step` in a thread of its own until `stop()`."""
 
     def __init__(
-        self, store: Store, devices: list[Device], workdir: Path, *, tick_s: float = 0.5, broker: str | None = None
+        self,
+        store: Store,
+        devices: list[Device],
+        workdir: Path,
+        *,
+        tick_s: float = 0.5,
+        broker: str | None = None,
+        lease: ControllerLease | None = None,
     ):
         self.store = store
+        self.lease = lease  # held by the caller for this loop; checked while it runs, released at its end
         self.broker = broker  # distributed mode: trials run on `quanta worker` nodes, not on `devices`
         self.devices = devices
         self.workdir = Path(workdir)
@@ -94,7 +105,11 @@ class ControllerLoop:
             self._publish_devices(ctl)
             self._state = "running"
             log.info("controller running: %d active searches", len(ctl.searches()))
+            checked = time.monotonic()
             while not self._stop.is_set():
+                if self.lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
+                    checked = time.monotonic()
+                    self._keep_lease()
                 try:
                     self._deletions(ctl)
                     ctl.step(max_wait=self.tick_s)
@@ -109,8 +124,23 @@ class ControllerLoop:
                 self._shutdown(ctl)
             elif runtime is not None:
                 runtime.close()
+            if self.lease is not None:
+                self.lease.release()
             if self._state != "failed":
                 self._state = "stopped"
+
+    def _keep_lease(self) -> None:
+        """Raise (ending the loop, /healthz failing) when another controller took the database over while
+        our lease's connection was down; a database merely away is retried at the next check."""
+        from app.db.lease import LeaseHeld
+
+        assert self.lease is not None
+        try:
+            self.lease.ensure()
+        except LeaseHeld:
+            raise
+        except Exception as exc:
+            log.warning("cannot check the controller lease: %s", exc)
 
     def _publish_devices(self, ctl: Controller) -> None:
         """The devices with nothing on them yet (the controller publishes placements once it ticks)."""
@@ -173,10 +203,25 @@ def _publish_idle(ctl: Controller) -> None:
         ctl.store.publish_cluster_view(idle)
 
 
-def run_controller(ctl: Controller, stop: threading.Event, tick_s: float = 0.5) -> None:
-    """Tick until `stop` is set; a failing tick (database or broker away) is logged and retried."""
+def run_controller(
+    ctl: Controller, stop: threading.Event, tick_s: float = 0.5, lease: ControllerLease | None = None
+) -> None:
+    """Tick until `stop` is set; a failing tick (database or broker away) is logged and retried. With a
+    `lease`, check every `LEASE_CHECK_S` that it is still held (taking it again after a dropped
+    connection); `LeaseHeld` ends the loop when another controller took the database over."""
+    from app.db.lease import LeaseHeld
+
     last_publish = 0.0
+    checked = time.monotonic()
     while not stop.is_set():
+        if lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
+            checked = time.monotonic()
+            try:
+                lease.ensure()
+            except LeaseHeld:
+                raise
+            except Exception as exc:
+                log.warning("cannot check the controller lease: %s", exc)
         try:
             ctl.step(max_wait=tick_s)
             if time.monotonic() - last_publish > 2.0:

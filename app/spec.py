@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import threading
@@ -135,14 +134,17 @@ class SearchSpec(_Frozen):
     def module(self) -> str:
         return self.trainable.split(":", 1)[0]
 
+    def trainable_problem(self) -> str | None:
+        """None when the trainable's module is found on this machine's `sys.path` and binds the function
+        at top level; otherwise why not. Nothing is imported or run (`app.trainable_ref`): the API checks
+        posted specs in the server's process. The CLI and the API check this before they store a search."""
+        from app.trainable_ref import trainable_problem
+
+        return trainable_problem(self.trainable)
+
     def importable(self) -> bool:
-        """True when the trainable's module can be found on this machine's `sys.path` (its parent
-        packages are imported to look; the module itself is not). The CLI and the API check this before
-        they store a search."""
-        try:
-            return importlib.util.find_spec(self.module) is not None
-        except Exception:  # a parent that is not a package, or fails to import
-            return False
+        """True when `trainable_problem()` finds nothing wrong."""
+        return self.trainable_problem() is None
 
 
 def _loc(loc: tuple[Any, ...], kind: str = "") -> str:

@@ -74,7 +74,7 @@ def _worker(node: str, broker: str, db: str, checkpoints: Path, logs: Path) -> s
         [sys.executable, "-m", "app.cli", "worker", "--node", node, "--devices", "cpu:2", "--broker", broker]
         + ["--db", db, "--checkpoints", str(checkpoints), "--warm", "bench.migration"],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "QUANTA_TRAINABLE_ALLOWLIST": "bench."},  # workers check it
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -14,8 +14,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="quanta worker", description=__doc__)
     p.add_argument("--node", required=True, help="this node's name (unique in the cluster)")
     p.add_argument("--devices", default="auto", help="cpu:N, cuda:0,1, cuda:all or auto")
-    p.add_argument("--broker", required=True, help="redis://host:6379/0")
-    p.add_argument("--db", required=True, help="postgresql://user:password@host:5432/quanta")
+    # The URLs carry passwords: `quanta worker` passes them in the environment, not on the command line.
+    broker, db = os.environ.get("QUANTA_BROKER"), os.environ.get("QUANTA_DB_URL")
+    p.add_argument("--broker", default=broker, required=broker is None, help="redis://:password@host:6379/0")
+    p.add_argument("--db", default=db, required=db is None, help="postgresql://user:password@host:5432/quanta")
     p.add_argument("--checkpoints", required=True, help="the checkpoint store every node can read")
     p.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats")
     p.add_argument("--lease", type=float, default=5.0, help="stop local trials after this long without a heartbeat")
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
     drop_working_dir()
 
+    from app.allowlist import ENV, Allowlist
     from app.db.cluster import DbCluster
     from app.devices import parse_devices
     from app.executor.runtime.celery_runtime import queue_of
@@ -43,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from workers.celery_app import configure
 
     devices = parse_devices(args.devices)
+    allowlist = Allowlist.from_env()
     os.makedirs(args.checkpoints, exist_ok=True)
     ledger = DbCluster(args.db, workdir=args.checkpoints)
     agent = NodeAgent(
@@ -52,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_s=args.heartbeat,
         lease_s=args.lease,
         warm_modules=[m for m in args.warm.split(",") if m],
+        # The node checks every trainable again: the broker and the database are not trusted to hold
+        # only what the API let in.
+        allowlist=allowlist,
     )
     tasks.set_agent(agent)
     celery = configure(args.broker, args.node)
@@ -68,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"quanta worker {args.node}: devices {', '.join(d.id for d in agent.devices())}; "
-        f"queue {queue_of(args.node)}; checkpoints {args.checkpoints}",
+        f"queue {queue_of(args.node)}; checkpoints {args.checkpoints}; allowed trainables {allowlist} ({ENV})",
         flush=True,
     )
     try:

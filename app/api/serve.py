@@ -83,12 +83,22 @@ def serve(
     except Exception as exc:
         typer.echo(f"error: cannot open database {db}: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
+    # One controller per database: this server's loop is one, so a second server (or `quanta run`,
+    # `quanta controller`) on the same database is refused here, before anything is served.
+    from app.db.lease import ControllerLease, LeaseHeld
+
+    lease = ControllerLease(settings.db_url)
+    try:
+        lease.acquire()
+    except LeaseHeld as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
     token_from_env = bool(settings.token)
     if not settings.token:
         settings.token = auth.create_token(store, name=f"serve {time.strftime('%Y-%m-%d %H:%M:%S')}")
     app = create_app(settings, store=store)
 
-    loop = ControllerLoop(store, devs, workdir, broker=broker)
+    loop = ControllerLoop(store, devs, workdir, broker=broker, lease=lease)
     app.state.controller_state = loop.state
     config = uvicorn.Config(app, host=host, port=port, log_level="info" if verbose else "warning")
     redact_tokens()  # after uvicorn set up its loggers: `?token=` of event streams stays out of the log

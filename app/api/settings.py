@@ -7,6 +7,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.allowlist import DEFAULT, Allowlist
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="QUANTA_", extra="ignore")
@@ -16,7 +18,7 @@ class Settings(BaseSettings):
         default=None, description="API token to accept (QUANTA_TOKEN); `quanta serve` makes one if unset"
     )
     trainable_allowlist: str = Field(
-        default="examples.",
+        default=DEFAULT,
         description="comma-separated module prefixes a posted trainable must start with (QUANTA_TRAINABLE_ALLOWLIST)",
     )
     # `quanta serve`
@@ -45,10 +47,9 @@ class Settings(BaseSettings):
 
     @property
     def allowlist(self) -> list[str]:
-        return [p.strip() for p in self.trainable_allowlist.split(",") if p.strip()]
+        return list(Allowlist.parse(self.trainable_allowlist).prefixes)
 
     def allows(self, module: str) -> bool:
-        """True when the trainable's module is an allowed package or lies inside one. A prefix names
-        whole package components, with or without its trailing dot: `examples` and `examples.` both
-        admit `examples` and `examples.mnist1d`, never `examples_evil`."""
-        return any(module == p or module.startswith(p + ".") for p in (q.rstrip(".") for q in self.allowlist))
+        """True when the trainable's module is an allowed package or lies inside one (`Allowlist.allows`:
+        `examples` and `examples.` both admit `examples.mnist1d`, never `examples_evil`)."""
+        return Allowlist.parse(self.trainable_allowlist).allows(module)

@@ -55,6 +55,7 @@ class SearchBook:
         self.held: frozenset[int] = frozenset()
         # user name -> (max alive trials, max devices) of the users with a quota, as of the last sync
         self._quotas: dict[str, tuple[int, int]] = {}
+        self._next_job: int | None = None  # the next trace job's number (None: not read from the store yet)
 
     # ---- looking up ----------------------------------------------------------------------------
 
@@ -174,7 +175,10 @@ class SearchBook:
         `devices_needed` devices and is placed by the same policy as search trials; `owner` is the user it
         counts against in the share layer."""
         now = self._runtime.now()
-        number = len(self._index.by_id)
+        if self._next_job is None:  # numbers are unique per search, jobs' "search" 0 included
+            self._next_job = 1 + max((t.number for t in self._store.trials(0)), default=-1)
+        number = max(len(self._index.by_id), self._next_job)
+        self._next_job = number + 1
         row = self._store.add_trial(0, number, {"kind": kind}, {}, now)
         assert row.id is not None
         ts = TrialState(row.id, 0, number, {"kind": kind}, {}, now, kind=kind, trainable=trainable, owner=owner)
@@ -278,15 +282,18 @@ class SearchBook:
                     if row.waiting != reason:  # held queued, saying why (written when it changes)
                         self._store.update_search(row.id, waiting=reason)
                     continue
+                # Claimed by a conditional update (queued -> running): a search deleted or started by
+                # another controller meanwhile is left alone.
+                if not self._store.claim_search(row.id, now):
+                    continue
                 try:
                     self._activate(row.id, spec, now, history=[], owner=row.owner)
                 except Exception as exc:
                     self._cannot_start(row.id, exc)
                     continue
                 starting.add(row.owner)
-                self._store.update_search(
-                    row.id, status=SearchStatus.RUNNING, started_at=now, command=None, waiting=None
-                )
+                if row.waiting is not None:
+                    self._store.update_search(row.id, waiting=None)
                 continue
             command = row.command
             self._store.update_search(row.id, command=None)

@@ -15,6 +15,11 @@ admin, `FIRST_ADMIN`) and `search.waiting` (why the controller holds it); `repor
 metric stored as null was (NaN, inf); the token's user, prefix, expiry, revocation and hash scheme
 (tokens stored before belong to the first admin and are marked as unkeyed sha256 digests, re-keyed on
 first use). `ensure_first_admin` creates that admin's `users` row when it is missing.
+
+`add_missing_indexes` adds the unique index on `trial (search_id, number)` to a database made before
+it. A database that two controllers once wrote may hold duplicate numbers: the later rows of each
+duplicate get fresh numbers after the search's highest (their reports and checkpoints follow them: those
+are keyed by trial id), and the search's `trials_created` counts them.
 """
 
 from __future__ import annotations
@@ -88,6 +93,52 @@ def ensure_first_admin(engine: Engine, at: float) -> None:
             s.commit()
         except IntegrityError:
             s.rollback()
+
+
+def add_missing_indexes(engine: Engine) -> list[str]:
+    """Create the unique trial-number index where it is missing (renumbering duplicates first); returns
+    the indexes created."""
+    from app.db.models import TRIAL_NUMBER_INDEX
+
+    insp = inspect(engine)
+    if not insp.has_table("trial"):
+        return []
+    if any(ix["name"] == TRIAL_NUMBER_INDEX for ix in insp.get_indexes("trial")):
+        return []
+    try:
+        with engine.begin() as conn:
+            renumbered = _renumber_duplicate_trials(conn)
+            conn.execute(text(f"CREATE UNIQUE INDEX IF NOT EXISTS {TRIAL_NUMBER_INDEX} ON trial (search_id, number)"))
+    except Exception:
+        # Another process opening the same database may have created it meanwhile.
+        if any(ix["name"] == TRIAL_NUMBER_INDEX for ix in inspect(engine).get_indexes("trial")):
+            return []
+        raise
+    if renumbered:
+        log.warning("database: %d trials shared a number with another of their search: renumbered", renumbered)
+    log.info("database: added unique index trial(search_id, number)")
+    return [TRIAL_NUMBER_INDEX]
+
+
+def _renumber_duplicate_trials(conn: Any) -> int:
+    rows = conn.execute(text("SELECT id, search_id, number FROM trial ORDER BY search_id, number, id")).all()
+    top: dict[int, int] = {}
+    for _, search_id, number in rows:
+        top[search_id] = max(top.get(search_id, -1), number)
+    seen: set[tuple[int, int]] = set()
+    moved = 0
+    for trial_id, search_id, number in rows:
+        if (search_id, number) not in seen:
+            seen.add((search_id, number))
+            continue
+        top[search_id] += 1
+        conn.execute(text("UPDATE trial SET number = :n WHERE id = :id"), {"n": top[search_id], "id": trial_id})
+        conn.execute(
+            text("UPDATE search SET trials_created = :n WHERE id = :id AND trials_created < :n"),
+            {"n": top[search_id] + 1, "id": search_id},
+        )
+        moved += 1
+    return moved
 
 
 def import_controller_state(engine: Engine) -> int:

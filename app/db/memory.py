@@ -88,6 +88,13 @@ class MemoryStore:
             setattr(row, k, v)
         return row
 
+    def claim_search(self, search_id: int, at: float) -> bool:
+        row = self._searches.get(search_id)
+        if row is None or row.status != SearchStatus.QUEUED:
+            return False
+        row.status, row.started_at, row.command = SearchStatus.RUNNING, at, None
+        return True
+
     def searches_needing_controller(self) -> list[SearchRow]:
         if not self._searches:
             return []

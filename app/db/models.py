@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text
+from sqlalchemy import JSON, Column, Index, Text
 from sqlmodel import Field, SQLModel
 
 from app.status import SearchStatus, TrialStatus
@@ -56,8 +56,14 @@ class SearchRow(SQLModel, table=True):
     waiting: str | None = None
 
 
+# A trial's number is unique in its search (two controllers on one database once numbered trials
+# twice). Existing databases get the index from `app.db.legacy.add_missing_indexes`.
+TRIAL_NUMBER_INDEX = "uq_trial_search_number"
+
+
 class TrialRow(SQLModel, table=True):
     __tablename__ = "trial"
+    __table_args__ = (Index(TRIAL_NUMBER_INDEX, "search_id", "number", unique=True),)
     id: int | None = Field(default=None, primary_key=True)
     search_id: int = Field(foreign_key="search.id", index=True)
     number: int  # 0, 1, 2, ... within its search (the searcher's trial id)

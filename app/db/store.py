@@ -16,11 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, event, or_
+from sqlalchemy import delete, event, or_, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
-from app.db.legacy import add_missing_columns, ensure_first_admin, import_controller_state
+from app.db.legacy import add_missing_columns, add_missing_indexes, ensure_first_admin, import_controller_state
 from app.db.models import (
     FIRST_ADMIN,
     ClusterView,
@@ -88,6 +88,7 @@ class Store(ReaderQueries, UserQueries, TokenQueries):
         self.engine = make_engine(url)
         SQLModel.metadata.create_all(self.engine)  # new tables only: existing ones are left as they are
         add_missing_columns(self.engine)
+        add_missing_indexes(self.engine)
         import_controller_state(self.engine)
         ensure_first_admin(self.engine, time.time())
 
@@ -132,6 +133,19 @@ class Store(ReaderQueries, UserQueries, TokenQueries):
             s.commit()
             s.refresh(row)
             return row
+
+    def claim_search(self, search_id: int, at: float) -> bool:
+        """Mark a queued search running (started at `at`, no pending command) if it still is queued: one
+        conditional UPDATE, so of two controllers (or a controller and a DELETE) exactly one wins. True
+        when this call claimed it."""
+        with self.session() as s:
+            res = s.execute(
+                update(SearchRow)
+                .where(col(SearchRow.id) == search_id, col(SearchRow.status) == SearchStatus.QUEUED)
+                .values(status=SearchStatus.RUNNING, started_at=at, command=None)
+            )
+            s.commit()
+            return res.rowcount == 1  # type: ignore[attr-defined]  # an UPDATE returns a CursorResult
 
     def searches_needing_controller(self) -> list[SearchRow]:
         """Searches the controller must act on: newly queued ones and those with a pending command."""

@@ -93,9 +93,9 @@ class Order:
     """One action as a node receives it in a `quanta.apply` task: on the wire, the action's fields
     (with its `kind`) and the assignment `epoch` it runs under (the source's for a hand-off; for a
     stop, release or suspension, the epoch of the process it means). A node carries out a run only
-    under the epoch the database holds, and ignores a stop, release or suspension older than the
-    epoch its resident process started under (a message delivered late must not end a newer process).
-    Orders without an epoch (from an older controller) apply as before."""
+    under the epoch the database holds, and a stop, release or suspension only for a trial it runs,
+    never one older than the epoch its resident process started under (a message delivered late must
+    not end a newer process). Orders without an epoch (from an older controller) apply as before."""
 
     action: NodeAction
     epoch: int | None = None

@@ -68,7 +68,13 @@ class Cluster:
 
     def _spawn(self, name: str, args: list[str], **env_over: str) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env_over}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+            "QUANTA_TRAINABLE_ALLOWLIST": "tests.,examples.",  # workers check it too
+            **env_over,
+        }
         proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env
         )

@@ -165,6 +165,7 @@ def test_invalid_specs_are_422_naming_the_field_and_create_nothing(client):
         ({**SPEC, "space": {}}, "space"),
         ({**SPEC, "unknown_field": 1}, "unknown_field"),
         ({**SPEC, "trainable": "tests.no_such_module:train"}, "trainable"),
+        ({**SPEC, "trainable": "tests.trainables:no_such_function"}, "trainable"),
     ]
     for spec, loc in cases:
         r = post(client, spec)

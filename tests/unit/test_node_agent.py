@@ -141,7 +141,7 @@ def test_orders_apply_once_under_the_current_epoch_with_local_devices(agent) -> 
     run7 = {"kind": "run", "trial_id": 7, "devices": ["n1/cpu:1"], "epoch": 2}
     run8 = {"kind": "run", "trial_id": 8, "devices": ["n1/cpu:0"], "epoch": 1}  # assigned elsewhere
     done = a.apply(1, orders(run7, run8))
-    assert done == {"applied": [7], "duplicate": [], "stale": [8]}
+    assert done == {"applied": [7], "duplicate": [], "stale": [8], "refused": []}
     assert rt.applied == [(1, [A.Run(7, ("cpu:1",))])]
     assert a.apply(1, orders(run7))["duplicate"] == [7]  # redelivered
     a.apply(2, orders({"kind": "suspend", "trial_id": 7, "checkpoint": True}))
@@ -162,7 +162,7 @@ def test_a_stop_or_suspend_of_an_earlier_epoch_leaves_the_current_process_alone(
     ledger.assigned = {5: Assignment(5, "n1", 2)}
     a.apply(10, orders({"kind": "run", "trial_id": 5, "devices": ["n1/cpu:0"], "epoch": 2}))
     late = a.apply(3, orders({"kind": "stop", "trial_id": 5, "reason": "old", "epoch": 1}))
-    assert late == {"applied": [], "duplicate": [], "stale": [5]}
+    assert late == {"applied": [], "duplicate": [], "stale": [5], "refused": []}
     assert a.apply(4, orders({"kind": "suspend", "trial_id": 5, "epoch": 1}))["stale"] == [5]
     assert a.apply(5, orders({"kind": "release", "trial_id": 5, "epoch": 1}))["stale"] == [5]
     assert [type(x).__name__ for _, acts in rt.applied for x in acts] == ["Run"]

@@ -97,6 +97,17 @@ def test_searches_have_an_owner(store):
     assert store.search(b.id).owner == "bob"
 
 
+def test_a_queued_search_is_claimed_once(store):
+    a = store.create_search("a", {"name": "a"}, 1.0)
+    store.update_search(a.id, command="pause")
+    assert store.claim_search(a.id, 2.0) is True
+    row = store.search(a.id)
+    assert (row.status, row.started_at, row.command) == ("running", 2.0, None)
+    assert store.claim_search(a.id, 3.0) is False  # not queued any more
+    assert store.search(a.id).started_at == 2.0
+    assert store.claim_search(9999, 3.0) is False
+
+
 def test_trials_add_update_commands(store):
     s = store.create_search("s", {}, 0.0)
     t1 = store.add_trial(s.id, 1, {"lr": 0.1}, {"lr": [0.1]}, 5.0)

@@ -133,8 +133,9 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
             f"trainable '{spec.trainable}' is not allowed: its module must start with one of {allowed} "
             "(the server's QUANTA_TRAINABLE_ALLOWLIST)",
         )
-    if not spec.importable():
-        raise _spec_error([("trainable", f"module '{spec.module}' cannot be imported on the server")])
+    problem = spec.trainable_problem()  # found without importing it into this process
+    if problem is not None:
+        raise _spec_error([("trainable", problem)])
     return spec
 
 

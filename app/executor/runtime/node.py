@@ -14,7 +14,12 @@ database through a `NodeLedger`:
   the node cannot write its heartbeat for `lease_s` (shorter than the controller's dead-after time) it
   stops its trials itself, before the controller restarts them elsewhere;
 - cross-node migration (`handoff`): park the trial, write its checkpoint to the shared store, end the
-  process; the controller's link task then starts it on the target node from that checkpoint.
+  process; the controller's link task then starts it on the target node from that checkpoint;
+- distrust: with an `allowlist` (what `quanta worker` passes, from QUANTA_TRAINABLE_ALLOWLIST) it
+  imports no warm-up module and starts no trial whose module is outside it (the trial is reported
+  failed with the reason); it stops, suspends or releases only trials it runs, under the epoch the
+  order names (an order for another node's trial, or one redelivered after the trial was reassigned,
+  is refused).
 
 Device ids: the controller's `n1/cpu:0` is this node's `cpu:0`.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import queue
 import threading
 import time
 import uuid
@@ -31,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from app.allowlist import Allowlist
 from app.devices import Device
 from app.executor.actions import (
     HANDOFF,
@@ -70,6 +77,7 @@ class NodeAgent:
         warm_modules: Sequence[str] = (),
         park_timeout_s: float = 60.0,
         handoff_timeout_s: float = 60.0,
+        allowlist: Allowlist | None = None,
     ):
         if not name or "/" in name or any(c.isspace() for c in name):
             raise ValueError(f"node name '{name}': must be non-empty, without '/' or spaces")
@@ -95,8 +103,15 @@ class NodeAgent:
         self._stop = threading.Event()
         self._lease_lost = False
         self._beat_error_logged = 0.0
+        self.allowlist = allowlist  # None: no check (tests); `quanta worker` always gives one
+        self._launches: dict[int, TrialLaunch] = {}  # built (and checked) by _runs, taken by _launch
+        self._own_events: queue.SimpleQueue[Event] = queue.SimpleQueue()  # made here, not by a process
         self.runtime = LocalRuntime(
-            self._devices, LaunchFn(self._launch), node=name, warm_modules=warm_modules, park_timeout_s=park_timeout_s
+            self._devices,
+            LaunchFn(self._launch),
+            node=name,
+            warm_modules=self._allowed_modules(warm_modules),
+            park_timeout_s=park_timeout_s,
         )
         # Join the cluster only once trials can start here (the template has imported torch).
         self.runtime.wait_ready()
@@ -114,7 +129,15 @@ class NodeAgent:
         return [NodeDevice(global_device(self.name, d.id), d.kind, d.memory_mb) for d in self._devices]
 
     def warm(self, modules: Sequence[str]) -> None:
-        self.runtime.warm(modules)
+        self.runtime.warm(self._allowed_modules(modules))
+
+    def _allowed_modules(self, modules: Sequence[str]) -> list[str]:
+        """The modules the allowlist admits; the others are refused (logged, never imported)."""
+        ok = [m for m in modules if self.allowlist is None or self.allowlist.allows(m)]
+        refused = [m for m in modules if m not in ok]
+        if refused:
+            log.warning("not warming %s: outside the trainable allowlist (%s)", refused, self.allowlist)
+        return ok
 
     def checkpoint(self, trial_id: int) -> None:
         self.runtime.checkpoint(trial_id)
@@ -124,7 +147,7 @@ class NodeAgent:
         (waiting until suspended trials have parked), hand-offs to other nodes, then runs and
         in-node migrations. Each (trial, round) is applied at most once, however often it is delivered.
         Returns what was done (for logs and tests)."""
-        done: dict[str, Any] = {"applied": [], "duplicate": [], "stale": []}
+        done: dict[str, Any] = {"applied": [], "duplicate": [], "stale": [], "refused": []}
         with self._apply_lock:
             todo = []
             for o in orders:
@@ -134,23 +157,9 @@ class NodeAgent:
                     done["duplicate"].append(o.trial_id)
             if not todo:
                 return done
-            first = []
-            for o in todo:
-                if not isinstance(o.action, Stop | Suspend | Release):
-                    continue
-                running = self._epochs.get(o.trial_id)
-                if o.epoch is not None and running is not None and o.epoch < running:
-                    log.warning(
-                        "trial %s: ignoring %s of round %s (epoch %s): its process runs under epoch %s",
-                        o.trial_id,
-                        o.action.kind,
-                        round_no,
-                        o.epoch,
-                        running,
-                    )
-                    done["stale"].append(o.trial_id)
-                    continue
-                first.append(o.action)
+            first = [
+                o.action for o in todo if isinstance(o.action, Stop | Suspend | Release) and self._runs_here(o, done)
+            ]
             handoffs = [o.action for o in todo if isinstance(o.action, Handoff)]
             runs = [o for o in todo if isinstance(o.action, Run | Migrate)]
             self.runtime.apply(round_no, first)
@@ -187,6 +196,29 @@ class NodeAgent:
 
     # ---- actions -------------------------------------------------------------------------------
 
+    def _runs_here(self, o: Order, done: dict[str, Any]) -> bool:
+        """A stop, suspension or release is carried out only for a trial this node runs, and only under
+        the epoch its process started with when the order names one (a stop redelivered after the trial
+        moved on must not end its new process)."""
+        tid = o.trial_id
+        running = self._epochs.get(tid)
+        if tid not in self.runtime.residency():
+            why = "it does not run on this node"
+        elif o.epoch is not None and running is not None and o.epoch < running:
+            # Delivered late (the trial was assigned again since): stale, not hostile.
+            log.warning(
+                "trial %s: ignoring %s (epoch %s): its process runs under epoch %s", tid, o.action.kind, o.epoch, running
+            )
+            done["stale"].append(tid)
+            return False
+        elif o.epoch is not None and o.epoch != (running or 0):
+            why = f"its process runs under epoch {running or 0}, not {o.epoch}"
+        else:
+            return True
+        log.warning("trial %s: refusing %s: %s", tid, o.action.kind, why)
+        done["refused"].append(tid)
+        return False
+
     def _local(self, devices: Sequence[str]) -> tuple[str, ...]:
         out = []
         for g in devices:
@@ -215,10 +247,12 @@ class NodeAgent:
                 )
                 done["stale"].append(tid)
                 continue
+            starts = tid not in resident  # a new process (a parked resident one is resumed instead)
             if tid in resident and self._epochs.get(tid) != epoch:
                 # A process of an earlier assignment (this node was presumed dead, the trial ran
                 # elsewhere meanwhile): its state is stale. End it, then start afresh from the checkpoint.
                 self._end(tid, "stale", wait_s=self.handoff_timeout_s)
+                starts = True
             self._epochs[tid] = epoch
             self._exited.pop(tid, None)
             action = o.action
@@ -227,6 +261,8 @@ class NodeAgent:
                 local = self._local(action.devices)
             except ValueError as exc:
                 log.error("trial %s: %s", tid, exc)
+                continue
+            if starts and self.allowlist is not None and not self._admit(tid, epoch, done):
                 continue
             go.append(type(action)(tid, local, action.until))
             done["applied"].append(tid)
@@ -260,8 +296,37 @@ class NodeAgent:
             log.warning("trial %s did not exit within %.0f s (%s)", tid, wait_s, why)
         return ok
 
+    def _admit(self, tid: int, epoch: int, done: dict[str, Any]) -> bool:
+        """Build the launch of a trial about to start here and check its trainable against the allowlist
+        before anything imports it. A refused trial is reported failed, with the reason."""
+        assert self.allowlist is not None
+        try:
+            launch = self.ledger.launch(tid, epoch)
+        except Exception as exc:
+            log.error("trial %s: cannot build its launch: %s", tid, exc)
+            return False
+        module = launch.trainable.partition(":")[0]
+        if not self.allowlist.allows(module):
+            error = (
+                f"trainable '{launch.trainable}' is not allowed on node {self.name}: its module must start "
+                f"with one of {self.allowlist} (the worker's QUANTA_TRAINABLE_ALLOWLIST)"
+            )
+            log.error("trial %s: %s", tid, error)
+            self._own_events.put(Exited(tid, "failed", 0, error, time.time(), False, 0.0))
+            done["refused"].append(tid)
+            return False
+        self._launches[tid] = launch
+        return True
+
     def _launch(self, trial_id: int) -> TrialLaunch:
-        return self.ledger.launch(trial_id, self._epochs.get(trial_id, 0))
+        launch = self._launches.pop(trial_id, None)
+        if launch is not None:
+            return launch
+        launch = self.ledger.launch(trial_id, self._epochs.get(trial_id, 0))
+        module = launch.trainable.partition(":")[0]
+        if self.allowlist is not None and not self.allowlist.allows(module):  # no path starts one unchecked
+            raise PermissionError(f"trainable '{launch.trainable}' is not allowed on node {self.name}")
+        return launch
 
     # ---- the pump: events and heartbeats to the database ----------------------------------------
 
@@ -269,7 +334,7 @@ class NodeAgent:
         while not self._stop.is_set():
             try:
                 events = self.runtime.poll(self.flush_s)
-                self._take(events)
+                self._take(self._drain_own() + events)
                 now = time.monotonic()
                 if self._pending or now - self._last_beat >= self.heartbeat_s:
                     self._flush()
@@ -279,6 +344,14 @@ class NodeAgent:
             except Exception:
                 log.exception("node pump")
                 time.sleep(0.5)
+
+    def _drain_own(self) -> list[Event]:
+        out: list[Event] = []
+        while True:
+            try:
+                out.append(self._own_events.get_nowait())
+            except queue.Empty:
+                return out
 
     def _take(self, events: list[Event]) -> None:
         for e in events:
@@ -329,7 +402,7 @@ class NodeAgent:
         return out
 
     def _flush(self, force: bool = False) -> None:
-        self._take(self.runtime.poll(0))
+        self._take(self._drain_own() + self.runtime.poll(0))
         residency = self._residency()
         now = time.monotonic()
         try:

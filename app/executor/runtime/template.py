@@ -67,10 +67,12 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
     address = os.path.join(tmp, "ctl.sock")
     authkey = secrets.token_bytes(16)
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
+    # The authkey goes through a pipe, not the command line: any user on the machine can read a
+    # process's arguments (`ps`), and with the key a local process could join the runtime's socket.
     process = subprocess.Popen(
         # -P: the working directory is not put on the template's sys.path (only what this process has).
-        [sys.executable, "-P", "-m", "app.executor.runtime.template", address, authkey.hex(), ",".join(warm_modules)],
-        stdin=subprocess.DEVNULL,
+        [sys.executable, "-P", "-m", "app.executor.runtime.template", address, ",".join(warm_modules)],
+        stdin=subprocess.PIPE,
         # numpy's BLAS pool would start threads in the template before it forks: keep it serial
         # (torch sizes its own pool per device in each trial).
         env={
@@ -80,6 +82,12 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isabs(p)),
         },
     )
+    assert process.stdin is not None
+    try:
+        process.stdin.write(authkey.hex().encode() + b"\n")
+        process.stdin.close()
+    except OSError:  # it died at once: the runtime reports the exit when it waits for it
+        pass
     return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules))
 
 
@@ -198,8 +206,13 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
 
 
 def main() -> None:
-    address, key_hex = sys.argv[1], sys.argv[2]
-    warm = [m for m in sys.argv[3].split(",") if m] if len(sys.argv) > 3 else []
+    """`python -m app.executor.runtime.template ADDRESS [MODULES]`, the authkey (hex) on the first line
+    of stdin."""
+    address = sys.argv[1]
+    warm = [m for m in sys.argv[2].split(",") if m] if len(sys.argv) > 2 else []
+    key_hex = sys.stdin.readline().strip()
+    if not key_hex:
+        sys.exit("quanta template: no authkey on stdin")
     serve(address, bytes.fromhex(key_hex), warm)
 
 
