@@ -207,7 +207,8 @@ class NodeAgent:
         elif o.epoch is not None and running is not None and o.epoch < running:
             # Delivered late (the trial was assigned again since): stale, not hostile.
             log.warning(
-                "trial %s: ignoring %s (epoch %s): its process runs under epoch %s", tid, o.action.kind, o.epoch, running
+                "trial %s: ignoring %s (epoch %s): its process runs under epoch %s",
+                *(tid, o.action.kind, o.epoch, running),
             )
             done["stale"].append(tid)
             return False
