@@ -65,12 +65,22 @@ class TokenQueries:
         self, user: str, token: str, at: float, *, name: str = "default", expires_at: float | None = None
     ) -> TokenRow:
         """Store `token` for `user` (`KeyError`: no such user). A token already stored is left as it is
-        (its user, expiry and revocation too) and returned."""
+        (its user, expiry and revocation too) and returned; stored unkeyed by an older Quanta (e.g.
+        `QUANTA_TOKEN` in an upgraded database), it is re-keyed now, so no unkeyed digest of it stays."""
         digest = self._digest()(token)
         with self.session() as s:
             found = s.exec(select(TokenRow).where(TokenRow.token_hash == digest)).first()
             if found is not None:
                 return found
+            old = s.exec(
+                select(TokenRow).where(TokenRow.token_hash == legacy_digest(token), TokenRow.scheme == "sha256")
+            ).first()
+            if old is not None:
+                old.token_hash, old.scheme, old.prefix = digest, "hmac", visible_prefix(token)
+                s.add(old)
+                s.commit()
+                s.refresh(old)
+                return old
             if s.exec(select(UserRow.id).where(UserRow.name == user)).first() is None:
                 raise KeyError(f"user {user} not found")
             row = TokenRow(

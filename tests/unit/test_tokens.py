@@ -128,6 +128,19 @@ def test_an_older_databases_unkeyed_token_keeps_working_and_is_rekeyed_on_first_
     assert row.scheme == "hmac" and row.token_hash == keyed_digest(store.token_secret(), token)
     assert row.prefix == token[:12]
     assert store.authenticate(token, 3.0).name == FIRST_ADMIN  # by its keyed hash now
+    # A token given again (QUANTA_TOKEN at each start) whose unkeyed digest is stored is re-keyed, not doubled.
+    other_old = "qnt_also-older"
+    with store.session() as s:
+        s.execute(
+            text("INSERT INTO token (name, token_hash, created_at, user_name, prefix, scheme) "
+                 "VALUES ('env', :h, 1.0, 'admin', '', 'sha256')"),
+            {"h": legacy_digest(other_old)},
+        )  # fmt: skip
+        s.commit()
+    again = store.add_token(FIRST_ADMIN, other_old, 4.0, name="QUANTA_TOKEN")
+    assert again.scheme == "hmac" and again.name == "env" and again.prefix == other_old[:12]
+    assert [r.scheme for r in _rows(store)] == ["hmac", "hmac"]
+    assert store.authenticate(other_old, 5.0).name == FIRST_ADMIN
     assert store.authenticate("qnt_other", 3.0) is None
     # An unkeyed digest is honoured only for rows marked as such: a keyed row's sha256 twin is not.
     fresh = store.create_token(FIRST_ADMIN, 4.0)
