@@ -22,7 +22,8 @@ import pytest
 from tests.chaos.conftest import env_int, publish
 from tests.distributed.conftest import Cluster, fault_spec, wait_for
 
-pytestmark = [pytest.mark.services, pytest.mark.slow]
+# The long form runs for many minutes: its bound grows with the faults it injects.
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(600 + 90 * env_int("QUANTA_CHAOS_FAULTS", 4))]
 
 KINDS = ("trial", "worker", "controller", "redis")
 
@@ -106,7 +107,7 @@ def test_a_search_survives_random_kills_without_losing_a_report(cluster: Cluster
             injected[kind] += 1
             processes_killed += hit[1]
     cluster.ensure()
-    row = cluster.wait_search(sid, 600)
+    row = cluster.wait_search(sid, 300 + 60 * faults)
     elapsed = time.monotonic() - started
 
     assert row.status == "completed", row
