@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from app.api.serve import serve
 from app.cli_distributed import controller, worker
+from app.cli_export import export
 from app.cli_users import tokens_app, users_app
+from app.sdk.service_cmd import COMMANDS as SERVICE_COMMANDS
 from app.sdk.submit_cmd import submit
 from app.sim.cli import simulate, simulate_search
 from app.status import SearchStatus
@@ -39,7 +42,7 @@ def _root() -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # a message is text, not markup
     return typer.Exit(EXIT_ERROR)
 
 
@@ -120,7 +123,13 @@ def _run_search(
 
     store = Store(db)
     ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
-    search_id = ctl.submit(spec)
+    from app.db.warm import WarmStartError
+
+    try:  # an earlier search to warm-start from, missing or with another space: nothing is stored
+        search_id = ctl.submit(spec)
+    except WarmStartError as exc:
+        ctl.close()
+        raise _fail(f"{spec_path}: {exc} (in {db})") from None
     metric = spec.metric
     try:
         with Progress(
@@ -184,6 +193,9 @@ app.command("simulate")(simulate)
 app.command("simulate-search")(simulate_search)
 app.add_typer(users_app, name="users")
 app.add_typer(tokens_app, name="tokens")
+app.command("export")(export)
+for _name, _command in SERVICE_COMMANDS.items():
+    app.command(_name)(_command)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
-from app.search.space import SpaceError, validate_space
+from app.search.space import SpaceError, point_vals, validate_space
 
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
 
@@ -64,6 +64,7 @@ class MetricSpec(_Frozen):
 MAX_TRIALS = 100_000
 MAX_PARALLELISM = 4096
 MAX_DEVICES_PER_TRIAL = 1024
+MAX_WARM_START = 100  # earlier searches one search may be warm-started from
 
 
 class BudgetSpec(_Frozen):
@@ -88,6 +89,25 @@ class SearchAlgoSpec(_Frozen):
     min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
+    points_to_evaluate: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=MAX_TRIALS,
+        description="configurations the first trials try, in order (each gives every parameter of the space)",
+    )
+    warm_start_from: list[int] = Field(
+        default_factory=list,
+        max_length=MAX_WARM_START,
+        description="ids of earlier searches with the same space whose trials seed the searcher",
+    )
+
+    @field_validator("warm_start_from")
+    @classmethod
+    def _warm_ids(cls, v: list[int]) -> list[int]:
+        if any(i < 1 for i in v):
+            raise ValueError("search ids are positive integers")
+        if len(set(v)) != len(v):
+            raise ValueError("names a search twice")
+        return v
 
 
 class SearchSpec(_Frozen):
@@ -128,6 +148,14 @@ class SearchSpec(_Frozen):
         clash = set(self.space) & set(self.config)
         if clash:
             raise ValueError(f"config repeats space parameters {sorted(clash)}")
+        points = self.search.points_to_evaluate
+        if len(points) > self.budget.max_trials:
+            raise SpaceError(
+                "search.points_to_evaluate",
+                f"{len(points)} points, but budget.max_trials is {self.budget.max_trials}",
+            )
+        for i, point in enumerate(points):
+            point_vals(self.space, point, f"search.points_to_evaluate[{i}]")  # raises naming the parameter
         return self
 
     @property

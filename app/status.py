@@ -35,12 +35,16 @@ class SearchStatus(StrEnum):
 
 class TrialStatus(StrEnum):
     """Lifecycle of a trial. `QUEUED` trials never ran (or wait to restart from a checkpoint);
-    `RUNNING` trials are resident in a process (running or parked); the rest are final."""
+    `RUNNING` trials are resident in a process (running or parked); the rest are final: `COMPLETED`
+    (ran its steps), `STOPPED` (ended because its search ended, by target or budget, or by a user: nothing
+    was judged), `KILLED` (the policy judged it hopeless; the trial's `reason` holds that verdict),
+    `FAILED` (raised, or crashed past its retries)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"
-    KILLED = "killed"  # stopped by a policy (early feedback) or a user
+    STOPPED = "stopped"
+    KILLED = "killed"
     FAILED = "failed"
 
     @property
@@ -53,7 +57,12 @@ SEARCH_ACTIVE: tuple[SearchStatus, ...] = (SearchStatus.QUEUED, SearchStatus.RUN
 SEARCH_STARTED: tuple[SearchStatus, ...] = (SearchStatus.RUNNING, SearchStatus.PAUSED)  # the controller holds these
 SEARCH_FINAL: tuple[SearchStatus, ...] = (SearchStatus.COMPLETED, SearchStatus.STOPPED, SearchStatus.FAILED)
 TRIAL_ACTIVE: tuple[TrialStatus, ...] = (TrialStatus.QUEUED, TrialStatus.RUNNING)
-TRIAL_FINAL: tuple[TrialStatus, ...] = (TrialStatus.COMPLETED, TrialStatus.KILLED, TrialStatus.FAILED)
+TRIAL_FINAL: tuple[TrialStatus, ...] = (
+    TrialStatus.COMPLETED,
+    TrialStatus.STOPPED,
+    TrialStatus.KILLED,
+    TrialStatus.FAILED,
+)
 
 _SEARCH_FINAL = frozenset(SEARCH_FINAL)
 _SEARCH_ACTIVE = frozenset(SEARCH_ACTIVE)

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         if search.reached:
             print(f"seconds to target: {search.data['seconds_to_target']:.1f}")
         print(f"best: {search.best()}")
-        trials = search.trials(sort="-metric")
+        trials = search.trials(sort="-metric", frame=False)
         print(f"{len(trials)} trials; top 3:")
         for t in trials[:3]:
             print(f"  trial {t['id']} {t['status']:<9} {metric}={t['metric']} steps={t['steps']} params={t['params']}")

@@ -93,7 +93,18 @@ def hog(config: dict, trial: Trial) -> None:
     for step in trial.steps():
         if len(held) * config["mb"] < config["max_mb"]:
             block = bytearray(config["mb"] * 2**20)
-            block[:: 4096] = b"\1" * len(block[:: 4096])  # touch every page: resident, not just reserved
+            block[::4096] = b"\1" * len(block[::4096])  # touch every page: resident, not just reserved
             held.append(block)
         trial.report(step=float(step))
         time.sleep(0.02)
+
+
+def chatty(config: dict, trial: Trial) -> None:
+    """Prints a line to stdout and one to stderr at every step (what `quanta logs` shows) and reports
+    `accuracy` rising with the step; no torch compute."""
+    import sys
+
+    for step in trial.steps(config.get("steps")):
+        print(f"chatty trial {trial.id} stdout step {step}", flush=True)
+        print(f"chatty trial {trial.id} stderr step {step}", file=sys.stderr, flush=True)
+        trial.report(accuracy=step / max(1, trial.max_steps))

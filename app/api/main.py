@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api import auth
 from app.api.metrics import make_registry
-from app.api.routes import cluster, events, searches, system, trials, users
+from app.api.routes import analysis, cluster, events, searches, system, trials, users
 from app.api.settings import Settings
 from app.db.store import Store
 from app.spec import SearchSpec
@@ -87,6 +87,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     v1 = APIRouter(prefix=API_PREFIX)
     v1.include_router(searches.router)
+    v1.include_router(analysis.router)
     v1.include_router(trials.router)
     v1.include_router(cluster.router)
     v1.include_router(events.router)

@@ -29,6 +29,7 @@ from app.controller.state import SearchState, Signals, TrialState, objective_los
 from app.controller.trials import TrialIndex
 from app.db.models import FIRST_ADMIN, SearchRow
 from app.db.protocol import ControllerStore
+from app.db.warm import items_from_json, warm_items
 from app.executor.actions import Stop
 from app.executor.runtime.base import Runtime
 from app.search.searcher import HistoryItem, make_searcher
@@ -69,12 +70,16 @@ class SearchBook:
     # ---- starting searches ---------------------------------------------------------------------
 
     def submit(self, spec: SearchSpec, owner: str = FIRST_ADMIN) -> int:
-        """Persist a validated spec as a new search of user `owner` and start it. Returns the search id."""
+        """Persist a validated spec as a new search of user `owner` and start it. Returns the search id.
+        Raises `WarmStartError` (nothing stored) when a search it warm-starts from is missing or does not fit."""
         now = self._runtime.now()
+        warm = warm_items(self._store, spec)
         row = self._store.create_search(spec.name, spec.model_dump(mode="json"), now, owner)
         assert row.id is not None
+        if spec.search.warm_start_from:
+            self._store.save_warm_start(row.id, warm)
         self._store.update_search(row.id, status=SearchStatus.RUNNING, started_at=now)
-        self._activate(row.id, spec, now, history=[], owner=owner)
+        self._activate(row.id, spec, now, history=[], owner=owner, warm=warm)
         return row.id
 
     def _activate(
@@ -84,8 +89,12 @@ class SearchBook:
         started_at: float,
         history: list[HistoryItem],
         owner: str = FIRST_ADMIN,
+        warm: list[dict[str, Any]] | None = None,
     ) -> SearchState:
-        state = SearchState(search_id, spec, make_searcher(spec, history), started_at, owner=owner)
+        """Hold search `search_id` (of user `owner`) as running, its searcher rebuilt from `history` and
+        seeded with the stored warm-start items `warm` (`app.db.warm`)."""
+        searcher = make_searcher(spec, history, items_from_json(warm or []))
+        state = SearchState(search_id, spec, searcher, started_at, owner=owner)
         self.searches[search_id] = state
         self._runtime.warm([spec.module])
         self._signals.wake = True
@@ -132,7 +141,9 @@ class SearchBook:
             )
             for t in trials
         ]
-        s = self._activate(row.id, spec, row.started_at or row.created_at, history, owner=row.owner)
+        # The warm-start trials as they were when the search started (not as those searches are now).
+        warm = self._store.warm_start(row.id) if spec.search.warm_start_from else None
+        s = self._activate(row.id, spec, row.started_at or row.created_at, history, owner=row.owner, warm=warm)
         s.status = SearchStatus(row.status)
         s.created = max([t.number + 1 for t in trials], default=0)
         s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
@@ -143,7 +154,7 @@ class SearchBook:
             ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
             ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
             ts.device_seconds_base = ts.device_seconds = t.device_seconds
-            ts.started_at, ts.finished_at, ts.error = t.started_at, t.finished_at, t.error
+            ts.started_at, ts.finished_at, ts.error, ts.reason = t.started_at, t.finished_at, t.error, t.reason
             ts.curve = curves[t.number]
             ts.resume = t.checkpoint_step is not None
             if ts.status == TrialStatus.RUNNING and t.id not in resident:
@@ -209,18 +220,25 @@ class SearchBook:
                 ts.started_at = ts.started_at or now
                 self._store.update_trial(ts.id, status=TrialStatus.RUNNING, started_at=ts.started_at)
 
-    def finalize(self, t: TrialState, status: TrialStatus, now: float, error: str | None = None) -> None:
-        """Trial `t` ends with `status` (a final one): its row, its searcher and the alive set learn it."""
+    def finalize(
+        self, t: TrialState, status: TrialStatus, now: float, error: str | None = None, *, reason: str | None = None
+    ) -> None:
+        """Trial `t` ends with `status` (a final one): its row, its searcher and the alive set learn it.
+        `error`: why a failed trial failed; `reason`: why a stopped or killed trial ended early (for a killed
+        one, the policy's verdict)."""
         t.status = status
         self._index.finalized(t)
         t.finished_at = now
         if status == TrialStatus.FAILED:
             t.error = error
+        if reason is not None:
+            t.reason = reason[:2000]
         self._store.update_trial(
             t.id,
             status=status.value,
             finished_at=now,
             error=t.error,
+            reason=t.reason,
             steps=t.steps,
             metric=t.metric,
             best_metric=t.best,
@@ -238,7 +256,7 @@ class SearchBook:
         resident = self._runtime.residency()
         stops = [Stop(t.id, reason) for t in trials if t.id in resident]
         for t in trials:
-            self.finalize(t, TrialStatus.KILLED, now, reason)
+            self.finalize(t, TrialStatus.STOPPED, now, reason=reason)
         if stops:
             self._runtime.apply(self._rounds.record(now, stops), stops)
 
@@ -287,7 +305,10 @@ class SearchBook:
                 if not self._store.claim_search(row.id, now):
                     continue
                 try:
-                    self._activate(row.id, spec, now, history=[], owner=row.owner)
+                    warm = warm_items(self._store, spec)  # WarmStartError: a ValueError naming the search
+                    if spec.search.warm_start_from:
+                        self._store.save_warm_start(row.id, warm)
+                    self._activate(row.id, spec, now, history=[], owner=row.owner, warm=warm)
                 except Exception as exc:
                     self._cannot_start(row.id, exc)
                     continue
@@ -382,7 +403,8 @@ class SearchBook:
         return sum(self._fill(s, now) for s in list(self.searches.values()) if s.status == SearchStatus.RUNNING)
 
     def finish(self, s: SearchState, status: SearchStatus, reason: str) -> None:
-        """End search `s` with `status`: its alive trials are stopped (killed)."""
+        """End search `s` with `status`: its alive trials are stopped (`TrialStatus.STOPPED`, with `reason`:
+        nothing judged them)."""
         now = self._runtime.now()
         s.status = status
         self._stop_trials(s.alive(), reason)

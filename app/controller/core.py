@@ -227,7 +227,7 @@ class Controller:
         for tid in plan.stop:
             ts = trial(tid)
             if ts is not None and tid not in residency:
-                self.book.finalize(ts, TrialStatus.KILLED, now, "stopped by policy")
+                self.book.finalize(ts, TrialStatus.KILLED, now, reason=plan.reasons.get(tid, "stopped by policy"))
         actions = []
         for a in reconcile(current, plan):
             ts = trial(a.trial_id)
@@ -243,7 +243,8 @@ class Controller:
             if isinstance(a, Stop):
                 ts = trial(a.trial_id)
                 if ts is not None and not ts.status.final:
-                    self.book.finalize(ts, TrialStatus.KILLED, now, "stopped by policy")
+                    why = plan.reasons.get(a.trial_id, "stopped by policy")
+                    self.book.finalize(ts, TrialStatus.KILLED, now, reason=why)
         return actions
 
     def _publish(self, snapshot: ClusterSnapshot, plan: Plan, now: float) -> None:

@@ -3,7 +3,7 @@
 Contract: `handle(events)` applies each event to the trial it names (events of unknown trials are
 ignored): reports update the trial's curve and best, the search's best (and whether it reached its
 target) and the searcher (`observe`); profiles update measured rates (solo, packed, pair rates); an
-exit ends the trial (completed, killed, failed) or queues it again to resume from its checkpoint (after
+exit ends the trial (completed, stopped, failed) or queues it again to resume from its checkpoint (after
 a crash, within its retries, or after a release); a trial that parked itself at its step limit wakes
 the controller to plan at once; start/park/resume latencies and checkpoints are noted. Rows are
 buffered and written by `flush()` (at the end of each `handle`). Measurement rows (quanta, latencies,
@@ -247,7 +247,9 @@ class EventRecorder:
                 return
             self._book.finalize(t, TrialStatus.COMPLETED, now)
         elif e.status == TrialStatus.KILLED:
-            self._book.finalize(t, TrialStatus.KILLED, now, e.error)
+            # Ended on a stop the controller did not decide (it finalises the trials it stops before the stop
+            # is sent): nothing judged it, so it is stopped, not killed.
+            self._book.finalize(t, TrialStatus.STOPPED, now, reason=e.error or "stopped")
         elif e.status == RELEASED:
             # Checkpointed and ended on the policy's request (host memory): queued, it resumes from the
             # checkpoint when the policy runs it again.

@@ -41,6 +41,7 @@ class TrialState:
     memory_mb: float | None = None
     elastic: bool = False
     error: str | None = None
+    reason: str | None = None  # why it ended early: the verdict that killed it, or what stopped it
     devices: tuple[str, ...] = ()
     devices_needed: int = 1
     max_steps: int = 0

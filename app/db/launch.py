@@ -2,7 +2,8 @@
 builds it from its working state, a node agent from the database (it only ever receives ids).
 
 Paths live under the working directory (in distributed mode: the checkpoint store every node reads):
-`search-<id>/checkpoints/trial-<id>.pt` and `search-<id>/logs/trial-<id>.log`.
+`search-<id>/checkpoints/trial-<id>.pt` and `search-<id>/logs/trial-<id>.log`. A trial's log holds its
+stdout and stderr, bounded in size (`app.executor.runtime.trial_log`); `trial_log_path` names it for readers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ def search_dir(workdir: str | Path, search_id: int) -> Path:
     return Path(workdir) / f"search-{search_id}"
 
 
+def trial_log_path(workdir: str | Path, search_id: int, trial_id: int) -> Path:
+    """Where trial `trial_id` of search `search_id` writes its output."""
+    return search_dir(workdir, search_id) / "logs" / f"trial-{trial_id}.log"
+
+
 def search_launch(
     spec: SearchSpec, search_id: int, trial_id: int, params: dict[str, Any], workdir: str | Path, resume: bool
 ) -> TrialLaunch:
@@ -36,7 +42,7 @@ def search_launch(
         resume=resume,
         checkpoint_every_quanta=spec.scheduler.checkpoint_every_quanta,
         checkpoint_every_s=spec.scheduler.checkpoint_every_s,
-        log_path=str(base / "logs" / f"trial-{trial_id}.log"),
+        log_path=str(trial_log_path(workdir, search_id, trial_id)),
         metric=spec.metric.name,
     )
 

@@ -15,6 +15,7 @@ admin, `FIRST_ADMIN`) and `search.waiting` (why the controller holds it); `repor
 metric stored as null was (NaN, inf); the token's user, prefix, expiry, revocation and hash scheme
 (tokens stored before belong to the first admin and are marked as unkeyed sha256 digests, re-keyed on
 first use). `ensure_first_admin` creates that admin's `users` row when it is missing.
+`trial.reason` says why a stopped or killed trial ended early.
 
 `add_missing_indexes` adds the unique index on `trial (search_id, number)` to a database made before
 it. A database that two controllers once wrote may hold duplicate numbers: the later rows of each
@@ -44,6 +45,7 @@ _ADDED_COLUMNS = {
     "controller": [("judge_state", "JSON NOT NULL DEFAULT '{}'")],
     "search": [("owner", "VARCHAR NOT NULL DEFAULT 'admin'"), ("waiting", "VARCHAR")],
     "report": [("non_finite", "JSON")],
+    "trial": [("reason", "TEXT")],
     # tokens stored before users: the first admin's, unkeyed sha256 digests (re-keyed on first use)
     "token": [
         ("user_name", "VARCHAR NOT NULL DEFAULT 'admin'"),

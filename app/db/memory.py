@@ -60,6 +60,7 @@ class MemoryStore:
         self._judge_state: Mapping[str, Any] = {}
         self._cluster_view: ClusterView | None = None
         self.add_user(FIRST_ADMIN, 0.0, role="admin")
+        self._warm: dict[int, list[dict[str, Any]]] = {}
 
     def _next_id(self, cls: type) -> int:
         self._ids[cls] += 1
@@ -246,3 +247,12 @@ class MemoryStore:
 
     def publish_cluster_view(self, view: ClusterView) -> None:
         self._cluster_view = view
+
+    # ---- warm start ----------------------------------------------------------------------------
+
+    def save_warm_start(self, search_id: int, items: list[dict[str, Any]]) -> None:
+        self._warm[search_id] = json.loads(json.dumps(items))  # a copy, as the SQL store keeps
+
+    def warm_start(self, search_id: int) -> list[dict[str, Any]] | None:
+        items = self._warm.get(search_id)
+        return None if items is None else json.loads(json.dumps(items))

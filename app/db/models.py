@@ -78,6 +78,8 @@ class TrialRow(SQLModel, table=True):
     devices: str = ""
     checkpoint_step: int | None = None
     error: str | None = Field(default=None, sa_column=Column(Text))
+    # Why a stopped or killed trial ended early: for a killed one the policy's verdict ("P(reach target) ...").
+    reason: str | None = Field(default=None, sa_column=Column(Text))
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -173,6 +175,15 @@ class ClusterViewRow(SQLModel, table=True):
     devices: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
     pairs: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
     notes: list[str] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class WarmStartRow(SQLModel, table=True):
+    """The earlier searches' trials a search was warm-started with (`app.db.warm`), as they were when it
+    started: a restarted controller rebuilds its searcher from this copy, so the replay is exact."""
+
+    __tablename__ = "warm_start"
+    search_id: int = Field(primary_key=True)
+    items: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
 
 
 class SearchDeletionRow(SQLModel, table=True):

@@ -73,9 +73,7 @@ class SearchOut(SQLModel):
     spec: dict[str, Any]
     error: str | None = None
     owner: str = Field(description="the name of the user it belongs to")
-    waiting: str | None = Field(
-        default=None, description="why the controller holds it (its owner's quota), if it does"
-    )
+    waiting: str | None = Field(default=None, description="why the controller holds it (its owner's quota), if it does")
 
     @classmethod
     def from_row(cls, row: SearchRow, trials_done: int) -> SearchOut:
@@ -227,6 +225,9 @@ class TrialOut(SQLModel):
     device_seconds: float
     retries: int
     error: str | None
+    reason: str | None = Field(
+        default=None, description="why a stopped or killed trial ended early (killed: the verdict)"
+    )
     created_at: float
     started_at: float | None
     finished_at: float | None
@@ -246,6 +247,7 @@ class TrialOut(SQLModel):
             device_seconds=round(t.device_seconds, 3),
             retries=t.retries,
             error=t.error,
+            reason=t.reason,
             created_at=t.created_at,
             started_at=t.started_at,
             finished_at=t.finished_at,
@@ -325,5 +327,3 @@ class ClusterOut(SQLModel):
     pairs: list[PairOut]
     nodes: list[str]
     at: float | None
-
-

@@ -34,6 +34,7 @@ from app.db.models import (
     SearchDeletionRow,
     SearchRow,
     TrialRow,
+    WarmStartRow,
 )
 from app.db.queries import ReaderQueries
 from app.db.secret import server_secret
@@ -303,6 +304,20 @@ class Store(ReaderQueries, UserQueries, TokenQueries):
             s.merge(view.to_row())
             s.commit()
 
+    # ---- warm start ----------------------------------------------------------------------------
+
+    def save_warm_start(self, search_id: int, items: list[dict[str, Any]]) -> None:
+        """Keep the warm-start trials search `search_id` started with (replaces an earlier copy)."""
+        with self.session() as s:
+            s.merge(WarmStartRow(search_id=search_id, items=items))
+            s.commit()
+
+    def warm_start(self, search_id: int) -> list[dict[str, Any]] | None:
+        """The warm-start trials kept for the search (None: none were kept)."""
+        with self.session() as s:
+            row = s.get(WarmStartRow, search_id)
+            return list(row.items) if row else None
+
     # ---- deletion ------------------------------------------------------------------------------
 
     def request_delete(self, search_id: int, at: float) -> None:
@@ -330,4 +345,5 @@ class Store(ReaderQueries, UserQueries, TokenQueries):
             s.execute(delete(ReportRow).where(col(ReportRow.search_id) == search_id))
             s.execute(delete(SearchRow).where(col(SearchRow.id) == search_id))
             s.execute(delete(SearchDeletionRow).where(col(SearchDeletionRow.search_id) == search_id))
+            s.execute(delete(WarmStartRow).where(col(WarmStartRow.search_id) == search_id))
             s.commit()

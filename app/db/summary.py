@@ -11,7 +11,8 @@ from app.db.public import parsed_spec
 def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
     """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds`, `status`, and
     `trials`: one object per trial with `id`, `number`, `params`, `status`, `metric` (last reported
-    objective), `best_metric`, `steps`, `device_seconds`, `retries`, `error`."""
+    objective), `best_metric`, `steps`, `device_seconds`, `retries`, `error`, `reason` (why a stopped or
+    killed trial ended early)."""
     row = store.search(search_id)
     if row is None:
         raise KeyError(f"search {search_id} not found")
@@ -41,6 +42,7 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
                 "device_seconds": round(t.device_seconds, 3),
                 "retries": t.retries,
                 "error": t.error,
+                "reason": t.reason,
             }
             for t in store.trials(search_id)
         ],

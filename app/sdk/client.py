@@ -4,14 +4,17 @@ from app.sdk import Client
 
 client = Client("http://127.0.0.1:8000", token)       # token: argument or QUANTA_TOKEN
 search = client.submit("examples/digits.yaml")       # a path, YAML/JSON text, or a dict
-search.wait(timeout=600)
+search.wait(timeout=600)                             # a progress bar in a terminal or Jupyter
 print(search.status, search.reached, search.best())
+search.trials()                                      # a pandas DataFrame (list of dicts without pandas)
+search.plot()                                        # best-so-far over time (matplotlib)
 for event in client.events(search_id=search.id):     # server-sent events, parsed
     print(event.event, event.data)
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -22,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from app.sdk.notebook import ProgressKind, make_bar, plot_best, progress_kind, progress_text, trials_frame
 from app.status import SEARCH_FINAL
 
 
@@ -81,21 +85,44 @@ class Search:
         self.data = self._client._request("GET", f"/searches/{self.id}").json()
         return self
 
-    def wait(self, timeout: float | None = None, poll_s: float = 1.0) -> Search:
-        """Block until the search is completed, stopped or failed. Raises `TimeoutError` after `timeout`."""
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll_s: float = 1.0,
+        *,
+        progress: bool | ProgressKind | None = None,
+    ) -> Search:
+        """Block until the search is completed, stopped or failed. Raises `TimeoutError` after `timeout`.
+
+        `progress` shows trials done / max trials with the best metric while waiting: None (default)
+        draws tqdm's notebook bar in Jupyter, rich's bar in a terminal and nothing when output is a file
+        or a pipe; True draws one anyway; False never; "terminal" / "notebook" pick the kind."""
+        kind = progress_kind(progress)
+        bar = make_bar(kind, f"search {self.id} {self.name}") if kind is not None else None
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.refresh().done:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"search {self.id} still {self.status} after {timeout} s")
-            time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
-        return self
+        try:
+            while True:
+                self.refresh()
+                if bar is not None:
+                    p = self.data.get("progress") or {}
+                    bar.update(int(p.get("trials_done") or 0), p.get("max_trials"), progress_text(self.data))
+                if self.done:
+                    return self
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"search {self.id} still {self.status} after {timeout} s")
+                time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
+        finally:
+            if bar is not None:
+                bar.close()
 
     def best(self) -> dict[str, Any] | None:
         """{"trial_id", "metric", "params"} of the best trial so far, or None."""
         return self.refresh().data.get("best")
 
-    def trials(self, status: str | None = None, sort: str = "id", page: int = 500) -> list[dict[str, Any]]:
-        """All trials (TrialOut dicts), fetched page by page."""
+    def trials(self, status: str | None = None, sort: str = "id", page: int = 500, *, frame: bool | None = None) -> Any:
+        """All trials, fetched page by page: a pandas DataFrame (one row per trial, parameters flattened
+        to `params.<name>` columns) when pandas is installed, else a list of TrialOut dicts. `frame`
+        True insists on the DataFrame (ImportError without pandas), False asks for the dicts."""
         out: list[dict[str, Any]] = []
         while True:
             params: dict[str, Any] = {"offset": len(out), "limit": page, "sort": sort}
@@ -104,10 +131,29 @@ class Search:
             body = self._client._request("GET", f"/searches/{self.id}/trials", params=params).json()
             out.extend(body["items"])
             if not body["items"] or len(out) >= body["total"]:
-                return out
+                break
+        if frame is False or (frame is None and importlib.util.find_spec("pandas") is None):
+            return out
+        return trials_frame(out)
+
+    def best_curve(self) -> list[tuple[float, float]]:
+        """[(seconds since the search started, best metric so far), ...], one point per improvement."""
+        points = self._client._request("GET", f"/searches/{self.id}/best").json()["points"]
+        return [(float(t), float(v)) for t, v in points]
+
+    def plot(self, ax: Any = None) -> Any:
+        """Plot the best metric so far against time (matplotlib; in Jupyter the figure shows inline).
+        Returns the Axes; `ax` draws on an existing one."""
+        self.refresh()
+        return plot_best(self.best_curve(), self.data.get("metric") or {}, f"search {self.id}: {self.name}", ax)
 
     def curves(self) -> dict[str, Any]:
         return self._client._request("GET", f"/searches/{self.id}/curves").json()
+
+    def export(self, format: str = "csv") -> bytes:
+        """Every trial as one file's bytes, `format` csv, json or parquet: one row per trial with its
+        parameters flattened into `params.*` columns (see `app.db.export`)."""
+        return self._client._request("GET", f"/searches/{self.id}/trials", params={"format": format}).content
 
     def _command(self, command: str) -> Search:
         self.data = self._client._request("POST", f"/searches/{self.id}/{command}").json()
@@ -193,6 +239,10 @@ class Client:
     def trial(self, trial_id: int) -> dict[str, Any]:
         """A trial with its learning curve (`curve`) and quanta history (`quanta`)."""
         return self._request("GET", f"/trials/{trial_id}").json()
+
+    def logs(self, trial_id: int, tail: int = 64 * 1024) -> str:
+        """The trial's stdout and stderr as the server keeps them: the last `tail` bytes."""
+        return self._request("GET", f"/trials/{trial_id}/logs", params={"tail": tail}).text
 
     def stop_trial(self, trial_id: int) -> dict[str, Any]:
         return self._request("POST", f"/trials/{trial_id}/stop").json()

@@ -14,6 +14,10 @@ against a `Trials` object whose documents they keep themselves:
   TPE, and every suggestion of random search, depend on nothing but the seed and the trial number.
 - `restore(space, seed, n_startup, history)` rebuilds a searcher from the stored `HistoryItem`s (the
   database is the truth); the rebuilt searcher asks exactly what the original would have asked next.
+- Warm start: `points` (flat `vals` records) are what trials 0, 1, ... try before anything is suggested;
+  `warm` (earlier searches' finished trials, same space) are inserted as finished documents with negative
+  tids before any ask, so they inform TPE (and count toward `n_startup`) but are never asked or told.
+  Both are given again to `restore`, which then asks what the original would have asked.
 
 Pure: no devices, no I/O, no clock.
 """
@@ -40,7 +44,7 @@ from hyperopt.exceptions import BadSearchSpace
 from hyperopt.pyll import Apply
 
 from app.search.fidelity import rungs, value_at
-from app.search.space import SpaceError, compile_space
+from app.search.space import SpaceError, compile_space, point_vals
 
 if TYPE_CHECKING:
     from app.spec import SearchSpec
@@ -139,7 +143,15 @@ def _check_number(number: Any) -> int:
 class _TrialsSearcher:
     """Shared bookkeeping: one HyperOpt `Trials` document per asked trial, mutated in place on tell."""
 
-    def __init__(self, space: Mapping[str, Any], seed: int, n_startup: int = 20):
+    def __init__(
+        self,
+        space: Mapping[str, Any],
+        seed: int,
+        n_startup: int = 20,
+        *,
+        points: Sequence[Mapping[str, Sequence[Any]]] = (),
+        warm: Sequence[HistoryItem] = (),
+    ):
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
         if n_startup < 0:
@@ -157,6 +169,12 @@ class _TrialsSearcher:
         self._docs: dict[int, dict[str, Any]] = {}  # number -> the document stored inside self._trials
         self._told: dict[int, tuple[float | None, bool]] = {}
         self._curves: dict[int, list[tuple[int, float]]] = {}  # number -> reported (step, loss)
+        # Configurations the first trials try (trial i asks points[i]), as flat `vals` records.
+        self._points = [self._checked_vals(i, p) for i, p in enumerate(points)]
+        # Earlier searches' trials (warm start): finished documents with negative tids -len(warm)..-1, so
+        # TPE sees them as older than every trial of this search (its linear forgetting drops them first).
+        self._warm_docs: dict[int, dict[str, Any]] = {}
+        self._seed_warm(warm)
 
     # -- construction from history -------------------------------------------------------------------
     @classmethod
@@ -166,12 +184,49 @@ class _TrialsSearcher:
         seed: int,
         n_startup: int,
         history: Sequence[HistoryItem],
+        *,
+        points: Sequence[Mapping[str, Sequence[Any]]] = (),
+        warm: Sequence[HistoryItem] = (),
     ) -> Self:
-        """Rebuild the searcher from stored history (asked trials, told or still pending).
+        """Rebuild the searcher from stored history (asked trials, told or still pending), with the same
+        `points` and `warm` history it was built with.
 
         The next `ask` of the rebuilt searcher equals what the original would have asked next.
         """
-        return cls(space, seed, n_startup)._replay(history)
+        return cls(space, seed, n_startup, points=points, warm=warm)._replay(history)
+
+    def _seed_warm(self, warm: Sequence[HistoryItem]) -> None:
+        """Insert earlier searches' trials as finished documents (loss, or failed; in-flight ones are
+        skipped), in the order given. Only `restore`/the constructor call this, before any ask."""
+        items = [w for w in warm if w.loss is not None or not w.ok]
+        for k, item in enumerate(items):
+            tid = k - len(items)
+            vals = self._checked_vals(tid, item.vals)
+            misc = {
+                "tid": tid,
+                "cmd": self._domain.cmd,
+                "workdir": self._domain.workdir,
+                "idxs": {label: ([tid] if label in vals else []) for label in self._labels},
+                "vals": {label: list(vals.get(label, [])) for label in self._labels},
+            }
+            loss = item.loss
+            if item.ok and loss is not None and not math.isnan(loss):
+                result: dict[str, Any] = {"status": STATUS_OK, "loss": float(loss)}
+            else:
+                result = {"status": STATUS_FAIL}
+            (doc,) = self._trials.new_trial_docs([tid], [None], [result], [misc])
+            doc["state"] = JOB_STATE_DONE
+            self._trials.insert_trial_docs([doc])
+            self._warm_docs[tid] = self._trials._dynamic_trials[-1]
+            curve = [(int(s), float(v)) for s, v in item.curve if math.isfinite(v)]
+            if curve:
+                self._curves[tid] = curve
+        self._trials.refresh()
+
+    @property
+    def warm_size(self) -> int:
+        """How many earlier trials seed this searcher."""
+        return len(self._warm_docs)
 
     def _replay(self, history: Sequence[HistoryItem]) -> Self:
         for item in sorted(history, key=lambda h: h.number):
@@ -191,9 +246,12 @@ class _TrialsSearcher:
         number = _check_number(number)
         if number in self._docs:
             raise ValueError(f"trial {number} was already asked")
-        docs = self._suggest(number, ask_seed(self.seed, number))
-        misc = docs[0]["misc"]
-        vals = {label: [_plain(v) for v in vs] for label, vs in misc["vals"].items() if len(vs) > 0}
+        if number < len(self._points):  # a configuration the user asked to try first
+            vals = {label: list(vs) for label, vs in self._points[number].items()}
+        else:
+            docs = self._suggest(number, ask_seed(self.seed, number))
+            misc = docs[0]["misc"]
+            vals = {label: [_plain(v) for v in vs] for label, vs in misc["vals"].items() if len(vs) > 0}
         self._record(number, vals)
         return Suggestion(params=self.params_of(vals), vals=vals)
 
@@ -344,8 +402,10 @@ class MultiFidelityTPE(HyperOptSearcher):
         *,
         levels: Sequence[int] = (),
         min_points: int | None = None,
+        points: Sequence[Mapping[str, Sequence[Any]]] = (),
+        warm: Sequence[HistoryItem] = (),
     ):
-        super().__init__(space, seed, n_startup)
+        super().__init__(space, seed, n_startup, points=points, warm=warm)
         if not levels:
             raise ValueError("a multi-fidelity searcher needs at least one rung level")
         if list(levels) != sorted(set(levels)) or levels[0] < 1:
@@ -366,8 +426,10 @@ class MultiFidelityTPE(HyperOptSearcher):
         *,
         levels: Sequence[int] = (),
         min_points: int | None = None,
+        points: Sequence[Mapping[str, Sequence[Any]]] = (),
+        warm: Sequence[HistoryItem] = (),
     ) -> Self:
-        searcher = cls(space, seed, n_startup, levels=levels, min_points=min_points)
+        searcher = cls(space, seed, n_startup, levels=levels, min_points=min_points, points=points, warm=warm)
         return searcher._replay(history)
 
     def level_losses(self) -> tuple[int | None, dict[int, float]]:
@@ -387,16 +449,17 @@ class MultiFidelityTPE(HyperOptSearcher):
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]]
-        if len(self._docs) < self.n_startup:
+        if len(self._docs) + len(self._warm_docs) < self.n_startup:  # earlier searches' trials count, as in TPE
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
         level, values = self.level_losses()
         if level is None:
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
-        saved = {n: (doc["state"], doc["result"]) for n, doc in self._docs.items()}
+        every = {**self._warm_docs, **self._docs}  # warm-start trials (tid < 0) are judged at the level too
+        saved = {n: (doc["state"], doc["result"]) for n, doc in every.items()}
         try:
-            for n, doc in self._docs.items():
+            for n, doc in every.items():
                 if n in values:
                     doc["state"], doc["result"] = JOB_STATE_DONE, {"status": STATUS_OK, "loss": values[n]}
                 else:
@@ -407,7 +470,7 @@ class MultiFidelityTPE(HyperOptSearcher):
             return docs
         finally:
             for n, (state, result) in saved.items():
-                self._docs[n]["state"], self._docs[n]["result"] = state, result
+                every[n]["state"], every[n]["result"] = state, result
             self._trials.refresh()
 
 
@@ -423,15 +486,27 @@ class RandomSearcher(_TrialsSearcher):
         return docs
 
 
-def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = ()) -> Searcher:
-    """The searcher the spec asks for, rebuilt from `history` (empty: a fresh search)."""
+def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = (), warm: Sequence[HistoryItem] = ()) -> Searcher:
+    """The searcher the spec asks for, rebuilt from `history` (empty: a fresh search). Its first trials
+    try the spec's `search.points_to_evaluate`; `warm` (earlier searches' trials, same space; see
+    `app.db.warm`) seeds its model. Given the same history and warm items, it asks the same."""
     algo = spec.search
+    points = [
+        point_vals(spec.space, p, f"search.points_to_evaluate[{i}]") for i, p in enumerate(algo.points_to_evaluate)
+    ]
     if algo.algorithm == "bohb":
         max_steps = spec.budget.max_steps
         first = algo.min_steps if algo.min_steps is not None else max(1, round(max_steps / algo.eta**3))
         levels = rungs(max_steps, first, algo.eta)
         return MultiFidelityTPE.restore(
-            spec.space, spec.seed, algo.n_startup, history, levels=levels, min_points=algo.min_points
+            spec.space,
+            spec.seed,
+            algo.n_startup,
+            history,
+            levels=levels,
+            min_points=algo.min_points,
+            points=points,
+            warm=warm,
         )
     cls = HyperOptSearcher if algo.algorithm == "tpe" else RandomSearcher
-    return cls.restore(spec.space, spec.seed, algo.n_startup, history)
+    return cls.restore(spec.space, spec.seed, algo.n_startup, history, points=points, warm=warm)

@@ -147,3 +147,137 @@ def compile_space(space: Mapping[str, Any]) -> dict[str, Any]:
     validate_space(space)
     compiled: dict[str, Any] = _compile(space, "")
     return compiled
+
+
+# ---- points given by users (warm start) -------------------------------------------------------------
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    """Equal as a user means it: 1 == 1.0, but True is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return bool(a == b)
+
+
+def _point_number(kind: str, args: Any, value: Any, path: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpaceError(path, f"must be a finite number ({kind}), not {value!r}")
+    if kind == "normal":
+        return float(value)
+    low, high = float(args[0]), float(args[1])
+    if kind == "randint":
+        if not float(value).is_integer() or not low <= value < high:
+            raise SpaceError(path, f"{value!r} is not an integer in [{int(low)}, {int(high)})")
+        return int(value)
+    if kind in ("quniform", "qloguniform"):
+        q = float(args[2])  # HyperOpt rounds to multiples of q: the ends may round outwards
+        low, high = min(low, round(low / q) * q), max(high, round(high / q) * q)
+    if not low <= value <= high:
+        raise SpaceError(path, f"{value!r} is outside [{args[0]}, {args[1]}] ({kind})")
+    return float(value)
+
+
+def _point(node: Any, value: Any, label: str, path: str, vals: dict[str, list[Any]]) -> None:
+    if is_dimension(node):
+        kind, args = next(iter(node.items()))
+        if kind != "choice":
+            vals[label] = [_point_number(kind, args, value, path)]
+            return
+        reasons = []
+        for i, option in enumerate(args):
+            sub: dict[str, list[Any]] = {}
+            try:
+                _point(option, value, f"{label}/{i}", path, sub)
+            except SpaceError as exc:
+                reasons.append(f"option {i}: {exc.reason}" if isinstance(option, Mapping) else repr(option))
+                continue
+            vals[label] = [i]
+            vals.update(sub)
+            return
+        if all(not isinstance(o, Mapping) for o in args):
+            raise SpaceError(path, f"{value!r} is not one of the choices [{', '.join(reasons)}]")
+        raise SpaceError(path, f"matches none of the choices ({'; '.join(reasons)})")
+    if isinstance(node, Mapping):
+        if not isinstance(value, Mapping):
+            raise SpaceError(path, f"must be a mapping of parameters, not {value!r}")
+        unknown = [k for k in value if k not in node]
+        if unknown:
+            raise SpaceError(f"{path}.{unknown[0]}", "is not a parameter of the space")
+        prefix = f"{label}/" if label else ""
+        for key, sub_node in node.items():
+            if key not in value:
+                if _has_dimension(sub_node):
+                    raise SpaceError(f"{path}.{key}", "missing: a point gives every parameter of the space")
+                continue  # a constant of the space: implied
+            _point(sub_node, value[key], f"{prefix}{key}", f"{path}.{key}", vals)
+        return
+    if not _same_constant(node, value):
+        raise SpaceError(path, f"must be {node!r} (a constant of the space), not {value!r}")
+
+
+def _has_dimension(node: Any) -> bool:
+    if is_dimension(node):
+        return True
+    return isinstance(node, Mapping) and any(_has_dimension(v) for v in node.values())
+
+
+def point_vals(space: Mapping[str, Any], point: Any, root: str = "point") -> dict[str, list[Any]]:
+    """The searcher's flat record (``{label: [value]}``, as in `Suggestion.vals`; a choice by its
+    option's index) of a configuration a user gives, e.g. ``{"lr": 0.01, "optimizer": {"name": "adam"}}``.
+
+    A point gives every parameter of the (valid) `space` (constants may be left out); each value lies
+    in its dimension. Raises `SpaceError` naming the offending path under `root` otherwise
+    (``search.points_to_evaluate[0].lr: 2.0 is outside [0.0001, 0.1] (loguniform)``)."""
+    vals: dict[str, list[Any]] = {}
+    _point(space, point, "", root, vals)
+    return vals
+
+
+def _describe(node: Any) -> str:
+    if is_dimension(node):
+        kind, args = next(iter(node.items()))
+        return f"{kind} {list(args)!r}" if kind != "choice" else f"choice of {len(args)}"
+    if isinstance(node, Mapping):
+        return "a nested space"
+    return f"the constant {node!r}"
+
+
+def space_difference(ours: Any, theirs: Any, path: str = "space") -> str | None:
+    """None when two spaces are the same (parameter names, kinds and bounds; key order aside), else where
+    and how they first differ: ``space.lr: loguniform [0.0001, 0.1] here, uniform [0, 1] there``.
+    Numbers compare by value (``1 == 1.0``)."""
+    if is_dimension(ours) and is_dimension(theirs):
+        (k1, a1), (k2, a2) = next(iter(ours.items())), next(iter(theirs.items()))
+        if k1 != k2:
+            return f"{path}: {_describe(ours)} here, {_describe(theirs)} there"
+        if k1 == "choice":
+            if len(a1) != len(a2):
+                return f"{path}: a choice of {len(a1)} options here, of {len(a2)} there"
+            for i, (x, y) in enumerate(zip(a1, a2, strict=True)):
+                found = space_difference(x, y, f"{path}.choice[{i}]")
+                if found:
+                    return found
+            return None
+        if len(a1) != len(a2) or not all(_same_constant(x, y) for x, y in zip(a1, a2, strict=False)):
+            return f"{path}: {_describe(ours)} here, {_describe(theirs)} there"
+        return None
+    if (
+        isinstance(ours, Mapping)
+        and isinstance(theirs, Mapping)
+        and not is_dimension(ours)
+        and not is_dimension(theirs)
+    ):
+        for key in ours:
+            if key not in theirs:
+                return f"{path}.{key}: a parameter here, absent there"
+        for key in theirs:
+            if key not in ours:
+                return f"{path}.{key}: absent here, a parameter there"
+        for key in ours:
+            found = space_difference(ours[key], theirs[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if is_dimension(ours) or is_dimension(theirs) or isinstance(ours, Mapping) or isinstance(theirs, Mapping):
+        return f"{path}: {_describe(ours)} here, {_describe(theirs)} there"
+    return None if _same_constant(ours, theirs) else f"{path}: {_describe(ours)} here, {_describe(theirs)} there"

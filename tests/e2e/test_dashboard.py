@@ -11,15 +11,13 @@ that user-provided strings are shown as text. Saves test-artifacts/dashboard.png
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.e2e.conftest import TOKEN  # the `server` fixture is in conftest.py
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,57 +34,11 @@ CHROMIUM_ARGS = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("QUANTA_TEST_ARTIFACTS", ROOT / "test-artifacts"))
-TOKEN = "e2e-token-0123456789"
 EVIL = "<img src=x onerror=alert(1)>"
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="Python Playwright is missing (pip install playwright)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture()
-def server(tmp_path):
-    port = _free_port()
-    env = dict(os.environ, QUANTA_TOKEN=TOKEN, QUANTA_TRAINABLE_ALLOWLIST="tests.,examples.", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = str(ROOT)  # serve imports nothing from its working directory: tests.* via PYTHONPATH
-    log_path = tmp_path / "serve.log"
-    log = log_path.open("w")  # noqa: SIM115 (closed in the finally below)
-    cmd = [
-        sys.executable, "-m", "app.cli", "serve",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--db", f"sqlite:///{tmp_path}/q.db", "--devices", "cpu:2", "--workdir", str(tmp_path),
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"quanta serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"quanta serve did not answer /healthz:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        log.close()
 
 
 def _spec(name: str, *, max_trials: int, max_steps: int, parallelism: int) -> dict:

@@ -549,3 +549,78 @@ def test_security_headers_and_no_cdn_docs_by_default(client, tmp_path):
     assert anonymous.get("/openapi.json").status_code == 200
     with TestClient(create_app(settings_for(tmp_path, api_docs=True))) as docs:
         assert docs.get("/docs").status_code == 200
+
+
+# ---- warm start ----------------------------------------------------------------------------------
+
+
+def test_warm_start_ids_must_exist_and_have_the_same_space(client):
+    earlier = post(client).json()["id"]
+    warm = {**SPEC, "search": {"warm_start_from": [earlier], "points_to_evaluate": [{"lr": 0.01}]}}
+    r = post(client, warm)
+    assert r.status_code == 201, r.text
+    assert r.json()["spec"]["search"]["warm_start_from"] == [earlier]
+    r = post(client, {**warm, "search": {"warm_start_from": [earlier, 999]}})
+    assert r.status_code == 404 and r.json()["detail"] == "search.warm_start_from[1]: search 999 does not exist"
+    r = post(client, {**warm, "space": {"lr": {"uniform": [0.001, 0.1]}}, "search": {"warm_start_from": [earlier]}})
+    assert r.status_code == 422
+    (error,) = r.json()["detail"]
+    assert error["loc"] == "search.warm_start_from[0]"
+    assert "space.lr: uniform [0.001, 0.1] here, loguniform [0.001, 0.1] there" in error["msg"]
+    r = post(client, {**warm, "search": {"points_to_evaluate": [{"lr": 0.5}]}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == "search.points_to_evaluate[0].lr"
+    assert client.get("/api/v1/searches").json()["total"] == 2  # the refused ones are not stored
+
+
+# ---- export --------------------------------------------------------------------------------------
+
+
+def test_trials_export_as_csv_json_and_parquet(client, store):
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+
+    sid = running_search(client, store)
+    r = client.get(f"/api/v1/searches/{sid}/trials", params={"format": "csv"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert r.text.splitlines() == [r.text.splitlines()[0]] and "params.lr" in r.text  # header only: no trials yet
+    for n, lr in enumerate([0.01, 0.02]):
+        t = store.add_trial(sid, n, {"lr": lr}, {"lr": [lr]}, 1.0)
+        store.update_trial(t.id, status="completed", metric=0.8 + n / 10, steps=40, device_seconds=1.5)
+    r = client.get(f"/api/v1/searches/{sid}/trials?format=csv")
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert [(float(x["params.lr"]), x["status"], float(x["final_metric"])) for x in rows] == [
+        (0.01, "completed", 0.8),
+        (0.02, "completed", 0.9),
+    ]
+    assert "attachment" in r.headers["content-disposition"]
+    doc = client.get(f"/api/v1/searches/{sid}/trials?format=json").json()
+    assert [t["params.lr"] for t in doc["trials"]] == [0.01, 0.02]
+    parquet = client.get(f"/api/v1/searches/{sid}/trials?format=parquet")
+    assert pq.read_table(io.BytesIO(parquet.content)).column("params.lr").to_pylist() == [0.01, 0.02]
+    assert client.get("/api/v1/searches/999/trials?format=csv").status_code == 404
+    assert client.get(f"/api/v1/searches/{sid}/trials?format=xlsx").status_code == 422
+
+
+# ---- importance and landscape --------------------------------------------------------------------
+
+
+def test_importance_and_landscape_of_completed_trials(client, store):
+    two = {**SPEC, "space": {"lr": {"loguniform": [0.001, 0.1]}, "hidden": {"choice": [8, 16, 32]}}}
+    sid = running_search(client, store, two)
+    r = client.get(f"/api/v1/searches/{sid}/importance")
+    assert r.status_code == 200 and r.json()["params"] == [] and "at least" in r.json()["note"]
+    for n in range(24):
+        lr, hidden = 0.001 * 100 ** (n / 23), (8, 16, 32)[n % 3]
+        t = store.add_trial(sid, n, {"lr": lr, "hidden": hidden}, {}, 1.0)
+        store.update_trial(t.id, status="completed", metric=1.0 - abs(lr - 0.03) * 10)  # depends on lr only
+    body = client.get(f"/api/v1/searches/{sid}/importance").json()
+    assert body["trials_used"] == 24 and body["metric"] == "accuracy"
+    assert [p["name"] for p in body["params"]][0] == "lr"
+    land = client.get(f"/api/v1/searches/{sid}/landscape", params={"x": "lr", "y": "hidden"}).json()
+    assert land["x"]["log"] and land["y"]["labels"] == ["8", "16", "32"]
+    assert len(land["z"]) == 3 and len(land["z"][0]) == 20 and len(land["points"]) == 24
+    r = client.get(f"/api/v1/searches/{sid}/landscape", params={"x": "depth"})
+    assert r.status_code == 422 and "'depth'" in r.json()["detail"]
+    assert client.get("/api/v1/searches/999/importance").status_code == 404

@@ -50,9 +50,12 @@ def test_pause_parks_every_trial_and_resume_continues(tmp_path):
         assert store.search(sid).status == "running"
         trial = store.trials(sid)[0]
         store.update_trial(trial.id, command="stop")
-        step_until(ctl, lambda: store.trial(trial.id).status == "killed")
+        step_until(ctl, lambda: store.trial(trial.id).status == "stopped")
+        assert store.trial(trial.id).reason == "stopped by user"  # a user stop is no verdict: not killed
         store.update_search(sid, command="stop")
         step_until(ctl, lambda: store.search(sid).status == "stopped")
     finally:
         ctl.close()
-    assert {t.status for t in store.trials(sid)} == {"killed"}
+    # Nothing judged these trials: a user stopped one, the search's stop ended the rest.
+    assert {t.status for t in store.trials(sid)} == {"stopped"}
+    assert {t.reason for t in store.trials(sid)} == {"stopped by user"}

@@ -76,4 +76,6 @@ def test_gandiva_reaches_the_target_with_fewer_total_steps_than_fifo(tmp_path):
     # Gandiva judged and killed them early.
     hopeless = [r for r in gandiva_rows if r.params["lr"] != GOOD_LR and r.steps > 0]
     assert hopeless and all(r.status == "killed" and r.steps < MAX_STEPS / 2 for r in hopeless)
+    # ... each with the verdict that killed it.
+    assert all(r.reason and r.reason.startswith("P(reach target)") for r in hopeless), [r.reason for r in hopeless]
     assert steps["gandiva"] < 0.6 * steps["fifo"], steps

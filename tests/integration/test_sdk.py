@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def test_submit_wait_best_trials(client):
     assert search.status == "completed" and search.reached
     best = search.best()
     assert best is not None and best["metric"] >= 0.85 and "lr" in best["params"]
-    trials = search.trials()
+    trials = search.trials(frame=False)
     assert trials and sorted(t["number"] for t in trials) == list(range(len(trials)))
     assert any(t["id"] == best["trial_id"] for t in trials)
     detail = client.trial(best["trial_id"])
@@ -91,8 +92,9 @@ def test_events_follow_a_search(client):
         search.stop()
     assert {"search", "trial", "report"} <= kinds
     assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
-    trials = search.trials()
-    assert trials and all(t["status"] in ("killed", "completed") for t in trials)
+    trials = search.trials(frame=False)
+    assert trials and all(t["status"] in ("stopped", "completed") for t in trials)
+    assert all(t["reason"] == "stopped by user" for t in trials if t["status"] == "stopped")
 
 
 def test_errors_are_raised_with_the_servers_detail(client, server):
@@ -160,3 +162,99 @@ def test_example_script(server, tmp_path):
     r = _run(["examples/sdk_submit.py", str(spec), "--url", server.url], {"QUANTA_TOKEN": TOKEN})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "target reached: True" in r.stdout and "top 3" in r.stdout
+
+
+# ---- the CLI against the service: status, logs, stop, export -------------------------------------
+
+
+def _quanta(server, *args: str):
+    from typer.testing import CliRunner
+
+    from app.cli import app as cli
+
+    return CliRunner().invoke(cli, [*args, "--url", server.url], env={"QUANTA_TOKEN": server.token})
+
+
+def test_status_logs_stop_and_export_through_the_cli(client, server, tmp_path):
+    chatty = {**SPEC, "name": "chatty", "trainable": "tests.trainables:chatty",
+              "budget": {"max_trials": 2, "max_steps": 30}, "metric": {"name": "accuracy", "target": 2.0}}  # fmt: skip
+    done = client.submit(chatty).wait(timeout=120, poll_s=0.3)
+    assert done.status == "completed"
+    trials = done.trials(frame=False)
+
+    res = _quanta(server, "status")
+    assert res.exit_code == 0, res.output
+    assert "chatty" in res.stdout and "completed" in res.stdout
+    res = _quanta(server, "status", str(done.id))
+    assert res.exit_code == 0, res.output
+    assert f"search {done.id} (chatty): completed" in res.stdout and "2 completed" in res.stdout
+    res = _quanta(server, "status", str(done.id), "--json")
+    assert [t["id"] for t in json.loads(res.stdout)["trials"]] == [t["id"] for t in trials]
+
+    # The trial's stdout and stderr, as the service kept them.
+    tid = trials[0]["id"]
+    res = _quanta(server, "logs", str(tid))
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert f"chatty trial {tid} stdout step 0" in lines and f"chatty trial {tid} stderr step 29" in lines
+    res = _quanta(server, "logs", str(tid), "--tail", "40")
+    assert res.stdout.strip() == f"chatty trial {tid} stderr step 29"  # whole lines from the end
+
+    res = _quanta(server, "export", str(done.id), "-f", "csv", "-o", str(tmp_path / "t.csv"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "t.csv").read_text().splitlines()[0].startswith("trial_id,number,status")
+    assert len((tmp_path / "t.csv").read_text().splitlines()) == 3
+
+    slow = client.submit(SLOW)
+    res = _quanta(server, "stop", str(slow.id))
+    assert res.exit_code == 0 and "stop requested" in res.stdout, res.output
+    assert slow.wait(timeout=60, poll_s=0.3).status == "stopped"
+    res = _quanta(server, "stop", str(slow.id))
+    assert res.exit_code == 2 and "409" in res.output  # already stopped
+    for args in (("status", "999999"), ("logs", "999999")):
+        res = _quanta(server, *args)
+        assert res.exit_code == 2 and "404" in res.output, res.output
+    res = _quanta_without_token(server)
+    assert res.exit_code == 2 and "no token" in res.output
+
+
+def _quanta_without_token(server):
+    from typer.testing import CliRunner
+
+    from app.cli import app as cli
+
+    return CliRunner().invoke(cli, ["status", "--url", server.url], env={"QUANTA_TOKEN": ""})
+
+
+# ---- notebook-friendly SDK -----------------------------------------------------------------------
+
+
+def test_wait_shows_progress_trials_is_a_dataframe_and_plot_draws_best_so_far(client, capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    search = client.submit({**UNREACHABLE, "name": "notebook"})
+    search.wait(timeout=120, poll_s=0.3, progress="terminal")  # rich, as in a terminal
+    err = capsys.readouterr().err
+    assert f"search {search.id} notebook" in err and "2/2" in err, err
+    search.wait(timeout=5, progress="notebook")  # tqdm.auto (its text form outside Jupyter)
+    err = capsys.readouterr().err
+    assert f"search {search.id} notebook" in err and "2/2" in err and "completed" in err, err
+    search.wait(timeout=5)  # automatic: output is not a terminal here, so no bar
+    assert capsys.readouterr().err == ""
+
+    frame = search.trials()
+    dicts = search.trials(frame=False)
+    assert isinstance(frame, pd.DataFrame) and len(frame) == len(dicts) == 2
+    assert list(frame["id"]) == [t["id"] for t in dicts]
+    assert list(frame["params.lr"]) == [t["params"]["lr"] for t in dicts]  # params flattened to columns
+    assert {"status", "metric", "best_metric", "steps", "device_seconds"} <= set(frame.columns)
+
+    ax = search.plot()
+    x, y = ax.get_lines()[0].get_data()
+    points = search.best_curve()
+    assert points and list(x) == [p[0] for p in points] and list(y) == [p[1] for p in points]
+    assert ax.get_lines()[1].get_ydata()[0] == 2.0  # the target line
+    assert "accuracy" in ax.get_ylabel()

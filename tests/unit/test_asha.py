@@ -33,9 +33,7 @@ def trial(tid: int, steps: int = 0, acc: float | None = None, *, devices=(), run
 
 
 def snap(trials, state=None, devices=DEVICES) -> ClusterSnapshot:
-    return ClusterSnapshot(
-        now=0.0, devices=devices, trials=tuple(trials), searches=(SEARCH,), policy_state=state or {}
-    )
+    return ClusterSnapshot(now=0.0, devices=devices, trials=tuple(trials), searches=(SEARCH,), policy_state=state or {})
 
 
 def policy(**knobs) -> AshaPolicy:
@@ -180,6 +178,9 @@ def test_kill_variant_matches_textbook_asha_stopping_on_a_scripted_sequence(seed
         recorded.append(float(v))
         expected = _textbook_stop(recorded, float(v), 3.0)
         assert (i in plan.stop) == expected, (i, v, recorded)
+        assert set(plan.reasons) == set(plan.stop)  # each stop carries its verdict
+        if expected:
+            assert plan.reasons[i].startswith("below the top 1/3 of rung 10 steps")
         if not expected:
             assert plan.limits[i] == 30
         state = plan.state

@@ -14,6 +14,7 @@ from app.db.models import ClusterView
 from app.executor.policy import make_policy
 from app.sim.runtime import JobSpec, SimRuntime
 from app.spec import parse_spec
+from app.status import TRIAL_FINAL, SearchStatus, TrialStatus
 
 
 def _controller(**options) -> tuple[Controller, SimRuntime, MemoryStore]:
@@ -105,10 +106,10 @@ def _broken_searcher(monkeypatch):
 
     real = book.make_searcher
 
-    def make(spec, history=()):
+    def make(spec, history=(), warm=()):
         if spec.name == "bad":
             raise RuntimeError("the searcher refuses this space")
-        return real(spec, history)
+        return real(spec, history, warm)
 
     monkeypatch.setattr(book, "make_searcher", make)
 
@@ -136,3 +137,37 @@ def test_a_search_that_cannot_be_loaded_after_a_restart_fails_alone(monkeypatch)
     rows = {r.id: r for r in store.searches()}
     assert rows[bad].status == "failed" and "cannot be loaded" in (rows[bad].error or "")
     assert again.search(good) is not None and again.search(bad) is None
+
+
+# ---- say what happened: stopped versus killed ----------------------------------------------------------
+
+
+class _KillsFirst:
+    """A pure policy that judges the search's first trial hopeless (with a verdict) and runs nothing."""
+
+    name = "kills-first"
+    judge_knobs = None
+
+    def plan(self, snapshot):
+        from app.executor.policy.types import Plan
+
+        first = min(t.id for t in snapshot.alive())
+        return Plan(stop=(first,), reasons={first: "P(reach target) 0.010 < kill threshold 0.05"})
+
+
+def test_a_trial_the_policy_judged_is_killed_with_its_verdict_and_the_rest_are_stopped():
+    rt = SimRuntime(1, 2, max_per_device=1)
+    store = MemoryStore()
+    ctl = Controller(store, rt, ControllerOptions(policy=_KillsFirst(), quantum_s=60.0))
+    sid = ctl.submit(parse_spec(SPEC))
+    ctl.tick()  # creates two trials; the policy kills the first
+    first = min(ctl.trials_of(sid), key=lambda t: t.number)
+    assert store.trial(first.id).status == "killed"
+    assert store.trial(first.id).reason == "P(reach target) 0.010 < kill threshold 0.05"
+    # The search ends (as when its target is reached): its other trials were judged by nobody.
+    ctl.stop_search(sid, SearchStatus.COMPLETED, "target reached")
+    rows = {t.id: t for t in store.trials(sid)}
+    alive_then = [t for t in rows.values() if t.id != first.id]
+    assert alive_then and all(t.status == "stopped" and t.reason == "target reached" for t in alive_then)
+    assert rows[first.id].status == "killed"  # ending the search does not rewrite a verdict
+    assert TrialStatus.STOPPED.final and TrialStatus.STOPPED in TRIAL_FINAL

@@ -236,6 +236,9 @@ def test_kill_below_threshold_gives_the_device_back():
     assert plan.stop == (1,)
     assert plan.running() == {2, 3}
     assert any("kill trial 1" in n for n in plan.notes)
+    # The verdict that killed it travels with the stop (stored with the trial, shown to users).
+    assert set(plan.reasons) == {1} and plan.reasons[1].startswith("P(reach target) 0.0")
+    assert "< kill threshold 0.05" in plan.reasons[1]
     # Below the threshold but not judged yet (fewer than min_steps steps): never killed.
     young = [tv(1, 0.7, steps=60, devices=("cpu:0",), running=True), tv(2, 0.95)]
     assert Judged(min_steps_before_judgement=100).plan(snap(young)).stop == ()
@@ -693,8 +696,14 @@ def test_shared_tier_ignores_millisecond_noise_in_device_time():
 
     def job(tid, running, ds):
         return TrialView(
-            id=tid, arrival=float(tid), status=TrialStatus.RUNNING, devices=("cpu:0",), running=running,
-            steps_done=500, max_steps=10_000, device_seconds=ds,
+            id=tid,
+            arrival=float(tid),
+            status=TrialStatus.RUNNING,
+            devices=("cpu:0",),
+            running=running,
+            steps_done=500,
+            max_steps=10_000,
+            device_seconds=ds,
         )
 
     state = {"trials": {str(i): {"tier": "shared", "pass": 0.0, "ds": 0.0, "w": 3.0} for i in (1, 2)}}

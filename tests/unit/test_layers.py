@@ -13,7 +13,7 @@ import pytest
 
 APP = Path(__file__).resolve().parents[2] / "app"
 HEAVY = {"torch", "celery", "sqlmodel", "sqlalchemy", "redis", "fastapi"}
-CLI = ("app.cli", "app.cli_distributed")
+CLI = ("app.cli", "app.cli_distributed", "app.cli_export")
 
 # Imports that break a rule below and are being removed: (importing file, imported module). Empty:
 # service wiring (`make_runtime`, the controller loop) moved out of the CLI into `app/service.py`.

@@ -27,8 +27,10 @@ from app.api.models import (
 )
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, found, not_found
 from app.api.settings import Settings
+from app.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
 from app.db.public import UserOut
 from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
+from app.db.warm import WarmStartError, check_warm_start
 from app.spec import SearchSpec, SpecError, decode_spec_text, parse_spec
 from app.status import SearchStatus, TrialStatus
 
@@ -40,6 +42,7 @@ def visible(store: StoreDep, user: UserOut, search_id: int) -> None:
     user's search answers exactly as a missing one."""
     if not sees(user, store.search_owner(search_id)):
         raise not_found("search", search_id)
+
 
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "")
@@ -139,6 +142,22 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
     return spec
 
 
+def check_warm(store: StoreDep, user: UserOut, spec: SearchSpec) -> None:
+    """404 for a search of `search.warm_start_from` that does not exist or that `user` may not see (as a
+    missing one), 422 naming the first parameter where one's space differs."""
+    for i, earlier in enumerate(spec.search.warm_start_from):
+        if not sees(user, store.search_owner(earlier)):
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND, f"search.warm_start_from[{i}]: search {earlier} does not exist"
+            )
+    try:
+        check_warm_start(store, spec)
+    except WarmStartError as exc:
+        if exc.missing:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        raise _spec_error([(exc.field, exc.reason)]) from None
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -148,14 +167,18 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
         403: {"model": Message, "description": "trainable not in the allowlist"},
         413: {"model": Message, "description": "spec too large"},
         415: {"model": Message, "description": "unsupported media type"},
+        404: {"model": Message, "description": "a search named in search.warm_start_from does not exist"},
         422: {"model": SpecErrors, "description": "invalid spec: each error names its field"},
     },
 )
 async def create_search(request: Request, store: StoreDep, settings: SettingsDep, user: CurrentUser) -> SearchOut:
     """Submit a search spec; it belongs to the caller. It is stored as `queued`; the controller starts it
-    at its next tick (or holds it queued while its owner is at a quota, saying so in `waiting`)."""
+    at its next tick (or holds it queued while its owner is at a quota, saying so in `waiting`).
+    `search.warm_start_from` must name searches the caller may see (404 otherwise) with the same space and
+    metric (422 naming the first parameter that differs)."""
     body = await read_capped(request, settings.max_spec_bytes)
     spec = await run_in_threadpool(read_spec, body, request.headers.get("content-type", ""), settings)
+    await run_in_threadpool(check_warm, store, user, spec)
     return await run_in_threadpool(store.submit_search, spec, time.time(), user.name)
 
 
@@ -235,7 +258,19 @@ async def delete_search(search_id: SearchId, store: StoreDep, settings: Settings
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{search_id}/trials", response_model=TrialList, responses=NOT_FOUND)
+_EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a page of trials; with `format`, every trial as one file (csv, json or parquet)",
+        "content": {
+            "text/csv": {"schema": {"type": "string"}},
+            MEDIA_TYPES["parquet"]: {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    501: {"model": Message, "description": "format=parquet, and pyarrow is not installed on the server"},
+}
+
+
+@router.get("/{search_id}/trials", response_model=TrialList, responses={**NOT_FOUND, **_EXPORT_RESPONSES})
 def list_trials(
     search_id: SearchId,
     store: StoreDep,
@@ -244,10 +279,26 @@ def list_trials(
     limit: Limit = 100,
     sort: TrialSort = "id",
     status: TrialStatus | None = None,
-) -> TrialList:
+    format: Annotated[
+        Format | None, Query(description="export every trial (paging and filters ignored): csv, json or parquet")
+    ] = None,
+) -> TrialList | Response:
     """The search's trials, paged. `metric` sorts by the last reported objective (trials without
-    one last); prefix `-` for descending."""
+    one last); prefix `-` for descending. With `format`, every trial as a file instead: one row per
+    trial with its parameters flattened into `params.*` columns (`app.db.export`); a search without
+    trials gives a header and no rows."""
     visible(store, user, search_id)
+    if format is not None:
+        table = trial_table(store, search_id)
+        if table is None:
+            raise not_found("search", search_id)
+        try:
+            body = render(table, format)
+        except ExportError as exc:
+            raise HTTPException(501, str(exc)) from None  # (`status` is the filter argument here)
+        media = MEDIA_TYPES[format] + ("; charset=utf-8" if format != "parquet" else "")
+        disposition = f'attachment; filename="search-{search_id}-trials.{format}"'
+        return Response(body, media_type=media, headers={"Content-Disposition": disposition})
     items, total = store.trial_page(search_id, offset, limit, sort, status)
     return TrialList(items=items, total=total)
 

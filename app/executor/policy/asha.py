@@ -97,6 +97,7 @@ class AshaPolicy:
         hopeless = {tid for tid, v in judged.items() if v.kill}
         heading = {tid for tid, v in judged.items() if v.judged and not v.kill and (v.p_reach or 0.0) >= k.go_p}
         stop: list[int] = []
+        reasons: dict[int, str] = {}
         notes: list[str] = []
         held: list[tuple[int, float, TrialView]] = []  # (rung index, loss there, trial)
         movers: list[TrialView] = []  # trials to keep running or to start, in arrival order
@@ -133,7 +134,14 @@ class AshaPolicy:
                     continue
                 if k.mode == "kill":
                     stop.append(t.id)
-                    notes.append(f"asha: stop {t.id} at rung {levels[rung]} (loss {value:.4g})")
+                    reasons[t.id] = (
+                        f"below the top 1/{k.eta:g} of rung {levels[rung]} steps "
+                        f"(loss {value:.4g}; {len(recorded)} trials there)"
+                    )
+                    verdict = judged.get(t.id)
+                    if t.id in hopeless and verdict is not None and verdict.p_reach is not None:
+                        reasons[t.id] += f"; judged hopeless: P(reach target) {verdict.p_reach:.3f}"
+                    notes.append(f"asha: stop {t.id}: {reasons[t.id]}")
                 else:
                     held.append((rung, value, t))
                 break
@@ -183,6 +191,7 @@ class AshaPolicy:
         return Plan(
             placement=placement,
             stop=tuple(stop),
+            reasons=reasons,
             state={"allowed": allowed, "records": book.records},
             notes=tuple(notes),
             hold=hold,

@@ -156,7 +156,7 @@ class Plan:
 
     `placement[device_id]` lists the trials that run on that device (two or more = packed). A trial
     needing k devices appears under k devices. Alive trials absent from `placement` are parked (if
-    resident) or stay queued. `stop` lists trials to end for good (killed). `state` is carried to the
+    resident) or stay queued. `stop` lists trials to end for good (killed, with `reasons`). `state` is carried to the
     next snapshot's `policy_state`. `notes` explain decisions (shown in logs and the dashboard).
     """
 
@@ -164,6 +164,9 @@ class Plan:
     stop: tuple[int, ...] = ()
     state: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # `reasons[trial]`: the verdict that stops a trial in `stop` (why the policy judged it hopeless),
+    # stored with the killed trial and shown to users. A trial in `stop` without one is "stopped by policy".
+    reasons: Mapping[int, str] = field(default_factory=dict)
     # Successive-halving policies: `hold` lists alive trials paused at a rung until the policy promotes
     # them (they do not count against their search's parallelism, so new trials keep coming);
     # `release` lists held, resident trials to checkpoint and free from host memory (they come back

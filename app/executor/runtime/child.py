@@ -23,6 +23,7 @@ from multiprocessing.connection import Client
 from typing import Any
 
 from app.devices import Device, bind_process
+from app.executor.runtime import trial_log
 from app.executor.runtime.base import TrialLaunch
 from app.sdk.trial import ControllerGone, Trial, TrialReleased, TrialStopped
 from app.status import TrialStatus
@@ -53,6 +54,9 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _redirect_output(launch.log_path)
+    if launch.log_path:  # bounded: cut to its tail at start and while it runs
+        trial_log.keep_bounded(launch.log_path)
+        trial_log.watch(launch.log_path)
     try:
         conn = Client(address, family="AF_UNIX", authkey=authkey)
     except OSError:

@@ -5,6 +5,7 @@ import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText, debounce }
 import { BestChart, CurvesChart } from "./charts.js";
 import { renderGantt } from "./gantt.js";
 import { renderParcoords } from "./parcoords.js";
+import { renderImportance, renderSlices, renderContour } from "./landscape.js";
 
 const root = document.getElementById("app");
 const connEl = document.getElementById("conn");
@@ -216,7 +217,7 @@ const SORTABLE = { id: "id", steps: "steps", metric: "metric" };
 const PAGE = 25;
 
 function searchView(id) {
-  const st = { search: null, trials: new Map(), allTrials: [], timeline: null, sort: "-id", offset: 0, cluster: null, disposed: false };
+  const st = { search: null, trials: new Map(), allTrials: [], timeline: null, sort: "-id", offset: 0, cluster: null, disposed: false, importance: null, contour: { x: null, y: null } };
 
   const title = h("h2", { class: "search-name", id: "search-name" });
   const badge = h("span");
@@ -233,6 +234,15 @@ function searchView(id) {
   const pager = h("div", { class: "pager" });
   const clusterEl = h("div", { class: "cluster", id: "cluster" });
   const specEl = h("pre", { class: "spec" });
+  const impEl = h("div", { class: "imp-wrap", id: "importance" });
+  const slicesEl = h("div", { class: "slices-wrap", id: "slices" });
+  const contourEl = h("div", { class: "contour-wrap", id: "contour" });
+  const pickAxis = (which) => (ev) => {
+    st.contour[which] = ev.target.value;
+    r.now("contour");
+  };
+  const cxSel = h("select", { id: "contour-x", onchange: pickAxis("x") });
+  const cySel = h("select", { id: "contour-y", onchange: pickAxis("y") });
 
   const panel = (titleText, hint, ...content) =>
     h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h3", {}, titleText), hint ? h("span", { class: "muted" }, hint) : ""), ...content);
@@ -257,6 +267,13 @@ function searchView(id) {
     ),
     panel("Device timeline", "each quantum: which trial ran on which device", ganttEl),
     panel("Params versus metric", "parallel coordinates, one line per trial", pcEl),
+    h(
+      "div",
+      { class: "grid" },
+      panel("Parameter importance", "how much the metric depends on each parameter", impEl),
+      panel("Contour", "the metric over two parameters", h("div", { class: "contour-pick" }, "x ", cxSel, " y ", cySel), contourEl),
+    ),
+    panel("Slices", "each parameter against the metric, one dot per trial", slicesEl),
     panel("Trials", "", h("table", { class: "trials", id: "trials" }, h("thead", {}, tableHead), tableBody), pager),
     h("div", { class: "grid" }, panel("Cluster", "now", clusterEl), panel("Spec", "", h("details", {}, h("summary", {}, "show the posted spec"), specEl))),
   );
@@ -360,6 +377,51 @@ function searchView(id) {
     st.trials = new Map(out.map((t) => [t.id, t]));
     if (!st.search) await summary();
     drawParcoords();
+    drawSlices();
+  }
+
+  function drawSlices() {
+    if (!st.search) return;
+    const order = (st.importance?.params || []).map((p) => p.name);
+    renderSlices(slicesEl, st.allTrials, st.search.metric, st.search.spec?.space, order);
+  }
+
+  async function importance() {
+    const data = await api(`/searches/${id}/importance`);
+    if (!st.search) await summary();
+    st.importance = data;
+    renderImportance(impEl, data, (name) => {
+      // A click on a bar puts that parameter on the contour's x axis (the best other one on y).
+      st.contour.x = name;
+      if (st.contour.y === name) st.contour.y = (data.params || []).map((p) => p.name).find((n) => n !== name) || null;
+      fillContourChoices();
+      r.now("contour");
+    });
+    fillContourChoices();
+    drawSlices();
+  }
+
+  function fillContourChoices() {
+    const names = (st.importance?.params || []).map((p) => p.name);
+    if (!st.contour.x || !names.includes(st.contour.x)) st.contour.x = names[0] || null;
+    if (!st.contour.y || !names.includes(st.contour.y) || st.contour.y === st.contour.x) {
+      st.contour.y = names.find((n) => n !== st.contour.x) || null;
+    }
+    for (const [sel, value] of [[cxSel, st.contour.x], [cySel, st.contour.y]]) {
+      replace(sel, ...names.map((n) => h("option", { value: n }, n)));
+      if (value) sel.value = value;
+    }
+  }
+
+  async function contour() {
+    if (!st.importance) await importance();
+    const { x, y } = st.contour;
+    if (!x || !y) {
+      renderContour(contourEl, null, st.search?.metric);
+      return;
+    }
+    const data = await api(`/searches/${id}/landscape?x=${encodeURIComponent(x)}&y=${encodeURIComponent(y)}`);
+    renderContour(contourEl, data, st.search.metric);
   }
 
   function drawParcoords() {
@@ -374,6 +436,7 @@ function searchView(id) {
     lastWidth = root.clientWidth;
     drawGantt();
     drawParcoords();
+    drawSlices();
   }, 200);
   const ro = new ResizeObserver(redraw);
   ro.observe(root);
@@ -405,7 +468,7 @@ function searchView(id) {
       ["device s", null],
       ["retries", null],
       ["params", null],
-      ["error", null],
+      ["why it ended", null],
     ];
     for (const [label, key] of cols) {
       if (!key) {
@@ -430,7 +493,8 @@ function searchView(id) {
     clear(tableBody);
     if (!items.length) tableBody.appendChild(h("tr", {}, h("td", { colspan: cols.length, class: "empty" }, "No trials yet.")));
     for (const t of items) {
-      const err = t.error ? String(t.error) : "";
+      // A failed trial's error; a killed trial's verdict; what stopped a stopped one.
+      const err = String((t.status === "failed" ? t.error : t.reason || t.error) ?? "");
       tableBody.appendChild(
         h(
           "tr",
@@ -514,13 +578,15 @@ function searchView(id) {
     );
   }
 
-  const r = refresher({ summary, best, curves, trials: allTrials, table, timeline, cluster }, 800);
+  const r = refresher({ summary, best, curves, trials: allTrials, table, timeline, cluster, importance, contour }, 800);
 
   (async () => {
     try {
       await summary();
       await Promise.all([allTrials(), cluster()]);
       await Promise.all([best(), curves(), table(), timeline()]);
+      await importance();
+      await contour();
     } catch (e) {
       if (e.status === 404) replace(root, h("div", { class: "crumbs" }, h("a", { href: "#/" }, "← all searches")), h("div", { class: "error" }, `Search ${id} does not exist.`));
       else showError(root, e);
@@ -539,13 +605,13 @@ function searchView(id) {
         const sid = data?.search_id ?? data?.id;
         if (sid === undefined || Number(sid) === id) r.mark("summary", "best", "timeline", "cluster");
       } else if (kind === "trial") {
-        if (mine(data)) r.mark("summary", "trials", "table", "curves", "timeline", "cluster");
+        if (mine(data)) r.mark("summary", "trials", "table", "curves", "timeline", "cluster", "importance", "contour");
       } else if (kind === "report") {
         if (mine(data)) r.mark("summary", "best", "curves", "table");
-      } else r.mark("summary", "best", "curves", "trials", "table", "timeline", "cluster");
+      } else r.mark("summary", "best", "curves", "trials", "table", "timeline", "cluster", "importance", "contour");
     },
     poll() {
-      if (!st.search || ACTIVE.has(st.search.status)) r.mark("summary", "best", "curves", "trials", "table", "timeline", "cluster");
+      if (!st.search || ACTIVE.has(st.search.status)) r.mark("summary", "best", "curves", "trials", "table", "timeline", "cluster", "importance", "contour");
     },
     dispose() {
       st.disposed = true;

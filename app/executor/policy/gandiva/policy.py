@@ -41,12 +41,14 @@ class GandivaPolicy:
         alive = list(snapshot.alive())
         standing = {t.id: self._standings.of(t, snapshot) for t in alive}
         stop = tuple(sorted(t.id for t in alive if standing[t.id].verdict.kill))
+        reasons: dict[int, str] = {}
         for tid in stop:
             v = standing[tid].verdict
-            notes.append(
-                f"kill trial {tid}: P(reach target) {v.p_reach:.3f} < threshold "
+            reasons[tid] = (
+                f"P(reach target) {v.p_reach:.3f} < kill threshold {k.kill_threshold:g} "
                 f"(predicted final {v.final:.4g} at {by_id[tid].steps_done} steps)"
             )
+            notes.append(f"kill trial {tid}: {reasons[tid]}")
         stopped = set(stop)
         cands = [t for t in alive if t.id not in stopped]
 
@@ -107,4 +109,4 @@ class GandivaPolicy:
             "grown": loans.grown,
             "idle_since": loans.idle_since,
         }
-        return Plan(placement=board.placement(), stop=stop, state=state, notes=tuple(notes))
+        return Plan(placement=board.placement(), stop=stop, state=state, notes=tuple(notes), reasons=reasons)

@@ -1,0 +1,87 @@
+"""Hyperparameter importance and landscape (`app.search.importance`), on synthetic searches: no training.
+A parameter the metric depends on ranks first; one it ignores ranks last; the landscape's grid follows
+the space (log axes for loguniform, options for choices) and its prediction peaks where the metric does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.search.importance import MIN_TRIALS, Observed, dimensions, importance, landscape
+
+SPACE = {
+    "lr": {"loguniform": [1e-4, 1e-1]},
+    "dropout": {"uniform": [0.0, 0.5]},
+    "width": {"choice": [16, 32, 64]},
+    "batch": 128,
+    "optimizer": {"choice": [{"name": "sgd", "momentum": {"uniform": [0.0, 0.99]}}, {"name": "adam"}]},
+}
+
+
+def synthetic(n: int = 80, seed: int = 0) -> list[Observed]:
+    """Accuracy that depends almost only on lr (best at 1e-2), a little on dropout, not on the rest."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        lr = float(10 ** rng.uniform(-4, -1))
+        dropout = float(rng.uniform(0, 0.5))
+        width = int(rng.choice([16, 32, 64]))
+        opt = {"name": "sgd", "momentum": float(rng.uniform(0, 0.99))} if rng.random() < 0.5 else {"name": "adam"}
+        acc = 0.95 - 0.25 * (np.log10(lr) + 2) ** 2 - 0.05 * dropout
+        params = {"lr": lr, "dropout": dropout, "width": width, "batch": 128, "optimizer": opt}
+        out.append(Observed(params, float(acc)))
+    return out
+
+
+def test_the_dominant_parameter_ranks_first():
+    result = importance(SPACE, synthetic())
+    names = [p.name for p in result.params]
+    assert names[0] == "lr", result.params
+    assert result.params[0].importance > 0.7
+    assert abs(sum(p.importance for p in result.params) - 1.0) < 1e-9
+    # Every varying parameter is ranked; the constant is not (it explains nothing).
+    assert set(names) == {"lr", "dropout", "width", "optimizer.name", "optimizer.momentum"}
+    assert all(p.importance < result.params[0].importance / 5 for p in result.params[1:])
+    assert result.trials_used == 80 and result.r2 is not None and result.r2 > 0.9
+
+
+def test_importance_is_deterministic_and_follows_the_metric_not_the_name():
+    assert importance(SPACE, synthetic()) == importance(SPACE, synthetic())
+    # Swap roles: the metric now depends on dropout only.
+    flipped = [Observed(t.params, -((t.params["dropout"] - 0.25) ** 2)) for t in synthetic()]
+    assert importance(SPACE, flipped).params[0].name == "dropout"
+
+
+def test_too_few_trials_or_nothing_varying_gives_no_numbers():
+    few = importance(SPACE, synthetic(MIN_TRIALS - 1))
+    assert few.params == () and "at least" in (few.note or "")
+    same = [Observed({"lr": 0.01}, 0.5)] * 10
+    assert importance({"lr": {"loguniform": [1e-4, 1e-1]}}, same).params == ()
+    flat = [Observed({"lr": 10.0**-k}, 0.5) for k in range(1, 8)]
+    result = importance({"lr": {"loguniform": [1e-8, 1e-1]}}, flat)
+    assert [p.importance for p in result.params] == [0.0] and "same value" in (result.note or "")
+
+
+def test_dimensions_of_a_nested_space():
+    dims = dimensions(SPACE)
+    assert dims["lr"].kind == "numeric" and dims["lr"].log and dims["lr"].low == 1e-4
+    assert dims["width"].options == (16, 32, 64)
+    assert dims["optimizer.name"].options == ("sgd", "adam")
+    assert dims["optimizer.momentum"].kind == "numeric" and not dims["optimizer.momentum"].log
+    assert dims["batch"].options == (128,)
+
+
+def test_the_landscape_peaks_where_the_metric_does():
+    land = landscape(SPACE, synthetic(), "lr", "dropout", n=12)
+    assert land is not None and land.y is not None
+    assert land.x.log and len(land.x.values) == 12 and land.x.values[0] == pytest.approx(1e-4)
+    assert len(land.z) == 12 and all(len(row) == 12 for row in land.z)
+    z = np.array(land.z)
+    best_lr = land.x.values[int(np.argmax(z.max(axis=0)))]
+    assert 10**-2.6 < best_lr < 10**-1.4, best_lr  # the metric peaks at 1e-2
+    assert len(land.points) == 80
+    cat = landscape(SPACE, synthetic(), "width")
+    assert cat is not None and cat.y is None and cat.x.labels == ("16", "32", "64") and len(cat.z) == 1
+    with pytest.raises(KeyError):
+        landscape(SPACE, synthetic(), "nope", "lr")
+    assert landscape(SPACE, synthetic(3), "lr", "dropout") is None
