@@ -129,7 +129,7 @@ def _run_search(
         search_id = ctl.submit(spec)
     except WarmStartError as exc:
         ctl.close()
-        raise _fail(f"{spec_path}: {exc} (in {db})") from None
+        raise _fail(f"{spec.name}: {exc} (in {db})") from None
     metric = spec.metric
     try:
         with Progress(
