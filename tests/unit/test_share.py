@@ -215,8 +215,8 @@ class Judging:
 
 @pytest.mark.parametrize("inner", ["fifo", "timeslice", "tiresias", "gandiva", "asha"])
 def test_one_group_plans_exactly_as_its_policy_alone(inner):
-    """A single user with a single search: the same placement, stops, holds and limits as the search's
-    policy on the same snapshot, round after round (each with its own carried state)."""
+    """A single user with a single search: the same placement, stops (with their reasons), holds and limits as
+    the search's policy on the same snapshot, round after round (each with its own carried state)."""
     trials = search_trials(1, 7, 100)
     searches = [SearchView(1, owner="ann", max_steps=200)]
     alone = Judging(make_policy(inner))
@@ -225,12 +225,13 @@ def test_one_group_plans_exactly_as_its_policy_alone(inner):
     wb = World(layered, trials, searches, 3)
     for _ in range(12):
         pa, pb = wa.round(), wb.round()
-        assert (pa.placement, pa.stop, pa.hold, pa.release, dict(pa.limits)) == (
+        assert (pa.placement, pa.stop, pa.hold, pa.release, dict(pa.limits), dict(pa.reasons)) == (
             pb.placement,
             pb.stop,
             pb.hold,
             pb.release,
             dict(pb.limits),
+            dict(pb.reasons),  # the verdicts that stop trials travel with the stops
         )
         assert pb.state["groups"]["s1"]["state"] == dict(pa.state)
 

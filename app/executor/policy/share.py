@@ -195,6 +195,7 @@ class SharePolicy:
     ) -> Plan:
         placement: dict[str, tuple[int, ...]] = {}
         stop: list[int] = []
+        reasons: dict[int, str] = {}
         hold: list[int] = []
         release: list[int] = []
         limits: dict[int, int] = {}
@@ -205,6 +206,7 @@ class SharePolicy:
             for d, ids in p.placement.items():
                 placement[d] = placement.get(d, ()) + tuple(ids)
             stop.extend(p.stop)
+            reasons.update(p.reasons)  # the verdicts travel with the stops
             hold.extend(p.hold)
             release.extend(p.release)
             limits.update(p.limits)
@@ -237,6 +239,7 @@ class SharePolicy:
         return Plan(
             placement=placement,
             stop=tuple(stop),
+            reasons=reasons,
             state={SHARE_STATE: share_state, GROUPS_STATE: groups_state},
             notes=tuple(notes),
             hold=tuple(hold),
