@@ -14,7 +14,9 @@ from celery import Celery
 from sqlmodel import select
 
 from app.db.cluster import AppliedRow, DbCluster, NodeRow
+from app.db.models import SearchRow
 from app.executor.runtime.celery_runtime import APPLY_TASK, celery_conf, queue_of
+from app.spec import parse_spec
 from tests.distributed.conftest import Cluster, fault_spec, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -103,8 +105,17 @@ def test_broker_outage_loses_no_report(cluster: Cluster) -> None:
 def test_task_delivered_twice_starts_one_copy(cluster: Cluster) -> None:
     audit = cluster.tmp / "audit-twice"
     spec = fault_spec(audit, name="twice", budget={"max_trials": 1, "max_steps": 100000, "max_seconds": 600})
-    sid = cluster.submit(spec)
-    cluster.store.update_search(sid, status="stopped")  # rows only: the controller leaves it alone
+    # Stored already stopped, in one write: rows only, so the controller never creates a trial of its
+    # own for it (submitting it queued and stopping it after raced the controller's claim: its trial 0
+    # then collided with this one under the unique (search_id, number) index).
+    parsed = parse_spec(spec)
+    with cluster.store.session() as s:
+        row = SearchRow(name=parsed.name, spec=parsed.model_dump(mode="json"), status="stopped", created_at=time.time())
+        s.add(row)
+        s.commit()
+        s.refresh(row)
+        sid = row.id
+    assert sid is not None
     tid = cluster.store.add_trial(sid, 0, {"lr": 0.01}, {}, time.time()).id
     epoch = DbCluster(workdir=cluster.checkpoints, engine=cluster.store.engine).assign(tid, "n1")
     client = Celery("test-client", set_as_current=False)
