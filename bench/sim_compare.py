@@ -64,6 +64,12 @@ HISTORICAL = {
     "sim_validate_gandiva_before_tie_grain": "made by the code before the tie-grain change on purpose (history)",
     "sim_validate_timeslice_before_tie_grain": "made by the code before the tie-grain change on purpose (history)",
 }
+# Published by another script, which is what reproduces them (this check would have to re-run its
+# per-user "alone" simulations: tens of minutes a trace).
+ELSEWHERE = {
+    "sim_users": "bench/sim_users.py (6c71a0, 8 users, shares); re-run it to compare",
+    "sim_users_b436b2": "bench/sim_users.py (b436b2, 8 users, shares); re-run it to compare",
+}
 QUICK_JOBS = 30
 QUICK_QUANTUM_S = 600.0
 
@@ -276,8 +282,8 @@ def plan(names: list[str], quick: bool, explicit: bool) -> list[Task]:
     tasks: list[Task] = []
     seen: set[str] = set()
     for name in names:
-        if name in HISTORICAL:
-            tasks.append(Task(name, "skip", why=HISTORICAL[name]))
+        if name in HISTORICAL or name in ELSEWHERE:
+            tasks.append(Task(name, "skip", why=HISTORICAL.get(name) or ELSEWHERE[name]))
         elif name in SIM_RUNS and quick:
             run = SIM_RUNS[name]
             qname = f"quick_{run.trace}_{run.gpus}" + ("" if run.kind == "v100" else "_mixed")
