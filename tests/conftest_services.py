@@ -153,6 +153,18 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.stop()
 
 
+def postgres_fixture() -> Iterator[PostgresServer]:
+    """Body of a PostgreSQL fixture: a server of the tests' own for the fixture's scope, or a skip saying
+    why none can run here. Register it as `name = pytest.fixture(scope=..., name="...")(postgres_fixture)`."""
+    import pytest
+
+    why = services_missing()
+    if why:
+        pytest.skip(why)
+    with postgres_server() as server:
+        yield server
+
+
 def services_missing() -> str | None:
     """Why the services cannot run here (None when they can)."""
     if shutil.which("redis-server") is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest_services import PostgresServer, RedisServer, services_missing
+from tests.conftest_services import PostgresServer, RedisServer, postgres_fixture, services_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,14 +24,7 @@ LEASE_S = 2.5  # a node stops its own trials after this long without writing one
 ACTION_TIMEOUT_S = 8.0  # a round a node never reports applied (lost with the broker) is planned again
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    why = services_missing()
-    if why:
-        pytest.skip(why)
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+postgres = pytest.fixture(scope="session", name="postgres")(postgres_fixture)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.2) -> Any:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from app.db.models import TRIAL_NUMBER_INDEX
 from app.db.store import Store
 from app.sim.runtime import SimRuntime
 from app.spec import parse_spec
-from tests.conftest_services import PostgresServer, services_missing
+from tests.conftest_services import PostgresServer, postgres_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,14 +36,7 @@ SPEC = {
 }
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    why = services_missing()
-    if why:
-        pytest.skip(why)
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+postgres = pytest.fixture(scope="module", name="postgres")(postgres_fixture)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

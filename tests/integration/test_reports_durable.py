@@ -21,7 +21,7 @@ from app.executor.actions import Event, Reported, event_kind, reported
 from app.executor.runtime.celery_runtime import CeleryRuntime
 from app.executor.wire import EventRecord, NodeDevice
 from app.spec import parse_spec
-from tests.conftest_services import PostgresServer, RedisServer, services_missing
+from tests.conftest_services import PostgresServer, RedisServer, postgres_fixture
 
 pytestmark = [pytest.mark.services]
 
@@ -35,14 +35,7 @@ SPEC = {
 }
 
 
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PostgresServer]:
-    why = services_missing()
-    if why:
-        pytest.skip(why)
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+pg = pytest.fixture(scope="module", name="pg")(postgres_fixture)  # its own server: these tests halt and restart it
 
 
 @pytest.fixture(scope="module")

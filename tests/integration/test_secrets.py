@@ -15,7 +15,7 @@ import pytest
 from app.devices import parse_devices
 from app.executor.actions import Exited, Run
 from app.executor.runtime.local import LocalRuntime
-from tests.conftest_services import PostgresServer, services_missing
+from tests.conftest_services import postgres_fixture
 from tests.integration.helpers import collect_until_exit, launches
 from tests.integration.live_server import cmdline, descendants
 
@@ -66,14 +66,7 @@ def test_closing_a_runtime_whose_template_is_still_warming_leaves_no_folder(priv
     assert rt_folders(private_tmp) == before
 
 
-@pytest.fixture(scope="module")
-def postgres():
-    why = services_missing()
-    if why:
-        pytest.skip(why)
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+postgres = pytest.fixture(scope="module", name="postgres")(postgres_fixture)
 
 
 def test_worker_urls_with_passwords_are_not_on_any_command_line(tmp_path, postgres):
