@@ -223,11 +223,17 @@ def run_controller(
             except Exception as exc:
                 log.warning("cannot check the controller lease: %s", exc)
         try:
+            began = time.monotonic()
             ctl.step(max_wait=tick_s)
             if time.monotonic() - last_publish > 2.0:
                 last_publish = time.monotonic()
                 if not ctl.has_alive():
                     _publish_idle(ctl)
+            if not ctl.has_alive():
+                # Nothing to wait for inside `step` (no trial alive, no search governing): without this
+                # wait an idle service ticked back to back, querying the database without pause (half a
+                # core per idle controller). New searches are still picked up within `tick_s`.
+                stop.wait(max(0.0, tick_s - (time.monotonic() - began)))
         except Exception:
             log.exception("controller tick failed; retrying")
             stop.wait(1.0)
