@@ -29,9 +29,8 @@ from app.db.models import (
     TrialRow,
     UserRow,
 )
-from app.db.public import UserCreate
 from app.db.queries import Conflict
-from app.db.users import checked_update
+from app.db.users import checked_new, checked_update
 from app.status import SearchStatus
 
 _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
@@ -121,12 +120,10 @@ class MemoryStore:
         max_alive_trials: int = 0,
         max_devices: int = 0,
     ) -> UserRow:
-        data = UserCreate.model_validate(
-            dict(name=name, role=role, weight=weight, max_alive_trials=max_alive_trials, max_devices=max_devices)
-        )
+        data = checked_new(name, role, weight, max_alive_trials, max_devices)
         if name in self._users:
             raise Conflict(f"user {name} exists")
-        row = UserRow(id=self._next_id(UserRow), **data.model_dump(), created_at=at)
+        row = UserRow(id=self._next_id(UserRow), **data, created_at=at)
         self._users[name] = row
         return row
 

@@ -19,6 +19,13 @@ from app.db.public import UserCreate, UserUpdate
 from app.db.queries import Conflict
 
 
+def checked_new(name: str, role: str, weight: float, max_alive_trials: int, max_devices: int) -> dict[str, Any]:
+    """A new user's fields, checked against `UserCreate` (ValueError naming the field), for either store."""
+    return UserCreate.model_validate(
+        dict(name=name, role=role, weight=weight, max_alive_trials=max_alive_trials, max_devices=max_devices)
+    ).model_dump()
+
+
 def checked_update(fields: dict[str, Any]) -> dict[str, Any]:
     """`fields` validated as a `UserUpdate` (unknown names and out-of-range values raise), without the
     ones left None."""
@@ -42,11 +49,9 @@ class UserQueries:
     ) -> UserRow:
         """A new user. `Conflict` when the name is taken; `ValueError` naming the field when a value is
         out of range."""
-        data = UserCreate.model_validate(
-            dict(name=name, role=role, weight=weight, max_alive_trials=max_alive_trials, max_devices=max_devices)
-        )
+        data = checked_new(name, role, weight, max_alive_trials, max_devices)
         with self.session() as s:
-            row = UserRow(**data.model_dump(), created_at=at)
+            row = UserRow(**data, created_at=at)
             s.add(row)
             try:
                 s.commit()
