@@ -75,7 +75,12 @@ def test_gandiva_reaches_the_target_with_fewer_total_steps_than_fifo(tmp_path):
     assert all(r.steps >= MAX_STEPS for r in fifo_rows if r.number < 5)
     # Gandiva judged and killed them early.
     hopeless = [r for r in gandiva_rows if r.params["lr"] != GOOD_LR and r.steps > 0]
-    assert hopeless and all(r.status == "killed" and r.steps < MAX_STEPS / 2 for r in hopeless)
+    assert hopeless and all(r.steps < MAX_STEPS / 2 for r in hopeless)
+    # Judged hopeless and killed, unless the search reached its target first (the last one judged may
+    # still be alive then, and ends `stopped`: the search ended, not the policy).
+    assert all(r.status == "killed" for r in hopeless if r.status != "stopped")
+    hopeless = [r for r in hopeless if r.status == "killed"]
+    assert hopeless
     # ... each with the verdict that killed it.
     assert all(r.reason and r.reason.startswith("P(reach target)") for r in hopeless), [r.reason for r in hopeless]
     assert steps["gandiva"] < 0.6 * steps["fifo"], steps
