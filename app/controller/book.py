@@ -22,6 +22,8 @@ user's stop) as a round of `Stop` actions of its own.
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from app.controller.rounds import Rounds
@@ -181,10 +183,16 @@ class SearchBook:
         trainable: str | None = None,
         config: dict[str, Any] | None = None,
         owner: str = "",
+        kind_rates: Mapping[str, float] | None = None,
     ) -> int:
         """Submit a job that is not part of a search (a trace job): it runs `steps` mini-batches on
         `devices_needed` devices and is placed by the same policy as search trials; `owner` is the user it
-        counts against in the share layer."""
+        counts against in the share layer; `kind_rates` its known solo rate per device kind (ValueError
+        for a negative or non-finite one)."""
+        rates = {str(k): float(r) for k, r in (kind_rates or {}).items()}
+        bad = [k for k, r in rates.items() if not math.isfinite(r) or r < 0]
+        if bad:
+            raise ValueError(f"kind_rates: the rate on {bad[0]} must be a finite number >= 0, not {rates[bad[0]]}")
         now = self._runtime.now()
         if self._next_job is None:  # numbers are unique per search, jobs' "search" 0 included
             self._next_job = 1 + max((t.number for t in self._store.trials(0)), default=-1)
@@ -194,6 +202,7 @@ class SearchBook:
         assert row.id is not None
         ts = TrialState(row.id, 0, number, {"kind": kind}, {}, now, kind=kind, trainable=trainable, owner=owner)
         ts.config = dict(config or {})
+        ts.kind_rates = rates
         self.track(None, ts)
         ts.devices_needed, ts.max_steps = devices_needed, steps
         self._signals.wake = True

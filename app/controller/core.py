@@ -20,7 +20,7 @@ one thread.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.controller.book import SearchBook
@@ -58,7 +58,9 @@ class Controller:
         pairs = PackedRates()
         self.book = SearchBook(store, runtime, self._index, self._rounds, self._signals)
         self.recorder = EventRecorder(store, runtime, self.book, self._index, pairs, self._signals)
-        self.snapshots = SnapshotBuilder(runtime, self.book, self._index, pairs, cache_views=options.cache_views)
+        self.snapshots = SnapshotBuilder(
+            runtime, self.book, self._index, pairs, cache_views=options.cache_views, kind_aware=options.kind_aware
+        )
         self.policies = PolicyChoice(store, options.policy, options.quantum_s, self.book.searches, options.share)
         self.launcher = TrialLauncher(self.book, self._index, options.workdir)
         self.last_plan: Plan | None = None
@@ -86,11 +88,15 @@ class Controller:
         trainable: str | None = None,
         config: dict[str, Any] | None = None,
         owner: str = "",
+        kind_rates: Mapping[str, float] | None = None,
     ) -> int:
         """Submit a job that is not part of a search (a trace job): it runs `steps` mini-batches on
         `devices_needed` devices and is placed by the same policy as search trials; `owner` is the user it
-        counts against in the share layer."""
-        return self.book.add_job(kind, steps, devices_needed, trainable=trainable, config=config, owner=owner)
+        counts against in the share layer; `kind_rates` its solo rate per device kind when known
+        beforehand (the simulator's throughput table; 0: it cannot run on that kind)."""
+        return self.book.add_job(
+            kind, steps, devices_needed, trainable=trainable, config=config, owner=owner, kind_rates=kind_rates
+        )
 
     def stop_search(
         self, search_id: int, status: SearchStatus = SearchStatus.STOPPED, reason: str = "search stopped"

@@ -26,7 +26,10 @@ class ControllerOptions:
     `publish_every_s`: republish the cluster view (API `/cluster`, dashboard) at most this often
     (0 = every planning tick; `math.inf` = never, for a run with no viewer).
     `cache_views`: reuse a trial's `TrialView` between snapshots while nothing about it changed (no
-    event, no action, not resident); worth it for clusters of thousands of trials."""
+    event, no action, not resident); worth it for clusters of thousands of trials.
+    `kind_aware`: on a cluster of several device kinds, place trials where their rate relative to
+    other kinds is highest (`ClusterSnapshot.kind_aware`, `app.executor.policy.kinds`); False:
+    kind-blind (still never on a kind where a trial's rate is 0)."""
 
     workdir: Path = Path(".quanta")
     policy: Policy | None = None
@@ -35,6 +38,7 @@ class ControllerOptions:
     publish_every_s: float = 0.0
     cache_views: bool = False
     share: ShareKnobs | None = None
+    kind_aware: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workdir", Path(self.workdir))  # accept a str too

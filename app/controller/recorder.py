@@ -6,7 +6,8 @@ target) and the searcher (`observe`); profiles update measured rates (solo, pack
 exit ends the trial (completed, stopped, failed) or queues it again to resume from its checkpoint (after
 a crash, within its retries, or after a release); a trial that parked itself at its step limit wakes
 the controller to plan at once; start/park/resume latencies and checkpoints are noted. Rows are
-buffered and written by `flush()` (at the end of each `handle`). Measurement rows (quanta, latencies,
+buffered and written by `flush()` (at the end of each `handle`). A solo profile on devices of one
+kind also updates the trial's rate on that kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies,
 pairs) are built only for a store that keeps them.
 """
 
@@ -71,6 +72,7 @@ class EventRecorder:
         self._pending_reports: set[tuple[int, int, float]] = set()  # (trial, step, at) of buffered reports
         self._stored_keys: dict[int, set[tuple[int, float]]] = {}  # (step, at) stored, per replaying trial
         self._keep_rows = store.keep_measurements
+        self._kinds: dict[str, str] = {}  # device -> kind, as the runtime listed its devices
 
     def handle(self, events: list[Event]) -> None:
         for e in events:
@@ -201,6 +203,14 @@ class EventRecorder:
             self._store.update_search(s.id, **fields)
         self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
 
+    def _kind_of(self, devices: tuple[str, ...]) -> str | None:
+        """The kind of `devices` when they are all of one kind the runtime knows (else None)."""
+        if any(d not in self._kinds for d in devices):  # a device not seen yet: ask the runtime again
+            self._kinds = {d.id: d.kind for d in self._runtime.devices()}
+        kinds = {self._kinds.get(d) for d in devices}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        return kind
+
     def _on_profile(self, t: TrialState, e: Profiled) -> None:
         t.memory_mb = e.rss_mb
         if e.seconds > 0.05 and e.steps > 0:
@@ -214,6 +224,10 @@ class EventRecorder:
                         self._measure(PairRow, trial_a=a, trial_b=b, rate_a=rate_a, rate_b=rate_b, at=e.at)
             else:
                 t.rate_solo = rate if t.rate_solo is None else (1 - _EMA) * t.rate_solo + _EMA * rate
+                kind = self._kind_of(e.devices)
+                if kind is not None:  # devices of one kind: a measurement of its rate on that kind
+                    old = t.kind_rates.get(kind)
+                    t.kind_rates[kind] = rate if not old else (1 - _EMA) * old + _EMA * rate
         self._measure(
             QuantumRow,
             trial_id=t.id,

@@ -36,8 +36,18 @@ from app.status import SearchStatus
 
 
 class SnapshotBuilder:
-    def __init__(self, runtime: Runtime, book: SearchBook, index: TrialIndex, pairs: PackedRates, *, cache_views: bool):
+    def __init__(
+        self,
+        runtime: Runtime,
+        book: SearchBook,
+        index: TrialIndex,
+        pairs: PackedRates,
+        *,
+        cache_views: bool,
+        kind_aware: bool = True,
+    ):
         self._runtime = runtime
+        self._kind_aware = kind_aware
         self._book = book
         self._index = index
         self._pairs = pairs
@@ -121,6 +131,7 @@ class SnapshotBuilder:
             in_arrival_order=self._index.in_arrival_order,
             resident_trials=resident_trials,
             user_weights=user_weights or {},
+            kind_aware=self._kind_aware,
         )
         if judge_knobs is None:
             self.judge_state = {}
@@ -144,6 +155,8 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> T
             and old.status is t.status
             and old.rate_solo == t.rate_solo
             and old.rate_packed == t.rate_packed
+            and len(old.kind_rates) == len(t.kind_rates)
+            and all(t.kind_rates.get(k) == r for k, r in old.kind_rates)
             and old.memory_mb == t.memory_mb
             and old.elastic == t.elastic
             and len(old.curve) == len(t.curve)
@@ -173,4 +186,5 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> T
         elastic=t.elastic,
         kind=t.kind,
         owner=t.owner,
+        kind_rates=tuple(sorted(t.kind_rates.items())),
     )

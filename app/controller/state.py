@@ -38,6 +38,9 @@ class TrialState:
     finished_at: float | None = None
     rate_solo: float | None = None
     rate_packed: float | None = None
+    # Solo rate per device kind: measured on devices of that kind, or known beforehand (a simulated
+    # job's throughput table); 0 = it cannot run on that kind. See `TrialView.kind_rates`.
+    kind_rates: dict[str, float] = field(default_factory=dict)
     memory_mb: float | None = None
     elastic: bool = False
     error: str | None = None

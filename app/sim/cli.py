@@ -39,6 +39,13 @@ def simulate(
     favour_worst_rho: Annotated[
         bool, typer.Option(help="with --shares: the share layer favours the users with the worst rho")
     ] = False,
+    kind_blind: Annotated[
+        bool,
+        typer.Option(
+            help="on a --kind mix, place jobs without regard to kind (never on a kind where a job's rate is 0); "
+            "default: where a job's rate relative to the other kinds is highest (Gavel)"
+        ),
+    ] = False,
 ) -> None:
     """Simulate a job trace on a virtual cluster with the service's own controller and policies."""
     from app.sim.driver import simulate as run_sim
@@ -67,8 +74,6 @@ def simulate(
         try:
             if not users:
                 raise ValueError("shares: --shares and --favour-worst-rho need --users N")
-            if "=" in kind:
-                raise ValueError("users: --users on a --kind mix is not supported yet (one kind only)")
             weights = parse_shares(shares)
             jobs = assign_users(jobs, users)
         except ValueError as exc:
@@ -99,6 +104,7 @@ def simulate(
                 progress=lambda done, n, now: err.print(f"  {done}/{n} jobs done, virtual day {now / 86400:.1f}"),
                 shares=weights,
                 share_knobs=share_knobs,
+                kind_aware=not kind_blind,
             )
             if users:
                 by_user = user_summary(
@@ -110,10 +116,13 @@ def simulate(
                     quantum_s=quantum,
                     kind=kind,
                     weights=weights,
+                    kind_aware=not kind_blind,
                 )
                 res.summary.update(by_user)
                 res.summary["shares"] = shares
                 res.summary["favour_worst_rho"] = favour_worst_rho
+            res.summary["kind"] = kind
+            res.summary["kind_aware"] = not kind_blind
         except (ValueError, KeyError) as exc:  # a job the cluster cannot run, a type the table lacks
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             raise typer.Exit(2) from None

@@ -60,6 +60,7 @@ def simulate(
     progress: Callable[[int, int, float], None] | None = None,
     shares: Mapping[str, float] | None = None,
     share_knobs: ShareKnobs | None = None,
+    kind_aware: bool = True,
 ) -> SimResult:
     """Run `jobs` under `policy` on `gpus` devices in servers of `gpus_per_server`.
 
@@ -70,7 +71,12 @@ def simulate(
     table rates, and then `seed` changes nothing). `event_driven=False` ticks event-driven policies (fifo)
     every quantum too (same results, slower: a test checks they agree).
     `shares` (None: off) puts the share layer (`app.executor.policy.share`) over `policy`: each job counts
-    against its `user`, weighted by `shares[user]` (1 when not named), with `share_knobs`."""
+    against its `user`, weighted by `shares[user]` (1 when not named), with `share_knobs`.
+    Each job's rate on every kind of the cluster is known to the controller from the throughput table
+    (`SimRuntime.known_rates`); a job is never placed on a kind where it is 0, and with `kind_aware` (on a
+    mix) the policies place jobs where their rate relative to the other kinds is highest
+    (`app.executor.policy.kinds`); off: kind-blind. ValueError for a job that no device set of this
+    cluster can run (its rate is 0 on every kind with enough devices)."""
     if gpus < 1 or gpus_per_server < 1:
         raise ValueError("gpus and gpus_per_server must be >= 1")
     started = time.perf_counter()
@@ -107,9 +113,16 @@ def simulate(
     # on those events alone: the same decisions, without a tick per idle quantum.
     tick_every = math.inf if event_driven and getattr(pol, "event_driven", False) else quantum_s
     options = ControllerOptions(
-        policy=pol, quantum_s=tick_every, poll_cap_s=math.inf, publish_every_s=math.inf, cache_views=True
+        policy=pol,
+        quantum_s=tick_every,
+        poll_cap_s=math.inf,
+        publish_every_s=math.inf,
+        cache_views=True,
+        kind_aware=kind_aware,
     )
     ctl = Controller(store, rt, options)
+    specs, known = _known_rates(jobs, rt, gpus)
+    mixed = len(rt.kinds) > 1
     meta: dict[int, TraceJob] = {}
     clamped = 0
     i, n, ticks = 0, len(jobs), 0
@@ -120,8 +133,9 @@ def simulate(
             j = jobs[i]
             devices = min(j.devices, gpus)
             clamped += devices != j.devices
-            tid = ctl.add_job(j.job_type, j.steps, devices, owner=j.user)
-            rt.register(tid, JobSpec(j.job_type, j.steps, devices, j.rate))
+            # On one kind the rates say nothing a policy could use (and a view without them is cheaper).
+            tid = ctl.add_job(j.job_type, j.steps, devices, owner=j.user, kind_rates=known[i] if mixed else None)
+            rt.register(tid, specs[i])
             meta[tid] = j
             i += 1
         if not ctl.has_alive():
@@ -140,6 +154,28 @@ def simulate(
     ctl.flush()
     wall = time.perf_counter() - started
     return _result(policy, meta, rt, store, wall, ticks, gpus, clamped, check)
+
+
+def _known_rates(jobs: Sequence[TraceJob], rt: SimRuntime, gpus: int) -> tuple[list[JobSpec], list[dict[str, float]]]:
+    """Each job's spec and its rate per kind (the throughput table's), in the order of `jobs`; ValueError
+    for a job no devices of this cluster can run: 0 on every kind, or on the kinds with enough devices."""
+    per_kind: dict[str, int] = {}
+    for d in rt.devices():
+        per_kind[d.kind] = per_kind.get(d.kind, 0) + 1
+    specs: list[JobSpec] = []
+    known: list[dict[str, float]] = []
+    for j in jobs:
+        spec = JobSpec(j.job_type, j.steps, min(j.devices, gpus), j.rate)
+        rates = rt.known_rates(j.id, spec)
+        specs.append(spec)
+        known.append(rates)
+        if sum(n for k, n in per_kind.items() if rates.get(k, 0.0) > 0) < spec.devices:
+            zero = ", ".join(sorted(k for k, r in rates.items() if r <= 0))
+            raise ValueError(
+                f"job {j.id} ({j.job_type}, {spec.devices} GPUs) cannot run on this cluster: its throughput is 0 "
+                f"on {zero} and the other kinds have fewer than {spec.devices} devices"
+            )
+    return specs, known
 
 
 def server_kinds(kind: str, gpus: int, gpus_per_server: int) -> list[str]:

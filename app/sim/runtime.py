@@ -285,7 +285,9 @@ class SimRuntime:
         return job
 
     def _solo_rates(self, trial_id: int, spec: JobSpec, kind: str, noise: float) -> tuple[float, float]:
-        """(consolidated, spread) solo rate of a job on devices of `kind`."""
+        """(consolidated, spread) solo rate of a job on devices of `kind`; (0, 0) where it cannot run
+        (the table's 0: it does not fit, e.g. ResNet-50 at batch 128 on a K80): the policies never place
+        it there, and a placement there is an `InvariantError`."""
         t = self.throughputs
         if spec.rate is not None or not t.knows(spec.job_type, kind):
             if spec.rate is None:
@@ -297,13 +299,14 @@ class SimRuntime:
             solo_c = t.solo(spec.job_type, spec.devices, kind, True) or 0.0
             solo_u = t.solo(spec.job_type, spec.devices, kind, False) or solo_c
         if solo_c <= 0:
-            # The table's 0 means "does not fit on that device" (e.g. ResNet-50 at batch 128 on a K80).
-            # Policies place jobs without regard to kind, so such a cluster cannot run this trace.
-            raise ValueError(
-                f"job {trial_id} ({spec.job_type}, {spec.devices} GPUs) cannot run on {kind}: its measured "
-                f"throughput there is 0; choose kinds every job type runs on"
-            )
+            return 0.0, 0.0
         return solo_c * noise, solo_u * noise
+
+    def known_rates(self, trial_id: int, spec: JobSpec) -> dict[str, float]:
+        """A job's consolidated solo rate on each kind of the cluster as the throughput table gives it
+        (without `jitter`; 0 where it cannot run): what the simulator lets the controller know beforehand
+        (`Controller.add_job(kind_rates=...)`), as Gavel's simulator knows its throughput matrix."""
+        return {kind: self._solo_rates(trial_id, spec, kind, 1.0)[0] for kind in self.kinds}
 
     # ---- Runtime protocol ----------------------------------------------------------------------
 
@@ -459,6 +462,10 @@ class SimRuntime:
             on.append(j.id)
             if len(on) > self.max_per_device:
                 raise InvariantError(f"device {d} runs {len(on)} jobs {on} (capacity {self.max_per_device})")
+        for d in devices:
+            if j.rates[self._kind_of[d]][0] <= 0:
+                kind = self._kind_of[d]
+                raise InvariantError(f"job {j.id} ({j.spec.job_type}) placed on {d}: its throughput on {kind} is 0")
         now = self._now
         j.devices = devices
         j.state = "running"

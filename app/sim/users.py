@@ -10,7 +10,10 @@ rho (Themis's finish-time fairness) of user u = T_shared / T_ideal, where T_shar
 u's jobs on the shared cluster and T_ideal the mean JCT of the same jobs, arriving at the same times,
 simulated alone on u's fair share of the cluster: D * w_u / sum of weights devices (rounded down; at
 least the most devices one of its jobs asks for, so that every job can run: that flatters T_ideal and
-so errs towards a larger rho), under the same policy. rho = 1 is the ideal; max_rho is the worst user's.
+so errs towards a larger rho), under the same policy. On a mix of kinds (`--kind v100=100,k80=100`) the
+fair share keeps the mix: each kind's GPUs times the same fraction, in whole servers (at least one of
+each kind), plus servers of a kind a job runs on until each of the user's jobs fits on kinds where its
+throughput is not 0 (`fair_mix`). rho = 1 is the ideal; max_rho is the worst user's.
 Jain's fairness index, (sum x)^2 / (n * sum x^2), is computed over x = min(1, 1 / rho): each user's speed
 relative to its fair share, a user that ran faster than on its fair share (it used devices others left
 idle: work conservation) counting as 1, so that it measures whether every user got its fair share,
@@ -84,6 +87,39 @@ def fair_devices(gpus: int, weights: Mapping[str, float], users: Sequence[str]) 
     return {u: max(1, int(math.floor(gpus * w[u] / total + 1e-9))) for u in users}
 
 
+def fair_mix(kind: str, gpus: int, gpus_per_server: int, devices: int, jobs: Sequence[TraceJob]) -> tuple[str, int]:
+    """(kind, GPUs) of a fair share of `devices` out of `gpus` for `jobs`: `kind` itself when it is one
+    kind; for a mix, each kind's count scaled by devices / gpus in whole servers (at least one), then
+    servers added (of the kind with the most GPUs left) until every job fits on the kinds it runs on."""
+    from app.sim.driver import server_kinds
+
+    if "=" not in kind:
+        return kind, devices
+    full: dict[str, int] = {}
+    for k in server_kinds(kind, gpus, gpus_per_server):
+        full[k] = full.get(k, 0) + gpus_per_server
+    frac = devices / gpus
+    mine = {k: gpus_per_server * max(1, round(n * frac / gpus_per_server)) for k, n in full.items()}
+    table = None
+    for j in jobs:
+        if j.rate is not None:
+            runs = set(full)
+        else:
+            if table is None:
+                from app.sim.throughputs import Throughputs
+                from app.sim.traces import throughputs_path
+
+                table = Throughputs.load(throughputs_path())
+            runs = {k for k in full if (table.solo(j.job_type, j.devices, k) or 0.0) > 0}
+        while sum(mine[k] for k in runs) < min(j.devices, gpus):
+            room = [k for k in runs if mine[k] < full[k]]
+            if not room:
+                break  # the whole cluster cannot run it: simulate() names the job
+            grow = max(room, key=lambda k: (full[k] - mine[k], k))
+            mine[grow] += gpus_per_server
+    return ",".join(f"{k}={n}" for k, n in mine.items()), sum(mine.values())
+
+
 def jain(xs: Sequence[float]) -> float:
     """Jain's fairness index of `xs` (1 = all equal; 1/n = one takes all)."""
     if not xs:
@@ -142,19 +178,30 @@ def user_summary(
     quantum_s: float,
     kind: str,
     weights: Mapping[str, float] | None,
-    cache: dict[tuple[str, str, int], list[float]] | None = None,
+    cache: dict[tuple[Any, ...], list[float]] | None = None,
+    kind_aware: bool = True,
 ) -> dict[str, Any]:
-    """`user_report` for one run of `policy`, each user's ideal simulated with the same policy alone on
-    its fair share (`cache`, when given, keeps those JCTs by (policy, user, devices) across runs)."""
+    """`user_report` for one run of `policy`, each user's ideal simulated with the same policy (and the
+    same `kind_aware`) alone on its fair share (`fair_mix` on a mix of kinds; `cache`, when given, keeps
+    those JCTs by (policy, user, cluster, kind_aware) across runs)."""
     from app.sim.driver import simulate
 
     memo = cache if cache is not None else {}
+    aware = kind_aware and "=" in kind  # on one kind the knob changes nothing: share the cache
 
     def ideal(mine: list[TraceJob], devices: int) -> list[float]:
-        key = (policy, mine[0].user, devices)
+        mix, total = fair_mix(kind, gpus, gpus_per_server, devices, mine)
+        key = (policy, mine[0].user, total, mix, aware)
         if key not in memo:
             res = simulate(
-                mine, policy, gpus=devices, gpus_per_server=gpus_per_server, quantum_s=quantum_s, kind=kind, check=False
+                mine,
+                policy,
+                gpus=total,
+                gpus_per_server=gpus_per_server,
+                quantum_s=quantum_s,
+                kind=mix,
+                check=False,
+                kind_aware=kind_aware,
             )
             memo[key] = [r["jct_s"] for r in res.jobs]
         return memo[key]

@@ -198,3 +198,18 @@ def test_an_idle_service_loop_waits_between_ticks_instead_of_spinning():
     assert not loop.is_alive()
     # About one tick per 0.2 s (a few more on a slow machine); spinning made thousands.
     assert 1 <= calls <= 12, calls
+
+
+def test_a_solo_profile_measures_the_trial_s_rate_on_its_device_kind():
+    rt = SimRuntime(2, 1, kinds=["v100", "k80"], max_per_device=1, profile_after_s=5.0)
+    ctl = Controller(MemoryStore(), rt, ControllerOptions(policy=make_policy("fifo"), quantum_s=60.0))
+    tid = ctl.add_job("toy", 100_000, 1, kind_rates={"k80": 2.0})  # known beforehand, on the k80 only
+    rt.register(tid, JobSpec("toy", 100_000, 1, rate=10.0))
+    for _ in range(3):
+        ctl.step(max_wait=20.0)
+    # No preference yet (a kind without a figure counts as the known mean): the first node, a v100.
+    assert rt.residency()[tid].devices == ("s000/g0",)
+    rates = ctl.trial(tid).kind_rates
+    assert rates["v100"] == pytest.approx(10.0) and rates["k80"] == 2.0  # measured where it ran; the other as given
+    with pytest.raises(ValueError, match="kind_rates: the rate on k80 must be a finite number >= 0"):
+        ctl.add_job("toy", 10, 1, kind_rates={"k80": -1.0})

@@ -456,6 +456,17 @@ def _pack_start(margin=0.05, memory_mb=0.0, mem=(500.0, 500.0)):
     return policy, trials, plan
 
 
+def test_no_pack_onto_a_device_of_a_kind_the_joiner_cannot_run_on():
+    host = tv(1, 0.95, devices=("cpu:0",), running=True, rate_solo=10.0, memory_mb=500.0)
+    joiner = tv(2, 0.95, rate_solo=8.0, memory_mb=500.0, kind_rates=(("cpu", 0.0),))  # does not fit on cpu
+    policy = Judged(pack_margin=0.05, top_m=0)
+    plan = policy.plan(snap([host, joiner], devices=devs(1)))
+    assert plan.placement == {"cpu:0": (1,)} and not any("pack" in n for n in plan.notes)
+    # Without the zero rate the same two trials pack.
+    plan = policy.plan(snap([host, replace(joiner, kind_rates=())], devices=devs(1)))
+    assert plan.placement == {"cpu:0": (1, 2)}
+
+
 def _packed_round(policy, trials, plan, pairs, now=1.0):
     cur = advance({t.id: t for t in trials}, plan)
     return cur, policy.plan(snap(cur.values(), n_dev=1, state=plan.state, now=now, pairs=pairs))

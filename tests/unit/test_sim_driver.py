@@ -216,3 +216,50 @@ def test_a_job_spread_over_two_kinds_runs_at_the_slower_kind():
     rt.register(1, JobSpec("H", 800, 2))
     rt.apply(1, [Run(1, ("s000/g0", "s001/g0"))])
     assert rt.job_rate(1) == pytest.approx(6.0 / 4)  # H spread (unconsolidated) on a k80
+
+
+# ---- device kinds (Gavel) ------------------------------------------------------------------------------
+
+
+def kinds_table() -> Throughputs:
+    """v100 and k80: F is 4x faster on a v100, S 1.5x, and Z does not fit on a k80 (rate 0)."""
+    solo = {
+        "v100": {("F", 1): 8.0, ("S", 1): 3.0, ("Z", 1): 6.0},
+        "k80": {("F", 1): 2.0, ("S", 1): 2.0, ("Z", 1): 0.0},
+    }
+    solo["v100_unconsolidated"] = dict(solo["v100"])
+    solo["k80_unconsolidated"] = dict(solo["k80"])
+    pairs: dict = {k: {key: {} for key in solo[k]} for k in ("v100", "k80")}
+    return Throughputs(solo, pairs)
+
+
+def kind_jobs(n=60):
+    mix = (("F", 1, 1.0), ("S", 1, 1.0), ("Z", 1, 1.0))
+    return synthetic(n, seed=2, mean_interarrival_s=150.0, mix=mix, median_steps=4000, sigma=0.6)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "timeslice", "tiresias", "gandiva"])
+def test_a_job_that_cannot_run_on_a_kind_runs_on_the_others_and_kind_aware_placement_is_faster(policy):
+    kw = dict(gpus=8, gpus_per_server=4, quantum_s=60, throughputs=kinds_table(), check=True, kind="v100=4,k80=4")
+    aware = simulate(kind_jobs(), policy, **kw).summary
+    blind = simulate(kind_jobs(), policy, kind_aware=False, **kw).summary
+    # Every Z completed, and none ever ran on a k80: the runtime raises InvariantError on such a placement.
+    assert aware["jobs"] == blind["jobs"] == 60
+    assert aware["mean_jct_s"] < blind["mean_jct_s"]
+
+
+def test_the_runtime_refuses_a_placement_on_a_kind_where_the_job_cannot_run():
+    from app.executor.actions import Run
+    from app.sim.runtime import InvariantError, JobSpec
+
+    rt = SimRuntime(2, 1, kinds=["v100", "k80"], throughputs=kinds_table(), max_per_device=1)
+    assert rt.known_rates(1, JobSpec("Z", 100, 1)) == {"v100": 6.0, "k80": 0.0}
+    rt.register(1, JobSpec("Z", 100, 1))
+    with pytest.raises(InvariantError, match="its throughput on k80 is 0"):
+        rt.apply(1, [Run(1, ("s001/g0",))])
+
+
+def test_a_job_no_kind_of_the_cluster_can_run_is_refused_by_name():
+    jobs = [j for j in kind_jobs() if j.job_type == "Z"][:3]
+    with pytest.raises(ValueError, match=rf"job {jobs[0].id} \(Z, 1 GPUs\) cannot run on this cluster"):
+        simulate(jobs, "fifo", gpus=4, gpus_per_server=4, throughputs=kinds_table(), kind="k80")

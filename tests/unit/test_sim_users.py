@@ -111,3 +111,23 @@ def test_user_report_arithmetic():
     assert report["jain_index"] == pytest.approx(jain([0.5, 1.0]))
     fast = user_report(trace, rows, 2, {}, lambda mine, devices: [40.0])  # both faster than alone: x capped at 1
     assert fast["jain_index"] == pytest.approx(1.0) and fast["jain_index_uncapped"] < 1.0
+
+
+def test_a_fair_share_of_a_mix_keeps_the_mix_in_whole_servers():
+    from app.sim.users import fair_mix
+
+    assert fair_mix("v100", 100, 4, 12, jobs()) == ("v100", 12)
+    # 25 of 200 GPUs: 12.5 of each kind, in whole servers of 4 (at least one of each kind).
+    assert fair_mix("v100=100,p100=100", 200, 4, 25, jobs()) == ("v100=12,p100=12", 24)
+    assert fair_mix("v100=100,k80=100", 200, 4, 2, jobs()) == ("v100=4,k80=4", 8)
+    # A job asking for more than the share's kinds hold gets servers added (rate jobs run anywhere).
+    big = [TraceJob(0, "A", 100, 0.0, 16, rate=1.0)]
+    assert fair_mix("v100=100,p100=100", 200, 4, 8, big) == ("v100=8,p100=8", 16)
+
+
+def test_users_on_a_kind_mix_report_rho():
+    trace = assign_users(jobs(24), 2)
+    kw = dict(gpus=8, gpus_per_server=4, quantum_s=30, kind="v100=4,k80=4")
+    res = simulate(trace, "fifo", check=True, **kw)
+    rep = user_summary(trace, res.jobs, "fifo", weights={}, **kw)
+    assert set(rep["users"]) == {"u0", "u1"} and all(u["rho"] > 0 for u in rep["users"].values())

@@ -48,6 +48,18 @@ One round (`SharePolicy.plan`), pure (no I/O, no clock: the snapshot carries `no
 
 One group (one user with one search, `quanta run`, or a simulated trace without users): its policy
 plans on the snapshot itself with its own state and verdicts, exactly as it would alone.
+
+Device kinds (Gavel). On a cluster of several kinds, `used` is counted in *effective throughput*, not
+device-seconds: a device running trial t of kind k counts eff(t, k) (t's rate there over its rate on
+the cluster's average device, `app.executor.policy.kinds`), so fair and ideal shares, in devices, are
+in the same unit (an average device is 1) and a user holding the devices its trials gain most from is
+charged for the gain. A group takes unclaimed devices of the kinds its trials run on (kind-aware: gain
+most on) first, the groups with the fewest usable kinds choosing first (`assign_devices`). Each
+group's policy places by kind inside its devices (through its `Board`),
+the sub-snapshots normalise effective rates over the whole cluster (`kind_counts`), and the merged
+plan is rebalanced across groups (`kinds.rebalance`: trials exchanged between kinds while the summed
+effective rate rises), so a group's trials reach the kind they gain most on even when its devices
+were of another. On a cluster of one kind all of this counts exactly as device-seconds.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.executor.policy.kinds import Effective, kind_map, rebalance
 from app.executor.policy.placing import device_maps
 from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
 from app.search.judge import judge
@@ -178,10 +191,14 @@ class SharePolicy:
             empty = [d for d in all_ids if d not in used and d not in r.devices]
             if not empty or not _waiting(r):
                 continue
-            borrowed = sorted(set(r.devices) | set(empty), key=all_ids.index)
+            # Its own devices that an earlier borrower took (it had left them empty) are not its to
+            # plan on any more this round: planning on them again would put two groups on one device.
+            taken = {d for x in rounds if x is not r for d in x.plan.placement}
+            own = [d for d in r.devices if d not in taken]
+            borrowed = sorted(set(own) | set(empty), key=all_ids.index)
             plan = r.policy.plan(sub_snapshot(snapshot, r.group, borrowed, r.state, r.verdicts))
             # Keep the devices it uses; the ones it still leaves empty stay free for the next borrower.
-            mine = set(r.devices)
+            mine = set(own)
             r.devices = [d for d in borrowed if d in mine or d in plan.placement]
             r.plan = plan
 
@@ -227,7 +244,22 @@ class SharePolicy:
         total_w = sum(w for u, w in base_w.items() if demand_u[u] > 0)
         n_dev = len(snapshot.devices)
         ideal = {u: min(n_dev * base_w[u] / total_w, demand_u[u]) if total_w else 0.0 for u in fair_u}
-        alloc = allocation(placement, {t.id: r.group.user for r in rounds for t in r.group.trials})
+        km = kind_map(snapshot.devices)
+        weight_of: Callable[[str, int], float] | None = None
+        if km.several:
+            if snapshot.kind_aware and len(rounds) > 1:  # one group's own board has rebalanced already
+                placement, moved = rebalance(snapshot, placement)
+                if moved:
+                    notes.append(f"share: {moved} trials exchanged between device kinds")
+            eff = Effective(snapshot)
+            by_id = {t.id: t for r in rounds for t in r.group.trials}
+
+            def effective(device: str, trial_id: int) -> float:
+                return eff.of(by_id[trial_id]).get(km.kind_of[device], 1.0)
+
+            weight_of = effective
+
+        alloc = allocation(placement, {t.id: r.group.user for r in rounds for t in r.group.trials}, weight_of)
         share_state = account.after(snapshot.now, alloc, fair_u, ideal)
         if len(fair_u) > 1:
             rho = _Accounts.of(share_state).rho()
@@ -354,8 +386,14 @@ def whole_devices(
 def assign_devices(
     snapshot: ClusterSnapshot, groups: Sequence[Group], allot: Mapping[str, int], behind: Mapping[str, float]
 ) -> dict[str, list[str]]:
-    """Which devices each group plans on (step 3 of the module docstring), in cluster order."""
+    """Which devices each group plans on (step 3 of the module docstring), in cluster order. On a
+    cluster of several kinds a group takes unclaimed devices of kinds its trials run on first (and,
+    kind-aware, those they gain most on: the mean effective rate of its trials there), and the groups
+    whose trials run on fewest kinds (then, kind-aware, gain most from one) choose first: the counts
+    are fixed by then, so this changes only which devices each group gets."""
     order, node_of, members = device_maps(snapshot.devices)
+    km = kind_map(snapshot.devices)
+    eff = Effective(snapshot) if km.several else None
     owner: dict[str, str] = {}
     mine: dict[str, list[str]] = {g.key: [] for g in groups}
     ranked = sorted(groups, key=lambda g: (-behind.get(g.user, 0.0), g.key))
@@ -376,6 +414,22 @@ def assign_devices(
         claim(g, (t for t in g.trials if t.running))
     for g in ranked:  # then parked trials' own devices (a resume without a move)
         claim(g, (t for t in g.trials if t.devices and not t.running))
+    # Per group and kind: (none of its trials runs there, minus their mean effective rate there).
+    prefs: dict[str, dict[str, tuple[bool, float]]] = {g.key: {} for g in groups}
+    if eff is not None:
+        for g in groups:
+            effs = [eff.of(t) for t in g.trials]
+            for k in km.counts:
+                runs = any(e.get(k, 1.0) > 0 for e in effs)
+                gain = sum(e.get(k, 1.0) for e in effs) / len(effs) if snapshot.kind_aware else 0.0
+                prefs[g.key][k] = (not runs, -gain)
+
+        def constraint(g: Group) -> tuple[int, float]:
+            p = prefs[g.key].values()
+            return sum(1 for no, _ in p if not no), min(x for _, x in p) - max(x for _, x in p)
+
+        ranked = sorted(ranked, key=constraint)  # stable: the account order within equals
+    kind_of = km.kind_of
     for g in ranked:
         need = allot[g.key] - len(mine[g.key])
         if need <= 0:
@@ -384,9 +438,16 @@ def assign_devices(
         for n, ds in members.items():
             free_on[n] = sum(1 for d in ds if d not in owner)
         home = {node_of[d] for d in mine[g.key]}
+        pref = prefs[g.key]
         free = sorted(
             (d for d in order if d not in owner),
-            key=lambda d: (node_of[d] not in home, -free_on[node_of[d]], node_of[d], order[d]),
+            key=lambda d: (
+                pref.get(kind_of[d], (False, 0.0)),
+                node_of[d] not in home,
+                -free_on[node_of[d]],
+                node_of[d],
+                order[d],
+            ),
         )
         for d in free[:need]:
             owner[d] = g.key
@@ -416,18 +477,29 @@ def sub_snapshot(
         searches=(s,) if s is not None else (),
         policy_state=state,
         verdicts=verdicts,
+        kind_counts=snapshot.kind_counts or kind_map(snapshot.devices).counts,
         in_arrival_order=True,
         resident_trials=tuple(t for t in trials if t.devices),
     )
 
 
-def allocation(placement: Mapping[str, Sequence[int]], user_of: Mapping[int, str]) -> dict[str, float]:
-    """Devices each user holds in `placement`; a device holding k users' trials counts 1/k to each."""
+def allocation(
+    placement: Mapping[str, Sequence[int]],
+    user_of: Mapping[int, str],
+    weight_of: Callable[[str, int], float] | None = None,
+) -> dict[str, float]:
+    """Devices each user holds in `placement`; a device holding k users' trials counts 1/k to each.
+    With `weight_of(device, trial)` (the trial's effective rate on the device's kind), in effective
+    throughput: each user's 1/k of the device times the mean weight of its trials there."""
     out: dict[str, float] = {}
-    for ids in placement.values():
-        users = {user_of[i] for i in ids if i in user_of}
-        for u in users:
-            out[u] = out.get(u, 0.0) + 1.0 / len(users)
+    for d, ids in placement.items():
+        users: dict[str, list[int]] = {}
+        for i in ids:
+            if i in user_of:
+                users.setdefault(user_of[i], []).append(i)
+        for u, mine in users.items():
+            w = 1.0 if weight_of is None else sum(weight_of(d, i) for i in mine) / len(mine)
+            out[u] = out.get(u, 0.0) + w / len(users)
     return out
 
 

@@ -87,8 +87,19 @@ class TiresiasPolicy:
                 board.put(t.id, t.devices)
             else:
                 later.append(t)
+        placed = {t.id for t in chosen} - {t.id for t in later}
         for t in later:
             devices = board.choose(t)
             if devices is not None:
                 board.put(t.id, devices)
+                placed.add(t.id)
+        # Work-conserving on kinds: a chosen job that found no device of a kind it runs on leaves
+        # devices free for the next jobs in queue order (never the case on a cluster of one kind, where
+        # the counts above always fit).
+        if len(placed) < len(chosen) and board.n_free:
+            for t in order:
+                if t.id not in placed and board.n_free:
+                    devices = board.choose(t)
+                    if devices is not None:
+                        board.put(t.id, devices)
         return Plan(placement=board.placement(), state={"jobs": jobs}, notes=tuple(notes))

@@ -40,7 +40,10 @@ class TrialView:
     `devices` is where the trial is resident (its process holds state for those devices; empty when it
     is queued); `running` says whether it computes now or is parked. Rates are mini-batches per second
     measured by the runtime: `rate_solo` when it ran alone on its device(s), `rate_packed` beside
-    another trial (see `ClusterSnapshot.pair_rates` for the pair). `curve` is the objective as reported,
+    another trial (see `ClusterSnapshot.pair_rates` for the pair). `kind_rates` is its solo rate per
+    device kind, as ``(kind, rate)`` pairs sorted by kind: measured on devices of that kind, or known
+    beforehand (the simulator's throughput table); a kind it has no figure for is absent, and a rate
+    of 0 means it cannot run on that kind (it does not fit). `curve` is the objective as reported,
     as (step, value) pairs, oriented so that larger is better for `maximize` and smaller for `minimize`
     exactly as the user reported it.
     """
@@ -64,10 +67,18 @@ class TrialView:
     elastic: bool = False
     kind: str = ""  # job type (simulator traces); empty for search trials
     owner: str = ""  # the user of a trial outside any search (a trace job); a search's trials: `SearchView.owner`
+    kind_rates: tuple[tuple[str, float], ...] = ()  # solo rate per device kind (see the docstring)
 
     @property
     def resident(self) -> bool:
         return bool(self.devices)
+
+    def rate_on(self, kind: str) -> float | None:
+        """Its solo rate on devices of `kind` (None: no figure for that kind)."""
+        for k, r in self.kind_rates:
+            if k == kind:
+                return r
+        return None
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,13 @@ class ClusterSnapshot:
     verdicts: Mapping[int, Verdict] = field(default_factory=dict)
     # Each user's weight in the share layer (`app.executor.policy.share`); a user not named weighs 1.
     user_weights: Mapping[str, float] = field(default_factory=dict)
+    # When devices of several kinds are free, place each trial where its rate relative to its rates on
+    # the other kinds is highest (Gavel; `app.executor.policy.kinds`). False: kind-blind (a trial is still
+    # never placed on a kind where its rate is 0). A cluster of one kind plans the same either way.
+    kind_aware: bool = True
+    # Devices of each kind in the whole cluster, when `devices` is only part of it (the share layer's
+    # sub-snapshots), so that effective rates are normalised cluster-wide; empty: count `devices`.
+    kind_counts: Mapping[str, int] = field(default_factory=dict)
     # Hints a producer may give so that a round on a large cluster costs O(resident), not O(queue):
     # `in_arrival_order` says `trials` holds alive trials only, already in arrival order (then `alive()`
     # is `trials` itself); `resident_trials`, when given, is exactly the alive trials with devices, in

@@ -202,6 +202,8 @@ def new_pack(
             if pair(j.id, h.id) in bad:
                 continue
             device = placed[h.id][0]
+            if not board.usable(j, device):
+                continue  # the joiner cannot run on that device's kind
             cap = memory.get(device, 0.0) or 0.0
             if cap > 0:
                 if j.memory_mb is None or h.memory_mb is None or j.memory_mb + h.memory_mb > cap:

@@ -4,7 +4,9 @@ devices (fewest moves, then locality).
 Running trials stay where they are; a trial spread over nodes is consolidated as soon as one node can
 hold it; parked trials resume on their own devices when free; the others move onto free devices (a
 move = `Migrate`): this is how the highest-ranked parked trial lands on a device that just freed.
-Multi-device trials take devices of one node when one node fits.
+Multi-device trials take devices of one node when one node fits. On a cluster of several device kinds
+a unit only takes devices of kinds all its trials run on, the kinds they gain most on first
+(`Board.choose_in`, `app.executor.policy.kinds`).
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def place(
             if step == "running" and running and h and not spread(h) and all(board.is_free(d) for d in h):
                 ds = h
             elif step == "spread" and running and h and spread(h):
-                ds = choose(board, len(h), h, node_of, order, single_node=True)
+                ds = choose(board, len(h), h, node_of, order, single_node=True, unit=u)
                 if ds is not None:
                     notes.append(f"trial {u[0].id} consolidates onto node {node_of[ds[0]]}")
                 elif all(board.is_free(d) for d in h):
@@ -103,7 +105,7 @@ def place(
                 ds = h
             elif step == "rest":
                 need = max(t.devices_needed for t in u)
-                ds = choose(board, need, u[0].devices, node_of, order)
+                ds = choose(board, need, u[0].devices, node_of, order, unit=u)
                 if ds is not None and u[0].devices and set(ds) != set(u[0].devices):
                     notes.append(f"trial {u[0].id} moves {','.join(u[0].devices)} -> {','.join(ds)}")
             if ds is None:
@@ -124,13 +126,19 @@ def choose(
     order: Mapping[str, int],
     *,
     single_node: bool = False,
+    unit: Sequence[TrialView] = (),
 ) -> tuple[str, ...] | None:
     """Free devices for a trial needing `need`: its resident ones when they are free and on one node,
     else a node that fits it (the one holding most of its resident devices, then the fullest that
     fits), its resident devices first; else (unless `single_node`) its resident devices if free, else
-    devices from the nodes with most free devices. None when fewer than `need` devices are free."""
+    devices from the nodes with most free devices. None when fewer than `need` devices are free.
+    When the kinds of the cluster restrict or order the choice for `unit`'s trials, the board's
+    kind-aware choice (`Board.choose_in`) decides instead."""
     if need <= 0 or board.n_free < need:
         return None
+    tiers = board.tiers(unit) if any(t.kind_rates for t in unit) else None
+    if tiers is not None:
+        return board.choose_in(need, resident, tiers, single_node=single_node)
     res = [d for d in resident if d in board.slots]
     res_set = set(res)
     res_free = len(res) == need and all(board.is_free(d) for d in res)

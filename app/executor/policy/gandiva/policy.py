@@ -69,6 +69,12 @@ class GandivaPolicy:
         grown_old: Mapping[str, Mapping[str, Any]] = st.get("grown", {}) or {}
         board = Board(snapshot)
         placed, unplaced = placement.place(board, selected, grown_old, notes)
+        if unplaced and board.n_free:
+            # Units that found no device of a kind they run on (several kinds): the devices they left go
+            # to the next units in rank order that fit them (on a cluster of one kind nothing is left).
+            more, waiting = placement.place(board, waiting, grown_old, notes)
+            placed.update(more)
+            selected = [*selected, *(u for u in units if u[0].id in more)]
         waiting = unplaced + waiting  # (unplaced is empty unless a device vanished mid-plan)
 
         # One new pack on trial when trials wait and none is on trial.

@@ -1,0 +1,272 @@
+"""Device kinds (Gavel, Narayanan et al., OSDI 2020): effective throughput, and placement that gives
+each kind of device to the trials that gain most from it.
+
+**Effective throughput.** A trial's rate on kind k is `TrialView.rate_on(k)` (mini-batches per second,
+measured there or known beforehand). Its *effective* rate on k is that rate over its rate on the
+cluster's average device::
+
+    eff(t, k) = r(t, k) / (sum over kinds k' of n_k' * r(t, k') / D)      (n_k devices of kind k, D in all)
+
+so a device-second on kind k is worth eff(t, k) device-seconds of the average device to t: 1 on a
+cluster of one kind, more than 1 on a kind t is fast on, 0 on a kind it cannot run on (rate 0). A
+kind t has no figure for counts as the mean of its known positive rates (no preference), and a trial
+with no figure for any of the cluster's kinds has eff 1 everywhere. The share layer counts device time
+in these units (`app.executor.policy.share`), so a user on the devices its trials gain most from is
+charged for that gain, and fair shares stay in devices of the average kind.
+
+**Placement.** A trial is never placed on a kind where its rate is 0 (`usable`). With
+`ClusterSnapshot.kind_aware` (the default), `Board.choose` prefers, for each trial, the free kind where
+its effective rate is highest, and `rebalance` then exchanges placed trials between kinds (and moves
+them onto free devices of another kind) while that raises the sum of effective rates of the placed
+trials: for every ordered pair of kinds (a, b), trials on b ordered by what they gain on a are paired
+with trials on a (or free slots of a) ordered by what they lose on b, and each pair is exchanged while
+the gain beats the loss by more than the moves cost (`MOVE_MARGIN` for each trial that would leave the
+devices it is resident on; nothing for one that moves anyway). For two kinds this is the exchange
+argument of Gavel's max-throughput allocation: the trial with a 4x speed-up on a V100 gets the V100
+before one with 1.5x. Only trials alone on their devices, on exactly the devices they need, of one
+kind, are exchanged (packs and grow-shrink loans stay where their policy put them), and only between
+device sets of the same size (a node's free devices in chunks, for multi-device trials). With
+`kind_aware` off the choice among usable kinds is kind-blind (the policies' own).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialView
+
+# Effective-throughput gain a trial must bring to leave the devices it is resident on (a migration
+# costs 1-2 s, a few percent of a quantum; the gain lasts as long as the trial runs there).
+MOVE_MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class KindMap:
+    """The kinds of a cluster's devices: `kind_of[device]`, `counts[kind]` (devices of each kind, in
+    device order), `node_kinds[node]` (the kinds on each node), `total` devices and `order[device]`
+    (its index)."""
+
+    kind_of: Mapping[str, str]
+    counts: Mapping[str, int]
+    node_kinds: Mapping[str, frozenset[str]]
+    total: int
+    order: Mapping[str, int]
+
+    @property
+    def several(self) -> bool:
+        return len(self.counts) > 1
+
+
+_kind_cache: list[tuple[tuple[DeviceView, ...], KindMap]] = []
+
+
+def kind_map(devices: tuple[DeviceView, ...]) -> KindMap:
+    """The `KindMap` of `devices`, memoised on the tuple itself (snapshots share it while the cluster
+    does not change)."""
+    for devs, km in _kind_cache:
+        if devs is devices:
+            return km
+    counts: dict[str, int] = {}
+    node_kinds: dict[str, set[str]] = {}
+    for d in devices:
+        counts[d.kind] = counts.get(d.kind, 0) + 1
+        node_kinds.setdefault(d.node, set()).add(d.kind)
+    km = KindMap(
+        {d.id: d.kind for d in devices},
+        counts,
+        {n: frozenset(ks) for n, ks in node_kinds.items()},
+        len(devices),
+        {d.id: i for i, d in enumerate(devices)},
+    )
+    _kind_cache[:] = [(devices, km), *_kind_cache[:3]]  # a few: the share layer's sub-snapshots too
+    return km
+
+
+def effective_rates(trial: TrialView, counts: Mapping[str, int]) -> dict[str, float]:
+    """eff(trial, k) for every kind k of a cluster with `counts[k]` devices of kind k (the module
+    docstring)."""
+    total = sum(counts.values())
+    known = {k: r for k, r in trial.kind_rates if k in counts}
+    if not known or total <= 0:
+        return dict.fromkeys(counts, 1.0)
+    positive = [r for r in known.values() if r > 0]
+    fill = sum(positive) / len(positive) if positive else 1.0
+    rate = {k: max(0.0, known.get(k, fill)) for k in counts}
+    avg = sum(counts[k] * rate[k] for k in counts) / total
+    if avg <= 0:
+        return dict.fromkeys(counts, 0.0)
+    return {k: rate[k] / avg for k in counts}
+
+
+class Effective:
+    """eff(t, k) of a snapshot's trials, computed once per trial (a round asks many times). Normalised
+    over the whole cluster: `ClusterSnapshot.kind_counts` when given (a share group's sub-snapshot),
+    else the snapshot's own devices."""
+
+    def __init__(self, snapshot: ClusterSnapshot):
+        self.kinds = kind_map(snapshot.devices)
+        self.counts: Mapping[str, int] = snapshot.kind_counts or self.kinds.counts
+        self._memo: dict[int, dict[str, float]] = {}
+
+    def of(self, trial: TrialView) -> dict[str, float]:
+        got = self._memo.get(trial.id)
+        if got is None:
+            got = self._memo[trial.id] = effective_rates(trial, self.counts)
+        return got
+
+    def usable(self, trial: TrialView, kind: str) -> bool:
+        """Whether `trial` can run on devices of `kind` (its rate there is not 0)."""
+        return self.of(trial).get(kind, 1.0) > 0
+
+
+def kind_tiers(
+    eff: Effective, trials: Sequence[TrialView], aware: bool, kinds: Iterable[str] | None = None
+) -> list[frozenset[str]] | None:
+    """The kinds `trials` (one, or a pack sharing devices) may be placed on, in tiers of preference
+    (best summed effective rate first; one tier when kind-blind), restricted to `kinds` when given.
+    None when nothing restricts or orders the choice (every kind usable, and one kind or kind-blind):
+    the caller's kind-blind choice applies unchanged. [] when no kind is usable."""
+    km = eff.kinds
+    effs = [eff.of(t) for t in trials]
+    usable = {k for k in km.counts if all(e.get(k, 1.0) > 0 for e in effs)}
+    if kinds is not None:
+        usable &= set(kinds)
+    if not usable:
+        return []
+    everything = len(usable) == len(km.counts)
+    if not aware or not km.several:
+        return None if everything else [frozenset(usable)]
+    score = {k: round(sum(e.get(k, 1.0) for e in effs), 9) for k in usable}
+    levels = sorted(set(score.values()), reverse=True)
+    if len(levels) == 1 and everything:
+        return None
+    return [frozenset(k for k in usable if score[k] == s) for s in levels]
+
+
+# ---- rebalancing -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    """A device set of one kind and size that a movable trial occupies (or that is free)."""
+
+    kind: str
+    devices: tuple[str, ...]
+    trial: TrialView | None
+    cost: float  # what moving its trial away costs (MOVE_MARGIN if it is resident there)
+
+
+def rebalance(
+    snapshot: ClusterSnapshot, placement: Mapping[str, Sequence[int]], eff: Effective | None = None
+) -> tuple[dict[str, tuple[int, ...]], int]:
+    """`placement` with trials exchanged between kinds while that raises their summed effective rate
+    (the module docstring), and how many trials moved. Unchanged (a copy) on a cluster of one kind or
+    with `kind_aware` off."""
+    out = {d: tuple(ids) for d, ids in placement.items() if ids}
+    km = kind_map(snapshot.devices)
+    if not snapshot.kind_aware or not km.several or not out:
+        return out, 0
+    eff = eff or Effective(snapshot)
+    devices_of: dict[int, list[str]] = {}
+    for d, ids in out.items():
+        for i in ids:
+            devices_of.setdefault(i, []).append(d)
+    # Trials alone on exactly the devices they need, all of one kind: the movable ones.
+    slots: dict[int, list[_Slot]] = {}  # by size
+    for t in snapshot.alive():
+        ds = devices_of.get(t.id)
+        if ds is None or len(ds) != t.devices_needed or any(len(out[d]) != 1 for d in ds):
+            continue
+        kinds = {km.kind_of[d] for d in ds}
+        if len(kinds) != 1:
+            continue
+        devs = tuple(sorted(ds))
+        staying = bool(t.devices) and tuple(sorted(t.devices)) == devs
+        slots.setdefault(len(devs), []).append(_Slot(kinds.pop(), devs, t, MOVE_MARGIN if staying else 0.0))
+    if not slots:
+        return out, 0
+    moved: set[int] = set()
+    # Larger trials first: they need a node's free devices together, which single moves would break up.
+    for size in sorted(slots, reverse=True):
+        group = slots[size]
+        # Free device sets of this size: a node's free devices (of one kind) in chunks, so that a
+        # multi-device trial stays on one node.
+        free_by_node: dict[str, list[str]] = {}
+        for dv in snapshot.devices:
+            if dv.id not in out:
+                free_by_node.setdefault(dv.node, []).append(dv.id)
+        for node, ds in free_by_node.items():
+            if len(km.node_kinds[node]) != 1:
+                continue
+            kind = next(iter(km.node_kinds[node]))
+            for i in range(0, len(ds) - size + 1, size):
+                group.append(_Slot(kind, tuple(ds[i : i + size]), None, 0.0))
+        now_moved: set[int] = set()
+        _exchange(group, eff, now_moved)
+        if not now_moved:
+            continue
+        moved |= now_moved
+        for s in group:
+            if s.trial is not None and s.trial.id in now_moved:
+                for d in devices_of[s.trial.id]:
+                    out.pop(d, None)
+        for s in group:
+            if s.trial is not None and s.trial.id in now_moved:
+                devices_of[s.trial.id] = list(s.devices)
+                for d in s.devices:
+                    out[d] = (s.trial.id,)
+    if not moved:
+        return out, 0
+    order = km.order
+    return dict(sorted(out.items(), key=lambda kv: order[kv[0]])), len(moved)
+
+
+def _exchange(group: list[_Slot], eff: Effective, moved: set[int]) -> None:
+    """Exchange the occupants of same-size slots between kinds while the summed effective rate rises
+    by more than the moves cost (slots are changed in place; `moved` gathers the trials that moved)."""
+    kinds = sorted({s.kind for s in group})
+    for _ in range(3 * len(kinds) * len(kinds)):
+        changed = False
+        for a in kinds:
+            for b in kinds:
+                if a != b and _exchange_pair(group, a, b, eff, moved):
+                    changed = True
+        if not changed:
+            return
+
+
+def _exchange_pair(group: list[_Slot], a: str, b: str, eff: Effective, moved: set[int]) -> bool:
+    """Trials on kind b that gain on a, best gain first, take the slots of kind a whose occupants (or
+    emptiness) lose least by going to b; each exchange only when it pays."""
+
+    def gain(s: _Slot) -> float:  # what the occupant of a b-slot gains by moving to a
+        assert s.trial is not None
+        e = eff.of(s.trial)
+        ea, eb = e.get(a, 1.0), e.get(b, 1.0)
+        return ea - eb - s.cost if ea > 0 else -1.0
+
+    def loss(s: _Slot) -> float:  # what the occupant of an a-slot loses by moving to b
+        if s.trial is None:
+            return 0.0
+        e = eff.of(s.trial)
+        ea, eb = e.get(a, 1.0), e.get(b, 1.0)
+        return ea - eb + s.cost if eb > 0 else float("inf")
+
+    movers = sorted((s for s in group if s.kind == b and s.trial is not None), key=lambda s: (-gain(s), s.devices))
+    seats = sorted((s for s in group if s.kind == a), key=lambda s: (loss(s), s.trial is not None, s.devices))
+    changed = False
+    for mover, seat in zip(movers, seats, strict=False):
+        g, lo = gain(mover), loss(seat)
+        if g - lo <= 1e-9:
+            break
+        assert mover.trial is not None
+        moved.add(mover.trial.id)
+        if seat.trial is not None:
+            moved.add(seat.trial.id)
+        mover.trial, seat.trial = seat.trial, mover.trial
+        mover.cost, seat.cost = 0.0, 0.0  # both moved: moving again costs nothing more
+        changed = True
+    return changed
