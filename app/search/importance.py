@@ -8,6 +8,13 @@ when that parameter's column is shuffled), clipped at 0 and normalised to sum 1.
 trials, x, y)` is the forest's partial dependence on two parameters (or one, `y=None`) over a grid: the
 prediction averaged over the trials' other parameters, which the dashboard draws as a contour plot.
 
+Trials need not all have run their full steps: a trial stopped because its search ended comes in at its
+last value with its `progress` (steps run / the trial's step budget). When progress varies between the
+trials it is one more feature of the forest, so that a value that is low because training was cut short
+is explained by the progress and not blamed on the parameters (a slow configuration gets fewer steps
+before the search ends, and would otherwise look bad for it). Progress is never ranked (`params` holds
+the space's parameters only; their shares sum to 1), and the landscape is predicted at full progress.
+
 Deterministic: the forest and the shuffles are seeded. Pure: no I/O, no clock; the trials come in as
 values (`Observed`). Fewer than `MIN_TRIALS` observations give no numbers (`ImportanceResult.note` says why).
 """
@@ -29,10 +36,16 @@ _SEED = 0
 
 @dataclass(frozen=True)
 class Observed:
-    """One finished trial: its nested parameters and the objective's value (as reported)."""
+    """One finished trial: its nested parameters, the objective's value (its last report) and its
+    `progress`, the share of its step budget it ran before that value (1.0: it ran them all)."""
 
     params: Mapping[str, Any]
     value: float
+    progress: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.progress <= 1.0:
+            raise ValueError(f"progress must be in [0, 1], got {self.progress}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class ImportanceResult:
     params: tuple[ParamImportance, ...] = ()  # most important first
     r2: float | None = None  # the forest's fit on the trials (1 = it explains them)
     note: str | None = None
+    partial: int = 0  # of trials_used, those whose value is from short of their full steps (progress < 1)
 
 
 @dataclass(frozen=True)
@@ -165,7 +179,13 @@ class _Encoded:
                 dim = Dimension(name, "categorical", options=tuple(known))
                 columns.append([_code(v, known) for v in values])
             self.dims[name] = dim
-        self.names = list(self.dims)
+        self.names = list(self.dims)  # the parameters' columns come first, in this order
+        # Progress, when it varies, is the last column: a covariate the forest may use, never a parameter.
+        self.progress_col: int | None = None
+        progress = [t.progress for t in trials]
+        if len(set(progress)) > 1:
+            self.progress_col = len(columns)
+            columns.append(progress)
         self.X = np.array(columns, dtype=float).T if columns else np.zeros((len(trials), 0))
         self.y = np.array([t.value for t in trials], dtype=float)
 
@@ -202,17 +222,20 @@ def importance(space: Mapping[str, Any], trials: Sequence[Observed], *, repeats:
 
     method = "permutation importance (random forest)"
     trials = _usable(trials)
+    partial = sum(1 for t in trials if t.progress < 1.0)
     if len(trials) < MIN_TRIALS:
-        return ImportanceResult(method, len(trials), note=f"needs at least {MIN_TRIALS} finished trials with a value")
+        note = f"needs at least {MIN_TRIALS} finished trials with a value"
+        return ImportanceResult(method, len(trials), note=note, partial=partial)
     enc = _Encoded(space, trials)
     if not enc.names:
-        return ImportanceResult(method, len(trials), note="no parameter varies between the trials")
+        return ImportanceResult(method, len(trials), note="no parameter varies between the trials", partial=partial)
     if float(np.ptp(enc.y)) == 0.0:
         zeros = tuple(ParamImportance(n, 0.0, 0.0) for n in enc.names)
-        return ImportanceResult(method, len(trials), zeros, note="every trial has the same value")
+        return ImportanceResult(method, len(trials), zeros, note="every trial has the same value", partial=partial)
     model = _forest(enc)
     result = permutation_importance(model, enc.X, enc.y, n_repeats=repeats, random_state=_SEED, n_jobs=1)
-    mean = np.clip(result.importances_mean, 0.0, None)
+    # Only the parameters' columns are ranked; the progress column (if any) is left out of the shares.
+    mean = np.clip(result.importances_mean[: len(enc.names)], 0.0, None)
     total = float(mean.sum())
     scale = 1.0 / total if total > 0 else 0.0
     params = [
@@ -220,7 +243,7 @@ def importance(space: Mapping[str, Any], trials: Sequence[Observed], *, repeats:
         for i, name in enumerate(enc.names)
     ]
     params.sort(key=lambda p: (-p.importance, p.name))
-    return ImportanceResult(method, len(trials), tuple(params), r2=float(model.score(enc.X, enc.y)))
+    return ImportanceResult(method, len(trials), tuple(params), r2=float(model.score(enc.X, enc.y)), partial=partial)
 
 
 def _grid(dim: Dimension, column: np.ndarray[Any, Any], n: int) -> Axis:
@@ -238,8 +261,9 @@ def landscape(
     space: Mapping[str, Any], trials: Sequence[Observed], x: str, y: str | None = None, *, n: int = 20
 ) -> Landscape | None:
     """The forest's partial dependence on `x` (and `y`) over an `n`-point grid per numeric axis (each
-    option of a categorical one), with the trials as points. None when there are too few trials, or `x`
-    (`y`) is not a parameter that varies. Raises `KeyError` naming a parameter the space does not have."""
+    option of a categorical one), predicted at full progress, with the trials as points (at their values
+    as reported). None when there are too few trials, or `x` (`y`) is not a parameter that varies.
+    Raises `KeyError` naming a parameter the space does not have."""
     known = dimensions(space)
     for name in (x, y):
         if name is not None and name not in known:
@@ -263,6 +287,8 @@ def landscape(
         batch[c, :, ix] = gx
         if iy is not None:
             batch[c, :, iy] = gy
+    if enc.progress_col is not None:
+        batch[:, :, enc.progress_col] = 1.0  # what the parameters give when training runs its full steps
     pred = model.predict(batch.reshape(-1, base.shape[1])).reshape(len(cells), len(base)).mean(axis=1)
     width = len(ax.values)
     z = tuple(tuple(float(v) for v in pred[j * width : (j + 1) * width]) for j in range(len(ys)))

@@ -1,4 +1,4 @@
-"""/searches/{id}/importance and /landscape: what the completed trials say about the parameters
+"""/searches/{id}/importance and /landscape: what the finished trials say about the parameters
 (`app.db.analysis`: a random forest's permutation importance and partial dependence)."""
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ OptionalParam = Annotated[str | None, Query(min_length=1, max_length=500, descri
 
 @router.get("/{search_id}/importance", response_model=ImportanceOut, responses=NOT_FOUND)
 async def search_importance(search_id: SearchId, store: StoreDep, user: CurrentUser) -> ImportanceOut:
-    """Each parameter's importance: the permutation importance of a random forest fitted on the completed
-    trials (parameters -> last reported metric), normalised to sum 1, most important first. With fewer
-    than 4 completed trials `params` is empty and `note` says so."""
+    """Each parameter's importance: the permutation importance of a random forest fitted on the finished
+    trials (parameters -> last reported metric; completed trials, trials stopped when their search ended
+    with their progress as a feature, killed ones only if they had run all their steps), normalised to
+    sum 1, most important first. With fewer than 4 such trials `params` is empty and `note` says so."""
     await run_in_threadpool(visible, store, user, search_id)
     return found(await run_in_threadpool(importance_out, store, search_id), "search", search_id)
 
@@ -40,8 +41,8 @@ async def search_landscape(
     search_id: SearchId, store: StoreDep, user: CurrentUser, x: Param, y: OptionalParam = None
 ) -> LandscapeOut:
     """The metric predicted over a grid of `x` (and `y`): the random forest's partial dependence,
-    averaged over the trials' other parameters (a contour plot of two parameters, a curve of one), with
-    the completed trials as points."""
+    averaged over the trials' other parameters, at full training (a contour plot of two parameters, a curve
+    of one), with the trials it was fitted on as points."""
     await run_in_threadpool(visible, store, user, search_id)
     try:
         out = await run_in_threadpool(landscape_out, store, search_id, x, y)

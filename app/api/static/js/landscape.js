@@ -1,7 +1,7 @@
 // Parameters versus metric: importance bars (from /importance: a random forest's permutation
 // importance), a slice plot per parameter (each trial's value of that parameter against its metric),
 // and a contour plot of any two (from /landscape: the forest's prediction over a grid, in eight bands,
-// with the completed trials on top). Plain SVG; every string reaches the page as text.
+// with the trials it was fitted on as dots). Plain SVG; every string reaches the page as text.
 
 import { s, stitle, h, replace, flatten, fmtNum } from "./dom.js";
 import { logScaled } from "./parcoords.js";
@@ -48,7 +48,8 @@ export function renderImportance(container, data, onPick) {
     svg.appendChild(g);
   });
   const fit = typeof data.r2 === "number" ? `, forest R² ${fmtNum(data.r2, 3)}` : "";
-  replace(container, svg, h("div", { class: "hint" }, `${data.method}, ${data.trials_used} completed trials${fit}`));
+  const partial = data.trials_partial ? ` (${data.trials_partial} stopped short of their steps, at their last value)` : "";
+  replace(container, svg, h("div", { class: "hint" }, `${data.method}, ${data.trials_used} trials${partial}${fit}`));
 }
 
 // ---------------------------------------------------------------- axes
@@ -213,6 +214,6 @@ export function renderContour(container, land, metric) {
   replace(
     container,
     svg,
-    h("div", { class: "hint" }, `predicted ${metric?.name || "metric"} (random forest, averaged over the other parameters), in ${BANDS} bands from ${fmtNum(lo)} to ${fmtNum(hi)}; darker = better; dots: completed trials`),
+    h("div", { class: "hint" }, `predicted ${metric?.name || "metric"} (random forest at full training, averaged over the other parameters), in ${BANDS} bands from ${fmtNum(lo)} to ${fmtNum(hi)}; darker = better; dots: the trials it was fitted on`),
   );
 }

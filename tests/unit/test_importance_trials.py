@@ -1,0 +1,90 @@
+"""Which trials importance and the landscape learn from (`app.db.analysis.observed`/`observations`), on
+trial rows built by hand: completed ones; stopped ones (their search ended, or a user stopped them) at
+their last value with their progress; killed ones only when they had run all their steps; nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.db.analysis import importance_out, observations, observed
+from app.db.memory import MemoryStore
+from app.db.models import TrialRow
+from app.spec import parse_spec
+from app.status import TrialStatus
+
+MAX_STEPS = 200
+
+
+def row(status: str, metric: float | None, steps: int, reason: str | None = None) -> TrialRow:
+    return TrialRow(
+        id=1, search_id=1, number=0, params={"lr": 0.01}, vals={}, status=status, metric=metric, steps=steps,
+        reason=reason, created_at=0.0,
+    )  # fmt: skip
+
+
+def test_completed_counts_at_full_progress():
+    o = observed(row(TrialStatus.COMPLETED, 0.9, MAX_STEPS), MAX_STEPS)
+    assert o is not None and (o.value, o.progress, dict(o.params)) == (0.9, 1.0, {"lr": 0.01})
+    # A trainable whose own loop ended before max_steps completed all the same: its value is final.
+    o = observed(row(TrialStatus.COMPLETED, 0.8, 50), MAX_STEPS)
+    assert o is not None and o.progress == 1.0
+
+
+@pytest.mark.parametrize("reason", ["target reached", "time budget spent", "stopped by user"])
+def test_stopped_counts_at_its_last_value_and_progress(reason):
+    o = observed(row(TrialStatus.STOPPED, 0.7, 50, reason), MAX_STEPS)
+    assert o is not None and (o.value, o.progress) == (0.7, 0.25)
+    full = observed(row(TrialStatus.STOPPED, 0.7, MAX_STEPS + 3, reason), MAX_STEPS)
+    assert full is not None and full.progress == 1.0  # never past 1
+
+
+def test_killed_counts_only_after_its_full_steps():
+    verdict = "P(reach target) 0.01 < 0.05"
+    assert observed(row(TrialStatus.KILLED, 0.3, 40, verdict), MAX_STEPS) is None  # early and selected as bad
+    o = observed(row(TrialStatus.KILLED, 0.6, MAX_STEPS, verdict), MAX_STEPS)
+    assert o is not None and (o.value, o.progress) == (0.6, 1.0)
+
+
+@pytest.mark.parametrize("status", [TrialStatus.FAILED, TrialStatus.QUEUED, TrialStatus.RUNNING])
+def test_failed_and_unfinished_trials_do_not_count(status):
+    assert observed(row(status, 0.9, 100), MAX_STEPS) is None
+
+
+def test_a_trial_without_a_report_does_not_count():
+    for status in (TrialStatus.COMPLETED, TrialStatus.STOPPED, TrialStatus.KILLED):
+        assert observed(row(status, None, MAX_STEPS), MAX_STEPS) is None
+
+
+def test_a_search_whose_search_ended_counts_its_stopped_trials():
+    """Eight completed trials, three stopped when the target was reached, two killed early, one killed at
+    its full steps, one failed: importance is fitted on the 12 that carry information."""
+    store = MemoryStore()
+    spec = parse_spec(
+        {
+            "name": "x",
+            "trainable": "tests.trainables:linear",
+            "space": {"lr": {"loguniform": [1e-3, 1e-1]}, "hidden": {"choice": [8, 16]}},
+            "metric": {"name": "accuracy"},
+            "budget": {"max_steps": MAX_STEPS},
+        }
+    )
+    sid = store.create_search("x", spec.model_dump(mode="json"), 0.0).id
+    kinds = (
+        [(TrialStatus.COMPLETED, MAX_STEPS, None)] * 8
+        + [(TrialStatus.STOPPED, 60, "target reached")] * 3
+        + [(TrialStatus.KILLED, 20, "P(reach target) 0.01 < 0.05")] * 2
+        + [(TrialStatus.KILLED, MAX_STEPS, "P(reach target) 0.01 < 0.05")]
+        + [(TrialStatus.FAILED, 30, None)]
+    )
+    for n, (status, steps, reason) in enumerate(kinds):
+        lr = 0.001 * 100 ** (n / (len(kinds) - 1))
+        t = store.add_trial(sid, n, {"lr": lr, "hidden": (8, 16)[n % 2]}, {}, float(n))
+        store.update_trial(t.id, status=status, steps=steps, reason=reason, metric=1.0 - abs(lr - 0.03) * 10)
+    found = observations(store, sid)
+    assert found is not None
+    got_spec, trials = found
+    assert got_spec == spec and len(trials) == 12
+    assert sorted(t.progress for t in trials) == [0.3] * 3 + [1.0] * 9
+    out = importance_out(store, sid)
+    assert out is not None and out.trials_used == 12 and out.trials_partial == 3
+    assert observations(store, 999) is None
