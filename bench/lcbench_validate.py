@@ -1,0 +1,251 @@
+"""Does the LCBench search simulator agree with a live run of the same search? (issue 13, goal 2)
+
+The same search (task, policy, searcher, workers, seed, targets) runs twice:
+- live: `quanta`'s real controller and `LocalRuntime` on CPU devices; each trial is
+  `app.sim.lcbench_trial:train`, which sleeps through every LCBench epoch for the surrogate's epoch
+  time times `--scale` and then reports the surrogate's val_accuracy (the quantum and the budget are
+  scaled the same way);
+- simulated: `app.sim.search_bench.run_search` on `SimRuntime`, in unscaled simulated seconds, with
+  the mechanism costs the live run measured (its median start, park, resume and migration latencies,
+  divided by the scale), as `bench/sim_validate.py --calibrate` does for traces.
+
+Reported per run: simulated seconds to each target both ways (live seconds / scale), and per system
+the mean over seeds and its relative difference (goal: mean time to target within 10 %). With
+`fifo` + `random` the two runs propose the same configurations in the same order whatever the timing,
+so they differ only by the mechanism; with a searcher that learns from reports (the default), the
+order reports arrive in can change what is asked next, so single runs may part ways and only the mean
+over seeds is compared.
+
+    python bench/lcbench_validate.py --task 3945 --systems fifo_random,default --seeds 0,1,2 \\
+        --workers 2 --hours 2 --scale 0.02 --json bench/results/lcbench_validate.json
+
+Trials sleep, so the live runs need little CPU (the template still imports torch once per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+SYSTEMS: dict[str, tuple[str, str | None]] = {  # name -> (policy, algorithm); as bench/lcbench.py
+    "fifo_random": ("fifo", "random"),
+    "fifo_tpe": ("fifo", "tpe"),
+    "default": ("default", None),
+    "gandiva": ("gandiva", "tpe"),
+}
+TARGETS = ("medium", "hard")
+
+
+def live_run(
+    task: str,
+    policy: str,
+    algorithm: str | None,
+    workers: int,
+    hours: float,
+    seed: int,
+    targets: dict[str, float],
+    scale: float,
+) -> tuple[dict[str, float | None], dict[str, float], int]:
+    """Run the search for real. Returns simulated-equivalent seconds (live / scale) to each target, the
+    median mechanism latencies it measured (live seconds, by kind), and how many trials started."""
+    from app.controller import Controller, ControllerOptions
+    from app.db.store import Store
+    from app.devices import cpu_devices
+    from app.executor.runtime.local import LocalRuntime
+    from app.sim.search_bench import QUANTUM_S, lcbench, search_spec
+    from app.spec import parse_spec
+    from app.status import SearchStatus
+
+    bench = lcbench(task)
+    spec = search_spec(
+        bench,
+        policy=policy,
+        algorithm=algorithm,
+        workers=workers,
+        hours=hours * scale,
+        seed=seed,
+        stop_at=targets["hard"],
+        quantum_s=QUANTUM_S * scale,
+    )
+    raw = spec.model_dump(mode="json")
+    raw["config"] = {**raw["config"], "time_scale": scale}
+    spec = parse_spec(raw)
+    work = Path(tempfile.mkdtemp(prefix="quanta-lcv-"))
+    rt = LocalRuntime(cpu_devices(workers), warm_modules=["app.sim.lcbench_trial"])
+    ctl = Controller(Store(f"sqlite:///{work / 'v.db'}"), rt, ControllerOptions(workdir=work))
+    try:
+        # The template imports torch before its first fork: pay that before the search's clock starts,
+        # with a warm-up search of one trial of one epoch (a trial outside a search would have no policy).
+        warm_raw = search_spec(bench, policy="fifo", algorithm="random", workers=workers, hours=1.0).model_dump(
+            mode="json"
+        )
+        warm_raw["budget"] = {"max_trials": 1, "max_steps": 1, "max_seconds": 600}
+        warm_raw["config"] = {**warm_raw["config"], "time_scale": scale}
+        warm_id = ctl.submit(parse_spec(warm_raw))
+        while (w := ctl.search(warm_id)) is not None and w.status == SearchStatus.RUNNING:
+            ctl.step()
+        search_id = ctl.submit(spec)
+        s = ctl.search(search_id)
+        assert s is not None
+        while s.status == SearchStatus.RUNNING:
+            ctl.step()
+            s = ctl.search(search_id)
+            assert s is not None
+    finally:
+        ctl.close()
+    t0 = s.started_at
+    reached: dict[str, float | None] = {k: None for k in TARGETS}
+    for r in sorted(ctl.store.search_reports(search_id), key=lambda r: r.at):
+        for k in TARGETS:
+            if reached[k] is None and r.objective is not None and r.objective >= targets[k]:
+                reached[k] = (r.at - t0) / scale
+    costs: dict[str, float] = {}
+    trial_ids = {t.id for t in ctl.trials_of(search_id)}
+    for kind in ("start", "park", "resume", "migrate"):
+        ms = sorted(x.ms for x in ctl.store.latencies(kind) if x.trial_id in trial_ids)
+        if ms:
+            costs[kind] = ms[len(ms) // 2] / 1000.0
+    started = sum(1 for t in ctl.trials_of(search_id) if t.started_at is not None)
+    return reached, costs, started
+
+
+def sim_run(
+    task: str,
+    policy: str,
+    algorithm: str | None,
+    workers: int,
+    hours: float,
+    seed: int,
+    targets: dict[str, float],
+    live_costs: dict[str, float],
+    scale: float,
+) -> tuple[dict[str, float | None], int]:
+    from app.sim.runtime import SimCosts
+    from app.sim.search_bench import lcbench, run_search
+
+    costs = SimCosts(
+        start_s=live_costs.get("start", 0.0) / scale,
+        suspend_s=live_costs.get("park", 0.0) / scale,
+        resume_s=live_costs.get("resume", 0.0) / scale,
+        migrate_s=live_costs.get("migrate", live_costs.get("resume", 0.0)) / scale,
+    )
+    res = run_search(
+        lcbench(task),
+        policy=policy,
+        algorithm=algorithm,
+        workers=workers,
+        hours=hours,
+        seed=seed,
+        targets={k: targets[k] for k in TARGETS},
+        stop_at=targets["hard"],
+        costs=costs,
+    )
+    return {k: res.time_to_target.get(k) for k in TARGETS}, res.started
+
+
+def _mean(xs: list[float | None], budget_s: float) -> float:
+    return statistics.fmean(budget_s if x is None else x for x in xs)
+
+
+def main() -> None:
+    from bench.lcbench_targets import DEFAULT_JSON, load_targets
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", default="3945")
+    ap.add_argument("--systems", default="fifo_random,default")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--hours", type=float, default=2.0, help="simulated hours of budget (live: hours x scale)")
+    ap.add_argument("--scale", type=float, default=0.02, help="live seconds per simulated second")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(SYSTEMS)})")
+    if not 0 < args.scale <= 1 or args.workers < 1 or args.hours <= 0:
+        ap.error("--scale must be in (0, 1], --workers >= 1, --hours > 0")
+    targets = load_targets(DEFAULT_JSON)[args.task]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    budget_s = args.hours * 3600.0
+    runs: list[dict[str, Any]] = []
+    for seed in seeds:  # interleaved per seed
+        for name in systems:
+            policy, algorithm = SYSTEMS[name]
+            t = time.perf_counter()
+            live, costs, live_started = live_run(
+                args.task, policy, algorithm, args.workers, args.hours, seed, targets, args.scale
+            )
+            wall = time.perf_counter() - t
+            sim, sim_started = sim_run(
+                args.task, policy, algorithm, args.workers, args.hours, seed, targets, costs, args.scale
+            )
+            run = {
+                "system": name,
+                "seed": seed,
+                "live_s": live,
+                "sim_s": sim,
+                "live_costs_s": costs,
+                "trials_started": {"live": live_started, "sim": sim_started},
+                "live_wall_s": round(wall, 1),
+            }
+            runs.append(run)
+            print(f"seed {seed} {name}: live {live} sim {sim} costs {costs} ({wall:.0f} s)", file=sys.stderr)
+    summary: dict[str, Any] = {}
+    table = Table(title=f"LCBench task {args.task}: simulated seconds to target, live (scaled) vs simulator")
+    for col in ("system", "target", "live mean", "sim mean", "difference", "live runs", "sim runs"):
+        table.add_column(col)
+    for name in systems:
+        summary[name] = {}
+        mine = [r for r in runs if r["system"] == name]
+        for k in TARGETS:
+            live_runs = [r["live_s"][k] for r in mine]
+            sim_runs = [r["sim_s"][k] for r in mine]
+            lm, sm = _mean(live_runs, budget_s), _mean(sim_runs, budget_s)
+            diff = (sm - lm) / lm if lm else 0.0
+            summary[name][k] = {
+                "live_mean_s": round(lm, 1),
+                "sim_mean_s": round(sm, 1),
+                "rel_diff": round(diff, 4),
+                "within_10pct": abs(diff) <= 0.10,
+            }
+            table.add_row(
+                name,
+                k,
+                f"{lm:,.0f}",
+                f"{sm:,.0f}",
+                f"{diff:+.1%}",
+                str([None if x is None else round(x) for x in live_runs]),
+                str([None if x is None else round(x) for x in sim_runs]),
+            )
+    Console(width=160).print(table)
+    out = {
+        "task": args.task,
+        "workers": args.workers,
+        "hours": args.hours,
+        "scale": args.scale,
+        "targets": targets,
+        "runs": runs,
+        "summary": summary,
+        "command": "python bench/lcbench_validate.py " + " ".join(sys.argv[1:]),
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
