@@ -18,9 +18,14 @@ What the callback does, hook by hook:
 - `on_train_start`: `trial.enter_loop(global_step)`: Quanta measures steps/s from here.
 - `on_train_batch_start` of the first batch after a restore: the checkpoint's RNG states are set again,
   so that the DataLoader iterators Lightning created since the restore do not shift them.
-- `on_train_batch_end`: `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks
+- `on_train_batch_end` of a batch that ended with an optimizer step (the global step moved):
+  `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks
   until it is resumed), move it, checkpoint it or stop it: `TrialStopped` goes up through
-  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. When Lightning validates after
+  `Trainer.fit`, which runs its `on_exception` hooks and re-raises it. With gradient accumulation
+  (`accumulate_grad_batches=k`) the batches that only accumulate are no boundary: the gradients summed
+  so far are in no state a checkpoint holds, so a checkpoint there would restart the step without
+  them (a park in memory would keep them, but one boundary rule for both keeps every checkpoint exact).
+  When Lightning validates after
   this batch, the boundary is at the end of that validation instead (`on_validation_end`, after the
   report): a restart from a checkpoint taken before the validation would skip it (Lightning resumes a
   batch-end checkpoint with the next batch), one taken after it resumes as Lightning's own
@@ -40,6 +45,9 @@ keeps the state of a loader with `state_dict()`/`load_state_dict()` in its loop 
 `ResumableLoader` below is one. With another loader Lightning warns and the interrupted epoch starts
 again from its first batch (weights, optimizer and global step are still the checkpoint's). State a
 LightningModule keeps in its own `on_save_checkpoint` hook is not saved: keep it in modules or buffers.
+Nor are the running aggregates of metrics logged with `on_epoch=True` in `training_step` (as in
+Lightning's own checkpoints): a restarted process reports the epoch's mean of the batches since the
+restart (parks and moves keep them; validation metrics, computed afresh at each validation, are exact).
 """
 
 from __future__ import annotations
@@ -117,6 +125,7 @@ class QuantaCallback(pl.Callback):
         self.metric = metric if metric is not None else self.trial.metric
         self._rng_to_restore: dict[str, Any] | None = None
         self._boundary_after_validation = False
+        self._stepped_to = 0  # the global step at the last batch end (or at the loop's start)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         objects: dict[str, Any] = {"module": pl_module}
@@ -133,6 +142,7 @@ class QuantaCallback(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.trial.enter_loop(trainer.global_step)
+        self._stepped_to = trainer.global_step
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -145,6 +155,11 @@ class QuantaCallback(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.trial.advance_to(trainer.global_step)
+        stepped = trainer.global_step > self._stepped_to
+        self._stepped_to = trainer.global_step
+        if not stepped:
+            # A batch that only accumulated gradients (no optimizer step): no boundary until the step.
+            return
         last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step
         if self.trial.budget_spent or last:
             trainer.should_stop = True  # Lightning validates once more: the trial's final metric

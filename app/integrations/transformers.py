@@ -18,8 +18,9 @@ What the callback does, event by event:
   checkpointed global step; then `trial.enter_loop(global_step)`.
   After a restore the train DataLoader is pointed at the checkpointed step before the Trainer
   iterates it: the Trainer's seedable sampler orders epoch `e` by seed + `e`, so its seed moves on by
-  the epochs done, and the first iteration skips the batches of the current epoch already trained (as
-  the Trainer's own resume does).
+  the epochs done, and the first epoch skips the batches already trained through the Trainer's own
+  resume path (its `_run_epoch` told how many batches of the epoch were trained, as when it resumes
+  from one of its checkpoints).
 - `on_step_begin` (the step's batches are fetched, nothing of the step is computed):
   `trial.boundary(global_step)`. Quanta may park the trial here (the call blocks until it is resumed),
   move it, checkpoint it or stop it (`TrialStopped` goes up through `trainer.train()`). The boundary
@@ -34,12 +35,20 @@ What the callback does, event by event:
   naming it and the logged ones otherwise).
   The Trainer prefixes evaluation metrics with `eval_`, so a search on `eval_loss` names it so.
 
+With gradient accumulation (`gradient_accumulation_steps=k`) the Trainer calls `on_step_begin` once per
+optimizer step, before its first micro-batch, so the boundary never falls between the micro-batches of
+one step: no checkpoint misses gradients summed so far.
+
 The Trainer's logging, progress bar and its own callbacks are left as they are. Without a trial
 (`QuantaTrainerCallback()`) or with `Trial.standalone()` training runs as if Quanta were not there.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+import sys
+from types import FrameType
 from typing import Any
 
 import torch
@@ -108,6 +117,50 @@ def _updates_per_epoch(args: TrainingArguments, dataloader: Any) -> int | None:
     return max(1, batches // accum + int(batches % accum > 0))
 
 
+def _calling_trainer() -> Any:
+    """The `Trainer` whose `train()` is running on this thread (found among the callers of a callback
+    event; it hands callbacks no reference to itself), or None."""
+    from transformers import Trainer
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Trainer):
+            return owner
+        frame = frame.f_back
+    return None
+
+
+_RESUME_ARGS = ("epoch", "resume_from_checkpoint", "epochs_trained", "steps_trained_in_current_epoch")
+
+
+def _resume_epoch(trainer: Any, skip: int) -> None:
+    """Make the Trainer's next epoch start `skip` batches in, as its own resume from a checkpoint does
+    (`Trainer._run_epoch` given the batches trained in the current epoch): it skips them at the loader,
+    counts the epoch's batches from there and starts at the right optimizer step. Skipping at the loader
+    alone is not enough with gradient accumulation: the Trainer ends an epoch whose batch count is not a
+    multiple of `gradient_accumulation_steps` with a short step, which it finds by counting the epoch's
+    batches from its first, so a restart in such an epoch would miss that step. The checkpoint path it is
+    given has no RNG file (the callback sets the RNG states itself at the first step)."""
+    run_epoch = getattr(trainer, "_run_epoch", None)
+    if run_epoch is None or not set(_RESUME_ARGS) <= set(inspect.signature(run_epoch).parameters):
+        raise RuntimeError(
+            "QuantaTrainerCallback: cannot resume mid-epoch: this transformers version's Trainer has no "
+            "_run_epoch(epoch, resume_from_checkpoint, epochs_trained, steps_trained_in_current_epoch)"
+        )
+
+    def first_epoch(**kwargs: Any) -> Any:
+        del trainer._run_epoch  # the epochs after this one run as usual
+        kwargs.update(
+            resume_from_checkpoint=os.devnull,  # no RNG file there: the Trainer leaves the RNG alone
+            epochs_trained=kwargs["epoch"],
+            steps_trained_in_current_epoch=skip,
+        )
+        return run_epoch(**kwargs)
+
+    trainer._run_epoch = first_epoch
+
+
 class QuantaTrainerCallback(TrainerCallback):
     """Runs `Trainer.train()` as Quanta trial `trial` (see the module docstring). `metric` overrides the
     name of the objective to check for (default: the search's, `trial.metric`)."""
@@ -121,7 +174,6 @@ class QuantaTrainerCallback(TrainerCallback):
         self.metric = metric if metric is not None else self.trial.metric
         self._rng_to_restore: dict[str, Any] | None = None
         self._per_epoch: int | None = None  # optimizer steps per epoch, in a restored run
-        self._skipping: Any = None  # the train loader while it skips the batches already trained
 
     def on_train_begin(
         self,
@@ -139,20 +191,20 @@ class QuantaTrainerCallback(TrainerCallback):
         objects: dict[str, Any] = {"model": model, "optimizer": optimizer, "trainer_state": _TrainerState(state)}
         if lr_scheduler is not None and hasattr(lr_scheduler, "state_dict"):
             objects["lr_scheduler"] = lr_scheduler
+        trainer = _calling_trainer()
         self.trial.track(**objects)  # restores them all when the trial restarts from a checkpoint
         restored = self.trial.restored_step
         if restored is not None and restored > 0:
             self._rng_to_restore = ckpt.rng_state()  # as restored: set again before the first step
             self._per_epoch = _updates_per_epoch(args, train_dataloader)
-            self._resume_data(args, state.global_step, train_dataloader)
+            self._resume_data(args, state.global_step, train_dataloader, trainer)
         self.trial.enter_loop(state.global_step)
 
-    def _resume_data(self, args: TrainingArguments, step: int, loader: Any) -> None:
+    def _resume_data(self, args: TrainingArguments, step: int, loader: Any, trainer: Any) -> None:
         """Point the train loader at the checkpointed step before the Trainer iterates it: epoch `e` of
         the restored run draws the order of epoch `e + epochs done` (the seedable sampler's seed moves
-        on by the epochs done; the Trainer seeds an epoch's order with seed + epoch), and its first
-        iteration skips the batches of that epoch already trained (accelerate's `skip_batches`, as the
-        Trainer's own resume does; set back to 0 at the first step)."""
+        on by the epochs done; the Trainer seeds an epoch's order with seed + epoch), and the first
+        epoch skips the batches already trained through the Trainer's own resume path (`_resume_epoch`)."""
         if self._per_epoch is None:
             raise RuntimeError(
                 "QuantaTrainerCallback: cannot resume a train DataLoader without a length (an IterableDataset)"
@@ -168,19 +220,11 @@ class QuantaTrainerCallback(TrainerCallback):
             )
         skip = steps * max(1, int(args.gradient_accumulation_steps))
         if skip:
-            if not hasattr(loader, "skip_batches"):
-                raise RuntimeError(
-                    f"QuantaTrainerCallback: the train DataLoader ({type(loader).__name__}) cannot skip batches"
-                )
-            loader.skip_batches = skip
-            self._skipping = loader
+            _resume_epoch(trainer, skip)
 
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        if self._skipping is not None:  # the first step after a restore: the skipping is done
-            self._skipping.skip_batches = 0
-            self._skipping = None
         if self._rng_to_restore is not None:
             ckpt.set_rng_state(self._rng_to_restore)
             self._rng_to_restore = None
