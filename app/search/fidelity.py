@@ -12,12 +12,15 @@ Pure: no devices, no I/O, no clock.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["RungRecords", "in_top", "rungs", "value_at"]
+__all__ = ["RungRecords", "cutoff_sorted", "in_top", "in_top_sorted", "passed_values", "rungs", "value_at"]
 
 
+@functools.lru_cache(maxsize=1024)  # pure, and asked for every trial of every round
 def rungs(max_steps: int, min_steps: int, eta: float) -> tuple[int, ...]:
     """The rung budgets in steps, increasing, ending at `max_steps`.
 
@@ -56,6 +59,18 @@ def value_at(curve: Sequence[tuple[int, float]], rung: int) -> float | None:
     return best if math.isfinite(best) else None
 
 
+def passed_values(curve: Sequence[tuple[int, float]], levels: Sequence[int]) -> tuple[float, ...]:
+    """The curve's loss at each rung of `levels` (all but the last, the full budget) it has reported
+    past, in order, up to the first it has not: what `RungRecords.record` records."""
+    out: list[float] = []
+    for level in levels[:-1]:
+        value = value_at(curve, level)
+        if value is None:
+            break
+        out.append(value)
+    return tuple(out)
+
+
 def in_top(value: float, recorded: Iterable[float], eta: float) -> bool:
     """Is the loss `value` among the best `floor(n / eta)` of the `n` losses `recorded` at a rung (the
     trial's own included)? ASHA's promotion test (Li et al. 2020, `get_job`): strictly better losses are
@@ -64,6 +79,21 @@ def in_top(value: float, recorded: Iterable[float], eta: float) -> bool:
     top = math.floor(len(losses) / eta)
     better = sum(1 for v in losses if v < value)
     return better < top
+
+
+def in_top_sorted(value: float, ranked: Sequence[float], eta: float) -> bool:
+    """`in_top` on the recorded losses sorted ascending (`RungRecords.ranked`): the same answer, with
+    the strictly better losses counted by bisection."""
+    return bisect.bisect_left(ranked, value) < math.floor(len(ranked) / eta)
+
+
+def cutoff_sorted(ranked: Sequence[float], eta: float) -> float:
+    """The `100 / eta` percentile (numpy's linear interpolation) of losses sorted ascending (not
+    empty): the cut-off of Ray Tune's stopping rule (a loss at or below it goes on)."""
+    q = (len(ranked) - 1) / eta
+    lo = math.floor(q)
+    hi = min(lo + 1, len(ranked) - 1)
+    return ranked[lo] + (ranked[hi] - ranked[lo]) * (q - lo)
 
 
 class RungRecords:
@@ -75,6 +105,7 @@ class RungRecords:
 
     def __init__(self, state: Mapping[str, Mapping[str, float]] | None = None):
         self.records: dict[str, dict[str, float]] = {k: dict(v) for k, v in (state or {}).items()}
+        self._ranked: dict[str, list[float]] = {}  # key -> sorted losses (see `ranked`)
 
     @staticmethod
     def key(search_id: int, rung: int, group: int = 0) -> str:
@@ -88,17 +119,41 @@ class RungRecords:
         """Record the trial's loss at every rung of `levels` (all but the last, the full budget) it has
         reported past; returns the number of rungs it has passed."""
         passed = 0
+        tid = str(trial_id)
         for i, level in enumerate(levels[:-1]):
+            at = self.records.get(self.key(search_id, i, group))
+            if at is not None and tid in at:
+                # Recorded once and kept: curves only grow, so the trial is still past this rung and its
+                # value there is not recomputed (a held trial is seen every round; its curve is not).
+                passed = i + 1
+                continue
             value = value_at(curve, level)
             if value is None:
                 break
-            self.records.setdefault(self.key(search_id, i, group), {}).setdefault(str(trial_id), value)
+            self.records.setdefault(self.key(search_id, i, group), {})[tid] = value
             passed = i + 1
         return passed
+
+    def record_values(self, search_id: int, trial_id: int, values: Sequence[float], group: int = 0) -> None:
+        """Record the trial's losses at its first `len(values)` rungs, as `record` would from the curve
+        `values` were read from (`passed_values`); a rung already recorded keeps its value."""
+        tid = str(trial_id)
+        for i, value in enumerate(values):
+            self.records.setdefault(self.key(search_id, i, group), {}).setdefault(tid, value)
 
     def at(self, search_id: int, rung: int, group: int = 0) -> dict[str, float]:
         """Trial id (string) -> loss recorded at that rung."""
         return self.records.get(self.key(search_id, rung, group), {})
+
+    def ranked(self, search_id: int, rung: int, group: int = 0) -> list[float]:
+        """The losses recorded at that rung, sorted (computed once per rung and kept: call it only once
+        nothing more will be recorded, e.g. after a round's `record` calls). `in_top_sorted` and
+        `cutoff_sorted` answer ASHA's questions on it in O(log n) and O(1) instead of a scan."""
+        key = self.key(search_id, rung, group)
+        out = self._ranked.get(key)
+        if out is None:
+            out = self._ranked[key] = sorted(self.records.get(key, {}).values())
+        return out
 
     def keep(self, search_ids: Iterable[int]) -> dict[str, dict[str, float]]:
         """The state to carry: the records of the given (still running) searches."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
-from hyperopt import Trials, rand, space_eval, tpe
+from hyperopt import Trials, rand, space_eval
 from hyperopt.base import (
     JOB_STATE_DONE,
     JOB_STATE_RUNNING,
@@ -45,6 +45,7 @@ from hyperopt.pyll import Apply
 
 from app.search.fidelity import rungs, value_at
 from app.search.space import SpaceError, compile_space, point_vals
+from app.search.tpe import Posterior
 
 if TYPE_CHECKING:
     from app.spec import SearchSpec
@@ -362,11 +363,16 @@ class HyperOptSearcher(_TrialsSearcher):
     told so far, with pending and failed trials counted as loss +inf.
     """
 
+    _tpe: Posterior | None = None  # built at the first ask that needs it
+
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
-        docs: list[dict[str, Any]] = tpe.suggest(
-            [number], self._domain, self._trials, seed, n_startup_jobs=self.n_startup, verbose=False
-        )
-        return docs
+        return self._posterior().suggest([number], self._trials, seed, n_startup_jobs=self.n_startup)
+
+    def _posterior(self) -> Posterior:
+        """`hyperopt.tpe.suggest` with its posterior graph built once for this searcher (app.search.tpe)."""
+        if self._tpe is None:
+            self._tpe = Posterior(self._domain)
+        return self._tpe
 
 
 class MultiFidelityTPE(HyperOptSearcher):
@@ -415,6 +421,12 @@ class MultiFidelityTPE(HyperOptSearcher):
         self.min_points = int(min_points) if min_points is not None else len(self._labels) + 1
         if self.min_points < 1:
             raise ValueError(f"min_points must be >= 1, got {self.min_points}")
+        # Each trial's value at every level, kept between asks: per level, number -> loss for the trials
+        # that have one; trials whose curve changed since (`_dirty`) are re-read at the next ask. An ask
+        # reads every trial's level values; recomputing them all from the curves made each ask
+        # O(trials x reports) and a search O(trials^2 x reports).
+        self._at_level: list[dict[int, float]] = [{} for _ in self.levels]
+        self._dirty: set[int] = set(self._curves)  # warm-start curves are read at the first ask
 
     @classmethod
     def restore(  # the extra keywords (configuring the levels) are optional: a compatible override
@@ -432,19 +444,27 @@ class MultiFidelityTPE(HyperOptSearcher):
         searcher = cls(space, seed, n_startup, levels=levels, min_points=min_points, points=points, warm=warm)
         return searcher._replay(history)
 
+    def observe(self, number: int, step: int, loss: float) -> None:
+        super().observe(number, step, loss)
+        self._dirty.add(number)
+
     def level_losses(self) -> tuple[int | None, dict[int, float]]:
         """The rung index the model is fitted on now (None: no rung has `min_points` values) and the
         loss of each trial that has a value at that rung."""
-        for i in range(len(self.levels) - 1, -1, -1):
-            values: dict[int, float] = {}
-            for number, curve in self._curves.items():
+        for number in self._dirty:
+            curve = self._curves.get(number, [])
+            for i, level in enumerate(self.levels):
                 # A trial has reached a rung when it reported at or past it (a trial reports at its last
                 # step); a tell does not say how far the trial got (stopped trials are told too).
-                v = value_at(curve, self.levels[i])
+                v = value_at(curve, level)
                 if v is not None:
-                    values[number] = v
-            if len(values) >= self.min_points:
-                return i, values
+                    self._at_level[i][number] = v
+                else:
+                    self._at_level[i].pop(number, None)
+        self._dirty.clear()
+        for i in range(len(self.levels) - 1, -1, -1):
+            if len(self._at_level[i]) >= self.min_points:
+                return i, dict(self._at_level[i])
         return None, {}
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
@@ -466,7 +486,7 @@ class MultiFidelityTPE(HyperOptSearcher):
                     doc["state"], doc["result"] = JOB_STATE_RUNNING, {"status": STATUS_RUNNING}
             self._trials.refresh()
             # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
-            docs = tpe.suggest([number], self._domain, self._trials, seed, n_startup_jobs=0, verbose=False)
+            docs = self._posterior().suggest([number], self._trials, seed, n_startup_jobs=0)
             return docs
         finally:
             for n, (state, result) in saved.items():

@@ -316,3 +316,62 @@ def test_module_imports_only_numpy_and_scipy():
             roots.add(node.module.split(".")[0])
     stdlib = {"__future__", "contextlib", "math", "warnings", "collections", "dataclasses", "typing"}
     assert roots <= stdlib | {"numpy", "scipy"}
+
+
+# --- the fit driven through leastsq is the fit curve_fit made ----------------------------------------
+
+
+def _fit_through_curve_fit(fam, x, y):
+    """`feedback._fit` as it was written on `scipy.optimize.curve_fit` (kept as the reference)."""
+    import contextlib
+    import warnings
+
+    from scipy.optimize import OptimizeWarning, curve_fit
+
+    p0 = fam.guess(x, y)
+    if p0 is None:
+        return None
+    pos = np.array(fam.positive)
+    p0 = np.where(pos, np.maximum(p0, 1e-8), p0)
+    rss0 = float(((fam.model(x, *p0) - y) ** 2).sum())
+    best = [rss0 if math.isfinite(rss0) else math.inf, p0]
+
+    def params(phi):
+        return np.where(pos, np.exp(np.minimum(phi, 700.0)), phi)
+
+    def model(xd, *phi):
+        theta = params(phi)
+        out = fam.model(xd, *theta)
+        rss = float(((out - y) ** 2).sum())
+        if rss < best[0]:
+            best[0], best[1] = rss, theta
+        return out
+
+    def jac(xd, *phi):
+        theta = params(phi)
+        return fam.jac(xd, *theta) * np.where(pos, theta, 1.0)
+
+    phi0 = np.where(pos, np.log(p0), p0)
+    with warnings.catch_warnings(), contextlib.suppress(RuntimeError, ValueError, TypeError):
+        warnings.simplefilter("ignore", OptimizeWarning)
+        curve_fit(model, x, y, p0=phi0, jac=jac, method="lm", maxfev=feedback._MAXFEV, ftol=1e-6, xtol=1e-6)
+    return (best[1], best[0]) if math.isfinite(best[0]) else None
+
+
+def test_predictions_are_bit_identical_to_the_curve_fit_ones(monkeypatch):
+    # The judge's verdicts (and so every policy decision that reads them) depend on these numbers: the
+    # cheaper driver of the same MINPACK fit must give exactly the same predictions, not close ones.
+    rng = random.Random(11)
+    cases = []
+    for fn in (pow3, exp3, log_power, loss):
+        for frac in (0.03, 0.08, 0.2, 0.5):
+            for seed in range(3):
+                curve = observe(fn, frac, noise=rng.choice([0.0, 0.005, 0.03]), seed=seed)
+                goal = "minimize" if fn is loss else "maximize"
+                bounds = rng.choice([None, (0.0, 1.0) if goal == "maximize" else (0.0, math.inf)])
+                cases.append((curve, goal, bounds))
+    now = [predict(c, MAX_STEPS, 0.8 if g == "maximize" else 0.35, g, bounds=b) for c, g, b in cases]
+    monkeypatch.setattr(feedback, "_fit", _fit_through_curve_fit)
+    before = [predict(c, MAX_STEPS, 0.8 if g == "maximize" else 0.35, g, bounds=b) for c, g, b in cases]
+    assert sum(p is not None and len(p.families) > 0 for p in now) > 30
+    assert now == before

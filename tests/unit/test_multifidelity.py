@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 import statistics
 
+import numpy as np
 import pytest
 
-from app.search.fidelity import rungs, value_at
+from app.search.fidelity import RungRecords, cutoff_sorted, in_top, in_top_sorted, rungs, value_at
 from app.search.searcher import HistoryItem, HyperOptSearcher, MultiFidelityTPE
 
 SPACE = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}, "z": {"uniform": [0.0, 1.0]}}
@@ -119,6 +121,36 @@ def test_value_at_is_the_best_loss_until_the_first_report_past_the_rung():
     assert value_at([(40, 0.2), (10, 0.5)], 10) == 0.5  # out of order: the first report past 10 is 10
 
 
+def test_rank_queries_on_sorted_losses_answer_as_the_scans_do():
+    # ASHA asks, for each held trial, whether it is in the top 1/eta of its rung and whether it is at or
+    # below the rung's 100/eta percentile; on the rung's losses sorted once per round the answers must
+    # be those of the scans (ties included: losses here repeat).
+    rng = random.Random(3)
+    for _ in range(300):
+        n = rng.randint(1, 40)
+        losses = [rng.choice([0.1, 0.2, 0.25, 0.5]) if rng.random() < 0.3 else rng.random() for _ in range(n)]
+        eta = rng.choice([2, 3, 3.0, 4.5])
+        ranked = sorted(losses)
+        q = (len(ranked) - 1) / eta  # the stopping rule's cut-off as asha computed it by a scan
+        lo = math.floor(q)
+        hi = min(lo + 1, len(ranked) - 1)
+        assert cutoff_sorted(ranked, eta) == ranked[lo] + (ranked[hi] - ranked[lo]) * (q - lo)
+        assert cutoff_sorted(ranked, eta) == pytest.approx(float(np.percentile(losses, 100 / eta)))
+        for value in [*losses, 0.0, 0.3, 2.0]:
+            assert in_top_sorted(value, ranked, eta) == in_top(value, losses, eta)
+
+
+def test_rung_records_keep_the_first_value_and_count_rungs_passed():
+    book = RungRecords()
+    assert book.record(1, 7, [(10, 0.5)], LEVELS) == 1
+    # Reports past the next rung record it; the first rung keeps its first value (a later, better report
+    # before it does not rewrite it), so what others were compared with stays.
+    assert book.record(1, 7, [(5, 0.1), (10, 0.5), (30, 0.3)], LEVELS) == 2
+    assert book.at(1, 0) == {"7": 0.5} and book.at(1, 1) == {"7": 0.1}
+    assert book.ranked(1, 1) == [0.1]
+    assert book.record(1, 8, [(3, 0.9)], LEVELS) == 0
+
+
 def test_fits_on_the_highest_rung_with_enough_points():
     s = MultiFidelityTPE(SPACE, seed=0, n_startup=0, levels=(10, 30, 90), min_points=2)
     for n in range(3):
@@ -131,6 +163,29 @@ def test_fits_on_the_highest_rung_with_enough_points():
     s.observe(2, 30, 0.2)
     s.observe(2, 10, 0.6)  # reports may arrive out of order
     assert s.level_losses() == (1, {1: 0.4, 2: 0.2})
+
+
+def test_level_losses_kept_between_asks_equal_a_recount_from_the_curves():
+    # The values at each level are kept between asks and re-read only for trials that reported since:
+    # after any sequence of reports (out of order, repeated steps, interleaved with asks) they equal a
+    # count from scratch over every curve, level by level.
+    rng = random.Random(7)
+    s = MultiFidelityTPE(SPACE, seed=0, n_startup=0, levels=LEVELS, min_points=3)
+    for n in range(12):
+        s.ask(n)
+    for _ in range(300):
+        n = rng.randrange(12)
+        s.observe(n, rng.choice([5, 10, 20, 30, 60, 90, 200, 270]), rng.random())
+        if rng.random() < 0.1:
+            level, values = s.level_losses()
+            recount = {}
+            for i in range(len(LEVELS) - 1, -1, -1):
+                recount = {m: v for m, c in s._curves.items() if (v := value_at(c, LEVELS[i])) is not None}
+                if len(recount) >= 3:
+                    assert (level, values) == (i, recount)
+                    break
+            else:
+                assert (level, values) == (None, {})
 
 
 def test_start_up_asks_equal_plain_tpe():
@@ -173,8 +228,6 @@ def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe():
         budgets_to_near_optimum(MultiFidelityTPE(SPACE, seed=s, n_startup=6, levels=LEVELS), multi_fidelity=True)
         for s in seeds
     ]
-    plain = [
-        budgets_to_near_optimum(HyperOptSearcher(SPACE, seed=s, n_startup=6), multi_fidelity=False) for s in seeds
-    ]
+    plain = [budgets_to_near_optimum(HyperOptSearcher(SPACE, seed=s, n_startup=6), multi_fidelity=False) for s in seeds]
     assert statistics.median(mf) <= 0.7 * statistics.median(plain), (mf, plain)
     assert sum(mf) <= 0.85 * sum(plain), (mf, plain)

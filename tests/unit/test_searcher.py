@@ -327,6 +327,27 @@ def test_params_and_vals_are_plain_and_json_serialisable(cls):
         assert json.loads(json.dumps(sug.params)) == sug.params
 
 
+@pytest.mark.parametrize(("space", "loss"), [(NESTED, nested_loss), ({"n": {"randint": [3, 8]}, **QUAD}, quad)])
+def test_tpe_asks_what_hyperopts_own_suggest_asks(space, loss):
+    # The searcher builds TPE's posterior graph once (app.search.tpe) instead of at every ask; at every
+    # ask, with pending, failed and finished trials behind it, it must suggest what hyperopt.tpe.suggest
+    # suggests from the same trials and seed.
+    from hyperopt import tpe
+
+    s = HyperOptSearcher(space, seed=4, n_startup=5)
+    for n in range(45):
+        seed = ask_seed(4, n)
+        theirs = tpe.suggest([n], s._domain, s._trials, seed, n_startup_jobs=5, verbose=False)
+        ours = s._posterior().suggest([n], s._trials, seed, n_startup_jobs=5)
+        assert ours[0]["misc"]["vals"] == theirs[0]["misc"]["vals"]
+        sug = s.ask(n)
+        assert {k: v for k, v in ours[0]["misc"]["vals"].items() if v} == sug.vals
+        if n % 5 == 3:
+            s.tell(n, None, ok=False)
+        elif n % 5 != 4:  # every fifth stays pending
+            s.tell(n, loss(sug.params))
+
+
 def test_randint_stays_in_bounds_after_startup():
     s = HyperOptSearcher({"n": {"randint": [3, 8]}, "x": {"uniform": [0, 1]}}, seed=0, n_startup=5)
     seen = {sug.params["n"] for sug in run(s, 40, lambda p: abs(p["n"] - 6) + p["x"])}

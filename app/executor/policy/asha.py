@@ -51,12 +51,16 @@ rung) the values recorded.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.fidelity import RungRecords, in_top, rungs
+from app.search.fidelity import RungRecords, cutoff_sorted, in_top_sorted, passed_values, rungs
+
+# A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
+_Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
+_MEMO_SEARCHES = 16  # searches whose trials' rung values are memoised at once
 
 
 class AshaPolicy:
@@ -69,16 +73,26 @@ class AshaPolicy:
         self.name = self.knobs.policy
         # Verdicts only when asked for (`judge`): by default its rungs are its own judging.
         self.judge_knobs: JudgeKnobs | None = self.knobs.judge
+        # Memo, not state: each alive trial's values at its rungs as read last round from its curve (an
+        # immutable tuple: views of trials nothing happened to are reused, so most curves are the very
+        # same object). A held trial is seen every round while its curve does not change; reading it
+        # again each round made a round O(alive trials x reports).
+        # Per search (a policy plans one search's group at a time under the share layer).
+        self._passed: dict[int, dict[int, _Passed]] = {}
+        self._levels: dict[tuple[int, int, int], tuple[int, ...]] = {}  # see `levels`
 
     # ---- rungs -----------------------------------------------------------------------------------
 
     def levels(self, trial: TrialView, search: SearchView | None) -> tuple[int, ...]:
         """The rungs of `trial` in steps (its bracket's), ending at its max_steps."""
-        k = self.knobs
-        max_steps = max(1, trial.max_steps or (search.max_steps if search else 0) or 1)
-        first = k.min_steps if k.min_steps is not None else max(1, round(max_steps / k.eta**3))
-        bracket = self.bracket(trial)
-        return rungs(max_steps, max(1, round(first * k.eta**bracket)), k.eta)
+        key = (trial.max_steps, search.max_steps if search else 0, self.bracket(trial))
+        out = self._levels.get(key)
+        if out is None:  # a pure function of the key (and the knobs): asked for every trial every round
+            k = self.knobs
+            max_steps = max(1, key[0] or key[1] or 1)
+            first = k.min_steps if k.min_steps is not None else max(1, round(max_steps / k.eta**3))
+            out = self._levels[key] = rungs(max_steps, max(1, round(first * k.eta ** key[2])), k.eta)
+        return out
 
     def bracket(self, trial: TrialView) -> int:
         return trial.id % self.knobs.brackets
@@ -106,6 +120,9 @@ class AshaPolicy:
         # First every rung each trial has reported past is recorded, then each trial is decided at the
         # rung it was allowed to run to, against all of this round's records (order does not matter).
         of_search: list[tuple[TrialView, SearchView, tuple[int, ...]]] = []
+        olds = [self._passed.pop(s.id, {}) for s in snapshot.searches]
+        seen: dict[int, _Passed] = olds[0] if len(olds) == 1 else {k: v for old in olds for k, v in old.items()}
+        read: dict[int, dict[int, _Passed]] = {}
         for t in snapshot.alive():
             search = searches.get(t.search_id)
             if search is None:
@@ -114,18 +131,32 @@ class AshaPolicy:
             levels = self.levels(t, search)
             of_search.append((t, search, levels))
             sign = -1.0 if search.goal == "maximize" else 1.0
-            curve = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
-            book.record(search.id, t.id, curve, levels, self.bracket(t))
+            last = seen.get(t.id)
+            if last is not None and last[0] is t.curve and last[1] == sign and last[2] == levels:
+                values = last[3]  # the same (immutable) curve as last round: the same values
+            else:
+                values = passed_values([(step, sign * v) for step, v in t.curve if math.isfinite(v)], levels)
+            if type(t.curve) is tuple:
+                read.setdefault(search.id, {})[t.id] = (t.curve, sign, levels, values)
+            book.record_values(search.id, t.id, values, self.bracket(t))
+        self._passed.update(read)
+        while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
+            del self._passed[next(iter(self._passed))]
         for t, search, levels in of_search:
-            rung = int(old_allowed.get(str(t.id), 0))
+            tid = str(t.id)
+            rung = int(old_allowed.get(tid, 0))
             while rung < len(levels) - 1:
                 recorded = book.at(search.id, rung, self.bracket(t))
-                value = recorded.get(str(t.id))
+                value = recorded.get(tid)
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
                 stopping = k.mode == "kill" or k.rule == "stopping"
                 may_go_on = t.id not in hopeless or not search.more_trials
-                if stopping and may_go_on and self._continues(value, recorded.values()):
+                if (
+                    stopping
+                    and may_go_on
+                    and value <= cutoff_sorted(book.ranked(search.id, rung, self.bracket(t)), k.eta)
+                ):
                     rung += 1
                     continue
                 if k.mode == "pause" and t.id in heading:
@@ -145,7 +176,7 @@ class AshaPolicy:
                 else:
                     held.append((rung, value, t))
                 break
-            allowed[str(t.id)] = rung
+            allowed[tid] = rung
             if t.id in stop or (held and held[-1][2] is t):
                 continue
             movers.append(t)
@@ -201,21 +232,15 @@ class AshaPolicy:
 
     # ---- helpers ---------------------------------------------------------------------------------
 
-    def _continues(self, value: float, recorded: Iterable[float]) -> bool:
-        """Ray Tune's stopping rule: go on when the loss is at or below the 100/eta percentile."""
-        losses: list[float] = sorted(recorded)
-        q = (len(losses) - 1) / self.knobs.eta  # numpy's linear interpolation at 100/eta percent
-        lo = math.floor(q)
-        hi = min(lo + 1, len(losses) - 1)
-        cutoff = losses[lo] + (losses[hi] - losses[lo]) * (q - lo)
-        return value <= cutoff
-
     def _promotable(self, h: tuple[int, float, TrialView], book: RungRecords) -> bool:
+        """Li et al.'s promotion test (in the top 1/eta of its rung), or with `rule: stopping` Ray Tune's
+        rule (at or below the rung's 100/eta percentile), on the rung's sorted losses: O(log n) per held
+        trial rather than a scan of the rung (held trials are every round's bulk)."""
         rung, value, t = h
-        recorded = book.at(t.search_id, rung, self.bracket(t))
+        ranked = book.ranked(t.search_id, rung, self.bracket(t))
         if self.knobs.rule == "stopping":  # admitted once later arrivals moved the percentile past it
-            return self._continues(value, recorded.values())
-        return in_top(value, recorded.values(), self.knobs.eta)
+            return value <= cutoff_sorted(ranked, self.knobs.eta)
+        return in_top_sorted(value, ranked, self.knobs.eta)
 
     def _place(self, board: Board, t: TrialView) -> bool:
         devices = board.choose(t)
@@ -230,6 +255,8 @@ class AshaPolicy:
         if budget <= 0 or not resident:
             return ()
         used = sum(h[2].memory_mb or 0.0 for h in resident)
+        if used <= budget:
+            return ()  # within the budget: nothing to rank
         out: list[int] = []
         # Lowest rung first, then worst value: the trials least likely ever to be promoted.
         for _rung, _value, t in sorted(resident, key=lambda h: (h[0], -h[1], -h[2].arrival, -h[2].id)):
