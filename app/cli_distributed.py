@@ -21,6 +21,8 @@ from typing import Annotated
 
 import typer
 
+from app.share_options import FavourOption, RhoCapOption, WeightsOption, WindowOption
+
 EXIT_ERROR = 2
 
 
@@ -37,6 +39,10 @@ def controller(
     standby: Annotated[
         bool, typer.Option("--standby", help="wait while another controller holds the database, then take over")
     ] = False,
+    share_window_s: WindowOption = None,
+    favour_worst_rho: FavourOption = False,
+    rho_cap: RhoCapOption = None,
+    weight: WeightsOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the controller loop alone against the registered worker nodes (searches are submitted
@@ -50,9 +56,16 @@ def controller(
     from app.db.lease import ControllerLease, LeaseHeld
     from app.db.store import Store
     from app.service import make_runtime, run_controller
+    from app.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
     from app.syspath import drop_working_dir
 
     drop_working_dir()  # nothing is imported from the directory the controller started in
+    try:
+        knobs = share_knobs(share_window_s, favour_worst_rho, rho_cap)
+        weights = parse_weights(weight or [])
+    except ShareOptionError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
     try:
         store = Store(db)
     except Exception as exc:
@@ -75,9 +88,15 @@ def controller(
         except LeaseHeld:  # stopped while standing by
             raise typer.Exit(0) from None
         typer.echo("taking over: the lease is ours")
+    try:
+        apply_weights(store, weights)
+    except ShareOptionError as exc:
+        lease.release()
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
     checkpoints.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
-    ctl = Controller(store, runtime, ControllerOptions(workdir=checkpoints))
+    ctl = Controller(store, runtime, ControllerOptions(workdir=checkpoints, share=knobs))
     ctl.load()
     alive = [f"{n} ({len(v['devices'])} devices)" for n, v in runtime.nodes().items() if v["alive"]]
     typer.echo(f"quanta controller: {len(ctl.searches())} active searches; nodes: {', '.join(alive) or 'none yet'}")

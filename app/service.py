@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from app.db.lease import ControllerLease
     from app.db.store import Store
     from app.devices import Device
+    from app.executor.policy.share import ShareKnobs
     from app.executor.runtime.celery_runtime import CeleryRuntime
 
 log = logging.getLogger("quanta.service")
@@ -48,7 +49,8 @@ def make_runtime(
 
 
 class ControllerLoop:
-    """Runs `Controller.step` in a thread of its own until `stop()`."""
+    """Runs `Controller.step` in a thread of its own until `stop()`; `share`: the share layer's knobs
+    (None: its defaults)."""
 
     def __init__(
         self,
@@ -59,8 +61,10 @@ class ControllerLoop:
         tick_s: float = 0.5,
         broker: str | None = None,
         lease: ControllerLease | None = None,
+        share: ShareKnobs | None = None,
     ):
         self.store = store
+        self.share = share
         self.lease = lease  # held by the caller for this loop; checked while it runs, released at its end
         self.broker = broker  # distributed mode: trials run on `quanta worker` nodes, not on `devices`
         self.devices = devices
@@ -97,10 +101,8 @@ class ControllerLoop:
         try:
             # Distributed: workdir is the shared checkpoint store. Local: the controller binds itself as
             # the runtime's launcher.
-            runtime = (
-                make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
-            )
-            ctl = Controller(self.store, runtime, ControllerOptions(workdir=self.workdir))
+            runtime = make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
+            ctl = Controller(self.store, runtime, ControllerOptions(workdir=self.workdir, share=self.share))
             ctl.load()
             self._publish_devices(ctl)
             self._state = "running"

@@ -21,6 +21,8 @@ from typing import Annotated, Any
 
 import typer
 
+from app.share_options import FavourOption, RhoCapOption, WeightsOption, WindowOption
+
 log = logging.getLogger("quanta.serve")
 
 EXIT_ERROR = 2
@@ -50,12 +52,17 @@ def serve(
         str | None,
         typer.Option(help="Redis URL: run trials on `quanta worker` nodes instead of here", envvar="QUANTA_BROKER"),
     ] = None,
+    share_window_s: WindowOption = None,
+    favour_worst_rho: FavourOption = False,
+    rho_cap: RhoCapOption = None,
+    weight: WeightsOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Serve the REST API and dashboard, and run searches on this machine's devices.
 
     Prints the dashboard URL and an API token (or uses QUANTA_TOKEN). Trainables posted through the API
-    must come from modules under QUANTA_TRAINABLE_ALLOWLIST (default 'examples.')."""
+    must come from modules under QUANTA_TRAINABLE_ALLOWLIST (default 'examples.'). Device time is
+    divided between users by the share layer: its knobs and users' weights are options here."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -68,6 +75,7 @@ def serve(
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
     from app.service import ControllerLoop
+    from app.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
     from app.syspath import drop_working_dir
 
     # Trainables come from installed packages and PYTHONPATH, never from the directory serve started in.
@@ -75,6 +83,12 @@ def serve(
     try:
         devs = parse_devices(devices)
     except DeviceSpecError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    try:
+        knobs = share_knobs(share_window_s, favour_worst_rho, rho_cap)
+        weights = parse_weights(weight or [])
+    except ShareOptionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
     settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
@@ -93,12 +107,18 @@ def serve(
     except LeaseHeld as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
+    try:
+        apply_weights(store, weights)
+    except ShareOptionError as exc:
+        lease.release()
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
     token_from_env = bool(settings.token)
     if not settings.token:
         settings.token = auth.create_token(store, name=f"serve {time.strftime('%Y-%m-%d %H:%M:%S')}")
     app = create_app(settings, store=store)
 
-    loop = ControllerLoop(store, devs, workdir, broker=broker, lease=lease)
+    loop = ControllerLoop(store, devs, workdir, broker=broker, lease=lease, share=knobs)
     app.state.controller_state = loop.state
     config = uvicorn.Config(app, host=host, port=port, log_level="info" if verbose else "warning")
     redact_tokens()  # after uvicorn set up its loggers: `?token=` of event streams stays out of the log

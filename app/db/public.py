@@ -166,6 +166,43 @@ class UserOut(SQLModel):
         )
 
 
+class UserShareOut(SQLModel):
+    """One user's share of device time (`GET /shares`). From the stored quanta over the request's window:
+    `device_s`, the device-seconds the user's trials computed (a device shared by k trials counts 1/k to
+    each) and `share`, that over all users' device-seconds in the window (None when nobody computed).
+    From the share layer's accounts (`app.executor.policy.share`, as of `SharesOut.accounts_at`; None
+    when the controller has none for the user): `devices` held and `fair_devices` due at the last
+    plan, and over the accounts' decaying window the device-seconds `used_s`, `fair_s` (its
+    work-conserving fair share) and `ideal_s` (its weighted share of the cluster alone, up to its
+    demand), and `rho` = ideal_s / used_s (Themis's finish-time fairness: > 1 behind its share)."""
+
+    name: str
+    weight: float = Field(description="share of device time relative to the other users'")
+    device_s: float
+    share: float | None
+    devices: float | None = None
+    fair_devices: float | None = None
+    used_s: float | None = None
+    fair_s: float | None = None
+    ideal_s: float | None = None
+    rho: float | None = None
+
+
+class SharesOut(SQLModel):
+    """Users' shares of device time: `users` (a member gets their own row only), the stored quanta's
+    window [`since`, `at`] they were measured over, the cluster's `devices` (as last published), and the
+    share layer's accounts: when they were last brought up to date (`accounts_at`) and their time
+    constant (`accounts_window_s`), both None before the share layer first planned."""
+
+    at: float
+    since: float
+    window_s: float
+    devices: int
+    accounts_at: float | None
+    accounts_window_s: float | None
+    users: list[UserShareOut]
+
+
 class TokenOut(SQLModel):
     """A token as listed: never the token itself, nor its hash."""
 

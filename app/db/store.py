@@ -38,6 +38,7 @@ from app.db.models import (
 )
 from app.db.queries import ReaderQueries
 from app.db.secret import server_secret
+from app.db.shares import ShareQueries
 from app.db.tokens import TokenQueries
 from app.db.users import UserQueries
 from app.status import SearchStatus
@@ -73,9 +74,10 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-class Store(ReaderQueries, UserQueries, TokenQueries):
+class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
     """The database. The controller's reads and writes are below; the readers' (API) queries come from
-    `ReaderQueries`, the users from `UserQueries`, the API tokens from `TokenQueries`."""
+    `ReaderQueries`, the users from `UserQueries`, the API tokens from `TokenQueries`, the users' shares
+    of device time from `ShareQueries`."""
 
     # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
     # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).

@@ -1,5 +1,6 @@
-"""/me, /users and /tokens: who the caller is; users (with their weight and quotas) and their tokens,
-managed by admins (a member gets 403 on these; /me answers everyone)."""
+"""/me, /shares, /users and /tokens: who the caller is and their share of device time; users (with their
+weight and quotas) and their tokens, managed by admins (a member gets 403 on these; /me and /shares
+answer everyone, /shares a member with their own figures only)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 
-from app.api.deps import AdminUser, Authenticated, CurrentUser, StoreDep
+from app.api.deps import AdminUser, Authenticated, CurrentUser, StoreDep, owner_filter
 from app.api.models import Message
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND
-from app.db.public import NAME_PATTERN, NewToken, TokenCreate, TokenOut, UserCreate, UserOut, UserUpdate
+from app.db.public import (
+    NAME_PATTERN,
+    NewToken,
+    SharesOut,
+    TokenCreate,
+    TokenOut,
+    UserCreate,
+    UserOut,
+    UserUpdate,
+)
 from app.db.queries import Conflict
 
 router = APIRouter(tags=["users"], dependencies=[Authenticated], responses=AUTH_ERRORS)
@@ -29,6 +39,21 @@ def _missing(name: str) -> HTTPException:
 def me(user: CurrentUser) -> UserOut:
     """The user the token belongs to."""
     return user
+
+
+@router.get("/shares", response_model=SharesOut)
+def shares(
+    store: StoreDep,
+    user: CurrentUser,
+    window_s: Annotated[
+        float, Query(gt=0, le=7 * 86_400, description="seconds of stored quanta the device share is measured over")
+    ] = 300.0,
+) -> SharesOut:
+    """Each user's weight, share of device time over the last `window_s` seconds (from the stored
+    quanta), and the share layer's accounts: devices held and due, and rho (Themis's finish-time
+    fairness: ideal / had device time; above 1 means behind the fair share). An admin gets every user,
+    a member their own row only."""
+    return store.shares_out(time.time(), window_s, owner_filter(user))
 
 
 @router.get("/users", response_model=list[UserOut], responses=FORBIDDEN)

@@ -566,13 +566,15 @@ class _Accounts:
 
 def shares_of(policy_state: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Per user, from a share policy's carried state: device-seconds `used`, `fair` and `ideal` over the
-    window, the devices held now (`devices`) and `rho` (when the user had ideal time on the books)."""
+    window, the devices held and due at the last plan (`devices`, `fair_devices`) and `rho` (when the user
+    had ideal time on the books)."""
     acc = _Accounts.of(policy_state.get(SHARE_STATE, {}))
     rho = acc.rho()
     out: dict[str, dict[str, float]] = {}
     for u, a in acc.users.items():
         row = {k: float(a.get(k, 0.0)) for k in ("used", "fair", "ideal")}
         row["devices"] = float(a.get("used_rate", 0.0))
+        row["fair_devices"] = float(a.get("fair_rate", 0.0))
         if u in rho:
             row["rho"] = rho[u]
         out[u] = row

@@ -162,7 +162,47 @@ function listView() {
       })
       .catch(onRefreshError("users"));
   }
-  replace(root, h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), filter, count), table));
+  // Users' shares of device time (GET /shares): every user for an admin, a member's own row.
+  const sharesBody = h("tbody");
+  const sharesHint = h("span", { class: "muted" });
+  const sharesTable = h(
+    "table",
+    { class: "shares", id: "shares" },
+    h("thead", {}, h("tr", {}, ...[["user"], ["weight"], ["devices", "devices held at the last plan / fair share then"], ["device time", "share of all users' device time over the last 5 minutes (stored quanta)"], ["rho", "finish-time fairness (Themis): fair-share device time over device time had; above 1 = behind"]].map(([c, t]) => h("th", t ? { title: t } : {}, c)))),
+    sharesBody,
+  );
+  replace(
+    root,
+    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), filter, count), table),
+    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h3", {}, me && me.role === "admin" ? "Users' shares" : "Your share"), sharesHint), sharesTable),
+  );
+
+  async function refreshShares() {
+    const data = await api("/shares?window_s=300");
+    const users = data.users || [];
+    sharesHint.textContent = `${data.devices} devices; device time over the last ${fmtDuration(data.window_s)}`;
+    clear(sharesBody);
+    if (!users.length) {
+      sharesBody.appendChild(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No users with device time yet.")));
+      return;
+    }
+    for (const u of users) {
+      const devices = u.devices === null || u.devices === undefined ? "—" : `${fmtNum(u.devices, 3)} / ${fmtNum(u.fair_devices, 3)}`;
+      const share = u.share === null || u.share === undefined ? "—" : `${fmtNum(100 * u.share, 3)}% (${fmtDuration(u.device_s)})`;
+      const rho = u.rho === null || u.rho === undefined ? "—" : u.rho >= 1e6 ? "∞" : fmtNum(u.rho, 3);
+      sharesBody.appendChild(
+        h(
+          "tr",
+          { "data-user": u.name },
+          h("td", { class: "name" }, u.name || "—"),
+          h("td", { class: "num" }, fmtNum(u.weight, 3)),
+          h("td", { class: "num devices" }, devices),
+          h("td", { class: "num share" }, share),
+          h("td", { class: `num rho${u.rho > 1.3 ? " rho-behind" : ""}` }, rho),
+        ),
+      );
+    }
+  }
 
   async function refresh() {
     const owner = me && me.role === "admin" && ownerFilter ? `&owner=${encodeURIComponent(ownerFilter)}` : "";
@@ -196,14 +236,15 @@ function listView() {
     }
   }
 
-  const r = refresher({ list: refresh }, 800);
+  const r = refresher({ list: refresh, shares: refreshShares }, 800);
   refresh().catch((e) => showError(root, e));
+  refreshShares().catch(onRefreshError("shares"));
   return {
     onEvent(kind) {
-      if (kind === "search" || kind === "trial" || kind === "message") r.mark("list");
+      if (kind === "search" || kind === "trial" || kind === "message") r.mark("list", "shares");
     },
     poll() {
-      r.mark("list");
+      r.mark("list", "shares");
     },
     dispose() {
       r.dispose();
