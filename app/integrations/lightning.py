@@ -36,6 +36,13 @@ What the callback does, hook by hook:
   `trainer.callback_metrics`, at the global step; the search's metric must be one of them (a KeyError
   naming it and the logged ones otherwise).
 
+Moves: Quanta moves the tracked module and optimizers itself (`Trial.track`); Lightning also keeps
+where it puts things, and a tracked `_Placement` tells it (`move_to`, which the Trial calls with every
+move of the state: a park on an accelerator, a resume, a move to another device): the strategy's root
+device (every batch is sent there), the logged-metric collections of the training and validation
+loops (running sums on the device) and the mixed-precision gradient scaler's state. One device per
+trial (a `SingleDeviceStrategy`): another strategy is refused when the fit starts (a RuntimeError).
+
 Lightning's progress bar, loggers and other callbacks are left as they are. Without a trial
 (`QuantaCallback()`) or with `Trial.standalone()` the fit runs as if Quanta were not there and the
 reports are kept in `trial.history`.
@@ -57,9 +64,11 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from app.integrations.metrics import report_metrics
+from app.integrations.moves import move_scaler
 from app.sdk import checkpoint as ckpt
 from app.sdk.trial import Trial
 
@@ -114,6 +123,36 @@ class _Callbacks:
                 cb.load_state_dict(state[cb.state_key])
 
 
+class _Placement:
+    """Where Lightning puts the trial's tensors, as a tracked object (no state of its own): `move_to`
+    points Lightning at `device` when Quanta moves the module and optimizers there (see the module's
+    docstring)."""
+
+    def __init__(self, trainer: pl.Trainer):
+        self._trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def move_to(self, device: torch.device) -> None:
+        trainer = self._trainer
+        strategy = trainer.strategy
+        if not isinstance(strategy, SingleDeviceStrategy):
+            raise RuntimeError(
+                f"QuantaCallback: cannot move a trial whose Lightning strategy is {type(strategy).__name__} "
+                "(one device per trial: a SingleDeviceStrategy)"
+            )
+        # Lightning sends every batch to `root_device`; the strategy has no public setter for it.
+        strategy._root_device = device
+        epoch_loop = trainer.fit_loop.epoch_loop
+        for results in (epoch_loop._results, epoch_loop.val_loop._results):
+            results.to(device)  # running sums of the logged metrics, kept on the module's device
+        move_scaler(getattr(trainer.precision_plugin, "scaler", None), device)
+
+
 class QuantaCallback(pl.Callback):
     """Runs `Trainer.fit` as Quanta trial `trial` (see the module docstring). `metric` overrides the
     name of the objective to check for (default: the search's, `trial.metric`)."""
@@ -136,6 +175,7 @@ class QuantaCallback(pl.Callback):
         objects["precision"] = trainer.precision_plugin
         objects["fit_loop"] = _FitLoop(trainer)
         objects["callbacks"] = _Callbacks(trainer, self)
+        objects["placement"] = _Placement(trainer)
         self.trial.track(**objects)  # restores them all when the trial restarts from a checkpoint
         if self.trial.restored_step is not None:
             self._rng_to_restore = ckpt.rng_state()  # as restored: set again before the first batch

@@ -35,6 +35,13 @@ What the callback does, event by event:
   naming it and the logged ones otherwise).
   The Trainer prefixes evaluation metrics with `eval_`, so a search on `eval_loss` names it so.
 
+Moves: Quanta moves the tracked model and optimizer itself (`Trial.track`); a tracked `_Placement`
+tells the Trainer (its `move_to` is called with every move of the state: a park on an accelerator, a
+resume, a move to another device) where the next batches and running tensors go: the arguments'
+`device` (where `_prepare_inputs` sends every batch), accelerate's state device and the train
+loader's device (where a prepared loader sends its batches), the Trainer's running training loss
+(`_tr_loss`, which the Trainer requires on the loss's device) and the fp16 gradient scaler's state.
+The Trainer gives its callbacks no reference to itself: `on_train_begin` finds it among its callers.
 With gradient accumulation (`gradient_accumulation_steps=k`) the Trainer calls `on_step_begin` once per
 optimizer step, before its first micro-batch, so the boundary never falls between the micro-batches of
 one step: no checkpoint misses gradients summed so far.
@@ -56,6 +63,7 @@ from torch.utils.data import BatchSampler, SequentialSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from app.integrations.metrics import report_metrics
+from app.integrations.moves import move_scaler
 from app.sdk import checkpoint as ckpt
 from app.sdk.trial import Trial
 
@@ -131,6 +139,41 @@ def _calling_trainer() -> Any:
     return None
 
 
+class _Placement:
+    """Where the Trainer puts batches and its running tensors, as a tracked object (no state of its
+    own): `move_to` points it at `device` when Quanta moves the model and optimizer there (see the
+    module's docstring)."""
+
+    def __init__(self, args: TrainingArguments, loader: Any, trainer: Any):
+        self._args = args
+        self._loader = loader
+        self._trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def move_to(self, device: torch.device) -> None:
+        from accelerate.state import AcceleratorState, PartialState  # type: ignore[import-untyped]
+
+        # `args.device` is a cached property over `_setup_devices`: the cached value is the one to change.
+        self._args.__dict__["_setup_devices"] = device
+        for state in (PartialState, AcceleratorState):
+            if state._shared_state:  # process-wide: one trial per process
+                state._shared_state["device"] = device
+        if getattr(self._loader, "device", None) is not None:  # accelerate's DataLoaderShard
+            self._loader.device = device
+        trainer = self._trainer
+        if trainer is None:
+            return
+        loss = getattr(trainer, "_tr_loss", None)
+        if torch.is_tensor(loss):
+            trainer._tr_loss = loss.to(device)
+        move_scaler(getattr(getattr(trainer, "accelerator", None), "scaler", None), device)
+
+
 _RESUME_ARGS = ("epoch", "resume_from_checkpoint", "epochs_trained", "steps_trained_in_current_epoch")
 
 
@@ -192,6 +235,7 @@ class QuantaTrainerCallback(TrainerCallback):
         if lr_scheduler is not None and hasattr(lr_scheduler, "state_dict"):
             objects["lr_scheduler"] = lr_scheduler
         trainer = _calling_trainer()
+        objects["placement"] = _Placement(args, train_dataloader, trainer)
         self.trial.track(**objects)  # restores them all when the trial restarts from a checkpoint
         restored = self.trial.restored_step
         if restored is not None and restored > 0:

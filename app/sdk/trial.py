@@ -10,8 +10,8 @@
                 trial.report(accuracy=acc)
 
 - `track(**objects)`: objects with `state_dict()`/`load_state_dict()` (modules, optimizers, LR
-  schedulers, ...). Modules and optimizers are moved between devices by Quanta; all are saved in
-  checkpoints and restored on restart.
+  schedulers, ...). Modules and optimizers are moved between devices by Quanta (and any object with a
+  `move_to(device)` method is told of every move); all are saved in checkpoints and restored on restart.
 - `steps(n)`: yields step numbers from where the trial resumes (0, or the checkpointed step) up to
   `min(n, budget max_steps) - 1`. Between two yields Quanta may park the trial (suspend), move it to
   another device, checkpoint it, or stop it; the body of the loop never notices except through
@@ -77,7 +77,8 @@ def _rss_mb() -> float:
 
 
 def _move(obj: Any, device: torch.device) -> None:
-    """Move a tracked object's tensors to `device` in place (modules and optimizers)."""
+    """Move a tracked object's tensors to `device` in place (modules and optimizers); any other object
+    with a `move_to(device)` method is asked to follow (a training library's own idea of the device)."""
     if isinstance(obj, torch.nn.Module):
         obj.to(device)
     elif isinstance(obj, torch.optim.Optimizer):
@@ -86,6 +87,8 @@ def _move(obj: Any, device: torch.device) -> None:
                 # Adam's `step` counter stays on the CPU by design unless capturable.
                 if torch.is_tensor(value) and not (key == "step" and value.dim() == 0):
                     state[key] = value.to(device, non_blocking=False)
+    elif callable(getattr(obj, "move_to", None)):
+        obj.move_to(device)
 
 
 class Trial:
@@ -176,7 +179,13 @@ class Trial:
 
     def track(self, **objects: Any) -> None:
         """Register state to move, checkpoint and restore. Restores from the checkpoint when the
-        trial restarts (after a crash or a cross-node move)."""
+        trial restarts (after a crash or a cross-node move).
+
+        Quanta moves modules and optimizers to the trial's device here and at every move (a park on an
+        accelerator moves them to host memory, a resume or a migration to the new device). Another
+        object that must follow the state, say a library's record of where to send batches, may define
+        `move_to(device: torch.device)`: it is called at each of those moves, after the objects tracked
+        before it and with the same device, in the order tracked."""
         for name, obj in objects.items():
             if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError(f"trial.track({name}=...): object has no state_dict/load_state_dict")
@@ -374,9 +383,7 @@ class Trial:
         self._flush_profile()
         on_accel = self._devices[0].kind != "cpu"
         if on_accel:
-            host = torch.device("cpu")
-            for obj in self._tracked.values():
-                _move(obj, host)
+            self._move_state(torch.device("cpu"))
             torch.cuda.empty_cache()
         self._limit_reported = False
         self._send("parked", sent=msg.get("sent"), step=self._step, at=time.time(), at_limit=bool(msg.get("at_limit")))
@@ -405,13 +412,19 @@ class Trial:
         the tracked state. torch's thread count is not touched: it was set once when the process
         started (or by the trainable itself) and stays the same in every quantum, also on a device
         with a different core count, so a resumed trial computes exactly like an un-parked one."""
-        old = self.device
+        old = list(self._devices)
         self._devices = list(devices)
         pin_process(self._devices)
-        new = self.device
-        if new != old or new.type != "cpu":
-            for obj in self._tracked.values():
-                _move(obj, new)
+        # Moved whenever Quanta's device changes, also between two CPU devices (where the tensors stay
+        # put): a move between CPU devices runs the same code as one between GPUs, so it is tested there.
+        if self._devices != old or self.device.type != "cpu":
+            self._move_state(self.device)
+
+    def _move_state(self, device: torch.device) -> None:
+        """Move every tracked object's state to `device` (`_move`): the one path of every park, resume
+        and migration."""
+        for obj in self._tracked.values():
+            _move(obj, device)
 
     def checkpoint(self) -> str | None:
         """Write a checkpoint now (atomically). Returns its path, or None without a checkpoint path or

@@ -54,3 +54,66 @@ def test_migration_between_gpus(tmp_path):
     finally:
         rt.close()
     assert not any(isinstance(e, Exited) and e.status == "failed" for e in rt.poll(0))
+
+
+# ---- Lightning and Hugging Face trials on GPUs (app/integrations/) ----------------------------------------
+
+INTEGRATIONS = {
+    # name: (config, metric); the mixed-precision cases move a gradient scaler too
+    "lightning": ({"accelerator": "cuda", "accumulate": 2, "eval_every": 4}, "accuracy"),
+    "lightning-16-mixed": (
+        {"accelerator": "cuda", "accumulate": 2, "eval_every": 4, "precision": "16-mixed"},
+        "accuracy",
+    ),
+    "hf": ({"cuda": True, "accumulate": 2, "eval_every": 2}, "eval_accuracy"),
+    "hf-fp16": ({"cuda": True, "accumulate": 2, "eval_every": 2, "fp16": True}, "eval_accuracy"),
+}
+STEPS = 8
+
+
+def _integration_run(name, config, trial, tmp_path):
+    from tests.integration.driver import hf_train, lightning_train
+
+    if name.startswith("lightning"):
+        return lightning_train(config, trial)
+    return hf_train(config, trial, tmp_path / "hf")
+
+
+def _driven(name, tmp_path, devices):
+    """An uninterrupted run on the first device, then one parked often and resumed on the next of
+    `devices` in turn (its state goes to host memory and back, or to the other GPU)."""
+    from app.sdk import Trial
+    from tests.integration.driver import Driver
+
+    config, metric = INTEGRATIONS[name]
+    reference = Trial(0, config, STEPS, devices[:1], metric=metric)
+    _integration_run(name, config, reference, tmp_path)
+    driver = Driver(devices)
+    try:
+        trial = driver.trial(config, STEPS, tmp_path / "ckpt.pt", metric)
+        _integration_run(name, config, trial, tmp_path)
+    finally:
+        driver.close()
+    assert len(driver.parks) >= 2
+    return reference.history, driver
+
+
+@pytest.mark.parametrize("name", sorted(INTEGRATIONS))
+def test_integration_parked_in_host_memory_is_exact(name, tmp_path):
+    from app.devices import cuda_devices
+
+    reference, driver = _driven(name, tmp_path, cuda_devices([0]))
+    assert driver.reports == reference  # the same GPU: bit for bit
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.device_count() > 1", reason="needs two CUDA devices")
+@pytest.mark.parametrize("name", sorted(INTEGRATIONS))
+def test_integration_moved_between_gpus(name, tmp_path):
+    from app.devices import cuda_devices
+
+    reference, driver = _driven(name, tmp_path, cuda_devices([0, 1]))
+    assert driver.moves >= 1
+    # Two GPUs of one model compute alike; of two models their kernels may round differently.
+    assert [s for s, _ in driver.reports] == [s for s, _ in reference]
+    for (_, got), (_, want) in zip(driver.reports, reference, strict=True):
+        assert got == pytest.approx(want, rel=1e-4, abs=1e-4)
