@@ -39,6 +39,9 @@ def simulate(
     favour_worst_rho: Annotated[
         bool, typer.Option(help="with --shares: the share layer favours the users with the worst rho")
     ] = False,
+    sticky: Annotated[
+        bool, typer.Option(help="gandiva: time-slice jobs on their own devices (knob sticky, docs/simulation.md)")
+    ] = False,
     kind_blind: Annotated[
         bool,
         typer.Option(
@@ -105,6 +108,7 @@ def simulate(
                 shares=weights,
                 share_knobs=share_knobs,
                 kind_aware=not kind_blind,
+                policy_knobs={"sticky": True} if sticky and name == "gandiva" else None,
             )
             if users:
                 by_user = user_summary(

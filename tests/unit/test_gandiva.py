@@ -337,16 +337,33 @@ def _check_invariants(policy: Judged, s: ClusterSnapshot, plan: Plan) -> None:
         for tid in alive - stop - set(excl)
         if by_id[tid].steps_done >= policy.min_steps_for(by_id[tid], SEARCH) and len(by_id[tid].curve) >= 3
     ]
+    # Promises as the policy saw them: the judge's cached prediction (refreshed every
+    # feedback_every_steps), not one from the trial's latest curve.
+    cache = plan.state.get(JUDGE, {})
+
+    def seen(tid: int) -> float:
+        entry = cache.get(str(tid))
+        return float(entry["p"]) if entry and entry.get("p") is not None else promise_of(by_id[tid])
+
     for e in excl:
-        pe = promise_of(by_id[e])
+        pe = seen(e)
         for u in judged_out:
-            assert promise_of(by_id[u]) <= pe + policy.policy.knobs.swap_margin + 1e-9
+            assert seen(u) <= pe + policy.policy.knobs.swap_margin + 1e-4
     # The invariant: a trial that was running and is parked now (not stopped) was displaced by trials
-    # ranked above it; lower-ranked trials only use devices it could not have used.
+    # ranked above it: they fill the devices it could have used (lower-ranked trials only use devices
+    # it could not have used) or, time-sliced on its own devices (`sticky`), one of them runs there
+    # or lives there (a trial resident on the same device, consolidated elsewhere this round).
+    sticky = policy.policy.knobs.sticky
     for t in s.trials:
         if t.id in alive and t.running and t.id not in placed and t.id not in stop:
             higher = {d for d, ids in plan.placement.items() if any(pos[i] < pos[t.id] for i in ids)}
-            assert len(devices) - len(higher) < t.devices_needed, (t.id, plan.placement, rank)
+            rivals = [
+                i
+                for i in placed
+                if pos[i] < pos[t.id] and (set(by_id[i].devices) | set(plan.devices_of(i))) & set(t.devices)
+            ]
+            displaced = len(devices) - len(higher) < t.devices_needed or (sticky and bool(rivals))
+            assert displaced, (t.id, plan.placement, rank)
     # An incumbent exclusive trial that stays exclusive keeps running where it ran.
     before = set(s.policy_state.get("exclusive", []))
     for e in set(excl) & before:
@@ -431,6 +448,32 @@ def test_never_suspends_a_higher_priority_trial_for_a_lower_one():
                 t = new_trial(float(r))
                 cur[t.id] = t
     assert checked == 30 * 12
+
+
+@pytest.mark.parametrize("sticky", [True, False])
+def test_the_invariants_hold_with_and_without_sticky_placement(sticky):
+    """A shorter run of the randomised check above with the knob set both ways."""
+    rng = random.Random(7 + sticky)
+    policy = Judged(sticky=sticky, min_steps_before_judgement=60, rung_eta=None, packing=True, idle_grow_s=0.0)
+    devices = devs(4, 2)
+    cur: dict[int, TrialView] = {}
+    state: dict = {}
+    for r in range(40):
+        if rng.random() < 0.4 or not cur:
+            tid = 9000 + 100 * sticky + r
+            _ASYM[tid] = rng.choice([0.7, 0.9, 0.95])
+            cur[tid] = tv(tid, None, steps=0, arrival=float(r), devices_needed=2 if rng.random() < 0.2 else 1)
+        s = snap(cur.values(), state=state, now=float(r), devices=devices)
+        plan = policy.plan(s)
+        _check_invariants(policy, s, plan)
+        state = json.loads(json.dumps(plan.state))
+        cur = advance(cur, plan)
+        for tid, t in list(cur.items()):
+            if t.running:
+                steps = t.steps_done + 20
+                cur[tid] = TrialView(**{**t.__dict__, "steps_done": steps, "curve": curve(_ASYM[tid], steps)})
+        if rng.random() < 0.1:
+            cur.pop(rng.choice(sorted(cur)))
 
 
 def _placement_of(trials: dict[int, TrialView]) -> dict[str, list[int]]:
@@ -577,6 +620,98 @@ def test_new_multi_device_trial_takes_one_node():
     trials = [tv(1, 0.95, devices=("n0/cpu:0",), running=True), tv(2, None, steps=0, devices_needed=2)]
     plan = Judged().plan(snap(trials, devices=devices))
     assert plan.devices_of(2) == ("n1/cpu:0", "n1/cpu:1")
+
+
+# ---- sticky placement: time-sliced trials stay on their own devices ------------------------------------------
+
+
+def _moves(policy, trials, rounds, devices, quantum=1.0):
+    """Drive `rounds` rounds; (moves per trial, device time per trial, plans). A move is a placed trial
+    that was resident on other devices (a `Migrate`)."""
+    cur = {t.id: t for t in trials}
+    state: dict = {}
+    moves: dict[int, int] = dict.fromkeys(cur, 0)
+    plans = []
+    for r in range(rounds):
+        plan = policy.plan(snap(cur.values(), state=state, now=r * quantum, quantum=quantum, devices=devices))
+        plans.append(plan)
+        for tid, t in cur.items():
+            on = plan.devices_of(tid)
+            if on and t.devices and set(on) != set(t.devices):
+                moves[tid] += 1
+        state = json.loads(json.dumps(plan.state))
+        cur = advance(cur, plan, quantum)
+    return moves, {tid: t.device_seconds for tid, t in cur.items()}, plans
+
+
+def _jobs(homes: dict[int, str | None]) -> list[TrialView]:
+    """Trace jobs past their guard phase, each resident (parked) on its device; the first of each
+    device running."""
+    out, seen = [], set()
+    for tid, d in homes.items():
+        running = d is not None and d not in seen
+        seen.add(d)
+        out.append(
+            TrialView(
+                id=tid, search_id=0, arrival=float(tid), steps_done=500, max_steps=10**6, status=R,
+                devices=(d,) if d else (), running=running,
+            )
+        )  # fmt: skip
+    return out
+
+
+def test_sticky_trials_time_slice_on_their_own_devices_without_moving():
+    """Three jobs on cpu:0, two on cpu:1: each device rotates its own jobs, nobody moves (loads 3 and
+    2 differ by one: a move would not give the mover more device time). Without `sticky` the
+    cluster-wide rotation moves jobs every few rounds."""
+    devices = devs(2)
+    jobs = _jobs({1: "cpu:0", 2: "cpu:0", 3: "cpu:0", 4: "cpu:1", 5: "cpu:1"})
+    moves, time, _ = _moves(Judged(packing=False, sticky=True), jobs, 30, devices)
+    assert sum(moves.values()) == 0, moves
+    assert all(time[i] == pytest.approx(10.0, abs=1.0) for i in (1, 2, 3)), time  # a third of cpu:0 each
+    assert all(time[i] == pytest.approx(15.0, abs=1.0) for i in (4, 5)), time
+    moves, _, _ = _moves(Judged(packing=False, sticky=False), jobs, 30, devices)
+    assert sum(moves.values()) >= 10, moves
+
+
+def test_sticky_moves_once_to_balance_a_freed_device_then_stays():
+    """Four jobs on cpu:0, none on cpu:1 (its job just ended): one move makes the loads 3 and 1, a second
+    2 and 2; then nobody moves again, and the device time evens out."""
+    jobs = _jobs({1: "cpu:0", 2: "cpu:0", 3: "cpu:0", 4: "cpu:0"})
+    moves, time, plans = _moves(Judged(packing=False, sticky=True), jobs, 40, devs(2))
+    assert sum(moves.values()) == 2, moves
+    assert all(plans[0].devices_of(i) or plans[1].devices_of(i) for i in jobs_ids(jobs))  # all ran early
+    assert all(time[i] == pytest.approx(20.0, abs=2.0) for i in time), time
+
+
+def test_sticky_a_trial_sharing_a_device_with_an_exclusive_one_moves_to_get_turns():
+    """Trial 1 turns exclusive on cpu:0, where trial 2 is parked too: 2 would never get a turn there,
+    so it moves (once) to cpu:1 and time-slices with 3 and 4; 1 never leaves cpu:0."""
+    trials = [
+        tv(1, 0.95, devices=("cpu:0",), running=True),
+        tv(2, 0.9, devices=("cpu:0",), running=False),
+        tv(3, 0.9, devices=("cpu:1",), running=True),
+        tv(4, 0.905, devices=("cpu:1",), running=False),
+    ]
+    moves, time, plans = _moves(Judged(packing=False, kill_threshold=0.0, sticky=True), trials, 12, devs(2))
+    assert all(p.devices_of(1) == ("cpu:0",) for p in plans)
+    assert moves == {1: 0, 2: 1, 3: 0, 4: 0} and all(time[i] >= 3.0 for i in (2, 3, 4)), (moves, time)
+
+
+def jobs_ids(jobs: list[TrialView]) -> list[int]:
+    return [t.id for t in jobs]
+
+
+def test_sticky_new_jobs_start_on_the_least_loaded_device():
+    """New jobs (no home) take the free devices with the shortest queues first, so queues stay balanced:
+    of cpu:1 (three jobs live there) and cpu:2 (one), the older newcomer gets cpu:2."""
+    jobs = _jobs({1: "cpu:0", 2: "cpu:1", 3: "cpu:1", 4: "cpu:1", 5: "cpu:2"})
+    jobs = [replace(t, running=False) for t in jobs]  # all parked at the round's start
+    new = [TrialView(id=i, search_id=0, arrival=100.0 + i, steps_done=0, max_steps=10**6) for i in (9, 10)]
+    plan = Judged(packing=False, sticky=True).plan(snap([*jobs, *new], devices=devs(3), searches=()))
+    assert plan.devices_of(9) == ("cpu:2",) and plan.devices_of(10) == ("cpu:1",)
+    assert plan.devices_of(1) == ("cpu:0",)  # the rest resume at home or wait: nobody moves
+    assert plan.running() == {1, 9, 10}
 
 
 # ---- grow-shrink -----------------------------------------------------------------------------------------

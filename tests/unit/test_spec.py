@@ -138,6 +138,7 @@ KNOB_VALUES = {
     "promise_weight": 2.0,
     "swap_margin": 0.1,
     "packing": False,
+    "sticky": True,
     "pack_margin": 0.2,
     "pack_patience": 3,
     "grow_shrink": True,

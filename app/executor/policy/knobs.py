@@ -59,6 +59,12 @@ class GandivaKnobs(MechanismKnobs, JudgeKnobs):
     top_m: int | None = Field(default=None, ge=0, description="exclusive trials; default: half the devices")
     promise_weight: float = Field(default=4.0, ge=0, description="stride weight = 1 + promise_weight * P(reach)")
     swap_margin: float = Field(default=0.02, ge=0, description="extra promise an exclusive incumbent keeps")
+    sticky: bool = Field(
+        default=False,
+        description="time-slice trials on their own devices: a parked trial resumes where it is and moves "
+        "only when its device's queue is longer than the target's by more than one (default off: rotate "
+        "across the cluster, moving trials onto whatever freed; docs/simulation.md has both measured)",
+    )
     packing: bool = True
     pack_margin: float = Field(default=0.05, ge=0, description="keep a pack whose summed normalised rate > 1 + this")
     pack_patience: int = Field(default=8, ge=1, description="rounds a pack on trial may wait for a measurement")

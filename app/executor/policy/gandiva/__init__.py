@@ -23,13 +23,22 @@ One round = one quantum. From the snapshot the policy decides, purely:
    - *shared*: the rest share the remaining devices by stride scheduling with weight
      `1 + promise_weight * P(reach)` (0.5 for a trial that cannot be judged, e.g. no target).
    Units are taken in rank order while devices remain; a unit that does not fit is skipped (lower
-   units may backfill devices it could not use). So a trial is only ever parked because trials
-   ranked above it hold the devices: a higher-priority trial is never suspended in favour of a lower
-   one. `Plan.state["rank"]` publishes the order.
+   units may backfill devices it could not use). `Plan.state["rank"]` publishes the order.
+   With `sticky` (off by default: on the Philly traces it cut moves but lengthened mean JCT, see
+   docs/simulation.md) trials are time-sliced on their own devices, as in Gandiva: a unit
+   runs on the devices it is resident on when no higher-ranked unit claims them, and otherwise waits
+   for its turn there, moving only when the move gains it device time (its device's queue is longer
+   than the target's by more than one; newcomers in the guard move freely). So a trial is only ever
+   parked because a higher-ranked unit takes its devices or the units above it fill the cluster.
+   Without `sticky`, units are taken cluster-wide in rank order and a trial is parked only when those
+   ranked above it hold the devices it could use: a higher-priority trial is never suspended in
+   favour of a lower one (the rotation then moves trials constantly: up to 181 moves per job on the
+   Philly traces, docs/simulation.md).
 3. **Placement** keeps running trials where they are, resumes parked trials on their own devices when
-   free, and moves the others onto free devices (a move = `Migrate`): this is how the highest-ranked
-   parked trial lands on a device that just freed. Multi-device trials take devices of one node when
-   one node fits, and a trial spread over nodes is consolidated as soon as one node can hold it.
+   free, and moves the others onto free devices (a move = `Migrate`: this is how the highest-ranked
+   parked trial lands on a device that just freed; with `sticky`, the least loaded ones).
+   Multi-device trials take devices of one node when one node fits, and a trial spread over nodes is
+   consolidated as soon as one node can hold it.
 4. **Introspective packing** (`packing`, when trials wait): the lowest-utilisation waiting trial
    (lowest measured solo rate, then lightest memory) joins the lowest-utilisation running shared
    trial on its device, if their measured memory fits (device memory 0 = unknown: allowed) and the

@@ -3,16 +3,28 @@ devices (fewest moves, then locality).
 
 Running trials stay where they are; a trial spread over nodes is consolidated as soon as one node can
 hold it; parked trials resume on their own devices when free; the others move onto free devices (a
-move = `Migrate`): this is how the highest-ranked parked trial lands on a device that just freed.
-Multi-device trials take devices of one node when one node fits. On a cluster of several device kinds
-a unit only takes devices of kinds all its trials run on, the kinds they gain most on first
-(`Board.choose_in`, `app.executor.policy.kinds`).
+move = `Migrate`). Multi-device trials take devices of one node when one node fits. On a cluster of
+several device kinds a unit only takes devices of kinds all its trials run on, the kinds they gain most
+on first (`Board.choose_in`, `app.executor.policy.kinds`).
+
+Which units run: `select` takes them in rank order while devices remain, wherever they are, so the
+rotation moves trials across the whole cluster (a parked trial whose devices the next unit up holds
+moves onto whatever freed). `select_sticky` (knob `sticky`, off by default) time-slices trials on their
+own devices, as Gandiva does: a unit with a home (the devices it is resident on) runs there when no
+higher-ranked unit claims them; a unit whose home is claimed waits for its turn there, unless moving
+gains it device time: its home's *load* (units resident there, itself included) exceeds the load of
+enough unclaimed devices by more than one, so that its share of a device (1 / load) grows with the
+move (a migration is paid once, a longer queue every round). Every such move lowers the sum of the
+squared loads, so moves stop once the loads are balanced: they follow arrivals and departures, not the
+rotation. Units without a home (new, released) take devices as in `select`, and `place` puts them and
+the movers on the least loaded free devices (of the kinds they run on: the kind-aware choice decides
+for units whose kinds restrict or order it).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 from app.executor.policy.gandiva.packs import Pack, Unit
@@ -60,30 +72,130 @@ def select(ranked: Sequence[Unit], n_dev: int) -> tuple[list[Unit], list[Unit]]:
     return selected, waiting
 
 
+def home_of(u: Unit, grown_old: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...] | None:
+    """The devices unit `u` is resident on and would run on without a move: a pack's running member's
+    device, a grown trial's base devices (`grown_old`: last round's loans), else the trial's devices
+    when they are as many as it needs; None (no home) otherwise."""
+    if len(u) == 2:
+        for t in sorted(u, key=lambda t: not t.running):
+            if len(t.devices) == 1:
+                return t.devices
+        return None
+    t = u[0]
+    g = grown_old.get(str(t.id))
+    if g is not None and set(g.get("base", [])) <= set(t.devices) and len(g["base"]) == t.devices_needed:
+        return tuple(sorted(g["base"]))
+    return t.devices if len(t.devices) == t.devices_needed else None
+
+
+def loads(
+    ranked: Sequence[Unit], order: Mapping[str, int], grown_old: Mapping[str, Mapping[str, Any]]
+) -> dict[str, int]:
+    """Units resident on each device (their home, `home_of`), the devices of `order` only."""
+    out = dict.fromkeys(order, 0)
+    for u in ranked:
+        h = home_of(u, grown_old)
+        if h and all(d in out for d in h):
+            for d in h:
+                out[d] += 1
+    return out
+
+
+def select_sticky(
+    ranked: Sequence[Unit],
+    order: Mapping[str, int],
+    grown_old: Mapping[str, Mapping[str, Any]],
+    load: Mapping[str, int],
+    movable: Container[int] = (),
+    exclusive: Container[int] = (),
+) -> tuple[list[Unit], list[Unit], dict[int, bool]]:
+    """(selected, waiting) keeping time-sliced units on their own devices (the module docstring): in
+    rank order, a unit claims its home when no unit above claimed any of it; a unit without a home
+    takes `need` of the devices left; a unit whose home is claimed moves only when `need` unclaimed
+    devices have a load below its home's by more than one (and devices are left), or when all its
+    trials are `movable` (the starvation guard's: a new configuration reaches its first feedback
+    first) or an `exclusive` trial claimed its home (it would not get a turn there while that trial
+    stays exclusive); else it waits. A claim never takes the devices owed to the homeless and moving units above
+    it, so a higher unit is never left out for a lower one's home: a trial is parked only when a
+    higher-ranked unit claims its home or those above it fill the cluster.
+
+    The third value names the selected units that must move (by their first trial's id): True when
+    the unit claiming its home claimed exactly its devices, so that `place` may keep it where it runs
+    and move the claimant instead (the same move, without a suspension), False when it must be the one
+    to move (moving a claimant whose home differs would be another, larger move)."""
+    n_dev = len(order)
+    claimed: dict[str, tuple[str, ...]] = {}  # device -> the home of the unit that claimed it
+    unclaimed_by_load = Counter(load.values())  # how many unclaimed devices carry each load
+    movers: dict[int, bool] = {}
+    held: set[str] = set()  # devices claimed by exclusive trials: no turn there for the others
+    owed = 0  # devices owed to the selected units without a claimed home (placed after the claims)
+    selected: list[Unit] = []
+    waiting: list[Unit] = []
+    for u in ranked:
+        need = max(t.devices_needed for t in u)
+        if need > n_dev - len(claimed) - owed:
+            waiting.append(u)
+            continue
+        h = home_of(u, grown_old)
+        if h is not None and not all(d in order for d in h):
+            h = None  # a device it was on is gone: it starts afresh
+        if h is None:
+            owed += need
+            selected.append(u)
+        elif claimed.keys().isdisjoint(h):
+            for d in h:
+                claimed[d] = h
+                unclaimed_by_load[load[d]] -= 1
+            if u[0].id in exclusive:
+                held.update(h)
+            selected.append(u)
+        else:
+            limit = max(load[d] for d in h) - 2  # a target's load must be below its home's by two
+            own = sum(1 for d in h if d not in claimed and load[d] <= limit)
+            room = sum(n for lo, n in unclaimed_by_load.items() if lo <= limit) - own - owed
+            free_to_move = all(t.id in movable for t in u) or not held.isdisjoint(h)
+            if (limit >= 0 and room >= need) or free_to_move:
+                owed += need
+                selected.append(u)
+                movers[u[0].id] = all(claimed.get(d) == h for d in h)
+            else:
+                waiting.append(u)
+    return selected, waiting, movers
+
+
 def place(
     board: Board,
     selected: Sequence[Unit],
     grown_old: Mapping[str, Mapping[str, Any]],
     notes: list[str],
+    load: Mapping[str, int] | None = None,
+    movers: Mapping[int, bool] | None = None,
 ) -> tuple[dict[int, tuple[str, ...]], list[Unit]]:
     """Put the selected units on the board: (devices of each placed trial, units left unplaced).
-    `grown_old` is last round's grow-shrink loans (a grown trial's home is its base devices)."""
+    `grown_old` is last round's grow-shrink loans (a grown trial's home is its base devices). With
+    `load` (units resident per device, `loads`), a unit needing one device that cannot stay home takes
+    the least loaded free device. `movers` (from `select_sticky`): units whose home a higher unit
+    claimed; a running one stays where it runs (and its claimant moves) only when marked True."""
     order, node_of = board.order, board.node_of
 
     def home(u: Unit) -> tuple[str, ...] | None:
-        if len(u) == 2:
-            for t in sorted(u, key=lambda t: not t.running):
-                if len(t.devices) == 1:
-                    return t.devices
-            return None
-        t = u[0]
-        g = grown_old.get(str(t.id))
-        if g is not None and set(g.get("base", [])) <= set(t.devices) and len(g["base"]) == t.devices_needed:
-            return tuple(sorted(g["base"]))
-        return t.devices if len(t.devices) == t.devices_needed else None
+        return home_of(u, grown_old)
 
     def spread(ds: Sequence[str]) -> bool:
         return len({node_of.get(d) for d in ds}) > 1
+
+    def kind_bound(u: Unit) -> bool:
+        """The kinds of the cluster restrict or order where `u` may go (`choose` defers to the board)."""
+        return any(t.kind_rates for t in u) and board.tiers(u) is not None
+
+    # Sticky: the homes claimed by selected units (not movers, not new) are theirs; consolidating a
+    # spread trial must not take them (that would only move their owners instead).
+    claimed: set[str] = set()
+    if movers is not None:
+        for u in selected:
+            h = home(u)
+            if h and u[0].id not in movers:
+                claimed.update(h)
 
     placed: dict[int, tuple[str, ...]] = {}
     todo = list(selected)
@@ -93,10 +205,15 @@ def place(
             h = home(u)
             running = any(t.running for t in u)
             ds: tuple[str, ...] | None = None
-            if step == "running" and running and h and not spread(h) and all(board.is_free(d) for d in h):
+            if movers is not None and not movers.get(u[0].id, True) and step in ("running", "spread"):
+                pass  # it must move: its claimant takes its home first (the parked step)
+            elif step == "running" and running and h and not spread(h) and all(board.is_free(d) for d in h):
                 ds = h
             elif step == "spread" and running and h and spread(h):
-                ds = choose(board, len(h), h, node_of, order, single_node=True, unit=u)
+                if movers is not None and not kind_bound(u):
+                    ds = consolidated(board, h, claimed)
+                else:
+                    ds = choose(board, len(h), h, node_of, order, single_node=True, unit=u)
                 if ds is not None:
                     notes.append(f"trial {u[0].id} consolidates onto node {node_of[ds[0]]}")
                 elif all(board.is_free(d) for d in h):
@@ -105,7 +222,10 @@ def place(
                 ds = h
             elif step == "rest":
                 need = max(t.devices_needed for t in u)
-                ds = choose(board, need, u[0].devices, node_of, order, unit=u)
+                if load is not None and not kind_bound(u):
+                    ds = least_loaded(board, need, load)
+                else:
+                    ds = choose(board, need, u[0].devices, node_of, order, unit=u)
                 if ds is not None and u[0].devices and set(ds) != set(u[0].devices):
                     notes.append(f"trial {u[0].id} moves {','.join(u[0].devices)} -> {','.join(ds)}")
             if ds is None:
@@ -116,6 +236,48 @@ def place(
                     placed[t.id] = ds
         todo = left
     return placed, todo
+
+
+def consolidated(board: Board, home: Sequence[str], claimed: Container[str]) -> tuple[str, ...] | None:
+    """Devices of one node for a trial spread over nodes on `home`: its own devices there and free
+    devices no other unit claimed (the node holding most of its devices first, then the fullest that
+    fits); None when no node can hold it."""
+    need, own = len(home), set(home)
+    node_of = board.node_of
+    best: tuple[tuple[int, int, str], list[str]] | None = None
+    for node, free in board.free_by_node().items():
+        ok = [d for d in free if d in own or d not in claimed]
+        if len(ok) >= need:
+            mine = sum(1 for d in home if node_of.get(d) == node)
+            key = (-mine, len(ok), node)
+            if best is None or key < best[0]:
+                best = (key, sorted(ok, key=lambda d: (d not in own, board.order[d]))[:need])
+    return tuple(sorted(best[1])) if best is not None else None
+
+
+def least_loaded(board: Board, need: int, load: Mapping[str, int]) -> tuple[str, ...] | None:
+    """Free devices for a unit that cannot stay home (`select_sticky`'s movers and new units): the
+    `need` least loaded free devices of one node when a node fits (the node whose pick has the lowest
+    highest load, then the fullest, so large holes stay whole), else the least loaded free devices
+    anywhere. None when fewer than `need` devices are free."""
+    if need <= 0 or board.n_free < need:
+        return None
+    order = board.order
+
+    def by_load(d: str) -> tuple[int, int]:
+        return (load.get(d, 0), order[d])
+
+    if need == 1:
+        return (min(board.free(), key=by_load),)
+    best: tuple[tuple[int, int, str], list[str]] | None = None
+    for node, ds in board.free_by_node().items():
+        if len(ds) >= need:
+            pick = sorted(ds, key=by_load)[:need]
+            key = (max(load.get(d, 0) for d in pick), len(ds), node)
+            if best is None or key < best[0]:
+                best = (key, pick)
+    pick = best[1] if best is not None else sorted(board.free(), key=by_load)[:need]
+    return tuple(sorted(pick))
 
 
 def choose(

@@ -65,14 +65,21 @@ class GandivaPolicy:
         rank = [t.id for u in units for t in u]
 
         # Which units run, then where.
-        selected, waiting = placement.select(units, len(snapshot.devices))
         grown_old: Mapping[str, Mapping[str, Any]] = st.get("grown", {}) or {}
         board = Board(snapshot)
-        placed, unplaced = placement.place(board, selected, grown_old, notes)
+        load = placement.loads(units, board.order, grown_old) if k.sticky else None
+        movers: dict[int, bool] | None = None
+        if load is not None:
+            guard = {tid for tid, tier in ranking.tier.items() if tier == tiers.GUARD}
+            excl = {t.id for t in ranking.exclusive}
+            selected, waiting, movers = placement.select_sticky(units, board.order, grown_old, load, guard, excl)
+        else:
+            selected, waiting = placement.select(units, len(snapshot.devices))
+        placed, unplaced = placement.place(board, selected, grown_old, notes, load, movers)
         if unplaced and board.n_free:
             # Units that found no device of a kind they run on (several kinds): the devices they left go
             # to the next units in rank order that fit them (on a cluster of one kind nothing is left).
-            more, waiting = placement.place(board, waiting, grown_old, notes)
+            more, waiting = placement.place(board, waiting, grown_old, notes, load, movers)
             placed.update(more)
             selected = [*selected, *(u for u in units if u[0].id in more)]
         waiting = unplaced + waiting  # (unplaced is empty unless a device vanished mid-plan)
