@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -270,14 +270,19 @@ def run_all(
     data: Path | None,
     on_run: Callable[[Run], None] = lambda r: None,
     jobs: int = 1,
+    done: Sequence[Run] = (),
 ) -> list[Run]:
     """Every (seed, task, system), interleaved per seed. With `jobs` > 1 the runs go to that many
     worker processes (the clock is simulated, so a run's result does not depend on what runs beside
     it; only Syne Tune adds its tuner's real processing time, milliseconds, to its clock) and come
-    back in the same order."""
+    back in the same order. Units already in `done` (same system, task and seed) are not run again."""
+    have = {(r.system, r.task, r.seed): r for r in done}
     units = [(system, task, seed) for seed in seeds for task in tasks for system in systems]
-    args = [(system, task, seed, workers, hours, targets[task], data) for system, task, seed in units]
-    runs: list[Run] = []
+    runs: list[Run] = [have[u] for u in units if u in have]
+    todo = [u for u in units if u not in have]
+    args = [(system, task, seed, workers, hours, targets[task], data) for system, task, seed in todo]
+    if not args:
+        return runs
     if jobs <= 1:
         for a in args:
             runs.append(_run_one(*a))
@@ -299,6 +304,29 @@ def _run_one(
 ) -> Run:
     runner = run_quanta if system in QUANTA else run_syne
     return runner(system, task, seed, workers, hours, targets, data)
+
+
+def save_run(path: Path, r: Run) -> None:
+    """Append one run to a JSON-lines file (one object per line; a killed benchmark keeps what it ran)."""
+    with path.open("a") as fh:
+        fh.write(json.dumps(asdict(r)) + "\n")
+        fh.flush()
+
+
+def load_runs(path: Path) -> list[Run]:
+    """The runs of a JSON-lines file written by `save_run` (a missing file: none; a torn last line is
+    ignored, the run it was is run again)."""
+    if not path.exists():
+        return []
+    out: list[Run] = []
+    for line in path.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        d["best_so_far"] = [tuple(p) for p in d.get("best_so_far", [])]
+        out.append(Run(**d))
+    return out
 
 
 # ---- output ---------------------------------------------------------------------------------------
@@ -433,6 +461,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--targets", type=Path, default=DEFAULT_JSON, help="targets JSON (bench/lcbench_targets.py)")
     ap.add_argument("--data", type=Path, default=None, help="YAHPO data folder (default ../shared/data/yahpo)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="JSON-lines file of finished runs: appended as runs end; runs already in it are not run again",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (simulated time: results do not change)")
     ap.add_argument("--plots", type=Path, default=None, help="folder for the two PNGs")
     args = ap.parse_args(argv)
@@ -459,9 +493,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     def progress(r: Run) -> None:
         hit = {k: ("miss" if v is None else f"{v:,.0f}s") for k, v in r.time_to_target.items()}
         print(f"seed {r.seed} task {r.task} {r.system}: {hit} ({r.wall_s:.1f} s wall)", file=sys.stderr, flush=True)
+        if args.runs is not None and (r.system, r.task, r.seed) not in resumed:
+            save_run(args.runs, r)
+
+    done = load_runs(args.runs) if args.runs is not None else []
+    resumed = {(r.system, r.task, r.seed) for r in done}
 
     t0 = time.perf_counter()
-    runs = run_all(tasks, seeds, systems, args.workers, args.hours, targets, args.data, progress, args.jobs)
+    runs = run_all(tasks, seeds, systems, args.workers, args.hours, targets, args.data, progress, args.jobs, done)
     table = tabulate(runs, targets, budget_s)
     summary = summarize(table)
     print_tables(table, summary, budget_s)

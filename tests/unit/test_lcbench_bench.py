@@ -184,3 +184,24 @@ def test_summary_without_the_reference_or_peers_says_none():
     assert s["hard"]["tasks"] == 0
     assert s["hard"]["median_ratio_best_syne"] is None
     assert s["goals"]["ratio_best_syne_hard"]["met"] is False
+
+
+def test_runs_file_round_trip_and_resume_skips_finished_units(tmp_path):
+    """A benchmark killed midway keeps its finished runs (JSON lines) and a rerun does not redo them."""
+    from bench.lcbench import Run, load_runs, run_all, save_run
+
+    path = tmp_path / "runs.jsonl"
+    a = Run("quanta_default", "3945", 0, {"medium": 100.0, "hard": None}, [(1.0, 0.5), (100.0, 0.9)], 2.5, 28800.0)
+    b = Run("syne_asha", "3945", 0, {"medium": 50.0, "hard": 70.0}, [], 1.0, 70.0)
+    save_run(path, a)
+    save_run(path, b)
+    with path.open("a") as fh:
+        fh.write('{"system": "torn')  # a write cut short by a kill
+    loaded = load_runs(path)
+    assert loaded == [a, b]
+    targets = {"3945": {"medium": 0.9, "hard": 0.99}}
+    seen: list[Run] = []
+    # Every unit is already done: nothing runs (a run would need the YAHPO data), the order is the units'.
+    runs = run_all(["3945"], [0], ["syne_asha", "quanta_default"], 4, 8.0, targets, None, seen.append, done=loaded)
+    assert runs == [b, a] and seen == []
+    assert load_runs(tmp_path / "missing.jsonl") == []
