@@ -21,17 +21,44 @@ from dataclasses import dataclass
 # torch is imported lazily: the controller lists devices without paying for torch's import.
 
 
+CPU_KIND_ENV = "QUANTA_CPU_KIND"  # the placement kind of this machine's CPU devices (default "cpu")
+_KIND_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- ")
+
+
 @dataclass(frozen=True)
 class Device:
     id: str  # "cpu:0", "cuda:1"
-    kind: str  # "cpu" | "cuda"
+    kind: str  # "cpu" | "cuda": how a process binds to it
     index: int
     cores: tuple[int, ...] = ()  # CPU devices: the cores it owns
     memory_mb: float = 0.0
+    # What policies compare rates by (Gavel's device type): a CUDA device's name as the driver reports
+    # it ("NVIDIA A100-SXM4-40GB"), CPU devices' label from QUANTA_CPU_KIND; "" = `kind`.
+    label: str = ""
 
     @property
     def threads(self) -> int:
         return max(1, len(self.cores)) if self.kind == "cpu" else 1
+
+    @property
+    def placement_kind(self) -> str:
+        """The kind the scheduler sees (`DeviceView.kind`): devices of one placement kind are
+        interchangeable, and a trial's measured rate on one stands for all of them."""
+        return self.label or self.kind
+
+
+def cpu_kind() -> str:
+    """The placement kind of CPU devices: $QUANTA_CPU_KIND (e.g. "xeon-6248" on one pool of machines,
+    "epyc-7763" on another), default "cpu". Raises DeviceSpecError naming the variable when it is not
+    1-64 letters, digits, spaces or ._-"""
+    raw = os.environ.get(CPU_KIND_ENV, "").strip()
+    if not raw:
+        return "cpu"
+    if len(raw) > 64 or not set(raw) <= _KIND_CHARS:
+        raise DeviceSpecError(
+            f"{CPU_KIND_ENV}={raw[:80]!r}: expected 1-64 letters, digits, spaces, '.', '_' or '-'"
+        )
+    return raw
 
 
 class DeviceSpecError(ValueError):
@@ -65,7 +92,8 @@ def cpu_devices(n: int) -> list[Device]:
         for i in range(n):
             groups[i] = [cores[i % len(cores)]]
     mem = _host_memory_mb() / n
-    return [Device(f"cpu:{i}", "cpu", i, tuple(g), mem) for i, g in enumerate(groups)]
+    label = cpu_kind()
+    return [Device(f"cpu:{i}", "cpu", i, tuple(g), mem, label) for i, g in enumerate(groups)]
 
 
 def cuda_count() -> int:
@@ -85,8 +113,8 @@ def cuda_devices(indices: list[int]) -> list[Device]:
     for i in indices:
         if i >= count:
             raise DeviceSpecError(f"cuda:{i} does not exist ({count} CUDA devices present)")
-        mem = torch.cuda.get_device_properties(i).total_memory / 2**20
-        out.append(Device(f"cuda:{i}", "cuda", i, (), mem))
+        props = torch.cuda.get_device_properties(i)
+        out.append(Device(f"cuda:{i}", "cuda", i, (), props.total_memory / 2**20, str(props.name) or "cuda"))
     return out
 
 

@@ -159,7 +159,7 @@ class LocalRuntime:
     # ---- Runtime protocol ----------------------------------------------------------------------
 
     def devices(self) -> list[DeviceView]:
-        return [DeviceView(d.id, self.node, d.kind, d.memory_mb) for d in self._devices.values()]
+        return [DeviceView(d.id, self.node, d.placement_kind, d.memory_mb) for d in self._devices.values()]
 
     def bind(self, launcher: Launcher) -> None:
         self._launcher = launcher

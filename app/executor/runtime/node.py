@@ -126,7 +126,7 @@ class NodeAgent:
 
     def devices(self) -> list[NodeDevice]:
         """This node's devices under their cluster ids."""
-        return [NodeDevice(global_device(self.name, d.id), d.kind, d.memory_mb) for d in self._devices]
+        return [NodeDevice(global_device(self.name, d.id), d.placement_kind, d.memory_mb) for d in self._devices]
 
     def warm(self, modules: Sequence[str]) -> None:
         self.runtime.warm(self._allowed_modules(modules))
