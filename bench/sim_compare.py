@@ -69,6 +69,11 @@ HISTORICAL = {
 ELSEWHERE = {
     "sim_users": "bench/sim_users.py (6c71a0, 8 users, shares); re-run it to compare",
     "sim_users_b436b2": "bench/sim_users.py (b436b2, 8 users, shares); re-run it to compare",
+    **{
+        f"sim_users_kinds_{mix}": f"bench/sim_users.py (b436b2, 300 jobs, 8 users, --kind {kind}, kind-aware "
+        "against kind-blind placement); re-run it to compare"
+        for mix, kind in (("v100_only", "v100"), ("v100_p100", "v100=100,p100=100"), ("v100_k80", "v100=100,k80=100"))
+    },
 }
 QUICK_JOBS = 30
 QUICK_QUANTUM_S = 600.0
