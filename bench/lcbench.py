@@ -274,8 +274,9 @@ def run_all(
 ) -> list[Run]:
     """Every (seed, task, system), interleaved per seed. With `jobs` > 1 the runs go to that many
     worker processes (the clock is simulated, so a run's result does not depend on what runs beside
-    it; only Syne Tune adds its tuner's real processing time, milliseconds, to its clock) and come
-    back in the same order. Units already in `done` (same system, task and seed) are not run again."""
+    it; only Syne Tune adds its tuner's real processing time, milliseconds, to its clock): `on_run`
+    sees them as they end, the result lists them in unit order. Units already in `done` (same system,
+    task and seed) are not run again."""
     have = {(r.system, r.task, r.seed): r for r in done}
     units = [(system, task, seed) for seed in seeds for task in tasks for system in systems]
     runs: list[Run] = [have[u] for u in units if u in have]
@@ -289,14 +290,17 @@ def run_all(
             on_run(runs[-1])
         return runs
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # spawn: each worker imports onnxruntime and torch-free code afresh (no forked thread pools).
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        for r in pool.map(_run_one, *zip(*args, strict=True)):
+        # Each run is reported (and saved, with --runs) as soon as it ends, not behind a slower one.
+        for fut in as_completed([pool.submit(_run_one, *a) for a in args]):
+            r = fut.result()
             runs.append(r)
             on_run(r)
-    return runs
+    order = {u: i for i, u in enumerate(units)}
+    return sorted(runs, key=lambda r: order[(r.system, r.task, r.seed)])
 
 
 def _run_one(
