@@ -56,16 +56,11 @@ def controller(
     from app.db.lease import ControllerLease, LeaseHeld
     from app.db.store import Store
     from app.service import make_runtime, run_controller
-    from app.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
+    from app.share_options import ShareOptionError, apply_weights, share_options
     from app.syspath import drop_working_dir
 
     drop_working_dir()  # nothing is imported from the directory the controller started in
-    try:
-        knobs = share_knobs(share_window_s, favour_worst_rho, rho_cap)
-        weights = parse_weights(weight or [])
-    except ShareOptionError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+    knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight)
     try:
         store = Store(db)
     except Exception as exc:

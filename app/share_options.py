@@ -89,6 +89,18 @@ def share_knobs(window_s: float | None, favour_worst_rho: bool, rho_cap: float |
         ) from None
 
 
+def share_options(
+    window_s: float | None, favour_worst_rho: bool, rho_cap: float | None, weight: Iterable[str] | None
+) -> tuple[ShareKnobs, dict[str, float]]:
+    """The share knobs and user weights a command was started with, checked before anything starts
+    (`share_knobs`, `parse_weights`): a bad option prints an error naming it and exits with code 2."""
+    try:
+        return share_knobs(window_s, favour_worst_rho, rho_cap), parse_weights(weight or [])
+    except ShareOptionError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def parse_weights(items: Iterable[str]) -> dict[str, float]:
     """`NAME=W` items as {name: weight}; `ShareOptionError` naming the item for a malformed one or a
     weight outside the range the users' rows take (0, MAX_WEIGHT]."""

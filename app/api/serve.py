@@ -75,7 +75,7 @@ def serve(
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
     from app.service import ControllerLoop
-    from app.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
+    from app.share_options import ShareOptionError, apply_weights, share_options
     from app.syspath import drop_working_dir
 
     # Trainables come from installed packages and PYTHONPATH, never from the directory serve started in.
@@ -85,12 +85,7 @@ def serve(
     except DeviceSpecError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
-    try:
-        knobs = share_knobs(share_window_s, favour_worst_rho, rho_cap)
-        weights = parse_weights(weight or [])
-    except ShareOptionError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+    knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight)
     settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
     try:
         store = Store(settings.db_url)
