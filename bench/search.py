@@ -63,6 +63,10 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
+    # The default before just-in-time trials (all of --parallelism alive; docs/benchmarks.md):
+    "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},
+    # The first rung at mnist1d's first evaluation (50 steps) rather than max_steps / eta**3 (74, judged at 100):
+    "asha_r50": {"scheduler": {"policy": "asha", "min_steps": 50}, "search": {"algorithm": "bohb", "min_steps": 50}},
 }
 PEERS = ("optuna", "optuna_hb", "ray")
 

@@ -33,6 +33,7 @@ from app.db.models import FIRST_ADMIN, SearchRow
 from app.db.protocol import ControllerStore
 from app.db.warm import items_from_json, warm_items
 from app.executor.actions import Stop
+from app.executor.policy.knobs import RunToRungKnobs
 from app.executor.runtime.base import Runtime
 from app.search.searcher import HistoryItem, make_searcher
 from app.spec import SearchSpec, spec_from_stored
@@ -387,12 +388,24 @@ class SearchBook:
                 )
         return room, reason
 
+    def alive_cap(self, spec: SearchSpec) -> int:
+        """How many trials of a search with `spec` may be alive (held ones aside): its parallelism, and
+        under a policy that runs trials to their next rung without time-slicing (`RunToRungKnobs`) no
+        more than the cluster's devices can take plus its `lookahead`, so that each configuration is
+        asked of the searcher just before a device takes it up."""
+        knobs = spec.scheduler
+        if not isinstance(knobs, RunToRungKnobs) or knobs.lookahead is None:
+            return spec.parallelism  # a time-slicing policy wants every trial of its parallelism alive
+        lookahead = knobs.lookahead
+        slots = len(self._runtime.devices()) // max(1, spec.resources.devices_per_trial)
+        return min(spec.parallelism, max(1, slots) + lookahead)
+
     def _fill(self, s: SearchState, now: float) -> int:
         """Ask `s`'s searcher for new trials up to its parallelism (held trials do not count; at most
         `MAX_NEW_PER_TICK`) and its owner's quota. Returns how many were created."""
         spec = s.spec
         active = sum(1 for t in s.alive() if t.id not in self.held)
-        want = min(spec.parallelism - active, spec.budget.max_trials - s.created, MAX_NEW_PER_TICK)
+        want = min(self.alive_cap(spec) - active, spec.budget.max_trials - s.created, MAX_NEW_PER_TICK)
         room, _ = self.quota_room(s.owner, spec.resources.devices_per_trial) if want > 0 else (None, None)
         capped = room is not None and room < want
         if room is not None:

@@ -145,6 +145,7 @@ KNOB_VALUES = {
     "idle_grow_s": 5.0,
     "queue_limits": (10.0, 20.0, 30.0),
     "starvation_factor": 2.0,
+    "lookahead": 2,
 }
 
 
