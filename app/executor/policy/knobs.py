@@ -43,8 +43,8 @@ class RunToRungKnobs(MechanismKnobs):
     trial reported meanwhile. So the controller asks for a new trial just in time: a search keeps at
     most (the cluster's devices / devices per trial) + `lookahead` trials running or waiting to start
     (trials held at a rung aside), fewer if its `parallelism` says so. On MNIST-1D with 2 devices and
-    parallelism 8, pause ASHA's trials waited up to 15 s to start and the search reached its targets
-    about twice as late as with 3 alive (docs/benchmarks.md)."""
+    parallelism 8, pause ASHA's trials waited up to 15 s to start; with the cap its search reached the
+    medium target 1.28x sooner over 7 seeds (docs/benchmarks.md, the third 7-seed run)."""
 
     lookahead: int | None = Field(
         default=1,
