@@ -7,7 +7,8 @@ Contract:
 - `sync(now)` picks up what users asked through the database (new searches, stop/pause/resume,
   trial stops), ends searches whose target or budget says so, and asks each running search's searcher
   for new trials up to its parallelism (trials the last plan `held` at a rung do not count; at most
-  `MAX_NEW_PER_TICK` per search and tick).
+  `MAX_NEW_PER_TICK` per search and tick); under a run-to-rung policy no more than the cluster's devices
+  + `lookahead` (`alive_cap`).
 - `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
 - `add_job` creates a trial that belongs to no search (a trace job).
 - Quotas (per user, `max_alive_trials` and `max_devices`; 0 = none, read from the store at each sync):
@@ -401,7 +402,7 @@ class SearchBook:
         return min(spec.parallelism, max(1, slots) + lookahead)
 
     def _fill(self, s: SearchState, now: float) -> int:
-        """Ask `s`'s searcher for new trials up to its parallelism (held trials do not count; at most
+        """Ask `s`'s searcher for new trials up to its `alive_cap` (held trials do not count; at most
         `MAX_NEW_PER_TICK`) and its owner's quota. Returns how many were created."""
         spec = s.spec
         active = sum(1 for t in s.alive() if t.id not in self.held)
