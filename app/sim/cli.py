@@ -42,6 +42,10 @@ def simulate(
     sticky: Annotated[
         bool, typer.Option(help="gandiva: time-slice jobs on their own devices (knob sticky, docs/simulation.md)")
     ] = False,
+    gang: Annotated[
+        bool,
+        typer.Option(help="gandiva with --sticky: multi-server jobs time-slice on aligned blocks of servers (gang)"),
+    ] = False,
     kind_blind: Annotated[
         bool,
         typer.Option(
@@ -108,7 +112,7 @@ def simulate(
                 shares=weights,
                 share_knobs=share_knobs,
                 kind_aware=not kind_blind,
-                policy_knobs={"sticky": True} if sticky and name == "gandiva" else None,
+                policy_knobs=_gandiva_knobs(sticky, gang) if name == "gandiva" else None,
             )
             if users:
                 by_user = user_summary(
@@ -139,6 +143,12 @@ def simulate(
     if plot is not None:
         _plot_cdf(plot, per_job, f"{trace}: {len(jobs)} jobs on {gpus} GPUs")
         err.print(f"wrote {plot}")
+
+
+def _gandiva_knobs(sticky: bool, gang: bool) -> dict[str, bool] | None:
+    """The gandiva knobs the flags set (None: the defaults)."""
+    knobs = {k: True for k, on in (("sticky", sticky), ("gang", gang)) if on}
+    return knobs or None
 
 
 def _table(name: str, trace: str, s: dict) -> Table:

@@ -450,19 +450,23 @@ def test_never_suspends_a_higher_priority_trial_for_a_lower_one():
     assert checked == 30 * 12
 
 
-@pytest.mark.parametrize("sticky", [True, False])
-def test_the_invariants_hold_with_and_without_sticky_placement(sticky):
-    """A shorter run of the randomised check above with the knob set both ways."""
-    rng = random.Random(7 + sticky)
-    policy = Judged(sticky=sticky, min_steps_before_judgement=60, rung_eta=None, packing=True, idle_grow_s=0.0)
-    devices = devs(4, 2)
+@pytest.mark.parametrize(("sticky", "gang"), [(True, False), (False, False), (True, True)])
+def test_the_invariants_hold_with_and_without_sticky_placement(sticky, gang):
+    """A shorter run of the randomised check above with the knobs set each way (gang: on 3 nodes of 2,
+    with jobs of 1, 2 and 4 devices)."""
+    rng = random.Random(7 + sticky + 2 * gang)
+    policy = Judged(
+        sticky=sticky, gang=gang, min_steps_before_judgement=60, rung_eta=None, packing=True, idle_grow_s=0.0
+    )
+    devices = devs(6, 3) if gang else devs(4, 2)
     cur: dict[int, TrialView] = {}
     state: dict = {}
     for r in range(40):
         if rng.random() < 0.4 or not cur:
-            tid = 9000 + 100 * sticky + r
+            tid = 9000 + 100 * sticky + 200 * gang + r
             _ASYM[tid] = rng.choice([0.7, 0.9, 0.95])
-            cur[tid] = tv(tid, None, steps=0, arrival=float(r), devices_needed=2 if rng.random() < 0.2 else 1)
+            need = (rng.choice([2, 2, 4]) if gang else 2) if rng.random() < 0.2 + 0.2 * gang else 1
+            cur[tid] = tv(tid, None, steps=0, arrival=float(r), devices_needed=need)
         s = snap(cur.values(), state=state, now=float(r), devices=devices)
         plan = policy.plan(s)
         _check_invariants(policy, s, plan)
@@ -712,6 +716,76 @@ def test_sticky_new_jobs_start_on_the_least_loaded_device():
     assert plan.devices_of(9) == ("cpu:2",) and plan.devices_of(10) == ("cpu:1",)
     assert plan.devices_of(1) == ("cpu:0",)  # the rest resume at home or wait: nobody moves
     assert plan.running() == {1, 9, 10}
+
+
+# ---- gang time-slicing (sticky + gang): multi-server jobs on aligned blocks of servers -----------------------
+
+
+def _big(tid: int, devices: tuple[str, ...], running: bool, need: int = 8) -> TrialView:
+    """A trace job past its guard phase needing `need` devices, resident on `devices` (may be none)."""
+    return TrialView(
+        id=tid, search_id=0, arrival=float(tid), steps_done=500, max_steps=10**6, status=R if devices else Q,
+        devices=devices, running=running, devices_needed=need,
+    )  # fmt: skip
+
+
+def _block(devices, *nodes: int) -> tuple[str, ...]:
+    return tuple(d.id for d in devices if d.node in {f"n{i}" for i in nodes})
+
+
+def test_gang_new_multi_server_job_takes_a_whole_aligned_block():
+    """Four servers of four devices; a one-GPU job lives on n1. A new 8-GPU job takes the least loaded
+    aligned pair of servers (n2, n3) whole. Sticky alone takes the 8 least loaded free devices wherever
+    they are: three servers, straddling two pairs."""
+    devices = devs(16, 4)
+    one = replace(_jobs({1: "n1/cpu:0"})[0], devices_needed=1)
+    new = TrialView(id=9, search_id=0, arrival=50.0, steps_done=0, max_steps=10**6, devices_needed=8)
+    plan = Judged(packing=False, sticky=True, gang=True).plan(snap([one, new], devices=devices, searches=()))
+    assert plan.devices_of(9) == tuple(sorted(_block(devices, 2, 3)))
+    assert plan.devices_of(1) == ("n1/cpu:0",)
+    plan = Judged(packing=False, sticky=True).plan(snap([one, new], devices=devices, searches=()))
+    assert len({d.split("/")[0] for d in plan.devices_of(9)}) == 3
+
+
+def test_gang_multi_server_jobs_move_once_onto_whole_blocks_and_their_occupants_leave_together():
+    """Three 8-GPU jobs share the pair (n0, n1); one-GPU jobs 4 and 5 are parked on n2 and n4. With
+    `gang`, jobs 2 and 3 each move once, onto the whole pairs (n2, n3) and (n4, n5): jobs 4 and 5,
+    resident there and ranked lower, wait that round (they leave with their block's other occupants)
+    and then take turns on their own devices. Nobody moves again (every pair carries one 8-GPU job).
+    Sticky alone scatters job 2 over the 8 least loaded free devices, on three servers."""
+    devices = devs(24, 6)
+    b01 = _block(devices, 0, 1)
+    trials = [
+        _big(1, b01, True),
+        _big(2, b01, False),
+        _big(3, b01, False),
+        replace(_jobs({4: "n2/cpu:0"})[0], running=False),
+        replace(_jobs({5: "n4/cpu:0"})[0], running=False),
+    ]
+    moves, time, plans = _moves(Judged(packing=False, sticky=True, gang=True), trials, 24, devices)
+    assert moves == {1: 0, 2: 1, 3: 1, 4: 0, 5: 0}, moves
+    assert plans[0].devices_of(2) == tuple(sorted(_block(devices, 2, 3)))
+    assert plans[0].devices_of(3) == tuple(sorted(_block(devices, 4, 5)))
+    assert not plans[0].devices_of(4) and not plans[0].devices_of(5)
+    assert all(time[i] > 0 for i in time), time  # everyone gets turns
+    plan = Judged(packing=False, sticky=True).plan(snap(trials, devices=devices, searches=()))
+    assert len({d.split("/")[0] for d in plan.devices_of(2)}) == 3
+
+
+def test_gang_packs_only_a_trial_parked_on_the_hosts_own_device():
+    """Two devices, trials 1 and 4 run, 2 (parked on cpu:0) and 3 (parked on cpu:1, the slowest) wait.
+    Packing picks the slowest waiting trial, 3, and the slowest running host, 1 on cpu:0: 3 would move.
+    With sticky + gang it joins the trial running on its own device, 4 on cpu:1, and nobody moves."""
+    trials = [
+        tv(1, 0.95, devices=("cpu:0",), running=True, rate_solo=10.0, memory_mb=500.0),
+        tv(2, 0.95, devices=("cpu:0",), running=False, rate_solo=8.0, memory_mb=500.0),
+        tv(3, 0.95, devices=("cpu:1",), running=False, rate_solo=5.0, memory_mb=500.0),
+        tv(4, 0.95, devices=("cpu:1",), running=True, rate_solo=12.0, memory_mb=500.0),
+    ]
+    plan = Judged(top_m=0, sticky=True).plan(snap(trials))
+    assert plan.placement["cpu:0"] == (1, 3)
+    plan = Judged(top_m=0, sticky=True, gang=True).plan(snap(trials))
+    assert plan.placement == {"cpu:0": (1,), "cpu:1": (4, 3)}
 
 
 # ---- grow-shrink -----------------------------------------------------------------------------------------

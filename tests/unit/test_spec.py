@@ -139,6 +139,7 @@ KNOB_VALUES = {
     "swap_margin": 0.1,
     "packing": False,
     "sticky": True,
+    "gang": True,
     "pack_margin": 0.2,
     "pack_patience": 3,
     "grow_shrink": True,

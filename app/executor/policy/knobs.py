@@ -83,6 +83,12 @@ class GandivaKnobs(MechanismKnobs, JudgeKnobs):
         "only when its device's queue is longer than the target's by more than one (default off: rotate "
         "across the cluster, moving trials onto whatever freed; docs/simulation.md has both measured)",
     )
+    gang: bool = Field(
+        default=False,
+        description="with sticky: a multi-device trial that starts or moves claims an aligned block of whole servers "
+        "(the least loaded), and its occupants there leave together when its turn comes (gang time-slicing); "
+        "packs form only from a trial parked on its host's own device (docs/simulation.md)",
+    )
     packing: bool = True
     pack_margin: float = Field(default=0.05, ge=0, description="keep a pack whose summed normalised rate > 1 + this")
     pack_patience: int = Field(default=8, ge=1, description="rounds a pack on trial may wait for a measurement")

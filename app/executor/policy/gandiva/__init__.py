@@ -30,6 +30,9 @@ One round = one quantum. From the snapshot the policy decides, purely:
    for its turn there, moving only when the move gains it device time (its device's queue is longer
    than the target's by more than one; newcomers in the guard move freely). So a trial is only ever
    parked because a higher-ranked unit takes its devices or the units above it fill the cluster.
+   With `gang` as well, a multi-device trial that starts or moves claims a whole aligned block of servers
+   (the least loaded; lower-ranked occupants leave together) and is time-sliced there as a gang, and a
+   pack is formed only from a trial parked on its host's own device (forming it moves nobody).
    Without `sticky`, units are taken cluster-wide in rank order and a trial is parked only when those
    ranked above it hold the devices it could use: a higher-priority trial is never suspended in
    favour of a lower one (the rotation then moves trials constantly: up to 181 moves per job on the

@@ -172,8 +172,11 @@ def new_pack(
     pack_of: Mapping[int, Pack],
     bad: set[Pair],
     board: Board,
+    co_resident: bool = False,
 ) -> tuple[TrialView, TrialView, str, str] | None:
-    """(joiner, host, device, why) for one new pack on trial, or None."""
+    """(joiner, host, device, why) for one new pack on trial, or None. With `co_resident` (sticky
+    placement) the joiner must be parked on the host's device already, so that forming the pack moves
+    nobody: a pack is then the two trials of one device's queue running side by side."""
 
     def packable(t: TrialView) -> bool:
         return (
@@ -197,8 +200,11 @@ def new_pack(
         key=util,
     )
     memory = {d.id: d.memory_mb for d in snapshot.devices}
+    host_on = {placed[h.id][0]: h for h in hosts} if co_resident else {}
     for j in joiners:
-        for h in hosts:
+        # Co-resident: the one host on the joiner's own device (a device hosts one placed trial here).
+        mates = hosts if not co_resident else [host_on[j.devices[0]]] if j.devices and j.devices[0] in host_on else []
+        for h in mates:
             if pair(j.id, h.id) in bad:
                 continue
             device = placed[h.id][0]

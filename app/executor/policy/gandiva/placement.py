@@ -19,6 +19,13 @@ squared loads, so moves stop once the loads are balanced: they follow arrivals a
 rotation. Units without a home (new, released) take devices as in `select`, and `place` puts them and
 the movers on the least loaded free devices (of the kinds they run on: the kind-aware choice decides
 for units whose kinds restrict or order it).
+
+With `gang` (knob, on top of `sticky`), multi-device units are time-sliced as gangs on aligned blocks:
+one that starts or moves claims, in rank order, the least loaded block of whole servers (`Gang`: `k`
+consecutive servers of an aligned group when it needs `k` servers, devices of one server otherwise)
+whose devices no unit above claimed, so the lower-ranked units resident there all leave that round;
+blocks of different sizes nest rather than overlap, and one-device units keep off multi-device units'
+devices when they can (`shapes`), since a one-GPU job's turn on a block holds the whole block up.
 """
 
 from __future__ import annotations
@@ -101,6 +108,19 @@ def loads(
     return out
 
 
+def shapes(ranked: Sequence[Unit], grown_old: Mapping[str, Mapping[str, Any]]) -> tuple[set[str], set[str]]:
+    """(devices some multi-device unit is resident on, devices some one-device unit is resident on): `gang`
+    keeps the two apart where it can (a one-GPU job living on a multi-server job's block would hold
+    the whole block up whenever its turn comes)."""
+    big: set[str] = set()
+    small: set[str] = set()
+    for u in ranked:
+        h = home_of(u, grown_old)
+        if h:
+            (big if len(h) > 1 else small).update(h)
+    return big, small
+
+
 def select_sticky(
     ranked: Sequence[Unit],
     order: Mapping[str, int],
@@ -108,7 +128,8 @@ def select_sticky(
     load: Mapping[str, int],
     movable: Container[int] = (),
     exclusive: Container[int] = (),
-) -> tuple[list[Unit], list[Unit], dict[int, bool]]:
+    gang: Gang | None = None,
+) -> tuple[list[Unit], list[Unit], dict[int, bool], dict[int, tuple[str, ...]]]:
     """(selected, waiting) keeping time-sliced units on their own devices (the module docstring): in
     rank order, a unit claims its home when no unit above claimed any of it; a unit without a home
     takes `need` of the devices left; a unit whose home is claimed moves only when `need` unclaimed
@@ -122,15 +143,29 @@ def select_sticky(
     The third value names the selected units that must move (by their first trial's id): True when
     the unit claiming its home claimed exactly its devices, so that `place` may keep it where it runs
     and move the claimant instead (the same move, without a suspension), False when it must be the one
-    to move (moving a claimant whose home differs would be another, larger move)."""
+    to move (moving a claimant whose home differs would be another, larger move).
+
+    With `gang` (knob `gang`), a multi-device unit that starts or moves claims its devices here, in
+    rank order, as one aligned block (`Gang.target`: whole servers when it needs more than one, the least
+    loaded block whose devices no unit above claimed): the units of lower rank resident there find
+    their home claimed and leave together, and the block becomes its home, where it is time-sliced
+    against them from then on. The fourth value maps those units (by first trial id) to their block;
+    without `gang` it is empty."""
     n_dev = len(order)
     claimed: dict[str, tuple[str, ...]] = {}  # device -> the home of the unit that claimed it
     unclaimed_by_load = Counter(load.values())  # how many unclaimed devices carry each load
     movers: dict[int, bool] = {}
+    targets: dict[int, tuple[str, ...]] = {}
     held: set[str] = set()  # devices claimed by exclusive trials: no turn there for the others
     owed = 0  # devices owed to the selected units without a claimed home (placed after the claims)
     selected: list[Unit] = []
     waiting: list[Unit] = []
+
+    def claim(ds: tuple[str, ...], key: tuple[str, ...]) -> None:
+        for d in ds:
+            claimed[d] = key
+            unclaimed_by_load[load[d]] -= 1
+
     for u in ranked:
         need = max(t.devices_needed for t in u)
         if need > n_dev - len(claimed) - owed:
@@ -139,28 +174,132 @@ def select_sticky(
         h = home_of(u, grown_old)
         if h is not None and not all(d in order for d in h):
             h = None  # a device it was on is gone: it starts afresh
+        blocky = gang is not None and need > 1 and gang.applies(u)
         if h is None:
-            owed += need
+            tgt = gang.target(need, claimed, load, None, n_dev - len(claimed) - owed) if blocky and gang else None
+            if tgt is not None:
+                claim(tgt, ("@", *tgt))
+                targets[u[0].id] = tgt
+            else:
+                owed += need
             selected.append(u)
         elif claimed.keys().isdisjoint(h):
-            for d in h:
-                claimed[d] = h
-                unclaimed_by_load[load[d]] -= 1
+            claim(h, h)
             if u[0].id in exclusive:
                 held.update(h)
             selected.append(u)
         else:
+            free_to_move = all(t.id in movable for t in u) or not held.isdisjoint(h)
+            if blocky and gang is not None:
+                # A block at least two below its home's most loaded device (one below when its home is
+                # not one block: moving there also gathers it).
+                limit = max(load[d] for d in h) - (2 if gang.aligned(h) else 1)
+                room = n_dev - len(claimed) - owed
+                light = sum(n for lo, n in unclaimed_by_load.items() if lo <= limit)  # cheap bound first
+                tgt = gang.target(need, claimed, load, limit, room) if limit >= 0 and light >= need else None
+                if tgt is None and free_to_move:
+                    tgt = gang.target(need, claimed, load, None, room)
+                if tgt is not None:
+                    claim(tgt, ("@", *tgt))
+                    targets[u[0].id] = tgt
+                    selected.append(u)
+                    continue
             limit = max(load[d] for d in h) - 2  # a target's load must be below its home's by two
             own = sum(1 for d in h if d not in claimed and load[d] <= limit)
             room = sum(n for lo, n in unclaimed_by_load.items() if lo <= limit) - own - owed
-            free_to_move = all(t.id in movable for t in u) or not held.isdisjoint(h)
-            if (limit >= 0 and room >= need) or free_to_move:
+            if (not blocky and limit >= 0 and room >= need) or free_to_move:
                 owed += need
                 selected.append(u)
                 movers[u[0].id] = all(claimed.get(d) == h for d in h)
             else:
                 waiting.append(u)
-    return selected, waiting, movers
+    return selected, waiting, movers, targets
+
+
+_GangMaps = tuple[Mapping[str, int], list[list[str]], dict[int, list[tuple[str, ...]]], dict[int, dict[str, int]]]
+_gang_cache: list[_GangMaps] = []  # the last cluster's (order, nodes, blocks by need, block of each device)
+
+
+class Gang:
+    """Aligned blocks of devices for gang time-slicing (knob `gang`): a unit needing at most one node's
+    devices takes devices of one node; one needing more takes `k` whole nodes, the `k` consecutive
+    nodes (in device order) of one of the aligned groups `[i*k, (i+1)*k)`, so that the blocks of
+    multi-node units nest instead of overlapping partly (a job over two servers never straddles the
+    servers of two others). `bound` names units (first trial id) whose device kinds decide their
+    devices: they are left to `place`'s kind-aware choice. `small`: devices one-device units live on
+    (`shapes`), which a block takes only when no other block is as lightly loaded."""
+
+    def __init__(
+        self,
+        order: Mapping[str, int],
+        node_of: Mapping[str, str],
+        bound: Container[int] = (),
+        small: Container[str] = (),
+    ):
+        self.order = order
+        self.node_of = node_of
+        self.bound = bound
+        self.small = small
+        # The blocks depend on the devices alone: memoised on `order` itself (`placing.device_maps` hands
+        # every round of an unchanged cluster the same mapping), not rebuilt every round.
+        cached = _gang_cache[0] if _gang_cache and _gang_cache[0][0] is order else None
+        if cached is None:
+            nodes: dict[str, list[str]] = {}
+            for d in sorted(order, key=order.__getitem__):
+                nodes.setdefault(node_of.get(d, ""), []).append(d)
+            cached = (order, list(nodes.values()), {}, {})
+            _gang_cache[:] = [cached]
+        _, self.nodes, self._blocks, self._block_of = cached
+        self.per_node = max((len(ds) for ds in self.nodes), default=1)
+
+    def applies(self, u: Unit) -> bool:
+        return u[0].id not in self.bound
+
+    def blocks(self, need: int) -> list[tuple[str, ...]]:
+        """The aligned blocks a unit needing `need` devices may take (their devices, in device order)."""
+        k = -(-need // self.per_node)
+        got = self._blocks.get(need)
+        if got is None:
+            got = [
+                tuple(d for ds in self.nodes[i * k : (i + 1) * k] for d in ds) for i in range(len(self.nodes) // k)
+            ]
+            got = self._blocks[need] = [b for b in got if len(b) >= need] or got
+        return got
+
+    def aligned(self, home: Sequence[str]) -> bool:
+        """Whether `home` lies within one of the aligned blocks of its size."""
+        block_of = self._block_of.get(len(home))
+        if block_of is None:
+            block_of = self._block_of[len(home)] = {d: i for i, b in enumerate(self.blocks(len(home))) for d in b}
+        return len({block_of.get(d, -1) for d in home}) == 1 and home[0] in block_of
+
+    def target(
+        self,
+        need: int,
+        claimed: Container[str],
+        load: Mapping[str, int],
+        limit: int | None,
+        room: int,
+    ) -> tuple[str, ...] | None:
+        """The least loaded block with `need` devices no unit above claimed (its `need` least loaded
+        ones), whose most loaded device carries at most `limit` units (any, when None); None when no
+        block fits or fewer than `need` devices are left (`room`)."""
+        if room < need:
+            return None
+        best: tuple[tuple[int, int, int, int], tuple[str, ...]] | None = None
+        order = self.order
+        for i, b in enumerate(self.blocks(need)):
+            ok = [d for d in b if d not in claimed]
+            if len(ok) < need:
+                continue
+            pick = sorted(ok, key=lambda d: (load.get(d, 0), order[d]))[:need]
+            hi = max(load.get(d, 0) for d in pick)
+            if limit is not None and hi > limit:
+                continue
+            key = (hi, sum(1 for d in pick if d in self.small), sum(load.get(d, 0) for d in pick), i)
+            if best is None or key < best[0]:
+                best = (key, tuple(sorted(pick, key=order.__getitem__)))
+        return None if best is None else best[1]
 
 
 def place(
@@ -170,12 +309,16 @@ def place(
     notes: list[str],
     load: Mapping[str, int] | None = None,
     movers: Mapping[int, bool] | None = None,
+    targets: Mapping[int, tuple[str, ...]] | None = None,
+    avoid: Container[str] = (),
 ) -> tuple[dict[int, tuple[str, ...]], list[Unit]]:
     """Put the selected units on the board: (devices of each placed trial, units left unplaced).
     `grown_old` is last round's grow-shrink loans (a grown trial's home is its base devices). With
     `load` (units resident per device, `loads`), a unit needing one device that cannot stay home takes
     the least loaded free device. `movers` (from `select_sticky`): units whose home a higher unit
-    claimed; a running one stays where it runs (and its claimant moves) only when marked True."""
+    claimed; a running one stays where it runs (and its claimant moves) only when marked True. `targets`
+    (from `select_sticky` with `gang`): units that go to the block they claimed there, placed first;
+    `avoid` (with `gang`): devices of multi-device units, where one-device units go last."""
     order, node_of = board.order, board.node_of
 
     def home(u: Unit) -> tuple[str, ...] | None:
@@ -184,21 +327,30 @@ def place(
     def spread(ds: Sequence[str]) -> bool:
         return len({node_of.get(d) for d in ds}) > 1
 
-    def kind_bound(u: Unit) -> bool:
-        """The kinds of the cluster restrict or order where `u` may go (`choose` defers to the board)."""
-        return any(t.kind_rates for t in u) and board.tiers(u) is not None
-
     # Sticky: the homes claimed by selected units (not movers, not new) are theirs; consolidating a
     # spread trial must not take them (that would only move their owners instead).
+    targets = targets or {}
     claimed: set[str] = set()
     if movers is not None:
         for u in selected:
             h = home(u)
-            if h and u[0].id not in movers:
+            if u[0].id in targets:
+                claimed.update(targets[u[0].id])
+            elif h and u[0].id not in movers:
                 claimed.update(h)
 
     placed: dict[int, tuple[str, ...]] = {}
-    todo = list(selected)
+    todo = []
+    for u in selected:
+        ds = targets.get(u[0].id)
+        if ds is None or not all(board.is_free(d) for d in ds):
+            todo.append(u)
+            continue
+        if u[0].devices and set(ds) != set(u[0].devices):
+            notes.append(f"trial {u[0].id} moves {','.join(u[0].devices)} -> {','.join(ds)} (a block of its own)")
+        for t in u:
+            board.put(t.id, ds)
+            placed[t.id] = ds
     for step in ("running", "spread", "parked", "rest"):
         left = []
         for u in todo:
@@ -210,7 +362,7 @@ def place(
             elif step == "running" and running and h and not spread(h) and all(board.is_free(d) for d in h):
                 ds = h
             elif step == "spread" and running and h and spread(h):
-                if movers is not None and not kind_bound(u):
+                if movers is not None and not kind_bound(board, u):
                     ds = consolidated(board, h, claimed)
                 else:
                     ds = choose(board, len(h), h, node_of, order, single_node=True, unit=u)
@@ -222,8 +374,8 @@ def place(
                 ds = h
             elif step == "rest":
                 need = max(t.devices_needed for t in u)
-                if load is not None and not kind_bound(u):
-                    ds = least_loaded(board, need, load)
+                if load is not None and not kind_bound(board, u):
+                    ds = least_loaded(board, need, load, avoid)
                 else:
                     ds = choose(board, need, u[0].devices, node_of, order, unit=u)
                 if ds is not None and u[0].devices and set(ds) != set(u[0].devices):
@@ -236,6 +388,11 @@ def place(
                     placed[t.id] = ds
         todo = left
     return placed, todo
+
+
+def kind_bound(board: Board, u: Unit) -> bool:
+    """The kinds of the cluster restrict or order where `u` may go (`choose` defers to the board)."""
+    return any(t.kind_rates for t in u) and board.tiers(u) is not None
 
 
 def consolidated(board: Board, home: Sequence[str], claimed: Container[str]) -> tuple[str, ...] | None:
@@ -255,11 +412,14 @@ def consolidated(board: Board, home: Sequence[str], claimed: Container[str]) -> 
     return tuple(sorted(best[1])) if best is not None else None
 
 
-def least_loaded(board: Board, need: int, load: Mapping[str, int]) -> tuple[str, ...] | None:
+def least_loaded(
+    board: Board, need: int, load: Mapping[str, int], avoid: Container[str] = ()
+) -> tuple[str, ...] | None:
     """Free devices for a unit that cannot stay home (`select_sticky`'s movers and new units): the
     `need` least loaded free devices of one node when a node fits (the node whose pick has the lowest
     highest load, then the fullest, so large holes stay whole), else the least loaded free devices
-    anywhere. None when fewer than `need` devices are free."""
+    anywhere. None when fewer than `need` devices are free. A unit needing one device takes a device in
+    `avoid` only when no other free device is as lightly loaded."""
     if need <= 0 or board.n_free < need:
         return None
     order = board.order
@@ -268,7 +428,7 @@ def least_loaded(board: Board, need: int, load: Mapping[str, int]) -> tuple[str,
         return (load.get(d, 0), order[d])
 
     if need == 1:
-        return (min(board.free(), key=by_load),)
+        return (min(board.free(), key=lambda d: (load.get(d, 0), d in avoid, order[d])),)
     best: tuple[tuple[int, int, str], list[str]] | None = None
     for node, ds in board.free_by_node().items():
         if len(ds) >= need:

@@ -69,13 +69,22 @@ class GandivaPolicy:
         board = Board(snapshot)
         load = placement.loads(units, board.order, grown_old) if k.sticky else None
         movers: dict[int, bool] | None = None
+        targets: dict[int, tuple[str, ...]] = {}
+        big: set[str] = set()  # with gang: devices of multi-device units (one-device units go there last)
         if load is not None:
             guard = {tid for tid, tier in ranking.tier.items() if tier == tiers.GUARD}
             excl = {t.id for t in ranking.exclusive}
-            selected, waiting, movers = placement.select_sticky(units, board.order, grown_old, load, guard, excl)
+            gang = None
+            if k.gang:
+                bound = {u[0].id for u in units if placement.kind_bound(board, u)}
+                big, small = placement.shapes(units, grown_old)
+                gang = placement.Gang(board.order, board.node_of, bound, small)
+            selected, waiting, movers, targets = placement.select_sticky(
+                units, board.order, grown_old, load, guard, excl, gang
+            )
         else:
             selected, waiting = placement.select(units, len(snapshot.devices))
-        placed, unplaced = placement.place(board, selected, grown_old, notes, load, movers)
+        placed, unplaced = placement.place(board, selected, grown_old, notes, load, movers, targets, big)
         if unplaced and board.n_free:
             # Units that found no device of a kind they run on (several kinds): the devices they left go
             # to the next units in rank order that fit them (on a cluster of one kind nothing is left).
@@ -86,7 +95,9 @@ class GandivaPolicy:
 
         # One new pack on trial when trials wait and none is on trial.
         if k.packing and waiting and not any(pk.status == "trial" for pk in live):
-            new = packs.new_pack(snapshot, waiting, selected, ranking.tier, placed, pack_of, bad, board)
+            new = packs.new_pack(
+                snapshot, waiting, selected, ranking.tier, placed, pack_of, bad, board, co_resident=k.sticky and k.gang
+            )
             if new is not None:
                 joiner, host, device, why = new
                 board.put(joiner.id, (device,))
