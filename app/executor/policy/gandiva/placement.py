@@ -260,9 +260,7 @@ class Gang:
         k = -(-need // self.per_node)
         got = self._blocks.get(need)
         if got is None:
-            got = [
-                tuple(d for ds in self.nodes[i * k : (i + 1) * k] for d in ds) for i in range(len(self.nodes) // k)
-            ]
+            got = [tuple(d for ds in self.nodes[i * k : (i + 1) * k] for d in ds) for i in range(len(self.nodes) // k)]
             got = self._blocks[need] = [b for b in got if len(b) >= need] or got
         return got
 

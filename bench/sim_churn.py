@@ -1,0 +1,87 @@
+"""Migration churn of one gandiva simulation: moves per job (mean, 95th percentile, largest, jobs moved
+more than 5 times) and mean JCT per job size, beside the summary `quanta simulate` prints.
+
+    python bench/sim_churn.py TRACE GPUS [--jobs N] [--sticky] [--gang] [--json OUT]
+
+(4 GPUs per server, quantum 60 s, V100, as docs/simulation.md). The runtime counts migrations in
+total only; this wraps its resume to count them per job (a move = a resume on other devices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.sim import runtime as sim_runtime
+from app.sim.driver import simulate
+from app.sim.traces import load_trace
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("gpus", type=int)
+    ap.add_argument("--jobs", type=int, default=None, help="only the first N jobs")
+    ap.add_argument("--sticky", action="store_true")
+    ap.add_argument("--gang", action="store_true")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+
+    moves: Counter[int] = Counter()
+    resume = sim_runtime.SimRuntime._resume
+
+    def counting(self: Any, j: Any, devices: tuple[str, ...]) -> None:
+        if devices != j.devices:
+            moves[j.id] += 1
+        resume(self, j, devices)
+
+    sim_runtime.SimRuntime._resume = counting  # type: ignore[method-assign]
+    knobs = {k: True for k in ("sticky", "gang") if getattr(args, k)}
+    jobs = load_trace(args.trace, args.jobs)
+    t0 = time.perf_counter()
+    res = simulate(jobs, "gandiva", gpus=args.gpus, gpus_per_server=4, policy_knobs=knobs or None, check=False)
+    s = res.summary
+    per_job = np.array([moves.get(r["trial"], 0) for r in res.jobs])
+    by_size: dict[str, list[float]] = defaultdict(list)
+    moved: Counter[str] = Counter()
+    for r in res.jobs:
+        size = "1" if r["devices"] == 1 else "2-4" if r["devices"] <= 4 else "5-8" if r["devices"] <= 8 else ">8"
+        by_size[size].append(r["jct_s"] / 3600)
+        moved[size] += moves.get(r["trial"], 0)
+    out = {
+        "trace": args.trace,
+        "gpus": args.gpus,
+        "jobs": s["jobs"],
+        "knobs": knobs,
+        "mean_jct_h": round(s["mean_jct_s"] / 3600, 2),
+        "median_jct_h": round(s["median_jct_s"] / 3600, 2),
+        "p95_jct_h": round(s["p95_jct_s"] / 3600, 1),
+        "makespan_h": round(s["makespan_s"] / 3600, 1),
+        "utilization": round(s["utilization"], 4),
+        "mean_time_to_100_minibatches_s": round(s["mean_time_to_100_minibatches_s"], 1),
+        "migrations": s["migrations"],
+        "moves_per_job": round(float(per_job.mean()), 2),
+        "moves_p95": int(np.percentile(per_job, 95)),
+        "moves_max": int(per_job.max()),
+        "jobs_moved_over_5": int((per_job > 5).sum()),
+        "migrations_by_job_devices": s["migrations_by_job_devices"],
+        "suspends": s["suspends"],
+        "packs_kept_undone": [s["packs_kept"], s["packs_undone"]],
+        "by_job_size": {  # jobs, mean JCT (h), moves per job
+            k: [len(v), round(sum(v) / len(v), 2), round(moved[k] / len(v), 2)] for k, v in sorted(by_size.items())
+        },
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    print(json.dumps(out))
+    if args.json is not None:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
