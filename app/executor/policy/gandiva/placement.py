@@ -340,15 +340,15 @@ def place(
     placed: dict[int, tuple[str, ...]] = {}
     todo = []
     for u in selected:
-        ds = targets.get(u[0].id)
-        if ds is None or not all(board.is_free(d) for d in ds):
+        block = targets.get(u[0].id)
+        if block is None or not all(board.is_free(d) for d in block):
             todo.append(u)
             continue
-        if u[0].devices and set(ds) != set(u[0].devices):
-            notes.append(f"trial {u[0].id} moves {','.join(u[0].devices)} -> {','.join(ds)} (a block of its own)")
+        if u[0].devices and set(block) != set(u[0].devices):
+            notes.append(f"trial {u[0].id} moves {','.join(u[0].devices)} -> {','.join(block)} (a block of its own)")
         for t in u:
-            board.put(t.id, ds)
-            placed[t.id] = ds
+            board.put(t.id, block)
+            placed[t.id] = block
     for step in ("running", "spread", "parked", "rest"):
         left = []
         for u in todo:
