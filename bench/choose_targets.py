@@ -4,9 +4,9 @@ Runs `quanta run SPEC` with `search.algorithm: random`, `fifo`, no target and no
 `--configs` configurations, each to its full budget, then takes every configuration's best report of
 the metric. The targets are the `--ranks` best of those (default 6th, 4th and 2nd best of 40: easy is
 reached by 6 configurations of 40, medium by 4, hard by 2, the rule used for `examples/mnist1d.yaml`),
-rounded down to two decimals for a metric to maximize (up, to minimize), so that at least that many
-configurations reach each. Training is seeded, so the outcome does not depend on how busy the machine
-is (only how long it takes).
+rounded down to two decimals for a metric to maximize (up, to minimize; more decimals where two would
+make two targets equal), so that at least that many configurations reach each. Training is seeded,
+so the outcome does not depend on how busy the machine is (only how long it takes).
 
     python bench/choose_targets.py --spec examples/mnist1d_long.yaml --configs 40 \\
         --json bench/results/targets_mnist1d_long.json
@@ -33,15 +33,19 @@ from app.spec import load_spec, parse_spec  # noqa: E402
 
 def targets_from(best: list[float], ranks: tuple[int, int, int], maximize: bool) -> dict[str, float]:
     """Targets from the configurations' best values: the value of the k-th best configuration for
-    each of `ranks` (easy, medium, hard), rounded to two decimals towards reaching it."""
+    each of `ranks` (easy, medium, hard), rounded towards reaching it to two decimals, or to more (up
+    to four) where two decimals would make two targets equal (close values, e.g. 0.972 and 0.976, both
+    0.97), so that the three targets stay three."""
     ordered = sorted(best, reverse=maximize)
     if len(ordered) < max(ranks):
         raise ValueError(f"{len(ordered)} configurations reported; need at least {max(ranks)}")
-    out: dict[str, float] = {}
-    for name, k in zip(("easy", "medium", "hard"), ranks, strict=True):
-        v = ordered[k - 1]
-        out[name] = math.floor(v * 100) / 100 if maximize else math.ceil(v * 100) / 100
-    return out
+    values = [ordered[k - 1] for k in ranks]
+    for decimals in (2, 3, 4):
+        scale = 10**decimals
+        rounded = [math.floor(v * scale) / scale if maximize else math.ceil(v * scale) / scale for v in values]
+        if len(set(rounded)) == len(set(values)):
+            break
+    return dict(zip(("easy", "medium", "hard"), rounded, strict=True))
 
 
 def main() -> None:

@@ -129,16 +129,19 @@ def test_crashed_trial_restarts_from_its_checkpoint(tmp_path):
     assert "signal 9" in (crashed[0].error or "")
     reports = store.reports(crashed[0].id)
     steps = [r.step for r in reports]
-    # steps 0..250 were reported before the crash; after it, reporting resumed from the checkpoint
-    # (some steps reported twice), never from 0 again.
-    restart_at = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
-    assert 0 < steps[restart_at] <= 250
-    assert steps[-1] == 399
-    # the loss at each step is the same before and after the restart (RNG and state restored)
-    first = {r.step: r.metrics["loss"] for r in reports[:restart_at]}
-    again = {r.step: r.metrics["loss"] for r in reports[restart_at:]}
-    shared = set(first) & set(again)
-    assert shared and all(first[s] == again[s] for s in shared)
+    # steps 0..249 were reported before the crash (the kill comes before step 250's report); after it,
+    # reporting resumed from the checkpoint, never from 0 again. Usually some steps are reported twice.
+    # On a loaded machine (checkpoints every 0.05 s come every few steps) the last checkpoint can sit
+    # exactly at the crash's boundary, and then nothing repeats: the crash shows only in the retry above.
+    assert steps[-1] == 399 and 0 not in steps[1:]
+    repeat_at = next((i for i in range(1, len(steps)) if steps[i] <= steps[i - 1]), None)
+    if repeat_at is not None:
+        assert 0 < steps[repeat_at] <= 250
+        # the loss at each step is the same before and after the restart (RNG and state restored)
+        first = {r.step: r.metrics["loss"] for r in reports[:repeat_at]}
+        again = {r.step: r.metrics["loss"] for r in reports[repeat_at:]}
+        shared = set(first) & set(again)
+        assert shared and all(first[s] == again[s] for s in shared)
     other = next(t for t in trials if t.retries == 0)
     other_steps = [r.step for r in store.reports(other.id)]
     assert other_steps == list(range(400))
