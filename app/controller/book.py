@@ -397,9 +397,8 @@ class SearchBook:
         knobs = spec.scheduler
         if not isinstance(knobs, RunToRungKnobs) or knobs.lookahead is None:
             return spec.parallelism  # a time-slicing policy wants every trial of its parallelism alive
-        lookahead = knobs.lookahead
         slots = len(self._runtime.devices()) // max(1, spec.resources.devices_per_trial)
-        return min(spec.parallelism, max(1, slots) + lookahead)
+        return min(spec.parallelism, max(1, slots) + knobs.lookahead)
 
     def _fill(self, s: SearchState, now: float) -> int:
         """Ask `s`'s searcher for new trials up to its `alive_cap` (held trials do not count; at most

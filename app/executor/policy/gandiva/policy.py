@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.executor.policy.gandiva import grow, packs, placement, tiers
+from app.executor.policy.gandiva.gang import Gang
 from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
@@ -78,7 +79,7 @@ class GandivaPolicy:
             if k.gang:
                 bound = {u[0].id for u in units if placement.kind_bound(board, u)}
                 big, small = placement.shapes(units, grown_old)
-                gang = placement.Gang(board.order, board.node_of, bound, small)
+                gang = Gang(board.order, board.node_of, bound, small)
             selected, waiting, movers, targets = placement.select_sticky(
                 units, board.order, grown_old, load, guard, excl, gang
             )
