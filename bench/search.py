@@ -21,6 +21,14 @@ Systems:
     python bench/search.py --systems fifo,gandiva,asha,default,optuna,optuna_hb,ray --seeds 0,1,2,3,4,5,6 \
         --json bench/results/search.json
 
+A benchmark longer than one sitting (the long workload: 7 seeds of 900 s searches) keeps a log of every
+run with `--runs PATH.jsonl` and, run again with the same arguments, reads those runs back and goes on
+with the rest, still in the same per-seed order:
+
+    python bench/search.py --spec examples/mnist1d_long.yaml --systems default,fifo,optuna,optuna_hb,ray \
+        --targets 0.966,0.972,0.976 --max-seconds 900 --runs bench/results/search_long_runs.jsonl \
+        --json bench/results/search_long.json
+
 Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
 over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
 "q1_s", "q3_s", "runs_s", "reached", "device_s_median"}}}, "ratios": ...}. Device-seconds are the
@@ -216,6 +224,14 @@ def main() -> None:
     ap.add_argument("--parallelism", type=int, default=8, help="Quanta trials alive at once (timeslice/gandiva)")
     ap.add_argument("--max-seconds", type=float, default=600)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="JSON-lines log of every run (appended as each ends); runs already in it for this workload "
+        "(same spec, targets, devices, budget) are read back and not run again, so a benchmark longer "
+        "than one sitting continues where it stopped",
+    )
     args = ap.parse_args()
     easy, medium, hard = (float(x) for x in args.targets.split(","))
     targets = {"easy": easy, "medium": medium, "hard": hard}
@@ -224,6 +240,8 @@ def main() -> None:
     console = Console()
     results: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    key = run_key(args, targets)
+    done_before = read_runs(args.runs, key) if args.runs else {}
 
     def summarise() -> None:
         for system in systems:
@@ -251,7 +269,14 @@ def main() -> None:
             par = args.devices if system == "fifo" else args.parallelism
             spec = workload_spec(args.spec, system, seed, args.trials, args.max_steps, hard, args.max_seconds, par)
             console.print(f"seed {seed} {system} ...", end=" ")
-            r = one_run(system, spec, args.devices, targets, args.max_seconds)
+            r = done_before.get((system, seed))
+            if r is None:
+                r = one_run(system, spec, args.devices, targets, args.max_seconds)
+                if args.runs:
+                    with args.runs.open("a") as fh:
+                        fh.write(json.dumps({**key, "system": system, "seed": seed, "run": r}) + "\n")
+            else:
+                console.print("(from --runs)", end=" ")
             runs[system].append(r)
             first = f", first mini-batch at {r['first_step_s']:.2f} s" if "first_step_s" in r else ""
             console.print(
@@ -288,6 +313,36 @@ def main() -> None:
     if args.json:
         write(args, targets, results, seeds, ratios(results, systems, targets))
         console.print(f"wrote {args.json}")
+
+
+def run_key(args: argparse.Namespace, targets: dict[str, float]) -> dict[str, Any]:
+    """What makes two runs of one system and seed the same experiment (for --runs)."""
+    spec = args.spec.resolve()
+    return {
+        "spec": str(spec.relative_to(ROOT)) if spec.is_relative_to(ROOT) else str(spec),
+        "targets": targets,
+        "trials": args.trials,
+        "max_steps": args.max_steps,
+        "devices": args.devices,
+        "parallelism": args.parallelism,
+        "max_seconds": args.max_seconds,
+    }
+
+
+def read_runs(path: Path, key: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Runs logged in `path` for the experiment `key`, by (system, seed); other experiments' lines are
+    ignored, and a line cut short by an interrupted write is skipped (that run is run again)."""
+    if not path.exists():
+        return {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if all(rec.get(k) == v for k, v in key.items()):
+            out[(rec["system"], int(rec["seed"]))] = rec["run"]
+    return out
 
 
 def quartiles(xs: list[float]) -> tuple[float, float]:
