@@ -1,0 +1,104 @@
+"""Where a Quanta search's time to target went, read from the databases `bench/search.py` leaves behind.
+
+For each run (a `qbench-<system>-*` directory holding `q.db` and `spec.json`) and target: the first report
+at or above it and its trial (the winner), split into *finding* it (from the search's start to the
+winner's start: the configurations tried before it, how many, their device-seconds) and *training* it
+(from its start to the report: its own steps and device-seconds, and how long it waited parked). When
+finding dominates, what limits the search is the searcher (how soon it proposes a configuration good
+enough) and how fast the policy discards the others; when training dominates, it is the trial's own
+length, which no scheduler shortens on one device.
+
+    python bench/search_anatomy.py /tmp/qbench-default-* --targets 0.966,0.972,0.976 [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from app.db.store import Store  # noqa: E402
+
+
+def anatomy(run_dir: Path, target: float) -> dict[str, Any] | None:
+    """The split of one run's time to `target` (seconds from the search's creation), or None when the
+    run never reached it. Device-seconds are summed from the stored quanta, cut at the hit."""
+    store = Store(f"sqlite:///{run_dir / 'q.db'}")
+    searches = store.searches()
+    if not searches or searches[0].id is None:
+        return None
+    s = searches[0]
+    maximize = s.spec.get("metric", {}).get("goal", "maximize") == "maximize"
+    sign = 1.0 if maximize else -1.0
+    reports = sorted(store.search_reports(s.id), key=lambda r: r.at)
+    hit = next((r for r in reports if r.objective is not None and sign * r.objective >= sign * target), None)
+    if hit is None:
+        return None
+    trials = {t.id: t for t in store.trials(s.id)}
+    win = trials[hit.trial_id]
+    t0 = s.created_at
+    quanta = store.quanta(s.id)
+
+    def device_s(trial_id: int | None, until: float) -> float:
+        return sum(
+            max(0.0, min(q.ended_at, until) - q.started_at) * len(q.devices.split(","))
+            for q in quanta
+            if (trial_id is None or q.trial_id == trial_id) and q.started_at < until
+        )
+
+    started = win.started_at if win.started_at is not None else hit.at
+    own_compute = device_s(win.id, hit.at)
+    return {
+        "run": run_dir.name,
+        "seed": json.loads((run_dir / "spec.json").read_text()).get("seed"),
+        "target": target,
+        "hit_s": round(hit.at - t0, 2),
+        "winner_number": win.number,
+        "trials_before_winner": sum(1 for t in trials.values() if t.number < win.number),
+        "winner_proposed_s": round(win.created_at - t0, 2),
+        "winner_started_s": round(started - t0, 2),
+        "winner_steps_at_hit": hit.step,
+        "winner_device_s": round(own_compute, 2),
+        "winner_parked_s": round(max(0.0, hit.at - started - own_compute), 2),
+        "others_device_s_before_hit": round(device_s(None, hit.at) - own_compute, 2),
+        "finding_share": round((started - t0) / max(hit.at - t0, 1e-9), 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="qbench-<system>-* directories")
+    ap.add_argument("--targets", required=True, help="comma-separated target values")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    targets = [float(x) for x in args.targets.split(",")]
+    rows = [a for d in args.runs if (d / "q.db").exists() for t in targets if (a := anatomy(d, t)) is not None]
+    table = Table(title="where the time to target went (seconds from the search's creation)")
+    cols = ("run", "seed", "target", "hit_s", "winner_number", "winner_proposed_s", "winner_started_s")
+    cols += ("winner_steps_at_hit", "winner_device_s", "winner_parked_s", "finding_share")
+    for c in cols:
+        table.add_column(c.replace("_", " "), justify="left" if c == "run" else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(*(str(r[c]) for c in cols))
+    console = Console(width=200)
+    console.print(table)
+    for t in targets:
+        shares = [r["finding_share"] for r in rows if r["target"] == t]
+        if shares:
+            share = statistics.median(shares)
+            console.print(f"target {t}: median share of the time before the winner started {share:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": rows, "command": "python " + " ".join(sys.argv)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""bench/search.py --runs: runs logged for the same experiment are read back by (system, seed); another
+experiment's runs and a line cut short by an interrupted write are not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bench.search import ROOT, read_runs, run_key
+
+
+def _args(max_seconds: float = 900.0) -> argparse.Namespace:
+    return argparse.Namespace(
+        spec=ROOT / "examples" / "mnist1d_long.yaml",
+        trials=100,
+        max_steps=None,
+        devices=2,
+        parallelism=8,
+        max_seconds=max_seconds,
+    )
+
+
+def test_runs_of_the_same_experiment_are_read_back_and_others_are_not(tmp_path: Path) -> None:
+    targets = {"easy": 0.966, "medium": 0.972, "hard": 0.976}
+    key = run_key(_args(), targets)
+    assert key["spec"] == "examples/mnist1d_long.yaml"  # the same on every checkout
+    other = run_key(_args(max_seconds=300.0), targets)
+    run = {"wall_s": 12.0, "reached": {"easy": 3.0, "medium": None, "hard": None}, "exit_code": 0, "reports": 9}
+    log = tmp_path / "runs.jsonl"
+    lines = [
+        json.dumps({**key, "system": "default", "seed": 0, "run": run}),
+        json.dumps({**other, "system": "fifo", "seed": 0, "run": run}),
+        json.dumps({**key, "system": "optuna", "seed": 1, "run": {**run, "wall_s": 30.0}}),
+        json.dumps({**key, "system": "ray", "seed": 1, "run": run})[:40],  # cut short by a kill
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    got = read_runs(log, key)
+    assert set(got) == {("default", 0), ("optuna", 1)}
+    assert got[("optuna", 1)]["wall_s"] == 30.0
+    assert read_runs(log, other) == {("fifo", 0): run}
+    assert read_runs(tmp_path / "absent.jsonl", key) == {}
