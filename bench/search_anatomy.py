@@ -74,11 +74,50 @@ def anatomy(run_dir: Path, target: float) -> dict[str, Any] | None:
     }
 
 
+def early_against_final(
+    run_dirs: list[Path], early_steps: list[int], final_steps: int, good: float | None = None
+) -> dict[str, Any]:
+    """How well a trial's value after `early_steps` mini-batches ranks trials by their best value over
+    their whole curve, over every trial (of `run_dirs`) that trained at least `final_steps` (and, with
+    `good`, whose best reached it: the ranking among the good ones, which decides who reaches a hard
+    target): Spearman's rho per early step, and how many trials. Run on fifo's searches, whose trials all
+    run to the end, it says how much a first rung at that step can tell the configurations apart."""
+    from scipy.stats import spearmanr
+
+    curves: list[dict[int, float]] = []
+    for d in run_dirs:
+        store = Store(f"sqlite:///{d / 'q.db'}")
+        for s in store.searches():
+            if s.id is None:
+                continue
+            by_trial: dict[int, dict[int, float]] = {}
+            for r in store.search_reports(s.id):
+                if r.objective is not None:
+                    by_trial.setdefault(r.trial_id, {})[r.step] = r.objective
+            curves.extend(
+                c for c in by_trial.values() if max(c) >= final_steps and (good is None or max(c.values()) >= good)
+            )
+    out: dict[str, Any] = {"trials": len(curves), "final_steps": final_steps, "good": good, "rho": {}}
+    best = [max(c.values()) for c in curves]
+    for e in early_steps:
+        early = [max((v for k, v in c.items() if k <= e), default=float("nan")) for c in curves]
+        out["rho"][str(e)] = round(float(spearmanr(early, best, nan_policy="omit").statistic), 3)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path, help="qbench-<system>-* directories")
     ap.add_argument("--targets", required=True, help="comma-separated target values")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--early",
+        default="",
+        help="comma-separated steps: also rank the runs' trials that trained --final steps by their value "
+        "at each of these steps against their best (Spearman), e.g. 500,1000,2500 on fifo's runs",
+    )
+    ap.add_argument("--final", type=int, default=0, help="with --early: trials that trained at least this many steps")
+    ap.add_argument("--good", type=float, default=None, help="with --early: also among the trials whose best >= this")
     args = ap.parse_args()
     targets = [float(x) for x in args.targets.split(",")]
     rows = [a for d in args.runs if (d / "q.db").exists() for t in targets if (a := anatomy(d, t)) is not None]
@@ -96,8 +135,20 @@ def main() -> None:
         if shares:
             share = statistics.median(shares)
             console.print(f"target {t}: median share of the time before the winner started {share:.2f}")
+    out: dict[str, Any] = {"runs": rows, "command": "python " + " ".join(sys.argv)}
+    if args.early:
+        steps = [int(x) for x in args.early.split(",")]
+        final = args.final or max(steps)
+        checks = [early_against_final(args.runs, steps, final)]
+        if args.good is not None:
+            checks.append(early_against_final(args.runs, steps, final, args.good))
+        out["early_against_final"] = checks
+        for c in checks:
+            among = "" if c["good"] is None else f" whose best >= {c['good']}"
+            console.print(f"{c['trials']} trials trained {final}+ steps{among}; Spearman rho of the value at")
+            console.print("each early step against their best: " + ", ".join(f"{k}: {v}" for k, v in c["rho"].items()))
     if args.json:
-        args.json.write_text(json.dumps({"runs": rows, "command": "python " + " ".join(sys.argv)}, indent=2))
+        args.json.write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":
