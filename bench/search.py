@@ -75,6 +75,11 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},
     # The first rung at mnist1d's first evaluation (50 steps) rather than max_steps / eta**3 (74, judged at 100):
     "asha_r50": {"scheduler": {"policy": "asha", "min_steps": 50}, "search": {"algorithm": "bohb", "min_steps": 50}},
+    # The first rung later on the long workload (1,000 of 10,000 steps, near max_steps / eta**2, rather than 370):
+    "asha_r1000": {
+        "scheduler": {"policy": "asha", "min_steps": 1000},
+        "search": {"algorithm": "bohb", "min_steps": 1000},
+    },
 }
 PEERS = ("optuna", "optuna_hb", "ray")
 
