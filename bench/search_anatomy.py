@@ -34,19 +34,22 @@ def anatomy(run_dir: Path, target: float) -> dict[str, Any] | None:
     run never reached it. Device-seconds are summed from the stored quanta, cut at the hit."""
     store = Store(f"sqlite:///{run_dir / 'q.db'}")
     searches = store.searches()
-    if not searches or searches[0].id is None:
+    if not searches:
         return None
     s = searches[0]
+    sid = s.id
+    if sid is None:
+        return None
     maximize = s.spec.get("metric", {}).get("goal", "maximize") == "maximize"
     sign = 1.0 if maximize else -1.0
-    reports = sorted(store.search_reports(s.id), key=lambda r: r.at)
+    reports = sorted(store.search_reports(sid), key=lambda r: r.at)
     hit = next((r for r in reports if r.objective is not None and sign * r.objective >= sign * target), None)
     if hit is None:
         return None
-    trials = {t.id: t for t in store.trials(s.id)}
+    trials = {t.id: t for t in store.trials(sid)}
     win = trials[hit.trial_id]
     t0 = s.created_at
-    quanta = store.quanta(s.id)
+    quanta = store.quanta(sid)
 
     def device_s(trial_id: int | None, until: float) -> float:
         return sum(
@@ -122,7 +125,7 @@ def main() -> None:
     targets = [float(x) for x in args.targets.split(",")]
     rows = [a for d in args.runs if (d / "q.db").exists() for t in targets if (a := anatomy(d, t)) is not None]
     table = Table(title="where the time to target went (seconds from the search's creation)")
-    cols = ("run", "seed", "target", "hit_s", "winner_number", "winner_proposed_s", "winner_started_s")
+    cols: tuple[str, ...] = ("run", "seed", "target", "hit_s", "winner_number", "winner_proposed_s", "winner_started_s")
     cols += ("winner_steps_at_hit", "winner_device_s", "winner_parked_s", "finding_share")
     for c in cols:
         table.add_column(c.replace("_", " "), justify="left" if c == "run" else "right", no_wrap=True)
@@ -143,10 +146,11 @@ def main() -> None:
         if args.good is not None:
             checks.append(early_against_final(args.runs, steps, final, args.good))
         out["early_against_final"] = checks
-        for c in checks:
-            among = "" if c["good"] is None else f" whose best >= {c['good']}"
-            console.print(f"{c['trials']} trials trained {final}+ steps{among}; Spearman rho of the value at")
-            console.print("each early step against their best: " + ", ".join(f"{k}: {v}" for k, v in c["rho"].items()))
+        for check in checks:
+            among = "" if check["good"] is None else f" whose best >= {check['good']}"
+            console.print(f"{check['trials']} trials trained {final}+ steps{among}; Spearman rho of the value at")
+            rhos = ", ".join(f"{k}: {v}" for k, v in check["rho"].items())
+            console.print(f"each early step against their best: {rhos}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 
