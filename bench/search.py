@@ -278,8 +278,7 @@ def main() -> None:
             if r is None:
                 r = one_run(system, spec, args.devices, targets, args.max_seconds)
                 if args.runs:
-                    with args.runs.open("a") as fh:
-                        fh.write(json.dumps({**key, "system": system, "seed": seed, "run": r}) + "\n")
+                    log_run(args.runs, {**key, "system": system, "seed": seed, "run": r})
             else:
                 console.print("(from --runs)", end=" ")
             runs[system].append(r)
@@ -332,6 +331,13 @@ def run_key(args: argparse.Namespace, targets: dict[str, float]) -> dict[str, An
         "parallelism": args.parallelism,
         "max_seconds": args.max_seconds,
     }
+
+
+def log_run(path: Path, record: dict[str, Any]) -> None:
+    """Append one run to the --runs log, on a line of its own even after a line cut short by a kill."""
+    cut = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    with path.open("a") as fh:
+        fh.write(("\n" if cut else "") + json.dumps(record) + "\n")
 
 
 def read_runs(path: Path, key: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:

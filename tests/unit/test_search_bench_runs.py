@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.search import ROOT, read_runs, run_key
+from bench.search import ROOT, log_run, read_runs, run_key
 
 
 def _args(max_seconds: float = 900.0) -> argparse.Namespace:
@@ -40,3 +40,7 @@ def test_runs_of_the_same_experiment_are_read_back_and_others_are_not(tmp_path: 
     assert got[("optuna", 1)]["wall_s"] == 30.0
     assert read_runs(log, other) == {("fifo", 0): run}
     assert read_runs(tmp_path / "absent.jsonl", key) == {}
+    # The line cut short has no newline: a run logged after it still gets a line of its own.
+    log.write_text("\n".join(lines))
+    log_run(log, {**key, "system": "ray", "seed": 1, "run": run})
+    assert set(read_runs(log, key)) == {("default", 0), ("optuna", 1), ("ray", 1)}
