@@ -77,16 +77,8 @@ def anatomy(run_dir: Path, target: float) -> dict[str, Any] | None:
     }
 
 
-def early_against_final(
-    run_dirs: list[Path], early_steps: list[int], final_steps: int, good: float | None = None
-) -> dict[str, Any]:
-    """How well a trial's value after `early_steps` mini-batches ranks trials by their best value over
-    their whole curve, over every trial (of `run_dirs`) that trained at least `final_steps` (and, with
-    `good`, whose best reached it: the ranking among the good ones, which decides who reaches a hard
-    target): Spearman's rho per early step, and how many trials. Run on fifo's searches, whose trials all
-    run to the end, it says how much a first rung at that step can tell the configurations apart."""
-    from scipy.stats import spearmanr
-
+def whole_curves(run_dirs: list[Path], final_steps: int) -> list[dict[int, float]]:
+    """Every trial's curve ({step: value}) in the searches of `run_dirs` that trained at least `final_steps`."""
     curves: list[dict[int, float]] = []
     for d in run_dirs:
         store = Store(f"sqlite:///{d / 'q.db'}")
@@ -97,13 +89,25 @@ def early_against_final(
             for r in store.search_reports(s.id):
                 if r.objective is not None:
                     by_trial.setdefault(r.trial_id, {})[r.step] = r.objective
-            curves.extend(
-                c for c in by_trial.values() if max(c) >= final_steps and (good is None or max(c.values()) >= good)
-            )
-    out: dict[str, Any] = {"trials": len(curves), "final_steps": final_steps, "good": good, "rho": {}}
-    best = [max(c.values()) for c in curves]
+            curves.extend(c for c in by_trial.values() if max(c) >= final_steps)
+    return curves
+
+
+def early_against_final(
+    curves: list[dict[int, float]], early_steps: list[int], good: float | None = None
+) -> dict[str, Any]:
+    """How well a trial's value after `early_steps` mini-batches ranks `curves` (`whole_curves`) by
+    their best value (with `good`, only those whose best reached it: the ranking among the good ones,
+    which decides who reaches a hard target): Spearman's rho per early step, and how many trials. Run
+    on fifo's searches, whose trials all run to the end, it says how much a first rung at that step can
+    tell the configurations apart."""
+    from scipy.stats import spearmanr
+
+    chosen = [c for c in curves if good is None or max(c.values()) >= good]
+    out: dict[str, Any] = {"trials": len(chosen), "good": good, "rho": {}}
+    best = [max(c.values()) for c in chosen]
     for e in early_steps:
-        early = [max((v for k, v in c.items() if k <= e), default=float("nan")) for c in curves]
+        early = [max((v for k, v in c.items() if k <= e), default=float("nan")) for c in chosen]
         out["rho"][str(e)] = round(float(spearmanr(early, best, nan_policy="omit").statistic), 3)
     return out
 
@@ -142,9 +146,10 @@ def main() -> None:
     if args.early:
         steps = [int(x) for x in args.early.split(",")]
         final = args.final or max(steps)
-        checks = [early_against_final(args.runs, steps, final)]
+        curves = whole_curves(args.runs, final)
+        checks = [{"final_steps": final, **early_against_final(curves, steps)}]
         if args.good is not None:
-            checks.append(early_against_final(args.runs, steps, final, args.good))
+            checks.append({"final_steps": final, **early_against_final(curves, steps, args.good)})
         out["early_against_final"] = checks
         for check in checks:
             among = "" if check["good"] is None else f" whose best >= {check['good']}"
