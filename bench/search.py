@@ -80,6 +80,8 @@ QUANTA: dict[str, dict[str, Any]] = {
         "scheduler": {"policy": "asha", "min_steps": 1000},
         "search": {"algorithm": "bohb", "min_steps": 1000},
     },
+    # The first rung at the long workload's first evaluation (250 steps, judged there, not at 500):
+    "asha_r250": {"scheduler": {"policy": "asha", "min_steps": 250}, "search": {"algorithm": "bohb", "min_steps": 250}},
 }
 PEERS = ("optuna", "optuna_hb", "ray")
 

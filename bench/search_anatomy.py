@@ -17,6 +17,7 @@ import argparse
 import json
 import statistics
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,52 @@ def anatomy(run_dir: Path, target: float) -> dict[str, Any] | None:
     }
 
 
+def configurations(run_dir: Path) -> list[tuple[float, int]]:
+    """(start time in seconds since the epoch, mini-batches it reported up to) of every configuration a
+    run started, in order: from a Quanta run's `q.db` or an Optuna run's `optuna-journal.log` (trial
+    creation times and intermediate steps), so that how fast each system explores can be compared."""
+    if (run_dir / "q.db").exists():
+        store = Store(f"sqlite:///{run_dir / 'q.db'}")
+        out: list[tuple[float, int]] = []
+        for s in store.searches():
+            if s.id is None:
+                continue
+            last: dict[int, int] = {}
+            for r in store.search_reports(s.id):
+                last[r.trial_id] = max(last.get(r.trial_id, 0), r.step)
+            out += [(t.started_at, last.get(t.id or -1, 0)) for t in store.trials(s.id) if t.started_at is not None]
+        return sorted(out)
+    journal = run_dir / "optuna-journal.log"
+    if not journal.exists():
+        return []
+    start: dict[int, float] = {}
+    steps: dict[int, int] = {}
+    number = 0
+    for line in journal.read_text().splitlines():
+        op = json.loads(line)
+        if op["op_code"] == 4:  # create a trial: trial ids are given in creation order
+            start[number] = datetime.fromisoformat(op["datetime_start"]).timestamp()
+            number += 1
+        elif op["op_code"] == 7:  # an intermediate value
+            steps[op["trial_id"]] = max(steps.get(op["trial_id"], 0), int(op["step"]))
+    return sorted((at, steps.get(tid, 0)) for tid, at in start.items())
+
+
+def exploration(run_dir: Path, within: list[float]) -> dict[str, Any] | None:
+    """How fast a run tried configurations: how many it had started `within` seconds of its first, and
+    the mini-batches each trained (median, over all it started), or None when the run left no record."""
+    configs = configurations(run_dir)
+    if not configs:
+        return None
+    t0 = configs[0][0]
+    return {
+        "run": run_dir.name,
+        "configurations": len(configs),
+        "started_within_s": {str(w): sum(1 for at, _ in configs if at - t0 <= w) for w in within},
+        "median_steps": statistics.median(n for _, n in configs),
+    }
+
+
 def whole_curves(run_dirs: list[Path], final_steps: int) -> list[dict[int, float]]:
     """Every trial's curve ({step: value}) in the searches of `run_dirs` that trained at least `final_steps`."""
     curves: list[dict[int, float]] = []
@@ -125,6 +172,12 @@ def main() -> None:
     )
     ap.add_argument("--final", type=int, default=0, help="with --early: trials that trained at least this many steps")
     ap.add_argument("--good", type=float, default=None, help="with --early: also among the trials whose best >= this")
+    ap.add_argument(
+        "--explore",
+        default="",
+        help="comma-separated seconds: also count the configurations each run (Quanta or Optuna) had started "
+        "within these seconds of its first, e.g. 30,60,120,240",
+    )
     args = ap.parse_args()
     targets = [float(x) for x in args.targets.split(",")]
     rows = [a for d in args.runs if (d / "q.db").exists() for t in targets if (a := anatomy(d, t)) is not None]
@@ -156,6 +209,17 @@ def main() -> None:
             console.print(f"{check['trials']} trials trained {final}+ steps{among}; Spearman rho of the value at")
             rhos = ", ".join(f"{k}: {v}" for k, v in check["rho"].items())
             console.print(f"each early step against their best: {rhos}")
+    if args.explore:
+        within = [float(x) for x in args.explore.split(",")]
+        explored = [e for d in args.runs if (e := exploration(d, within)) is not None]
+        out["exploration"] = explored
+        seen = Table(title="configurations started within N s of the first, and mini-batches each trained")
+        for c in ("run", *(f"{w:g} s" for w in within), "all", "median steps"):
+            seen.add_column(c, justify="left" if c == "run" else "right", no_wrap=True)
+        for e in explored:
+            counts = [str(e["started_within_s"][str(w)]) for w in within]
+            seen.add_row(e["run"], *counts, str(e["configurations"]), f"{e['median_steps']:g}")
+        console.print(seen)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 
