@@ -9,6 +9,10 @@ enough) and how fast the policy discards the others; when training dominates, it
 length, which no scheduler shortens on one device.
 
     python bench/search_anatomy.py /tmp/qbench-default-* --targets 0.966,0.972,0.976 [--json OUT]
+
+`--early` ranks fifo's whole curves by their early values against their best (how much a first rung can
+tell); `--explore` compares how fast runs of any system that leaves a record (Quanta's `q.db`, Optuna's
+journal) started configurations and how long each trained.
 """
 
 from __future__ import annotations
