@@ -337,7 +337,11 @@ def run_key(args: argparse.Namespace, targets: dict[str, float]) -> dict[str, An
 
 def log_run(path: Path, record: dict[str, Any]) -> None:
     """Append one run to the --runs log, on a line of its own even after a line cut short by a kill."""
-    cut = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    cut = False
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as fh:  # only the last byte: the log grows with every run
+            fh.seek(-1, 2)
+            cut = fh.read(1) != b"\n"
     with path.open("a") as fh:
         fh.write(("\n" if cut else "") + json.dumps(record) + "\n")
 
