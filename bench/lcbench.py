@@ -5,7 +5,8 @@ val_accuracy at the surrogate's cumulative training time) with the same number o
 simulated budget, and stops when it reaches the task's hard target:
 - Quanta: the real controller, searchers and policies on `SimRuntime` (`app.sim`'s `simulate_search`).
   `quanta_default` (the default policy and searcher), `quanta_fifo_random`, `quanta_fifo_tpe`,
-  `quanta_gandiva`, `quanta_timeslice`, `quanta_asha`, `quanta_hyperband`.
+  `quanta_gandiva`, `quanta_timeslice`, `quanta_asha`, `quanta_hyperband`; and, named in `--systems` only,
+  variants of the default with knobs changed (`VARIANTS`: `quanta_asha_kill`, `quanta_bohb_n10`, ...).
 - Syne Tune: its simulator backend over a Blackbox wrapping the same surrogate (`bench/syne_lcbench.py`),
   `syne_random`, `syne_tpe`, `syne_asha`, `syne_hyperband`, `syne_bohb`, ... (see `syne_lcbench.METHODS`).
 
@@ -54,6 +55,18 @@ QUANTA: dict[str, tuple[str, str | None]] = {
     "quanta_timeslice": ("timeslice", "tpe"),
     "quanta_asha": ("asha", "bohb"),
     "quanta_hyperband": ("hyperband", "bohb"),
+}
+
+# Variants of the default measured against it (named with --systems; not in 'all'): name -> (policy,
+# algorithm, scheduler knobs, search knobs), the knobs merged over the spec's blocks.
+VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
+    "quanta_asha_kill": ("default", None, {"mode": "kill"}, {}),
+    "quanta_asha_random": ("default", "random", {}, {}),
+    "quanta_asha_eta4": ("default", None, {"eta": 4.0}, {"eta": 4.0}),
+    "quanta_asha_r1": ("default", None, {"min_steps": 1}, {"min_steps": 1}),
+    "quanta_bohb_n10": ("default", None, {}, {"n_startup": 10}),
+    "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
+    "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),
 }
 
 # Goals of issue 13 for quanta_default at the hard target.
@@ -207,7 +220,12 @@ def run_quanta(
 ) -> Run:
     from app.sim.search_bench import simulate_search
 
-    policy, algorithm = QUANTA[system]
+    scheduler: dict[str, Any] = {}
+    search: dict[str, Any] = {}
+    if system in VARIANTS:
+        policy, algorithm, scheduler, search = VARIANTS[system]
+    else:
+        policy, algorithm = QUANTA[system]
     t0 = time.perf_counter()
     res = simulate_search(
         task,
@@ -219,6 +237,8 @@ def run_quanta(
         targets={k: targets[k] for k in TARGETS},
         stop_at=targets["hard"],
         data_path=None if data is None else str(data),
+        scheduler=scheduler,
+        search=search,
     )
     wall = time.perf_counter() - t0
     return Run(
@@ -306,7 +326,7 @@ def run_all(
 def _run_one(
     system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
 ) -> Run:
-    runner = run_quanta if system in QUANTA else run_syne
+    runner = run_quanta if system in QUANTA or system in VARIANTS else run_syne
     return runner(system, task, seed, workers, hours, targets, data)
 
 
@@ -479,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     seeds = [int(s) for s in _csv(args.seeds)]
     known = all_systems()
     systems = known if args.systems == "all" else _csv(args.systems)
+    known = [*known, *VARIANTS]
     unknown = [s for s in systems if s not in known]
     if unknown:
         ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(known)})")

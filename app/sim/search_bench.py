@@ -12,14 +12,15 @@ knows it is simulated.
 
 Interface for benchmark scripts (bench/lcbench.py finds it with `grep -rn "def simulate_search" app`):
 
-    simulate_search(task, policy, algorithm, workers, hours, seed, targets, stop_at=None, data_path=None)
-        -> SearchSimResult
+    simulate_search(task, policy, algorithm, workers, hours, seed, targets, stop_at=None, data_path=None,
+                    scheduler=None, search=None) -> SearchSimResult
 
 `SearchSimResult.time_to_target[name]` is the simulated seconds from the search's start to the first
 report at or above `targets[name]` (None: not within the budget); `best_so_far` one point (seconds,
 best accuracy so far) per improvement. `stop_at`: end the search at the first report at or above it
-(the spec's target with `stop_on_target`). Deterministic: the same arguments give the same result
-(`wall_seconds` aside).
+(the spec's target with `stop_on_target`). `scheduler` / `search`: knobs merged over the spec's scheduler
+and search blocks (e.g. `{"mode": "kill"}`), for variants of a policy or searcher. Deterministic: the
+same arguments give the same result (`wall_seconds` aside).
 """
 
 from __future__ import annotations
@@ -74,13 +75,19 @@ def search_spec(
     stop_at: float | None = None,
     quantum_s: float = QUANTUM_S,
     parallelism: int | None = None,
+    scheduler: Mapping[str, Any] | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> SearchSpec:
     """The spec of an LCBench search as a user would write it. `parallelism` (trials alive at once)
     defaults to `workers` for fifo (one trial per device) and twice that for the others (trials time-share
-    or wait at rungs). Raises SpecError/KeyError naming a bad policy, algorithm or number."""
+    or wait at rungs). `scheduler` / `search` are knobs merged over those blocks. Raises SpecError/KeyError
+    naming a bad policy, algorithm, knob or number."""
     name = DEFAULT_POLICY if policy == "default" else policy
     knobs = knobs_for(name, quantum_s=quantum_s)  # KeyError names an unknown policy
-    scheduler: dict[str, Any] = {"quantum_s": quantum_s} if policy == "default" else knobs.model_dump(mode="json")
+    block: dict[str, Any] = {"quantum_s": quantum_s} if policy == "default" else knobs.model_dump(mode="json")
+    block.update(scheduler or {})
+    search_block: dict[str, Any] = {} if algorithm is None else {"algorithm": algorithm}
+    search_block.update(search or {})
     doc: dict[str, Any] = {
         "name": f"lcbench-{bench.task}",
         "trainable": TRAINABLE,
@@ -93,12 +100,12 @@ def search_spec(
             "stop_on_target": stop_at is not None,
         },
         "parallelism": parallelism or (workers if name == "fifo" else 2 * workers),
-        "scheduler": scheduler,
+        "scheduler": block,
         "seed": seed,
         "config": {"task": bench.task},
     }
-    if algorithm is not None:
-        doc["search"] = {"algorithm": algorithm}
+    if search_block:
+        doc["search"] = search_block
     return parse_spec(doc, origin=f"lcbench task {bench.task}")
 
 
@@ -128,6 +135,8 @@ def run_search(
     costs: SimCosts = SimCosts(),
     check: bool = False,
     on_tick: Callable[[Controller, SimRuntime], None] | None = None,
+    scheduler: Mapping[str, Any] | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> SearchSimResult:
     """Simulate one search on `bench` (any surrogate model: tests pass a stand-in). `check` verifies the
     cluster's invariants after every tick (device capacity, work conserved, nothing both computing and
@@ -147,6 +156,8 @@ def run_search(
         stop_at=stop_at,
         quantum_s=quantum_s,
         parallelism=parallelism,
+        scheduler=scheduler,
+        search=search,
     )
     rt = SimRuntime(
         1,
@@ -257,10 +268,12 @@ def simulate_search(
     targets: dict[str, float],
     stop_at: float | None = None,
     data_path: str | None = None,
+    scheduler: Mapping[str, Any] | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> SearchSimResult:
     """One search on LCBench task `task` with Quanta's `policy` ("default": the spec's default) and
-    searcher `algorithm` (None: the spec's default) on `workers` devices for `hours` simulated hours.
-    See the module docstring for what comes back."""
+    searcher `algorithm` (None: the spec's default) on `workers` devices for `hours` simulated hours,
+    `scheduler` / `search` knobs merged over the spec's. See the module docstring for what comes back."""
     return run_search(
         lcbench(task, data_path),
         policy=policy,
@@ -270,4 +283,6 @@ def simulate_search(
         seed=seed,
         targets=targets,
         stop_at=stop_at,
+        scheduler=scheduler,
+        search=search,
     )

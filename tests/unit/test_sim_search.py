@@ -271,6 +271,18 @@ def test_default_means_what_a_spec_naming_nothing_gets():
         search_spec(stand_in(), policy="nope")
 
 
+def test_knobs_are_merged_over_the_spec_blocks_and_bad_ones_named():
+    from app.spec import SpecError
+
+    spec = search_spec(stand_in(), policy="default", scheduler={"mode": "kill"}, search={"n_startup": 10})
+    assert spec.scheduler.policy == "asha" and spec.scheduler.mode == "kill"
+    assert spec.search.algorithm == "bohb" and spec.search.n_startup == 10
+    spec = search_spec(stand_in(), policy="asha", algorithm="random", scheduler={"eta": 4.0})
+    assert spec.scheduler.eta == 4.0 and spec.search.algorithm == "random"
+    with pytest.raises(SpecError, match="mode"):
+        search_spec(stand_in(), policy="default", scheduler={"mode": "sideways"})
+
+
 # ---- the real surrogate -----------------------------------------------------------------------------
 
 
