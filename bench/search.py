@@ -80,6 +80,15 @@ QUANTA: dict[str, dict[str, Any]] = {
         "scheduler": {"policy": "asha", "min_steps": 1000},
         "search": {"algorithm": "bohb", "min_steps": 1000},
     },
+    # One rung more on MNIST-1D (first at max_steps / eta**4 = 25 steps, judged at the first evaluation, 50;
+    # the later ones judged at the default's reports): LCBench's `quanta_asha_r1` (docs/benchmarks.md).
+    "asha_r25": {"scheduler": {"policy": "asha", "min_steps": 25}, "search": {"algorithm": "bohb", "min_steps": 25}},
+    # The same on the long workload (max_steps / eta**4 = 123 of 10,000 steps, judged at the first evaluation,
+    # 250; the later rungs, 369, 1,107 and 3,321, are judged at the same reports as the default's):
+    "asha_r123": {
+        "scheduler": {"policy": "asha", "min_steps": 123},
+        "search": {"algorithm": "bohb", "min_steps": 123},
+    },
     # The first rung at the long workload's first evaluation (250 steps, judged there, not at 500):
     "asha_r250": {"scheduler": {"policy": "asha", "min_steps": 250}, "search": {"algorithm": "bohb", "min_steps": 250}},
 }
