@@ -220,12 +220,7 @@ def run_quanta(
 ) -> Run:
     from app.sim.search_bench import simulate_search
 
-    scheduler: dict[str, Any] = {}
-    search: dict[str, Any] = {}
-    if system in VARIANTS:
-        policy, algorithm, scheduler, search = VARIANTS[system]
-    else:
-        policy, algorithm = QUANTA[system]
+    policy, algorithm, scheduler, search = quanta_system(system)
     t0 = time.perf_counter()
     res = simulate_search(
         task,
@@ -272,6 +267,14 @@ def run_syne(
     return Run(
         system, task, seed, {k: res.time_to_target.get(k) for k in TARGETS}, res.best_so_far, wall, res.sim_seconds
     )
+
+
+def quanta_system(name: str) -> tuple[str, str | None, dict[str, Any], dict[str, Any]]:
+    """(policy, algorithm, scheduler knobs, search knobs) of a Quanta system or variant; KeyError if neither."""
+    if name in VARIANTS:
+        return VARIANTS[name]
+    policy, algorithm = QUANTA[name]
+    return policy, algorithm, {}, {}
 
 
 def all_systems() -> list[str]:
@@ -326,7 +329,7 @@ def run_all(
 def _run_one(
     system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
 ) -> Run:
-    runner = run_quanta if system in QUANTA or system in VARIANTS else run_syne
+    runner = run_quanta if system in QUANTA.keys() | VARIANTS.keys() else run_syne
     return runner(system, task, seed, workers, hours, targets, data)
 
 
@@ -497,9 +500,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     tasks = _csv(args.tasks)
     seeds = [int(s) for s in _csv(args.seeds)]
-    known = all_systems()
-    systems = known if args.systems == "all" else _csv(args.systems)
-    known = [*known, *VARIANTS]
+    systems = all_systems() if args.systems == "all" else _csv(args.systems)
+    known = [*all_systems(), *VARIANTS]
     unknown = [s for s in systems if s not in known]
     if unknown:
         ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(known)})")

@@ -58,14 +58,13 @@ def screen(screen_log: Path, peers_log: Path, hours: float) -> dict[str, Any]:
                 "best_syne": summary[target]["median_ratio_best_syne"],
                 "won_vs_best_syne": summary[target]["tasks_won_vs_best_syne"],
             }
-            if name != REFERENCE:
-                ratios = [
+            if name != REFERENCE:  # the default as the peer of this reference: its time / this one's
+                entry["vs_default"] = summary[target]["median_ratio_vs"][REFERENCE]
+                entry["faster_tasks"] = summary[target]["wins_vs"][REFERENCE]
+                entry["geo_vs_default"] = statistics.geometric_mean(
                     block["systems"][REFERENCE][target]["median_s"] / block["systems"][name][target]["median_s"]
                     for block in table.values()
-                ]
-                entry["vs_default"] = statistics.median(ratios)
-                entry["geo_vs_default"] = statistics.geometric_mean(ratios)
-                entry["faster_tasks"] = sum(x > 1 for x in ratios)
+                )
             row[target] = entry
         out[name] = row
     return {

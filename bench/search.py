@@ -59,6 +59,12 @@ from rich.table import Table  # noqa: E402
 
 from app.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
+
+def _first_rung(steps: int) -> dict[str, Any]:
+    """Pause ASHA + bohb with the first rung (policy and searcher levels alike) at `steps`."""
+    return {"scheduler": {"policy": "asha", "min_steps": steps}, "search": {"algorithm": "bohb", "min_steps": steps}}
+
+
 # Spec overrides per Quanta system (merged over the workload's spec; `default` changes nothing but the
 # policy and algorithm, which it leaves to the spec's defaults).
 QUANTA: dict[str, dict[str, Any]] = {
@@ -74,23 +80,17 @@ QUANTA: dict[str, dict[str, Any]] = {
     # The default before just-in-time trials (all of --parallelism alive; docs/benchmarks.md):
     "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},
     # The first rung at mnist1d's first evaluation (50 steps) rather than max_steps / eta**3 (74, judged at 100):
-    "asha_r50": {"scheduler": {"policy": "asha", "min_steps": 50}, "search": {"algorithm": "bohb", "min_steps": 50}},
+    "asha_r50": _first_rung(50),
     # The first rung later on the long workload (1,000 of 10,000 steps, near max_steps / eta**2, rather than 370):
-    "asha_r1000": {
-        "scheduler": {"policy": "asha", "min_steps": 1000},
-        "search": {"algorithm": "bohb", "min_steps": 1000},
-    },
+    "asha_r1000": _first_rung(1000),
     # One rung more on MNIST-1D (first at max_steps / eta**4 = 25 steps, judged at the first evaluation, 50;
     # the later ones judged at the default's reports): LCBench's `quanta_asha_r1` (docs/benchmarks.md).
-    "asha_r25": {"scheduler": {"policy": "asha", "min_steps": 25}, "search": {"algorithm": "bohb", "min_steps": 25}},
+    "asha_r25": _first_rung(25),
     # The same on the long workload (max_steps / eta**4 = 123 of 10,000 steps, judged at the first evaluation,
     # 250; the later rungs, 369, 1,107 and 3,321, are judged at the same reports as the default's):
-    "asha_r123": {
-        "scheduler": {"policy": "asha", "min_steps": 123},
-        "search": {"algorithm": "bohb", "min_steps": 123},
-    },
+    "asha_r123": _first_rung(123),
     # The first rung at the long workload's first evaluation (250 steps, judged there, not at 500):
-    "asha_r250": {"scheduler": {"policy": "asha", "min_steps": 250}, "search": {"algorithm": "bohb", "min_steps": 250}},
+    "asha_r250": _first_rung(250),
 }
 PEERS = ("optuna", "optuna_hb", "ray")
 
