@@ -58,12 +58,14 @@ QUANTA: dict[str, tuple[str, str | None]] = {
 }
 
 # Variants of the default measured against it (named with --systems; not in 'all'): name -> (policy,
-# algorithm, scheduler knobs, search knobs), the knobs merged over the spec's blocks.
+# algorithm, scheduler knobs, search knobs), the knobs merged over the spec's blocks. The screen in
+# bench/results/lcbench_screen*.json ran them over the default of its day (first rung 2 epochs).
 VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_kill": ("default", None, {"mode": "kill"}, {}),
     "quanta_asha_random": ("default", "random", {}, {}),
     "quanta_asha_eta4": ("default", None, {"eta": 4.0}, {"eta": 4.0}),
-    "quanta_asha_r1": ("default", None, {"min_steps": 1}, {"min_steps": 1}),
+    "quanta_asha_r1": ("default", None, {"min_steps": 1}, {"min_steps": 1}),  # the default since 2026-11-24
+    "quanta_asha_r2": ("default", None, {"min_steps": 2}, {"min_steps": 2}),  # the default before (52 / 3**3)
     "quanta_bohb_n10": ("default", None, {}, {"n_startup": 10}),
     "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
     "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),

@@ -84,11 +84,15 @@ QUANTA: dict[str, dict[str, Any]] = {
     # The first rung later on the long workload (1,000 of 10,000 steps, near max_steps / eta**2, rather than 370):
     "asha_r1000": _first_rung(1000),
     # One rung more on MNIST-1D (first at max_steps / eta**4 = 25 steps, judged at the first evaluation, 50;
-    # the later ones judged at the default's reports): LCBench's `quanta_asha_r1` (docs/benchmarks.md).
+    # the later ones judged at the eta**3 rungs' reports): LCBench's `quanta_asha_r1`. The default since
+    # 2026-11-24 (`app.search.fidelity.default_first_rung`); kept by name for the logged runs.
     "asha_r25": _first_rung(25),
     # The same on the long workload (max_steps / eta**4 = 123 of 10,000 steps, judged at the first evaluation,
-    # 250; the later rungs, 369, 1,107 and 3,321, are judged at the same reports as the default's):
+    # 250; the later rungs, 369, 1,107 and 3,321, are judged at the same reports as eta**3's): the default now.
     "asha_r123": _first_rung(123),
+    # The default before that (textbook ASHA's max_steps / eta**3): 74 of MNIST-1D's steps, 370 of the long's.
+    "asha_r74": _first_rung(74),
+    "asha_r370": _first_rung(370),
     # The first rung at the long workload's first evaluation (250 steps, judged there, not at 500):
     "asha_r250": _first_rung(250),
 }

@@ -43,7 +43,7 @@ from hyperopt.base import (
 from hyperopt.exceptions import BadSearchSpace
 from hyperopt.pyll import Apply
 
-from app.search.fidelity import rungs, value_at
+from app.search.fidelity import default_first_rung, rungs, value_at
 from app.search.space import SpaceError, compile_space, point_vals
 from app.search.tpe import Posterior
 
@@ -516,7 +516,7 @@ def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = (), warm: S
     ]
     if algo.algorithm == "bohb":
         max_steps = spec.budget.max_steps
-        first = algo.min_steps if algo.min_steps is not None else max(1, round(max_steps / algo.eta**3))
+        first = algo.min_steps if algo.min_steps is not None else default_first_rung(max_steps, algo.eta)
         levels = rungs(max_steps, first, algo.eta)
         return MultiFidelityTPE.restore(
             spec.space,

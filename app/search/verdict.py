@@ -98,9 +98,10 @@ class JudgeKnobs(BaseModel):
         return self.curve_min_steps(trial, search)
 
     def first_rung(self, trial: CurveTrial, search: CurveSearch | None) -> int:
-        """The first rung in steps: `max_steps / rung_eta**3` (as `AshaKnobs.min_steps` defaults), at
-        least 1 (0 when nothing bounds the trial); the rungs follow as `app.search.fidelity.rungs` makes
-        them."""
+        """The first rung in steps: `max_steps / rung_eta**3` (textbook ASHA's; the `asha` policy's default
+        is one factor of eta lower, `app.search.fidelity.default_first_rung`, and was not measured under
+        gandiva), at least 1 (0 when nothing bounds the trial); the rungs follow as
+        `app.search.fidelity.rungs` makes them."""
         eta = self.rung_eta or 3.0
         max_steps = max_steps_of(trial, search)
         return max(1, round(max_steps / eta**3)) if max_steps else 0

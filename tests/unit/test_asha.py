@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -270,3 +272,27 @@ def test_with_judge_knobs_a_trial_heading_for_the_target_goes_on_without_waiting
     assert plan_with(unsure, judge=JudgeKnobs()).hold == (1,)  # below go_p: it waits as before
     assert plan_with(sure, judge=JudgeKnobs(), go_p=0.9).hold == (1,)
     assert plan_with(sure).hold == (1,)  # no judge knobs: verdicts are not read
+
+
+def test_default_first_rung_is_shared_by_the_policy_and_the_searcher():
+    """With no `min_steps` anywhere, the asha policy and the bohb searcher use the same rungs, starting at
+    `max_steps / eta**4` (25 of 2,000 steps; 123 of 10,000; 1 of LCBench's 52 epochs)."""
+    from app.search.fidelity import default_first_rung, rungs
+    from app.search.searcher import make_searcher
+    from app.spec import parse_spec
+
+    assert [default_first_rung(n, 3.0) for n in (2000, 10000, 52, 1)] == [25, 123, 1, 1]
+    spec = parse_spec(
+        {
+            "name": "s",
+            "trainable": "examples.m:train",
+            "metric": {"name": "acc"},
+            "space": {"x": {"uniform": [0, 1]}},
+            "budget": {"max_steps": 2000},
+        }
+    )
+    assert spec.scheduler.policy == "asha" and spec.search.algorithm == "bohb"
+    long_trial = dataclasses.replace(trial(1), max_steps=2000)
+    levels = AshaPolicy(AshaKnobs()).levels(long_trial, SearchView(id=1, goal="maximize", target=None, max_steps=2000))
+    assert levels == rungs(2000, 25, 3.0) == (25, 75, 225, 675, 2000)
+    assert make_searcher(spec).levels == levels  # type: ignore[attr-defined]

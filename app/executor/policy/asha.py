@@ -2,7 +2,8 @@
 Quanta's twist: a trial below its rung is *parked*, not killed.
 
 Rungs are `app.search.fidelity.rungs(max_steps, first, eta)` steps; in Hyperband bracket `b` (of
-`brackets`) the first rung is `min_steps * eta**b`, and trial `i` goes to bracket `i % brackets`
+`brackets`) the first rung is `min_steps * eta**b` (`min_steps` defaults to
+`fidelity.default_first_rung`, max_steps / eta**4), and trial `i` goes to bracket `i % brackets`
 (trial ids; ASHA is Hyperband with one bracket). A trial's value at a rung is the best loss it reported
 until its first report past the rung (`fidelity.value_at`, oriented by the search's goal), recorded
 once. Trials of different searches, or of different brackets, are never compared.
@@ -56,7 +57,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.fidelity import RungRecords, cutoff_sorted, in_top_sorted, passed_values, rungs
+from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, in_top_sorted, passed_values, rungs
 
 # A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
 _Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
@@ -90,7 +91,7 @@ class AshaPolicy:
         if out is None:  # a pure function of the key (and the knobs): asked for every trial every round
             k = self.knobs
             max_steps = max(1, key[0] or key[1] or 1)
-            first = k.min_steps if k.min_steps is not None else max(1, round(max_steps / k.eta**3))
+            first = k.min_steps if k.min_steps is not None else default_first_rung(max_steps, k.eta)
             out = self._levels[key] = rungs(max_steps, max(1, round(first * k.eta ** key[2])), k.eta)
         return out
 

@@ -118,7 +118,7 @@ class AshaKnobs(RunToRungKnobs):
 
     policy: Literal["asha"] = "asha"
     eta: float = Field(default=3.0, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
-    min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**3")
+    min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**4")
     mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
     rule: Literal["promotion", "stopping"] = Field(
         default="promotion",

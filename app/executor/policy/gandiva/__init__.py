@@ -4,7 +4,7 @@ One round = one quantum. From the snapshot the policy decides, purely:
 
 1. **Early feedback.** The judge (`app.search.judge`, run by the controller before each round with
    this policy's knobs, `judge_knobs`) judges each trial from its first successive-halving rung
-   (`rung_eta`, default 3: `max_steps / 27` steps, the first rung ASHA uses) by the trial's rank among
+   (`rung_eta`, default 3: `max_steps / 27` steps, textbook ASHA's first rung) by the trial's rank among
    the trials recorded at its rungs together with the extrapolation of its curve, then every
    `feedback_every_steps` steps; with `rung_eta: null`, by the curve alone from
    `min_steps_before_judgement` steps (10 % by default). The policy reads its verdicts from
