@@ -149,6 +149,9 @@ class EventRecorder:
         if e.replay and self._stored(t.id, e.step, e.at):  # a later process re-sent its spool
             return
         self._pending_reports.add(key)
+        known = self._stored_keys.get(t.id)
+        if known is not None:  # read before this report: a replay of it after the flush must see it stored
+            known.add((e.step, e.at))
         # JSON (and PostgreSQL's json) cannot hold NaN or inf: such a value is stored as null, flagged.
         metrics, flags = split_non_finite(e.metrics)
         flags = {**e.non_finite, **flags}

@@ -296,3 +296,27 @@ def test_default_first_rung_is_shared_by_the_policy_and_the_searcher():
     levels = AshaPolicy(AshaKnobs()).levels(long_trial, SearchView(id=1, goal="maximize", target=None, max_steps=2000))
     assert levels == rungs(2000, 25, 3.0) == (25, 75, 225, 675, 2000)
     assert make_searcher(spec).levels == levels  # type: ignore[attr-defined]
+
+
+def test_the_hybrid_rule_lets_the_first_trials_at_a_rung_go_on_and_promotes_by_rank_once_eta_are_there():
+    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
+
+    def plan_of(rule, ts, state=None):
+        return policy(rule=rule).plan(
+            ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=growing, policy_state=state or {})
+        )
+
+    # Alone at rung 10: textbook promotion holds it (top floor(1/3) = 0); hybrid lets it go on to 30.
+    first = [trial(1, 10, 0.6, devices=["cpu:0"], running=True), trial(2)]
+    assert plan_of("promotion", first).hold == (1,)
+    plan = plan_of("hybrid", first)
+    assert plan.hold == () and plan.limits[1] == 30 and plan.state["allowed"]["1"] == 1
+    # A second, worse trial at rung 10 (2 < eta recorded): the stopping rule's cut-off holds it.
+    ts = [trial(1, 12, 0.6, devices=["cpu:0"], running=True), trial(2, 10, 0.4, devices=["cpu:1"], running=True)]
+    plan = plan_of("hybrid", ts, plan.state)
+    assert plan.hold == (2,)
+    # Three recorded: promotion by rank again: 2 is not in the top floor(3/3) = 1, nor is the newcomer 3.
+    ts = [trial(1, 14, 0.6, devices=["cpu:0"], running=True), trial(2, 10, 0.4, devices=["cpu:1"]),
+          trial(3, 10, 0.5, devices=["cpu:1"], running=True), trial(4)]  # fmt: skip
+    plan = plan_of("hybrid", ts, plan.state)
+    assert set(plan.hold) == {2, 3} and plan.running() == {1, 4}

@@ -213,3 +213,19 @@ def test_a_solo_profile_measures_the_trial_s_rate_on_its_device_kind():
     assert rates["v100"] == pytest.approx(10.0) and rates["k80"] == 2.0  # measured where it ran; the other as given
     with pytest.raises(ValueError, match="kind_rates: the rate on k80 must be a finite number >= 0"):
         ctl.add_job("toy", 10, 1, kind_rates={"k80": -1.0})
+
+
+def test_a_replayed_report_is_stored_once_even_when_its_original_was_stored_after_the_replay_began():
+    """A restarted trial process re-sends its spool (replay) while reports of the process before it are
+    still being read: the original of a report may be stored after the replay's first report made the
+    recorder read what was stored. Its replay must still be recognised (this lost a distributed fault
+    test once: 'a report was stored twice')."""
+    from app.executor.actions import reported
+
+    ctl, _, store = _controller()
+    tid = ctl.add_job("toy", 100, 1)
+    ctl.recorder.handle([reported(tid, 5, {"acc": 0.1}, 0.5, replay=True)])  # the replay begins
+    ctl.recorder.handle([reported(tid, 10, {"acc": 0.2}, 1.0)])  # the old process's next report, stored
+    ctl.recorder.handle([reported(tid, 10, {"acc": 0.2}, 1.0, replay=True)])  # ... and its replay
+    ctl.recorder.handle([reported(tid, 5, {"acc": 0.1}, 0.5, replay=True)])  # a replay seen twice
+    assert sorted((r.step, r.at) for r in store.reports(tid)) == [(5, 0.5), (10, 1.0)]

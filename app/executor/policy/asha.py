@@ -23,7 +23,9 @@ Two variants (`mode`):
   from the checkpoint if promoted later.
   With `rule: stopping` a trial goes on at once when its loss is at or below the `100 / eta`
   percentile of the losses recorded at its rung so far (the kill variant's rule), and a held trial is
-  promoted once later, worse arrivals move that percentile past it.
+  promoted once later, worse arrivals move that percentile past it. With `rule: hybrid` the stopping
+  rule decides only while a rung has fewer than `eta` trials recorded, the promotion rule after: the
+  first trial to climb to a high rung goes on instead of waiting there for `eta - 1` more.
 - `kill` (the classic stopping type, as Ray Tune's ASHAScheduler): a trial reaching a rung continues
   if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
   (itself included), else it is stopped for good.
@@ -151,7 +153,8 @@ class AshaPolicy:
                 value = recorded.get(tid)
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
-                stopping = k.mode == "kill" or k.rule == "stopping"
+                # hybrid: the first trials to climb to a rung are not held waiting for eta records there
+                stopping = k.mode == "kill" or k.rule == "stopping" or (k.rule == "hybrid" and len(recorded) < k.eta)
                 may_go_on = t.id not in hopeless or not search.more_trials
                 if (
                     stopping
@@ -239,7 +242,8 @@ class AshaPolicy:
         trial rather than a scan of the rung (held trials are every round's bulk)."""
         rung, value, t = h
         ranked = book.ranked(t.search_id, rung, self.bracket(t))
-        if self.knobs.rule == "stopping":  # admitted once later arrivals moved the percentile past it
+        sparse = self.knobs.rule == "hybrid" and len(ranked) < self.knobs.eta
+        if self.knobs.rule == "stopping" or sparse:  # admitted once later arrivals moved the percentile past it
             return value <= cutoff_sorted(ranked, self.knobs.eta)
         return in_top_sorted(value, ranked, self.knobs.eta)
 
