@@ -38,10 +38,11 @@ __all__ = [
 FIRST_RUNG_DEPTH = 4
 
 
-def default_first_rung(max_steps: int, eta: float) -> int:
-    """The first rung in steps when none is configured: `max_steps / eta**FIRST_RUNG_DEPTH`, rounded,
-    at least 1. The one rule the ASHA policies and the multi-fidelity searcher share."""
-    return max(1, round(max(1, max_steps) / eta**FIRST_RUNG_DEPTH))
+def default_first_rung(max_steps: int, eta: float, depth: int = FIRST_RUNG_DEPTH) -> int:
+    """The first rung in steps when none is configured: `max_steps / eta**depth`, rounded, at least 1.
+    The one rule the ASHA policies and the multi-fidelity searcher share (the judge's rungs use
+    depth 3, textbook ASHA's)."""
+    return max(1, round(max_steps / eta**depth))
 
 
 @functools.lru_cache(maxsize=1024)  # pure, and asked for every trial of every round

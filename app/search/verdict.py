@@ -16,6 +16,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.search.fidelity import default_first_rung
+
 JOB_GUARD_STEPS = 100  # a trace job's first steps ("time to the first 100 mini-batches", Gandiva)
 
 
@@ -104,7 +106,7 @@ class JudgeKnobs(BaseModel):
         `app.search.fidelity.rungs` makes them."""
         eta = self.rung_eta or 3.0
         max_steps = max_steps_of(trial, search)
-        return max(1, round(max_steps / eta**3)) if max_steps else 0
+        return default_first_rung(max_steps, eta, depth=3) if max_steps else 0
 
     def curve_min_steps(self, trial: CurveTrial, search: CurveSearch | None) -> int:
         """Steps before the curve alone may condemn a trial: `min_steps_before_judgement`, else 10 % of

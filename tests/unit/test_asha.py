@@ -11,6 +11,9 @@ from app.executor.policy import make_policy
 from app.executor.policy.asha import AshaPolicy
 from app.executor.policy.knobs import AshaKnobs
 from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+from app.search.fidelity import default_first_rung, rungs
+from app.search.searcher import make_searcher
+from app.spec import parse_spec
 
 MAX = 270  # rungs 10, 30, 90, 270 with eta 3 and min_steps 10
 SEARCH = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX)
@@ -277,10 +280,6 @@ def test_with_judge_knobs_a_trial_heading_for_the_target_goes_on_without_waiting
 def test_default_first_rung_is_shared_by_the_policy_and_the_searcher():
     """With no `min_steps` anywhere, the asha policy and the bohb searcher use the same rungs, starting at
     `max_steps / eta**4` (25 of 2,000 steps; 123 of 10,000; 1 of LCBench's 52 epochs)."""
-    from app.search.fidelity import default_first_rung, rungs
-    from app.search.searcher import make_searcher
-    from app.spec import parse_spec
-
     assert [default_first_rung(n, 3.0) for n in (2000, 10000, 52, 1)] == [25, 123, 1, 1]
     spec = parse_spec(
         {

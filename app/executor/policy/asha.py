@@ -153,8 +153,7 @@ class AshaPolicy:
                 value = recorded.get(tid)
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
-                # hybrid: the first trials to climb to a rung are not held waiting for eta records there
-                stopping = k.mode == "kill" or k.rule == "stopping" or (k.rule == "hybrid" and len(recorded) < k.eta)
+                stopping = k.mode == "kill" or self._by_cutoff(len(recorded))
                 may_go_on = t.id not in hopeless or not search.more_trials
                 if (
                     stopping
@@ -242,10 +241,16 @@ class AshaPolicy:
         trial rather than a scan of the rung (held trials are every round's bulk)."""
         rung, value, t = h
         ranked = book.ranked(t.search_id, rung, self.bracket(t))
-        sparse = self.knobs.rule == "hybrid" and len(ranked) < self.knobs.eta
-        if self.knobs.rule == "stopping" or sparse:  # admitted once later arrivals moved the percentile past it
+        if self._by_cutoff(len(ranked)):  # admitted once later arrivals moved the percentile past it
             return value <= cutoff_sorted(ranked, self.knobs.eta)
         return in_top_sorted(value, ranked, self.knobs.eta)
+
+    def _by_cutoff(self, recorded: int) -> bool:
+        """Whether the stopping rule's cut-off decides at a rung with `recorded` trials (else Li et al.'s
+        rank promotion): always with `rule: stopping`; with `hybrid` while fewer than eta are there, so
+        the first trials to climb to a rung are not held waiting for others."""
+        k = self.knobs
+        return k.rule == "stopping" or (k.rule == "hybrid" and recorded < k.eta)
 
     def _place(self, board: Board, t: TrialView) -> bool:
         devices = board.choose(t)
