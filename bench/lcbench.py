@@ -70,6 +70,7 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
     "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),
     "quanta_asha_hybrid": ("default", None, {"rule": "hybrid"}, {}),  # stopping rule below eta records
+    "quanta_asha_rent": ("default", None, {"rule": "rent"}, {}),  # a thin rung's best waits its next rung's cost
 }
 
 # Goals of issue 13 for quanta_default at the hard target.

@@ -74,6 +74,9 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb"}},
     "asha_kill": {"scheduler": {"policy": "asha", "mode": "kill"}, "search": {"algorithm": "bohb"}},
     "asha_stop": {"scheduler": {"policy": "asha", "rule": "stopping"}, "search": {"algorithm": "bohb"}},
+    # A thin rung's best goes on once it has waited as long as its next rung costs (AshaKnobs.rule):
+    "asha_rent": {"scheduler": {"policy": "asha", "rule": "rent"}, "search": {"algorithm": "bohb"}},
+    "asha_hybrid": {"scheduler": {"policy": "asha", "rule": "hybrid"}, "search": {"algorithm": "bohb"}},
     "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},

@@ -319,3 +319,38 @@ def test_the_hybrid_rule_lets_the_first_trials_at_a_rung_go_on_and_promotes_by_r
           trial(3, 10, 0.5, devices=["cpu:1"], running=True), trial(4)]  # fmt: skip
     plan = plan_of("hybrid", ts, plan.state)
     assert set(plan.hold) == {2, 3} and plan.running() == {1, 4}
+
+
+def test_the_rent_rule_promotes_the_best_of_a_thin_rung_once_it_has_waited_its_next_rungs_cost():
+    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
+
+    def at(tid, steps, acc, seconds_per_step=1.0, **kw):
+        return dataclasses.replace(trial(tid, steps, acc, **kw), device_seconds=steps * seconds_per_step)
+
+    def plan_of(now, ts, state=None):
+        return policy(rule="rent").plan(
+            ClusterSnapshot(now=now, devices=DEVICES, trials=tuple(ts), searches=growing, policy_state=state or {})
+        )
+
+    # Alone at rung 10, 1 s per step: rung 30 costs it 20 device-seconds, 10 s of the 2-device cluster.
+    ts = [at(1, 10, 0.6, devices=["cpu:0"]), at(2, 4, 0.3, devices=["cpu:1"], running=True), trial(3)]
+    plan = plan_of(100.0, ts)
+    assert plan.hold == (1,) and plan.running() == {2, 3} and plan.state["held"] == {"1": [0, 100.0]}
+    plan = plan_of(109.9, ts, plan.state)
+    assert plan.hold == (1,) and plan.state["held"]["1"] == [0, 100.0]  # the wait counts from when it was held
+    # A second, worse trial at rung 10 does not reset the first's wait and is not promoted by it.
+    ts[1] = at(2, 10, 0.4, devices=["cpu:1"])
+    plan = plan_of(110.0, ts, plan.state)
+    assert plan.hold == (2,) and plan.devices_of(1) and plan.limits[1] == 30 and plan.state["allowed"]["1"] == 1
+    assert not plan.state.get("held")  # 2 is not its rung's best: no wait to keep
+    # A slower trial (3 s per step) waits three times as long; textbook promotion never lets it go alone.
+    slow = [at(1, 10, 0.6, 3.0, devices=["cpu:0"]), trial(2)]
+    assert plan_of(29.9, slow, {"held": {"1": [0, 0.0]}}).hold == (1,)
+    assert plan_of(30.0, slow, {"held": {"1": [0, 0.0]}}).hold == ()
+    assert policy().plan(
+        ClusterSnapshot(now=1e6, devices=DEVICES, trials=tuple(slow), searches=growing)
+    ).hold == (1,)
+    # Once eta are recorded, rank promotion decides: the held best (top floor(3/3) = 1) goes at once.
+    ts = [at(1, 10, 0.6, devices=["cpu:0"]), at(2, 10, 0.4, devices=["cpu:1"]), at(3, 10, 0.5), trial(4)]
+    plan = plan_of(0.0, ts)
+    assert set(plan.hold) == {2, 3} and plan.limits[1] == 30

@@ -25,7 +25,10 @@ Two variants (`mode`):
   percentile of the losses recorded at its rung so far (the kill variant's rule), and a held trial is
   promoted once later, worse arrivals move that percentile past it. With `rule: hybrid` the stopping
   rule decides only while a rung has fewer than `eta` trials recorded, the promotion rule after: the
-  first trial to climb to a high rung goes on instead of waiting there for `eta - 1` more.
+  first trial to climb to a high rung goes on instead of waiting there for `eta - 1` more. With
+  `rule: rent` the best held trial of a rung with fewer than `eta` recorded waits only as long as its
+  next rung would cost the cluster (its device time to that rung / the devices), then goes on
+  (`_rent_paid`); when it was held is kept in the state.
 - `kill` (the classic stopping type, as Ray Tune's ASHAScheduler): a trial reaching a rung continues
   if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
   (itself included), else it is stopped for good.
@@ -47,8 +50,8 @@ quantum later. A rung is judged at the first report past it (`fidelity.value_at`
 reported past its rung goes on until it does. Trials without a search (trace
 jobs) run first-come first-served.
 
-Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, and per (search, bracket,
-rung) the values recorded.
+Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, per (search, bracket, rung)
+the values recorded, and with `rule: rent` per held trial its rung and since when it waits there.
 """
 
 from __future__ import annotations
@@ -207,7 +210,13 @@ class AshaPolicy:
         def wanted(h: tuple[int, float, TrialView]) -> bool:
             return self._promotable(h, book) and (h[2].id not in hopeless or not searches[h[2].search_id].more_trials)
 
-        promote((h for h in held if wanted(h)), "promote")
+        since: dict[int, tuple[int, float]] = {}
+        due = [h for h in held if wanted(h)]
+        if k.rule == "rent":  # the best of a thin rung goes first once it has waited its next rung's cost
+            thin = [h for h in held if self._thin_best(h, book)]
+            since = self._held_since(thin, snapshot.policy_state.get("held", {}), snapshot.now)
+            promote((h for h in thin if self._rent_paid(h, since, snapshot)), "promote (waited its next rung's cost)")
+        promote((h for h in due if h[2].id not in placed_held), "promote")
         for t in movers:
             if not t.running and board.n_free > 0:
                 self._place(board, t)
@@ -222,11 +231,14 @@ class AshaPolicy:
         hold = tuple(t.id for _, _, t in held if t.id not in placed_held)
         release = self._release(held, placed_held)
         placed = {i for ids in placement.values() for i in ids}
+        state: dict[str, object] = {"allowed": allowed, "records": book.records}
+        if since:
+            state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
         return Plan(
             placement=placement,
             stop=tuple(stop),
             reasons=reasons,
-            state={"allowed": allowed, "records": book.records},
+            state=state,
             notes=tuple(notes),
             hold=hold,
             release=release,
@@ -251,6 +263,48 @@ class AshaPolicy:
         the first trials to climb to a rung are not held waiting for others."""
         k = self.knobs
         return k.rule == "stopping" or (k.rule == "hybrid" and recorded < k.eta)
+
+    @staticmethod
+    def _held_since(
+        held: list[tuple[int, float, TrialView]], old: Mapping[str, Sequence[float]], now: float
+    ) -> dict[int, tuple[int, float]]:
+        """Per trial of `held` (rung, since when it has been held at that rung as the rung's best): carried
+        over from last round's state while that lasts, else now."""
+        out: dict[int, tuple[int, float]] = {}
+        for rung, _value, t in held:
+            last = old.get(str(t.id))
+            out[t.id] = (rung, float(last[1])) if last is not None and int(last[0]) == rung else (rung, now)
+        return out
+
+    def _thin_best(self, h: tuple[int, float, TrialView], book: RungRecords) -> bool:
+        """Whether a held trial is the best of a rung with fewer than eta records (which rank promotion
+        cannot promote from)."""
+        rung, value, t = h
+        ranked = book.ranked(t.search_id, rung, self.bracket(t))
+        return len(ranked) < self.knobs.eta and value <= ranked[0]
+
+    def _rent_paid(
+        self, h: tuple[int, float, TrialView], since: Mapping[int, tuple[int, float]], snapshot: ClusterSnapshot
+    ) -> bool:
+        """`rule: rent`: whether the best of a thin rung (`_thin_best`) has waited there as long as its
+        next rung would cost the cluster: its device time from this rung to the next (at its own measured
+        seconds per step) divided by the devices planned over.
+
+        Why (ski rental): waiting costs the search the delay when the trial is the eventual winner; going
+        on costs that device time when it is not. Waiting as long as going on would cost bounds either
+        loss at twice the better choice's, where textbook promotion waits for eta - 1 more trials to climb
+        that high, unbounded (on the longer MNIST-1D workload the winner waited 7-66 s at one rung), and the
+        stopping rule (`hybrid`) sends on whatever arrives first (costly at LCBench's hard target)."""
+        rung, _value, t = h
+        levels = self.levels(t, snapshot.search(t.search_id))
+        if t.steps_done > 0 and t.device_seconds > 0:
+            per_step = t.device_seconds / t.steps_done
+        elif t.rate_solo:
+            per_step = 1.0 / t.rate_solo
+        else:
+            return False  # no measure of its cost yet
+        cost = per_step * (levels[rung + 1] - levels[rung]) / max(1, len(snapshot.devices) // max(1, t.devices_needed))
+        return snapshot.now - since[t.id][1] >= cost
 
     def _place(self, board: Board, t: TrialView) -> bool:
         devices = board.choose(t)

@@ -120,11 +120,13 @@ class AshaKnobs(RunToRungKnobs):
     eta: float = Field(default=3.0, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
     min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**4")
     mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
-    rule: Literal["promotion", "stopping", "hybrid"] = Field(
+    rule: Literal["promotion", "stopping", "hybrid", "rent"] = Field(
         default="promotion",
         description="pause mode: promotion = a rung's top 1/eta are promoted (Li et al.); stopping = a trial "
         "at or above the rung's 1/eta percentile goes on at once, the rest wait (kill mode always stops); "
-        "hybrid = promotion, but the stopping rule while the rung has fewer than eta trials recorded",
+        "hybrid = promotion, but the stopping rule while the rung has fewer than eta trials recorded; "
+        "rent = promotion, but the best of a rung with fewer than eta recorded goes on once it has waited as "
+        "long as its next rung costs the cluster (its device time there / the devices)",
     )
     brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
     judge: JudgeKnobs | None = Field(
