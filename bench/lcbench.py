@@ -64,13 +64,15 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_kill": ("default", None, {"mode": "kill"}, {}),
     "quanta_asha_random": ("default", "random", {}, {}),
     "quanta_asha_eta4": ("default", None, {"eta": 4.0}, {"eta": 4.0}),
-    "quanta_asha_r1": ("default", None, {"min_steps": 1}, {"min_steps": 1}),  # the default since 2026-11-24
-    "quanta_asha_r2": ("default", None, {"min_steps": 2}, {"min_steps": 2}),  # the default before (52 / 3**3)
+    # The first rung at 1 (52 / 3**4, the default's since 2026-11-24) and 2 epochs, under the promotion rule:
+    "quanta_asha_r1": ("default", None, {"min_steps": 1, "rule": "promotion"}, {"min_steps": 1}),
+    "quanta_asha_r2": ("default", None, {"min_steps": 2, "rule": "promotion"}, {"min_steps": 2}),
     "quanta_bohb_n10": ("default", None, {}, {"n_startup": 10}),
     "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
     "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),
     "quanta_asha_hybrid": ("default", None, {"rule": "hybrid"}, {}),  # stopping rule below eta records
-    "quanta_asha_rent": ("default", None, {"rule": "rent"}, {}),  # a thin rung's best waits its next rung's cost
+    "quanta_asha_rent": ("default", None, {"rule": "rent"}, {}),  # the default since 2026-11-25
+    "quanta_asha_promotion": ("default", None, {"rule": "promotion"}, {}),  # the default before (Li et al.'s rule)
 }
 
 # Goals of issue 13 for quanta_default at the hard target.

@@ -26,9 +26,9 @@ Two variants (`mode`):
   promoted once later, worse arrivals move that percentile past it. With `rule: hybrid` the stopping
   rule decides only while a rung has fewer than `eta` trials recorded, the promotion rule after: the
   first trial to climb to a high rung goes on instead of waiting there for `eta - 1` more. With
-  `rule: rent` the best held trial of a rung with fewer than `eta` recorded waits only as long as its
-  next rung would cost the cluster (its device time to that rung / the devices), then goes on
-  (`_rent_paid`); when it was held is kept in the state.
+  `rule: rent` (the default) promotion is by rank too, but the best held trial of a rung with fewer
+  than `eta` recorded waits only as long as its next rung would cost the cluster (its device time to
+  that rung / the devices), then goes on (`_rent_paid`); when it was held is kept in the state.
 - `kill` (the classic stopping type, as Ray Tune's ASHAScheduler): a trial reaching a rung continues
   if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
   (itself included), else it is stopped for good.
@@ -39,10 +39,11 @@ search's target) below `judge.kill_threshold`) is not promoted past a rung, nor 
 stopping rule, while its search may still create trials (the idle-device rule may still run it once
 it will not); in kill mode it is stopped at its rung. Rung ranks alone cannot tell that even the best
 trials of a rung will never reach the target; the curve can. And the other way round: a trial at its
-rung whose judged P(reach) is at least `go_p` goes on at once, as if promoted. Promotion needs `eta`
-trials recorded at a rung before it promotes the first, so the first trial to climb to a high rung
-waits there for two more (on MNIST-1D the eventual winner waited 10 s of a 33 s search at its third
-rung); a curve that already heads for the target need not wait.
+rung whose judged P(reach) is at least `go_p` goes on at once, as if promoted. Rank promotion needs
+`eta` trials recorded at a rung before it promotes the first, so the first trial to climb to a high
+rung waits (under `rule: promotion` for two more: on MNIST-1D the eventual winner once waited 10 s of a
+33 s search at its third rung; under `rent` at most its next rung's cost); a curve that already heads
+for the target need not wait.
 
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
