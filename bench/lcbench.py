@@ -300,18 +300,19 @@ def run_all(
     on_run: Callable[[Run], None] = lambda r: None,
     jobs: int = 1,
     done: Sequence[Run] = (),
+    run_missing: bool = True,
 ) -> list[Run]:
     """Every (seed, task, system), interleaved per seed. With `jobs` > 1 the runs go to that many
     worker processes (the clock is simulated, so a run's result does not depend on what runs beside
     it; only Syne Tune adds its tuner's real processing time, milliseconds, to its clock): `on_run`
     sees them as they end, the result lists them in unit order. Units already in `done` (same system,
-    task and seed) are not run again."""
+    task and seed) are not run again; with `run_missing` False nothing is run (only `done` comes back)."""
     have = {(r.system, r.task, r.seed): r for r in done}
     units = [(system, task, seed) for seed in seeds for task in tasks for system in systems]
     runs: list[Run] = [have[u] for u in units if u in have]
     todo = [u for u in units if u not in have]
     args = [(system, task, seed, workers, hours, targets[task], data) for system, task, seed in todo]
-    if not args:
+    if not args or not run_missing:
         return runs
     if jobs <= 1:
         for a in args:
@@ -500,6 +501,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=None,
         help="JSON-lines file of finished runs: appended as runs end; runs already in it are not run again",
     )
+    ap.add_argument(
+        "--tabulate-only",
+        action="store_true",
+        help="run nothing: tabulate the runs in --runs; units not there are left out (JSON 'missing')",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (simulated time: results do not change)")
     ap.add_argument("--plots", type=Path, default=None, help="folder for the two PNGs")
     args = ap.parse_args(argv)
@@ -533,7 +539,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     resumed = {(r.system, r.task, r.seed) for r in done}
 
     t0 = time.perf_counter()
-    runs = run_all(tasks, seeds, systems, args.workers, args.hours, targets, args.data, progress, args.jobs, done)
+    runs = run_all(
+        tasks, seeds, systems, args.workers, args.hours, targets, args.data, progress, args.jobs, done,
+        run_missing=not args.tabulate_only,
+    )  # fmt: skip
+    have = {(r.system, r.task, r.seed) for r in runs}
+    missing = [[sy, t, sd] for sd in seeds for t in tasks for sy in systems if (sy, t, sd) not in have]
+    if missing:  # only with --tabulate-only: medians over the seeds that ran, said so
+        print(f"{len(missing)} units not in {args.runs}, left out: {missing}", file=sys.stderr)
     table = tabulate(runs, targets, budget_s)
     summary = summarize(table)
     print_tables(table, summary, budget_s)
@@ -544,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "seeds": seeds,
         "systems": systems,
         "summary": summary,
+        "missing": missing,
         "wall_s": round(time.perf_counter() - t0, 1),
         "command": "python bench/lcbench.py " + " ".join(sys.argv[1:] if argv is None else argv),
     }

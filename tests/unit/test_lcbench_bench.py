@@ -205,3 +205,6 @@ def test_runs_file_round_trip_and_resume_skips_finished_units(tmp_path):
     runs = run_all(["3945"], [0], ["syne_asha", "quanta_default"], 4, 8.0, targets, None, seen.append, done=loaded)
     assert runs == [b, a] and seen == []
     assert load_runs(tmp_path / "missing.jsonl") == []
+    # --tabulate-only: a unit not in the file (seed 1 here) is left out, not run.
+    runs = run_all(["3945"], [0, 1], ["syne_asha"], 4, 8.0, targets, None, seen.append, done=loaded, run_missing=False)
+    assert runs == [b] and seen == []
