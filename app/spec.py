@@ -89,6 +89,9 @@ class SearchAlgoSpec(_Frozen):
     min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
+    random_fraction: float = Field(
+        default=0.0, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
+    )
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,
         max_length=MAX_TRIALS,

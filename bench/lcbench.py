@@ -73,6 +73,7 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_hybrid": ("default", None, {"rule": "hybrid"}, {}),  # stopping rule below eta records
     "quanta_asha_rent": ("default", None, {"rule": "rent"}, {}),  # the default since 2026-11-25
     "quanta_asha_promotion": ("default", None, {"rule": "promotion"}, {}),  # the default before (Li et al.'s rule)
+    "quanta_bohb_rf33": ("default", None, {}, {"random_fraction": 1 / 3}),  # BOHB's third of random asks
 }
 
 # Goals of issue 13 for quanta_default at the hard target.

@@ -81,6 +81,8 @@ QUANTA: dict[str, dict[str, Any]] = {
     # (Li et al.'s promotion alone: the first trial at a rung waits for eta - 1 more).
     "asha_rent": {"scheduler": {"policy": "asha", "rule": "rent"}, "search": {"algorithm": "bohb"}},
     "asha_promotion": {"scheduler": {"policy": "asha", "rule": "promotion"}, "search": {"algorithm": "bohb"}},
+    # BOHB's third of random asks after the start-up (SearchAlgoSpec.random_fraction):
+    "bohb_rf33": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 1 / 3}},
     "asha_hybrid": {"scheduler": {"policy": "asha", "rule": "hybrid"}, "search": {"algorithm": "bohb"}},
     "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},

@@ -410,8 +410,14 @@ class MultiFidelityTPE(HyperOptSearcher):
         min_points: int | None = None,
         points: Sequence[Mapping[str, Sequence[Any]]] = (),
         warm: Sequence[HistoryItem] = (),
+        random_fraction: float = 0.0,
     ):
         super().__init__(space, seed, n_startup, points=points, warm=warm)
+        if not 0.0 <= random_fraction < 1.0:
+            raise ValueError(f"random_fraction must be in [0, 1), got {random_fraction}")
+        # BOHB's rho (Falkner et al. use 1/3): that share of the asks after the start-up is random, so that
+        # a model fitted on a few mediocre trials at a high rung cannot keep every proposal near them.
+        self.random_fraction = float(random_fraction)
         if not levels:
             raise ValueError("a multi-fidelity searcher needs at least one rung level")
         if list(levels) != sorted(set(levels)) or levels[0] < 1:
@@ -440,8 +446,12 @@ class MultiFidelityTPE(HyperOptSearcher):
         min_points: int | None = None,
         points: Sequence[Mapping[str, Sequence[Any]]] = (),
         warm: Sequence[HistoryItem] = (),
+        random_fraction: float = 0.0,
     ) -> Self:
-        searcher = cls(space, seed, n_startup, levels=levels, min_points=min_points, points=points, warm=warm)
+        searcher = cls(
+            space, seed, n_startup, levels=levels, min_points=min_points, points=points, warm=warm,
+            random_fraction=random_fraction,
+        )  # fmt: skip
         return searcher._replay(history)
 
     def observe(self, number: int, step: int, loss: float) -> None:
@@ -473,7 +483,8 @@ class MultiFidelityTPE(HyperOptSearcher):
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
         level, values = self.level_losses()
-        if level is None:
+        # The coin is a function of the ask's seed, so a restored searcher tosses the same ones.
+        if level is None or (self.random_fraction > 0 and _coin(seed) < self.random_fraction):
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
         every = {**self._warm_docs, **self._docs}  # warm-start trials (tid < 0) are judged at the level too
@@ -492,6 +503,11 @@ class MultiFidelityTPE(HyperOptSearcher):
             for n, (state, result) in saved.items():
                 every[n]["state"], every[n]["result"] = state, result
             self._trials.refresh()
+
+
+def _coin(seed: int) -> float:
+    """A uniform draw in [0, 1) determined by an ask's seed (independent of the suggestion drawn from it)."""
+    return float(np.random.default_rng([seed, 0xB0B]).random())
 
 
 class RandomSearcher(_TrialsSearcher):
@@ -527,6 +543,7 @@ def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = (), warm: S
             min_points=algo.min_points,
             points=points,
             warm=warm,
+            random_fraction=algo.random_fraction,
         )
     cls = HyperOptSearcher if algo.algorithm == "tpe" else RandomSearcher
     return cls.restore(spec.space, spec.seed, algo.n_startup, history, points=points, warm=warm)

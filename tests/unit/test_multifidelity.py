@@ -231,3 +231,29 @@ def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe():
     plain = [budgets_to_near_optimum(HyperOptSearcher(SPACE, seed=s, n_startup=6), multi_fidelity=False) for s in seeds]
     assert statistics.median(mf) <= 0.7 * statistics.median(plain), (mf, plain)
     assert sum(mf) <= 0.85 * sum(plain), (mf, plain)
+
+
+def test_random_fraction_makes_that_share_of_model_asks_random_and_restores_exactly():
+    from app.search.searcher import RandomSearcher, _coin, ask_seed
+
+    def searcher(fraction):
+        s = MultiFidelityTPE(SPACE, seed=5, n_startup=0, levels=LEVELS, min_points=1, random_fraction=fraction)
+        s.ask(0)
+        s.observe(0, LEVELS[0], 0.5)  # from here on TPE has a rung to fit on
+        return s
+
+    plain = RandomSearcher(SPACE, seed=5, n_startup=0)
+    random_vals = {n: plain.ask(n).vals for n in range(1, 91)}
+    for fraction in (0.0, 1 / 3):
+        s = searcher(fraction)
+        same = {n for n in range(1, 91) if s.ask(n).vals == random_vals[n]}
+        assert same == {n for n in range(1, 91) if _coin(ask_seed(5, n)) < fraction}
+    assert 15 <= len(same) <= 45  # about a third of 90
+    s = searcher(1 / 3)
+    for n in range(1, 20):
+        s.ask(n)
+        s.observe(n, LEVELS[1], 0.05 * n)
+    back = MultiFidelityTPE.restore(SPACE, 5, 0, s.history(), levels=LEVELS, min_points=1, random_fraction=1 / 3)
+    assert [back.ask(n).vals for n in range(20, 30)] == [s.ask(n).vals for n in range(20, 30)]
+    with pytest.raises(ValueError, match="random_fraction"):
+        MultiFidelityTPE(SPACE, seed=0, levels=LEVELS, random_fraction=1.0)
