@@ -9,8 +9,8 @@ import pytest
 
 from app.executor.policy import make_policy
 from app.executor.policy.asha import AshaPolicy
-from app.executor.policy.knobs import AshaKnobs
-from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
+from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView, Verdict
 from app.search.fidelity import default_first_rung, rungs
 from app.search.searcher import make_searcher
 from app.spec import parse_spec
@@ -224,8 +224,6 @@ def test_the_stopping_rule_lets_a_good_trial_go_on_at_once_and_holds_the_rest():
 
 
 def test_with_judge_knobs_a_condemned_trial_is_not_promoted_while_new_configurations_come():
-    from app.executor.policy.knobs import JudgeKnobs
-    from app.executor.policy.types import Verdict
 
     p = policy(judge=JudgeKnobs())
     assert p.judge_knobs == JudgeKnobs() and policy().judge_knobs is None  # verdicts only when asked
@@ -256,8 +254,6 @@ def test_with_judge_knobs_a_condemned_trial_is_not_promoted_while_new_configurat
 
 
 def test_with_judge_knobs_a_trial_heading_for_the_target_goes_on_without_waiting_for_the_rung():
-    from app.executor.policy.knobs import JudgeKnobs
-    from app.executor.policy.types import Verdict
 
     # Trial 1 is the first at rung 10 (top floor(1/3) = 0: textbook ASHA holds it for two more).
     ts = [trial(1, 10, 0.6, devices=["cpu:0"], running=True), trial(2, 5, devices=["cpu:1"], running=True), trial(3)]
@@ -350,6 +346,13 @@ def test_the_rent_rule_promotes_the_best_of_a_thin_rung_once_it_has_waited_its_n
     assert policy().plan(
         ClusterSnapshot(now=1e6, devices=DEVICES, trials=tuple(slow), searches=growing)
     ).hold == (1,)
+    # With judge knobs, a trial the judge condemns is not sent on by its wait either.
+    condemned = {1: Verdict(judged=True, p_reach=0.01, final=0.5, promise=0.01, kill=True)}
+    judged = ClusterSnapshot(
+        now=30.0, devices=DEVICES, trials=tuple(slow), searches=growing, policy_state={"held": {"1": [0, 0.0]}},
+        verdicts=condemned,
+    )  # fmt: skip
+    assert policy(rule="rent", judge=JudgeKnobs()).plan(judged).hold == (1,)
     # Once eta are recorded, rank promotion decides: the held best (top floor(3/3) = 1) goes at once.
     ts = [at(1, 10, 0.6, devices=["cpu:0"]), at(2, 10, 0.4, devices=["cpu:1"]), at(3, 10, 0.5), trial(4)]
     plan = plan_of(0.0, ts)

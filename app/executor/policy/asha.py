@@ -208,13 +208,16 @@ class AshaPolicy:
                     notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
 
         # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial.
+        def judged_ok(h: tuple[int, float, TrialView]) -> bool:  # not condemned while new trials may come
+            return h[2].id not in hopeless or not searches[h[2].search_id].more_trials
+
         def wanted(h: tuple[int, float, TrialView]) -> bool:
-            return self._promotable(h, book) and (h[2].id not in hopeless or not searches[h[2].search_id].more_trials)
+            return self._promotable(h, book) and judged_ok(h)
 
         since: dict[int, tuple[int, float]] = {}
         due = [h for h in held if wanted(h)]
         if k.rule == "rent":  # the best of a thin rung goes first once it has waited its next rung's cost
-            thin = [h for h in held if self._thin_best(h, book)]
+            thin = [h for h in held if self._thin_best(h, book) and judged_ok(h)]
             since = self._held_since(thin, snapshot.policy_state.get("held", {}), snapshot.now)
             promote((h for h in thin if self._rent_paid(h, since, snapshot)), "promote (waited its next rung's cost)")
         promote((h for h in due if h[2].id not in placed_held), "promote")

@@ -121,7 +121,7 @@ class AshaKnobs(RunToRungKnobs):
     min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**4")
     mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
     # `rent` is the default since 2026-11-25: on the longer MNIST-1D workload it cut the winners' waits at
-    # thin rungs (docs/benchmarks.md, "A thin rung's best waits only its next rung's cost").
+    # thin rungs (docs/benchmarks.md, "A thin rung's best waits only as long as its next rung costs").
     rule: Literal["promotion", "stopping", "hybrid", "rent"] = Field(
         default="rent",
         description="pause mode: promotion = a rung's top 1/eta are promoted (Li et al.); stopping = a trial "
