@@ -207,20 +207,24 @@ class AshaPolicy:
                     limits[t.id] = self.levels(t, searches.get(t.search_id))[rung + 1]
                     notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
 
-        # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial.
-        def judged_ok(h: tuple[int, float, TrialView]) -> bool:  # not condemned while new trials may come
-            return h[2].id not in hopeless or not searches[h[2].search_id].more_trials
-
-        def wanted(h: tuple[int, float, TrialView]) -> bool:
-            return self._promotable(h, book) and judged_ok(h)
-
-        since: dict[int, tuple[int, float]] = {}
-        due = [h for h in held if wanted(h)]
-        if k.rule == "rent":  # the best of a thin rung goes first once it has waited its next rung's cost
-            thin = [h for h in held if self._thin_best(h, book) and judged_ok(h)]
-            since = self._held_since(thin, snapshot.policy_state.get("held", {}), snapshot.now)
-            promote((h for h in thin if self._rent_paid(h, since, snapshot)), "promote (waited its next rung's cost)")
-        promote((h for h in due if h[2].id not in placed_held), "promote")
+        # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial; with `rule: rent`
+        # first the best of a thin rung once it has waited its next rung's cost. One pass over the held
+        # trials (every round's bulk) reads each one's rung once. A trial the judge condemns waits while its
+        # search may still create trials.
+        due: list[tuple[int, float, TrialView]] = []
+        thin: list[tuple[int, float, TrialView]] = []
+        for h in held:
+            rung, value, t = h
+            if t.id in hopeless and searches[t.search_id].more_trials:
+                continue
+            ranked = book.ranked(t.search_id, rung, self.bracket(t))
+            if self._promotable(value, ranked):
+                due.append(h)
+            elif k.rule == "rent" and len(ranked) < k.eta and value <= ranked[0]:
+                thin.append(h)  # the best of a rung rank promotion cannot promote from yet
+        since = self._held_since(thin, snapshot.policy_state.get("held", {}), snapshot.now)
+        promote((h for h in thin if self._rent_paid(h, since, snapshot)), "promote (waited its next rung's cost)")
+        promote(due, "promote")
         for t in movers:
             if not t.running and board.n_free > 0:
                 self._place(board, t)
@@ -251,12 +255,10 @@ class AshaPolicy:
 
     # ---- helpers ---------------------------------------------------------------------------------
 
-    def _promotable(self, h: tuple[int, float, TrialView], book: RungRecords) -> bool:
+    def _promotable(self, value: float, ranked: Sequence[float]) -> bool:
         """Li et al.'s promotion test (in the top 1/eta of its rung), or with `rule: stopping` Ray Tune's
         rule (at or below the rung's 100/eta percentile), on the rung's sorted losses: O(log n) per held
         trial rather than a scan of the rung (held trials are every round's bulk)."""
-        rung, value, t = h
-        ranked = book.ranked(t.search_id, rung, self.bracket(t))
         if self._by_cutoff(len(ranked)):  # admitted once later arrivals moved the percentile past it
             return value <= cutoff_sorted(ranked, self.knobs.eta)
         return in_top_sorted(value, ranked, self.knobs.eta)
@@ -280,17 +282,10 @@ class AshaPolicy:
             out[t.id] = (rung, float(last[1])) if last is not None and int(last[0]) == rung else (rung, now)
         return out
 
-    def _thin_best(self, h: tuple[int, float, TrialView], book: RungRecords) -> bool:
-        """Whether a held trial is the best of a rung with fewer than eta records (which rank promotion
-        cannot promote from)."""
-        rung, value, t = h
-        ranked = book.ranked(t.search_id, rung, self.bracket(t))
-        return len(ranked) < self.knobs.eta and value <= ranked[0]
-
     def _rent_paid(
         self, h: tuple[int, float, TrialView], since: Mapping[int, tuple[int, float]], snapshot: ClusterSnapshot
     ) -> bool:
-        """`rule: rent`: whether the best of a thin rung (`_thin_best`) has waited there as long as its
+        """`rule: rent`: whether the best of a thin rung (fewer than eta records) has waited there as long as its
         next rung would cost the cluster: its device time from this rung to the next (at its own measured
         seconds per step) divided by the devices planned over.
 
