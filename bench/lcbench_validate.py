@@ -6,8 +6,17 @@ The same search (task, policy, searcher, workers, seed, targets) runs twice:
   time times `--scale` and then reports the surrogate's val_accuracy (the quantum and the budget are
   scaled the same way);
 - simulated: `app.sim.search_bench.run_search` on `SimRuntime`, in unscaled simulated seconds, with
-  the mechanism costs the live run measured (its median start, park, resume and migration latencies,
-  divided by the scale), as `bench/sim_validate.py --calibrate` does for traces.
+  the costs the live run measured (means, divided by the scale: a run's delays add up, so the mean
+  is what keeps the two clocks together; medians left the simulator ~3 % ahead), as `bench/sim_validate.py
+  --calibrate` does for traces: start, park, resume and migration latencies; the controller's round
+  (`react`: from a freed device, or a due tick, to the command; the simulator's rounds take no time),
+  added to every start, resume and move; a started trial's first epoch beyond its surrogate time
+  (`first`), added to the start; and each later epoch's overhead beyond it (`step`: the report's
+  trip), added to every simulated epoch.
+
+The live template loads the task's surrogate once (`QUANTA_LCBENCH_PRELOAD`, see
+`app.sim.lcbench_trial`): loaded in each trial instead, it cost ~1.8 s per start, 90 simulated seconds
+at `--scale 0.02`, which is what made the simulator look twice as fast as the live runs before.
 
 Reported per run: simulated seconds to each target both ways (live seconds / scale), and per system
 the mean over seeds and its relative difference (goal: mean time to target within 10 %). With
@@ -25,7 +34,9 @@ Trials sleep, so the live runs need little CPU (the template still imports torch
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -46,6 +57,7 @@ SYSTEMS: dict[str, tuple[str, str | None]] = {  # name -> (policy, algorithm); a
     "gandiva": ("gandiva", "tpe"),
 }
 TARGETS = ("medium", "hard")
+LATENCY_KINDS = ("start", "park", "resume", "migrate", "react")
 
 
 def live_run(
@@ -59,11 +71,12 @@ def live_run(
     scale: float,
 ) -> tuple[dict[str, float | None], dict[str, float], int]:
     """Run the search for real. Returns simulated-equivalent seconds (live / scale) to each target, the
-    median mechanism latencies it measured (live seconds, by kind), and how many trials started."""
+    mean mechanism latencies it measured (live seconds, by kind), and how many trials started."""
     from app.controller import Controller, ControllerOptions
     from app.db.store import Store
     from app.devices import cpu_devices
     from app.executor.runtime.local import LocalRuntime
+    from app.sim.lcbench_trial import PRELOAD_ENV
     from app.sim.search_bench import QUANTUM_S, lcbench, search_spec
     from app.spec import parse_spec
     from app.status import SearchStatus
@@ -83,6 +96,7 @@ def live_run(
     raw["config"] = {**raw["config"], "time_scale": scale}
     spec = parse_spec(raw)
     work = Path(tempfile.mkdtemp(prefix="quanta-lcv-"))
+    os.environ[PRELOAD_ENV] = task  # the template loads the surrogate once, not every trial at its start
     rt = LocalRuntime(cpu_devices(workers), warm_modules=["app.sim.lcbench_trial"])
     ctl = Controller(Store(f"sqlite:///{work / 'v.db'}"), rt, ControllerOptions(workdir=work))
     try:
@@ -112,13 +126,44 @@ def live_run(
             if reached[k] is None and r.objective is not None and r.objective >= targets[k]:
                 reached[k] = (r.at - t0) / scale
     costs: dict[str, float] = {}
-    trial_ids = {t.id for t in ctl.trials_of(search_id)}
-    for kind in ("start", "park", "resume", "migrate"):
-        ms = sorted(x.ms for x in ctl.store.latencies(kind) if x.trial_id in trial_ids)
-        if ms:
-            costs[kind] = ms[len(ms) // 2] / 1000.0
-    started = sum(1 for t in ctl.trials_of(search_id) if t.started_at is not None)
+    trials = ctl.trials_of(search_id)
+    trial_ids = {t.id for t in trials}
+    rows = {kind: [x for x in ctl.store.latencies(kind) if x.trial_id in trial_ids] for kind in LATENCY_KINDS}
+    for kind, xs in rows.items():
+        if xs:
+            costs[kind] = statistics.fmean(x.ms for x in xs) / 1000.0
+    parks = {tid: sorted(x.at for x in rows["park"] if x.trial_id == tid) for tid in trial_ids}
+    times = {t.id: bench.curve({**t.params, **spec.config}).time for t in trials}
+    reports = sorted(ctl.store.search_reports(search_id), key=lambda r: (r.trial_id, r.step))
+    if (extra := step_overhead_s(reports, times, parks, scale)) is not None:
+        costs["step"] = extra
+    # A started trial's first epoch beyond its surrogate time (the trainable's own set-up): part of its start.
+    began = {x.trial_id: x.at for x in rows["start"]}
+    first = [
+        r.at - began[r.trial_id] - times[r.trial_id][0] * scale for r in reports if r.step == 0 and r.trial_id in began
+    ]
+    if first:
+        costs["first"] = statistics.fmean(first)
+    started = sum(1 for t in trials if t.started_at is not None)
     return reached, costs, started
+
+
+def step_overhead_s(
+    reports: list[Any], times: dict[int, Any], parks: dict[int, list[float]], scale: float
+) -> float | None:
+    """Live seconds each epoch takes beyond its surrogate time x scale (the report's trip and the
+    trial's bookkeeping): the mean over consecutive reports of one trial with no park between them.
+    `reports` sorted by (trial, step); `times[trial]` the surrogate's cumulative epoch times."""
+    extra = []
+    for a, b in zip(reports, reports[1:], strict=False):
+        if a.trial_id != b.trial_id or b.step != a.step + 1:
+            continue
+        ps = parks.get(a.trial_id, [])
+        if bisect.bisect_right(ps, b.at) != bisect.bisect_right(ps, a.at):
+            continue
+        t = times[a.trial_id]
+        extra.append((b.at - a.at) - (t[b.step] - t[a.step]) * scale)
+    return statistics.fmean(extra) if extra else None
 
 
 def sim_run(
@@ -135,11 +180,14 @@ def sim_run(
     from app.sim.runtime import SimCosts
     from app.sim.search_bench import lcbench, run_search
 
+    # A command waits for the controller's round (`react`: from the freed device or the due tick to the
+    # command) before its own latency; the simulator's rounds take no time, so both are added here.
+    react = live_costs.get("react", 0.0)
     costs = SimCosts(
-        start_s=live_costs.get("start", 0.0) / scale,
+        start_s=(react + live_costs.get("start", 0.0) + max(0.0, live_costs.get("first", 0.0))) / scale,
         suspend_s=live_costs.get("park", 0.0) / scale,
-        resume_s=live_costs.get("resume", 0.0) / scale,
-        migrate_s=live_costs.get("migrate", live_costs.get("resume", 0.0)) / scale,
+        resume_s=(react + live_costs.get("resume", 0.0)) / scale,
+        migrate_s=(react + live_costs.get("migrate", live_costs.get("resume", 0.0))) / scale,
     )
     res = run_search(
         lcbench(task),
@@ -151,6 +199,7 @@ def sim_run(
         targets={k: targets[k] for k in TARGETS},
         stop_at=targets["hard"],
         costs=costs,
+        step_overhead_s=max(0.0, live_costs.get("step", 0.0)) / scale,
     )
     return {k: res.time_to_target.get(k) for k in TARGETS}, res.started
 

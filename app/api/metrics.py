@@ -75,7 +75,8 @@ class StoreCollector(Collector):
                 by_kind.setdefault(kind, []).append(ms / 1000.0)
         h = HistogramMetricFamily(
             "quanta_mechanism_latency_seconds",
-            "Suspend (park), resume, migrate and start latencies of trial processes",
+            "Suspend (park), resume, migrate and start latencies of trial processes, and the controller's "
+            "reaction (react: a freed device or due round to its commands)",
             labels=["kind"],
         )
         for kind in sorted({"park", "resume", *by_kind}):

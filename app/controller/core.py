@@ -20,6 +20,7 @@ one thread.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -176,9 +177,10 @@ class Controller:
         """One round: sync searches -> (if planning is due) snapshot -> plan -> reconcile -> publish ->
         record intent -> apply. Returns the plan in force (None when nothing is to be planned)."""
         now = self.runtime.now()
+        began, freed_at = time.perf_counter(), self._signals.freed_at
         self._last_tick = now
         woken = self._signals.wake  # something changed since the last tick (a trial ended, a command, ...)
-        self._signals.wake = False
+        self._signals.wake, self._signals.freed_at = False, None
         self.book.sync(now)
         # No running search (e.g. the only one is paused): keep planning with the last policy so resident
         # trials of paused searches are parked.
@@ -208,7 +210,10 @@ class Controller:
         self._publish(snapshot, plan, now)
         if actions:
             round_no = self._rounds.record(now, actions)
-            self.book.mark_running([a.trial_id for a in actions if isinstance(a, Run)], now)
+            runs = [a.trial_id for a in actions if isinstance(a, Run)]
+            self.book.mark_running(runs, now)
+            if runs:  # the round's own latency: from the freed device (or the due tick) to its commands
+                self.recorder.reaction(runs[0], time.perf_counter() - (began if freed_at is None else freed_at))
             self.runtime.apply(round_no, actions)
         return plan
 

@@ -5,7 +5,8 @@ ignored): reports update the trial's curve and best, the search's best (and whet
 target) and the searcher (`observe`); profiles update measured rates (solo, packed, pair rates); an
 exit ends the trial (completed, stopped, failed) or queues it again to resume from its checkpoint (after
 a crash, within its retries, or after a release); a trial that parked itself at its step limit wakes
-the controller to plan at once; start/park/resume latencies and checkpoints are noted. Rows are
+the controller to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction`
+notes a round's own latency. Rows are
 buffered and written by `flush()` (at the end of each `handle`). A solo profile on devices of one
 kind also updates the trial's rate on that kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies,
 pairs) are built only for a store that keeps them.
@@ -90,7 +91,7 @@ class EventRecorder:
             elif isinstance(e, Parked):
                 self._measure(LatencyRow, trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at)
                 if e.at_limit:  # it parked itself at a rung: the policy decides what runs next, now
-                    self._signals.wake = True
+                    self._signals.freed()
             elif isinstance(e, Resumed):
                 kind = "migrate" if e.migrated else "resume"
                 self._measure(LatencyRow, trial_id=ts.id, kind=kind, ms=e.resume_ms, at=e.at)
@@ -140,6 +141,10 @@ class EventRecorder:
         SQLModel rows was most of a simulated overloaded cluster's time."""
         if self._keep_rows:
             self._pending_rows.append(cls(**fields))
+
+    def reaction(self, trial_id: int, seconds: float) -> None:
+        """Note how long a round took to send its commands after what made it due (see `Signals`)."""
+        self._measure(LatencyRow, trial_id=trial_id, kind="react", ms=seconds * 1000.0, at=time.time())
 
     def _on_report(self, s: SearchState | None, t: TrialState, e: Reported) -> None:
         key = (t.id, e.step, e.at)
@@ -249,7 +254,7 @@ class EventRecorder:
         t.device_seconds = t.device_seconds_base
         t.steps = max(t.steps, e.steps)
         t.devices = ()
-        self._signals.wake = True
+        self._signals.freed()
         now = self._runtime.now()
         if t.status.final and e.status != TrialStatus.COMPLETED:
             # Already final (stopped by a policy or the search ending): record its last figures.

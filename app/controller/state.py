@@ -8,6 +8,7 @@ mirror it in memory (rebuilt by `SearchBook.load` after a restart). Code outside
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,10 +80,19 @@ class Signals:
 
     `wake`: something changed since the last tick (a trial ended, a search started, the target was
     reached): stop waiting for events and plan now. `replan`: plan at the next tick even if the quantum
-    has not passed (a new trial is placed now, not a quantum later)."""
+    has not passed (a new trial is placed now, not a quantum later). `freed_at`: when (`perf_counter`)
+    the first event since the last tick freed a device (an exit, a park at a step limit), so the tick
+    can measure how long the controller took to act on it (the "react" latency)."""
 
     wake: bool = False
     replan: bool = True
+    freed_at: float | None = None
+
+    def freed(self) -> None:
+        """A device was freed: plan now, and time the reaction from the first such event."""
+        self.wake = True
+        if self.freed_at is None:
+            self.freed_at = time.perf_counter()
 
 
 def objective_loss(spec: SearchSpec, metric: float | None) -> float | None:

@@ -6,16 +6,28 @@ This is the trainable named by the specs `app.sim.search_bench` builds. In the s
 with a small `time_scale` it is the live counterpart the simulator's figures can be checked against,
 as `app.sim.workload` is for traces. Config: the 7 hyperparameters, `task`, optionally `time_scale`
 (default 1.0) and `data_path` (see `app.sim.lcbench.data_dir`).
+
+Loading a task's surrogate takes ~1.8 s, which a live trial would otherwise pay at every start: name the
+tasks in `QUANTA_LCBENCH_PRELOAD` (comma-separated) and the trial template loads them once in `prepare()`,
+so forked trials share them (the model runs single-threaded, so no thread pool is lost in the fork).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from app.sim.lcbench import LCBench, load_lcbench
 
 _TASKS: dict[tuple[str, str | None], LCBench] = {}  # one surrogate per task in this process
+PRELOAD_ENV = "QUANTA_LCBENCH_PRELOAD"
+
+
+def prepare(config: dict[str, Any] | None = None) -> None:
+    """Load the surrogates of the tasks named in `QUANTA_LCBENCH_PRELOAD` (the template calls this once)."""
+    for task in filter(None, (t.strip() for t in os.environ.get(PRELOAD_ENV, "").split(","))):
+        _TASKS.setdefault((task, None), load_lcbench(task, None))
 
 
 def train(config: dict[str, Any], trial: Any) -> None:

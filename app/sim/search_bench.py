@@ -109,13 +109,19 @@ def search_spec(
     return parse_spec(doc, origin=f"lcbench task {bench.task}")
 
 
-def lcbench_workload(bench: LCBench) -> Callable[[TrialLaunch], JobSpec]:
+def lcbench_workload(bench: LCBench, step_overhead_s: float = 0.0) -> Callable[[TrialLaunch], JobSpec]:
     """What SimRuntime runs for a launched trial: its configuration's curve (one batched surrogate call,
-    cached), reporting `val_accuracy` after each of its `max_steps` epochs."""
+    cached), reporting `val_accuracy` after each of its `max_steps` epochs. `step_overhead_s` lengthens
+    every epoch by that many seconds (a live trial's report path, which the surrogate's times lack)."""
+    if not step_overhead_s >= 0 or not math.isfinite(step_overhead_s):
+        raise ValueError(f"step_overhead_s: must be a finite number >= 0, got {step_overhead_s}")
 
     def job(launch: TrialLaunch) -> JobSpec:
         curve = bench.curve(launch.config)
-        return reporting_job("lcbench", StepCurve(curve.time, METRIC, curve.val_accuracy), launch.max_steps)
+        ends = curve.time
+        if step_overhead_s:
+            ends = tuple(t + (k + 1) * step_overhead_s for k, t in enumerate(curve.time))
+        return reporting_job("lcbench", StepCurve(ends, METRIC, curve.val_accuracy), launch.max_steps)
 
     return job
 
@@ -133,6 +139,7 @@ def run_search(
     quantum_s: float = QUANTUM_S,
     parallelism: int | None = None,
     costs: SimCosts = SimCosts(),
+    step_overhead_s: float = 0.0,
     check: bool = False,
     on_tick: Callable[[Controller, SimRuntime], None] | None = None,
     scheduler: Mapping[str, Any] | None = None,
@@ -140,7 +147,8 @@ def run_search(
 ) -> SearchSimResult:
     """Simulate one search on `bench` (any surrogate model: tests pass a stand-in). `check` verifies the
     cluster's invariants after every tick (device capacity, work conserved, nothing both computing and
-    queued); `on_tick` is called after every tick (tests inspect the controller there)."""
+    queued); `on_tick` is called after every tick (tests inspect the controller there); `step_overhead_s`:
+    see `lcbench_workload`."""
     if workers < 1:
         raise ValueError(f"workers: must be >= 1, got {workers}")
     if not hours > 0 or not math.isfinite(hours):
@@ -165,7 +173,7 @@ def run_search(
         kind="lcbench",
         costs=costs,
         max_per_device=2 if spec.scheduler.policy in PACKING_POLICIES else 1,
-        workload=lcbench_workload(bench),
+        workload=lcbench_workload(bench, step_overhead_s),
     )
     store = MemoryStore(keep_measurements=False)
     options = ControllerOptions(poll_cap_s=math.inf, publish_every_s=math.inf, cache_views=True)

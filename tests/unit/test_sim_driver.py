@@ -170,6 +170,10 @@ def test_controller_builds_measurement_rows_only_for_a_store_that_keeps_them():
     kept, done_kept = run(True)
     dropped, done_dropped = run(False)
     assert kept.quanta() and kept.latencies("park")  # rows were built and stored
+    # Each round that started or resumed trials timed its own reaction (wall seconds of controller work).
+    react = kept.latencies("react")
+    assert react and all(0 <= r.ms < 5000 for r in react)
+    assert {r.trial_id for r in react} <= {q.trial_id for q in kept.quanta()}
     assert dropped.counts["QuantumRow"] == dropped.counts["LatencyRow"] == 0  # never even built
     assert done_kept == done_dropped  # and the schedule is the same
 

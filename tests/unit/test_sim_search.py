@@ -259,6 +259,37 @@ def test_a_search_stops_at_its_stop_target_and_fifo_runs_one_trial_per_device():
     assert spec.budget.max_steps == 52 and spec.trainable == "app.sim.lcbench_trial:train"
 
 
+def test_a_step_overhead_lengthens_every_epoch_of_a_simulated_trial():
+    from app.executor.actions import TrialLaunch
+    from app.sim.search_bench import lcbench_workload
+
+    bench = stand_in()
+    launch = TrialLaunch(1, "t:f", {**CONFIG, "task": "3945"}, 52, "ckpt")
+    plain = lcbench_workload(bench)(launch).curve
+    slow = lcbench_workload(bench, 0.5)(launch).curve
+    assert plain is not None and slow is not None and plain.values == slow.values
+    assert [b - a for a, b in zip(plain.ends, slow.ends, strict=True)] == pytest.approx([0.5 * k for k in range(1, 53)])
+    with pytest.raises(ValueError, match="step_overhead_s"):
+        lcbench_workload(bench, -1.0)
+    kw = dict(policy="fifo", algorithm="random", workers=2, hours=4, seed=0, targets={"hard": 0.9}, stop_at=0.9)
+    t0, t1 = (run_search(stand_in(), step_overhead_s=x, **kw).time_to_target["hard"] for x in (0.0, 1.0))
+    assert t0 is not None and t1 is not None and t1 > t0
+
+
+def test_the_trial_template_preloads_named_tasks_once(monkeypatch):
+    from app.sim import lcbench_trial
+
+    loaded: list[tuple[str, object]] = []
+    monkeypatch.setattr(lcbench_trial, "_TASKS", {})
+    monkeypatch.setattr(lcbench_trial, "load_lcbench", lambda task, path: loaded.append((task, path)) or stand_in(task))
+    monkeypatch.setenv(lcbench_trial.PRELOAD_ENV, "3945, 7593,")
+    lcbench_trial.prepare()
+    assert loaded == [("3945", None), ("7593", None)] and set(lcbench_trial._TASKS) == {("3945", None), ("7593", None)}
+    monkeypatch.delenv(lcbench_trial.PRELOAD_ENV)
+    lcbench_trial.prepare()
+    assert len(loaded) == 2
+
+
 def test_default_means_what_a_spec_naming_nothing_gets():
     from app.executor.policy.knobs import DEFAULT_POLICY
     from app.spec import SearchAlgoSpec
