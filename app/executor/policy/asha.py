@@ -86,6 +86,9 @@ class AshaPolicy:
         # again each round made a round O(alive trials x reports).
         # Per search (a policy plans one search's group at a time under the share layer).
         self._passed: dict[int, dict[int, _Passed]] = {}
+        # The records this policy handed out last round (`Plan.state["records"]`): when this round's state
+        # carries that very object back, a memoised trial's values are in it already (see `plan`).
+        self._records_out: Mapping[str, Mapping[str, float]] | None = None
         self._levels: dict[tuple[int, int, int], tuple[int, ...]] = {}  # see `levels`
 
     # ---- rungs -----------------------------------------------------------------------------------
@@ -112,6 +115,8 @@ class AshaPolicy:
         old_records: Mapping[str, Mapping[str, float]] = snapshot.policy_state.get("records", {})
         allowed: dict[str, int] = {}
         book = RungRecords(old_records)
+        carried = old_records is self._records_out  # last round's records, as this policy left them
+        brackets = k.brackets
         searches = {s.id: s for s in snapshot.searches}
         # Condemned by the judge (only with `judge` knobs; a verdict's kill needs a target).
         judged = snapshot.verdicts if k.judge is not None else {}
@@ -126,7 +131,7 @@ class AshaPolicy:
 
         # First every rung each trial has reported past is recorded, then each trial is decided at the
         # rung it was allowed to run to, against all of this round's records (order does not matter).
-        of_search: list[tuple[TrialView, SearchView, tuple[int, ...]]] = []
+        of_search: list[tuple[TrialView, SearchView, tuple[int, ...], int]] = []
         olds = [self._passed.pop(s.id, {}) for s in snapshot.searches]
         seen: dict[int, _Passed] = olds[0] if len(olds) == 1 else {k: v for old in olds for k, v in old.items()}
         read: dict[int, dict[int, _Passed]] = {}
@@ -136,24 +141,28 @@ class AshaPolicy:
                 movers.append(t)  # a trace job: first come, first served
                 continue
             levels = self.levels(t, search)
-            of_search.append((t, search, levels))
+            group = t.id % brackets  # its bracket (`bracket`)
+            of_search.append((t, search, levels, group))
             sign = -1.0 if search.goal == "maximize" else 1.0
             last = seen.get(t.id)
             if last is not None and last[0] is t.curve and last[1] == sign and last[2] == levels:
                 values = last[3]  # the same (immutable) curve as last round: the same values
+                fresh = not carried  # recorded last round into the records this round carries back
             else:
                 values = passed_values([(step, sign * v) for step, v in t.curve if math.isfinite(v)], levels)
+                fresh = True
             if type(t.curve) is tuple:
                 read.setdefault(search.id, {})[t.id] = (t.curve, sign, levels, values)
-            book.record_values(search.id, t.id, values, self.bracket(t))
+            if fresh:
+                book.record_values(search.id, t.id, values, group)
         self._passed.update(read)
         while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
             del self._passed[next(iter(self._passed))]
-        for t, search, levels in of_search:
+        for t, search, levels, group in of_search:
             tid = str(t.id)
             rung = int(old_allowed.get(tid, 0))
             while rung < len(levels) - 1:
-                recorded = book.at(search.id, rung, self.bracket(t))
+                recorded = book.at(search.id, rung, group)
                 value = recorded.get(tid)
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
@@ -162,7 +171,7 @@ class AshaPolicy:
                 if (
                     stopping
                     and may_go_on
-                    and value <= cutoff_sorted(book.ranked(search.id, rung, self.bracket(t)), k.eta)
+                    and value <= cutoff_sorted(book.ranked(search.id, rung, group), k.eta)
                 ):
                     rung += 1
                     continue
@@ -240,6 +249,7 @@ class AshaPolicy:
         release = self._release(held, placed_held)
         placed = {i for ids in placement.values() for i in ids}
         state: dict[str, object] = {"allowed": allowed, "records": book.records}
+        self._records_out = book.records
         if since:
             state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
         return Plan(
