@@ -120,8 +120,9 @@ def live_run(
     finally:
         ctl.close()
     t0 = s.started_at
+    reports = sorted(ctl.store.search_reports(search_id), key=lambda r: (r.trial_id, r.step))
     reached: dict[str, float | None] = {k: None for k in TARGETS}
-    for r in sorted(ctl.store.search_reports(search_id), key=lambda r: r.at):
+    for r in sorted(reports, key=lambda r: r.at):
         for k in TARGETS:
             if reached[k] is None and r.objective is not None and r.objective >= targets[k]:
                 reached[k] = (r.at - t0) / scale
@@ -132,9 +133,11 @@ def live_run(
     for kind, xs in rows.items():
         if xs:
             costs[kind] = statistics.fmean(x.ms for x in xs) / 1000.0
-    parks = {tid: sorted(x.at for x in rows["park"] if x.trial_id == tid) for tid in trial_ids}
-    times = {t.id: bench.curve({**t.params, **spec.config}).time for t in trials}
-    reports = sorted(ctl.store.search_reports(search_id), key=lambda r: (r.trial_id, r.step))
+    parks: dict[int, list[float]] = {}
+    for x in sorted(rows["park"], key=lambda x: x.at):
+        parks.setdefault(x.trial_id, []).append(x.at)
+    curves = bench.curves([{**t.params, **spec.config} for t in trials])  # one surrogate call
+    times = {t.id: c.time for t, c in zip(trials, curves, strict=True)}
     if (extra := step_overhead_s(reports, times, parks, scale)) is not None:
         costs["step"] = extra
     # A started trial's first epoch beyond its surrogate time (the trainable's own set-up): part of its start.

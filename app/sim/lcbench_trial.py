@@ -27,7 +27,8 @@ PRELOAD_ENV = "QUANTA_LCBENCH_PRELOAD"
 def prepare(config: dict[str, Any] | None = None) -> None:
     """Load the surrogates of the tasks named in `QUANTA_LCBENCH_PRELOAD` (the template calls this once)."""
     for task in filter(None, (t.strip() for t in os.environ.get(PRELOAD_ENV, "").split(","))):
-        _TASKS.setdefault((task, None), load_lcbench(task, None))
+        if (task, None) not in _TASKS:
+            _TASKS[task, None] = load_lcbench(task, None)
 
 
 def train(config: dict[str, Any], trial: Any) -> None:

@@ -226,7 +226,7 @@ class AshaPolicy:
             rung, value, t = h
             if t.id in hopeless and searches[t.search_id].more_trials:
                 continue
-            ranked = book.ranked(t.search_id, rung, self.bracket(t))
+            ranked = book.ranked(t.search_id, rung, t.id % brackets)
             if self._promotable(value, ranked):
                 due.append(h)
             elif k.rule == "rent" and len(ranked) < k.eta and value <= ranked[0]:
