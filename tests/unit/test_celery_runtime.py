@@ -221,6 +221,33 @@ def test_broker_outage_keeps_messages_in_order_until_it_is_back(setup) -> None:
     assert [m["args"][0] for m in celery.applies()] == [1, 2] and rt.pending_messages() == 0
 
 
+
+def test_a_start_lost_with_the_broker_is_reported_crashed_and_a_late_copy_is_stale() -> None:
+    # The message left for Redis, which then went down with it: the node never starts the trial, so no
+    # exit ever comes. Seen in CI as a search that never ended (the controller held the trial running).
+    cluster, celery = FakeCluster(), FakeCelery()
+    cluster.add_node("n1")
+    cluster.add_node("n2")
+    rt = CeleryRuntime("redis://unused", cluster, celery=celery, dead_after_s=60, expect_timeout_s=0.2)  # type: ignore[arg-type]
+    rt.apply(1, [Run(5, ("n1/cpu:0",)), Run(6, ("n2/cpu:0",))])
+    cluster.beat("n2", {6: running(1, 1, "n2/cpu:0")})  # n2 applied its order; n1's was lost
+    assert rt.poll(0) == []
+    time.sleep(0.25)
+    assert 5 not in rt.residency() and 6 in rt.residency()
+    [lost] = rt.poll(0)
+    assert (lost.trial_id, lost.status) == (5, "crashed") and "round 1" in (lost.error or "")
+    assert rt.poll(0) == []  # once
+    # Queued again, it starts under a new epoch: the lost order, were it delivered late, names epoch 1.
+    rt.apply(2, [Run(5, ("n1/cpu:1",))])
+    assert cluster.assigned[5] == Assignment(5, "n1", 2)
+    cluster.beat("n1", {5: running(2, 2, "n1/cpu:1")})
+    assert rt.poll(0) == []
+    # A suspension whose node did not answer in time leaves a resident trial alone (no crash).
+    rt.apply(3, [Suspend(6)])
+    time.sleep(0.25)
+    rt.residency()
+    assert rt.poll(0) == []
+
 def test_restarted_runtime_rereads_unhandled_events_and_skips_stored_reports(setup) -> None:
     cluster, celery, rt = setup
     for step in range(3):

@@ -294,6 +294,14 @@ class CeleryRuntime:
             if now > x.deadline:
                 log.warning("trial %s: node %s did not apply round %s in time", tid, x.node, x.round_no)
                 del self._expect[tid]
+                if x.running and rep is None:
+                    # A start that never arrived (the message went down with the broker, or its node
+                    # refused it): no process runs and no exit will come, while the controller holds the
+                    # trial as running. Report it crashed, so it is queued again (under a new epoch: a
+                    # late delivery of the lost order is then refused as stale).
+                    a = self._assign.get(tid)
+                    why = f"node {x.node} did not apply round {x.round_no} in time: its start was lost"
+                    self._synth.append((tid, a.epoch if a else 0, why))
                 continue
             if x.stop:
                 continue
