@@ -82,15 +82,19 @@ class SearchAlgoSpec(_Frozen):
     """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
     (`app.search.searcher.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**4)
     and grow by `eta`; `min_points` trials must have reached a rung before TPE fits on it (default:
-    one more than the number of hyperparameters); the default. `tpe` learns from finished trials only."""
+    one more than the number of hyperparameters); `random_fraction` of the asks after the start-up are
+    random, as in BOHB; the default. `tpe` learns from finished trials only."""
 
     algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
     n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
     min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
+    # BOHB's rho, Falkner et al.'s 1/3: a model fitted on a few mediocre trials at a high rung cannot keep
+    # every proposal near them. The default since 2026-11-25 (LCBench, 4 and 16 workers: sooner at medium,
+    # no later at hard; live MNIST-1D: no difference; docs/benchmarks.md).
     random_fraction: float = Field(
-        default=0.0, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
+        default=1 / 3, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
     )
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,

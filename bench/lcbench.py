@@ -57,6 +57,10 @@ QUANTA: dict[str, tuple[str, str | None]] = {
     "quanta_hyperband": ("hyperband", "bohb"),
 }
 
+# BOHB's random asks (SearchAlgoSpec.random_fraction) were 0 until 2026-11-25: the variants logged before
+# then that are still compared by name keep that.
+_RF0: dict[str, Any] = {"random_fraction": 0.0}
+
 # Variants of the default measured against it (named with --systems; not in 'all'): name -> (policy,
 # algorithm, scheduler knobs, search knobs), the knobs merged over the spec's blocks. The screen in
 # bench/results/lcbench_screen*.json ran them over the default of its day (first rung 2 epochs).
@@ -65,15 +69,16 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_random": ("default", "random", {}, {}),
     "quanta_asha_eta4": ("default", None, {"eta": 4.0}, {"eta": 4.0}),
     # The first rung at 1 (52 / 3**4, the default's since 2026-11-24) and 2 epochs, under the promotion rule:
-    "quanta_asha_r1": ("default", None, {"min_steps": 1, "rule": "promotion"}, {"min_steps": 1}),
-    "quanta_asha_r2": ("default", None, {"min_steps": 2, "rule": "promotion"}, {"min_steps": 2}),
+    "quanta_asha_r1": ("default", None, {"min_steps": 1, "rule": "promotion"}, {"min_steps": 1, **_RF0}),
+    "quanta_asha_r2": ("default", None, {"min_steps": 2, "rule": "promotion"}, {"min_steps": 2, **_RF0}),
     "quanta_bohb_n10": ("default", None, {}, {"n_startup": 10}),
     "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
     "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),
     "quanta_asha_hybrid": ("default", None, {"rule": "hybrid"}, {}),  # stopping rule below eta records
-    "quanta_asha_rent": ("default", None, {"rule": "rent"}, {}),  # the default since 2026-11-25
-    "quanta_asha_promotion": ("default", None, {"rule": "promotion"}, {}),  # the default before (Li et al.'s rule)
-    "quanta_bohb_rf33": ("default", None, {}, {"random_fraction": 1 / 3}),  # BOHB's third of random asks
+    "quanta_asha_rent": ("default", None, {"rule": "rent"}, _RF0),  # the default of 2026-11-25 before the random third
+    "quanta_asha_promotion": ("default", None, {"rule": "promotion"}, _RF0),  # the default before (Li et al.'s rule)
+    "quanta_bohb_rf33": ("default", None, {}, {"random_fraction": 1 / 3}),  # BOHB's third of random asks (the default)
+    "quanta_bohb_rf0": ("default", None, {}, _RF0),  # no random asks (the default before 2026-11-25)
 }
 
 # Goals of issue 13 for quanta_default at the hard target.

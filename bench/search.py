@@ -79,10 +79,19 @@ QUANTA: dict[str, dict[str, Any]] = {
     # A thin rung's best goes on once it has waited as long as its next rung costs (AshaKnobs.rule): the
     # default since 2026-11-25; kept by name for the logged runs. `asha_promotion`: the default before
     # (Li et al.'s promotion alone: the first trial at a rung waits for eta - 1 more).
-    "asha_rent": {"scheduler": {"policy": "asha", "rule": "rent"}, "search": {"algorithm": "bohb"}},
-    "asha_promotion": {"scheduler": {"policy": "asha", "rule": "promotion"}, "search": {"algorithm": "bohb"}},
-    # BOHB's third of random asks after the start-up (SearchAlgoSpec.random_fraction):
+    # Both without BOHB's random asks, as they were logged (random_fraction 0 until 2026-11-25).
+    "asha_rent": {
+        "scheduler": {"policy": "asha", "rule": "rent"},
+        "search": {"algorithm": "bohb", "random_fraction": 0},
+    },
+    "asha_promotion": {
+        "scheduler": {"policy": "asha", "rule": "promotion"},
+        "search": {"algorithm": "bohb", "random_fraction": 0},
+    },
+    # BOHB's third of random asks after the start-up (SearchAlgoSpec.random_fraction; the default since
+    # 2026-11-25), and the default before it (none):
     "bohb_rf33": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 1 / 3}},
+    "bohb_rf0": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 0}},
     "asha_hybrid": {"scheduler": {"policy": "asha", "rule": "hybrid"}, "search": {"algorithm": "bohb"}},
     "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
