@@ -79,6 +79,13 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_promotion": ("default", None, {"rule": "promotion"}, _RF0),  # the default before (Li et al.'s rule)
     "quanta_bohb_rf33": ("default", None, {}, {"random_fraction": 1 / 3}),  # BOHB's third of random asks (the default)
     "quanta_bohb_rf0": ("default", None, {}, _RF0),  # no random asks (the default before 2026-11-25)
+    "quanta_promotion_rf33": ("default", None, {"rule": "promotion"}, {}),  # Li et al.'s rule, BOHB's random third
+    # Hyperband's hedge against slow bloomers (brackets whose first rung is later), 3 and 4 brackets:
+    "quanta_hb3": ("hyperband", None, {"brackets": 3}, {}),
+    "quanta_hb4": ("hyperband", None, {"brackets": 4}, {}),
+    # The first rung later (2 or 3 epochs instead of 52 / 3**4 = 1), over the default's other knobs:
+    "quanta_r2": ("default", None, {"min_steps": 2}, {"min_steps": 2}),
+    "quanta_r3": ("default", None, {"min_steps": 3}, {"min_steps": 3}),
 }
 
 # Goals of issue 13 for quanta_default at the hard target.
