@@ -91,8 +91,8 @@ class SearchAlgoSpec(_Frozen):
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
     # BOHB's rho, Falkner et al.'s 1/3: a model fitted on a few mediocre trials at a high rung cannot keep
-    # every proposal near them. The default since 2026-11-25 (LCBench, 4 and 16 workers: sooner at medium,
-    # no later at hard; live MNIST-1D: no difference; docs/benchmarks.md).
+    # every proposal near them. The default since 2026-11-25 (LCBench: sooner at medium, at hard even per run
+    # but rid of the runs that settled on a mediocre region; live: no difference; docs/benchmarks.md).
     random_fraction: float = Field(
         default=1 / 3, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
     )
