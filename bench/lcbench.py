@@ -86,6 +86,8 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     # The first rung later (2 or 3 epochs instead of 52 / 3**4 = 1), over the default's other knobs:
     "quanta_r2": ("default", None, {"min_steps": 2}, {"min_steps": 2}),
     "quanta_r3": ("default", None, {"min_steps": 3}, {"min_steps": 3}),
+    # A rung judges only while it ranks as the next rung does (AshaKnobs.rung_check; off by default):
+    "quanta_rung_check": ("default", None, {"rung_check": 0.3}, {}),
 }
 
 # Goals of issue 13 for quanta_default at the hard target.

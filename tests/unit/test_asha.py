@@ -357,3 +357,36 @@ def test_the_rent_rule_promotes_the_best_of_a_thin_rung_once_it_has_waited_its_n
     ts = [at(1, 10, 0.6, devices=["cpu:0"]), at(2, 10, 0.4, devices=["cpu:1"]), at(3, 10, 0.5), trial(4)]
     plan = plan_of(0.0, ts)
     assert set(plan.hold) == {2, 3} and plan.limits[1] == 30
+
+
+def _records(n: int, agree: bool) -> dict:
+    # n trials (ids 100..) recorded at rungs 10 and 30, losses (smaller is better) in the same order at both
+    # rungs, or reversed at 30.
+    first = {str(100 + i): -0.5 - 0.01 * i for i in range(n)}
+    second = {str(100 + i): -0.6 - 0.01 * (i if agree else n - i) for i in range(n)}
+    return {"1/0/0": first, "1/0/1": second}  # search/bracket/rung
+
+
+def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_held_trials_go_on():
+    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
+    # Trial 1 is held at rung 10 (two better trials there); trial 2 is new.
+    held = [trial(1, 10, 0.3, devices=["cpu:0"]), trial(2)]
+
+    def plan_of(state, **knobs):
+        snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(held), searches=growing, policy_state=state)
+        return policy(**knobs).plan(snapshot)
+
+    backwards = {"records": _records(20, agree=False)}
+    assert plan_of(backwards).hold == (1,)  # without the knob: held below its rung's top third
+    plan = plan_of(backwards, rung_check=0.3)
+    assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
+    assert plan.running() == {1, 2} and plan.limits == {1: 30, 2: 30}  # both run to rung 30 now
+    # Too few trials at both rungs: the rung judges meanwhile (and nothing is decided).
+    plan = plan_of({"records": _records(19, agree=False)}, rung_check=0.3)
+    assert plan.hold == (1,) and plan.state["passed"] == {"1/0": [0, False]}
+    # A rung that ranks as the next does keeps judging, and the decision is kept: later records that
+    # disagree do not undo it.
+    plan = plan_of({"records": _records(20, agree=True)}, rung_check=0.3)
+    assert plan.hold == (1,) and plan.state["passed"] == {"1/0": [0, True]}
+    later = plan_of({"records": _records(40, agree=False), "passed": plan.state["passed"]}, rung_check=0.3)
+    assert later.hold == (1,) and later.state["passed"] == {"1/0": [0, True]}

@@ -45,6 +45,13 @@ rung waits (under `rule: promotion` for two more: on MNIST-1D the eventual winne
 33 s search at its third rung; under `rent` at most its next rung's cost); a curve that already heads
 for the target need not wait.
 
+With `rung_check` (off by default) a rung judges only while it ranks trials as the next rung does: once
+`rung_check_pairs` trials are recorded at both, a rung whose Spearman correlation with the next one is
+below `rung_check` is passed over for the rest of the search (lowest rungs first; its held trials go on
+as devices free). The pairs are the trials the search promoted past the rung, which is what it can
+measure itself: on LCBench their correlation is 0.21 at epoch 1 and 0.66-0.83 from epoch 2 on (median
+of 24 tasks, `bench/lcbench_rungs.py`). The decision is kept in the state (`passed`).
+
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
 quantum later. A rung is judged at the first report past it (`fidelity.value_at`); a trial that has not
@@ -52,13 +59,18 @@ reported past its rung goes on until it does. Trials without a search (trace
 jobs) run first-come first-served.
 
 Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, per (search, bracket, rung)
-the values recorded, and with `rule: rent` per held trial its rung and since when it waits there.
+the values recorded, with `rule: rent` per held trial its rung and since when it waits there, and with
+`rung_check` per (search, bracket) how many of the lowest rungs are passed over and whether that is
+decided.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scipy.stats import spearmanr
 
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
@@ -158,9 +170,10 @@ class AshaPolicy:
         self._passed.update(read)
         while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
             del self._passed[next(iter(self._passed))]
+        passed = self._rungs_passed(of_search, book, snapshot.policy_state.get("passed", {}))
         for t, search, levels, group in of_search:
             tid = str(t.id)
-            rung = int(old_allowed.get(tid, 0))
+            rung = max(int(old_allowed.get(tid, 0)), passed.get(f"{search.id}/{group}", (0, False))[0])
             while rung < len(levels) - 1:
                 recorded = book.at(search.id, rung, group)
                 value = recorded.get(tid)
@@ -168,11 +181,7 @@ class AshaPolicy:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
                 stopping = k.mode == "kill" or self._by_cutoff(len(recorded))
                 may_go_on = t.id not in hopeless or not search.more_trials
-                if (
-                    stopping
-                    and may_go_on
-                    and value <= cutoff_sorted(book.ranked(search.id, rung, group), k.eta)
-                ):
+                if stopping and may_go_on and value <= cutoff_sorted(book.ranked(search.id, rung, group), k.eta):
                     rung += 1
                     continue
                 if k.mode == "pause" and t.id in heading:
@@ -252,6 +261,8 @@ class AshaPolicy:
         self._records_out = book.records
         if since:
             state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
+        if passed:
+            state["passed"] = {key: list(v) for key, v in passed.items()}
         return Plan(
             placement=placement,
             stop=tuple(stop),
@@ -264,6 +275,38 @@ class AshaPolicy:
         )
 
     # ---- helpers ---------------------------------------------------------------------------------
+
+    def _rungs_passed(
+        self,
+        of_search: Sequence[tuple[TrialView, SearchView, tuple[int, ...], int]],
+        book: RungRecords,
+        old: Mapping[str, Sequence[Any]],
+    ) -> dict[str, tuple[int, bool]]:
+        """With `rung_check`: per "search/bracket", (how many of the lowest rungs are passed over, whether
+        that is decided), carried from `old` and advanced on this round's records (see the module
+        docstring). Empty without the knob."""
+        k = self.knobs
+        if k.rung_check is None or k.mode != "pause":
+            return {}
+        out: dict[str, tuple[int, bool]] = {}
+        for _t, search, levels, group in of_search:
+            key = f"{search.id}/{group}"
+            if key in out:
+                continue
+            last = old.get(key)
+            n, done = (int(last[0]), bool(last[1])) if last is not None else (0, False)
+            while not done and n < len(levels) - 2:  # the last rung before max_steps has no next to agree with
+                here, there = book.at(search.id, n, group), book.at(search.id, n + 1, group)
+                both = [tid for tid in here if tid in there]
+                if len(both) < k.rung_check_pairs:
+                    break  # not enough trials at both yet: judge at this rung meanwhile
+                rho = spearmanr([here[t] for t in both], [there[t] for t in both]).statistic
+                if math.isfinite(rho) and rho >= k.rung_check:
+                    done = True  # this rung ranks as the next does: it judges from now on
+                else:
+                    n += 1  # it does not: passed over, and the next rung is checked in turn
+            out[key] = (n, done)
+        return out
 
     def _promotable(self, value: float, ranked: Sequence[float]) -> bool:
         """Li et al.'s promotion test (in the top 1/eta of its rung), or with `rule: stopping` Ray Tune's

@@ -144,6 +144,20 @@ class AshaKnobs(RunToRungKnobs):
         description="with judge knobs: a trial at its rung whose judged P(reach target) is at least this goes "
         "on at once, without waiting for eta trials to be recorded there (1: never)",
     )
+    # Off by default: screened on LCBench (docs/benchmarks.md, stop 27), where the first epoch ranks
+    # configurations nearly at random, against live workloads where the first rung ranks well.
+    rung_check: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="pause mode: a rung judges only while its ranks agree with the next rung's; once "
+        "rung_check_pairs trials are recorded at both, a rung whose Spearman correlation with the next is "
+        "below this is passed over for the rest of the search (its held trials go on), lowest rungs first; "
+        "None: every rung judges",
+    )
+    rung_check_pairs: int = Field(
+        default=20, ge=3, le=100_000, description="trials recorded at a rung and the next before rung_check decides"
+    )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
