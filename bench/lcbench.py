@@ -88,6 +88,8 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_r3": ("default", None, {"min_steps": 3}, {"min_steps": 3}),
     # A rung judges only while it ranks as the next rung does (AshaKnobs.rung_check; off by default):
     "quanta_rung_check": ("default", None, {"rung_check": 0.3}, {}),
+    "quanta_rung_check50": ("default", None, {"rung_check": 0.5}, {}),
+    "quanta_rung_check50_p10": ("default", None, {"rung_check": 0.5, "rung_check_pairs": 10}, {}),
 }
 
 # Goals of issue 13 for quanta_default at the hard target.
