@@ -53,8 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", default=None)
     a = ap.parse_args(argv)
     from app.sim.search_bench import lcbench, run_search
+    from bench.lcbench_targets import load_targets
 
-    targets = json.loads((ROOT / "bench/results/lcbench_targets.json").read_text())["tasks"]
+    targets = load_targets()
     if a.task not in targets:
         raise SystemExit(f"--task: no committed targets for {a.task}")
     t = targets[a.task]

@@ -36,10 +36,8 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-SUITE = (
-    "3945,34539,126025,126029,146212,167149,167152,167161,167181,167184,167185,167200,167201,168329,168331,"
-    "168335,168908,168910,189862,189865,189873,189905,189908,189909"
-)
+from app.sim.lcbench import SUITE  # noqa: E402
+from bench.lcbench_targets import load_targets  # noqa: E402
 
 
 def _rho(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -74,7 +72,7 @@ def rung_stats(acc: np.ndarray, target: float, epochs: Sequence[int], eta: float
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", default=SUITE)
+    ap.add_argument("--tasks", default=",".join(SUITE))
     ap.add_argument("--configs", type=int, default=1000)
     ap.add_argument("--epochs", default="1,2,3,9")
     ap.add_argument("--seed", type=int, default=1)
@@ -83,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from app.sim.lcbench import load_lcbench
 
-    targets = json.loads((ROOT / "bench/results/lcbench_targets.json").read_text())["tasks"]
+    targets = load_targets()
     epochs = [int(e) for e in a.epochs.split(",")]
     tasks = a.tasks.split(",")
     unknown = [t for t in tasks if t not in targets]

@@ -60,17 +60,14 @@ from rich.table import Table  # noqa: E402
 from app.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
 
-def _first_rung(steps: int) -> dict[str, Any]:
-    """Pause ASHA + bohb with the first rung (policy and searcher levels alike) at `steps`, under Li et al.'s
-    promotion rule (the default when these runs were logged, before `rent`)."""
-    scheduler = {"policy": "asha", "min_steps": steps, "rule": "promotion"}
+def _first_rung(steps: int, rule: str | None = "promotion") -> dict[str, Any]:
+    """Pause ASHA + bohb with the first rung (policy and searcher levels alike) at `steps`, under `rule`
+    (Li et al.'s promotion, the default when the first of these runs were logged, before `rent`; None:
+    the default rule)."""
+    scheduler: dict[str, Any] = {"policy": "asha", "min_steps": steps}
+    if rule is not None:
+        scheduler["rule"] = rule
     return {"scheduler": scheduler, "search": {"algorithm": "bohb", "min_steps": steps}}
-
-
-def _first_rung_rent(steps: int) -> dict[str, Any]:
-    """The default (pause ASHA, `rent`, bohb with BOHB's random third) with the first rung (policy and
-    searcher levels alike) at `steps` instead of max_steps / eta**4."""
-    return {"scheduler": {"policy": "asha", "min_steps": steps}, "search": {"algorithm": "bohb", "min_steps": steps}}
 
 
 # Spec overrides per Quanta system (merged over the workload's spec; `default` changes nothing but the
@@ -110,8 +107,8 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha_r1000": _first_rung(1000),
     # The default with the first rung at max_steps / eta**3 (one factor of eta later) on mnist1d (2,000 steps:
     # 74, judged at 100) and on the longer workload (10,000: 370, judged at 500); LCBench's `quanta_r2`:
-    "first74": _first_rung_rent(74),
-    "first370": _first_rung_rent(370),
+    "first74": _first_rung(74, rule=None),
+    "first370": _first_rung(370, rule=None),
     # One rung more on MNIST-1D (first at max_steps / eta**4 = 25 steps, judged at the first evaluation, 50;
     # the later ones judged at the eta**3 rungs' reports): LCBench's `quanta_asha_r1`. The default since
     # 2026-11-24 (`app.search.fidelity.default_first_rung`); kept by name for the logged runs.
