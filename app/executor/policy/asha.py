@@ -175,7 +175,9 @@ class AshaPolicy:
         passed = self._rungs_passed(of_search, book, snapshot.policy_state.get("passed", {}))
         for t, search, levels, group in of_search:
             tid = str(t.id)
-            rung = max(int(old_allowed.get(tid, 0)), passed.get(f"{search.id}/{group}", (0, False))[0])
+            rung = int(old_allowed.get(tid, 0))
+            if passed:  # rung_check: rungs passed over are not waited at
+                rung = max(rung, passed.get(f"{search.id}/{group}", (0, False))[0])
             while rung < len(levels) - 1:
                 recorded = book.at(search.id, rung, group)
                 value = recorded.get(tid)
