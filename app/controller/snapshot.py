@@ -13,8 +13,8 @@ build and persist with the policy's); without `judge_knobs` it is {} (as a polic
 by the next policy's).
 
 With `cache_views`, a trial's `TrialView` is reused while nothing about it changed (no event, no action,
-not resident now or at the previous snapshot), and the snapshot carries its resident trials in arrival
-order so the policy need not filter and sort.
+not running, its residency the same as at the previous snapshot), and the snapshot carries its resident
+trials in arrival order so the policy need not filter and sort.
 """
 
 from __future__ import annotations
@@ -54,7 +54,10 @@ class SnapshotBuilder:
         self._cache_views = cache_views
         # With cache_views: one entry per alive trial, in the index's alive order (None until built).
         self._views: dict[int, TrialView | None] = {}
-        self._was_resident: set[int] = set()
+        # Per resident trial, its residency as the last build saw it: a parked trial whose residency is
+        # the same and that nothing touched keeps its view without being looked at (held trials are the
+        # bulk of a successive-halving search's alive ones, and a round was O(them) `_view` calls).
+        self._res_seen: dict[int, tuple[Any, ...]] = {}
         self.residency_seen: dict[int, Residency] = {}
         self.judge_state: dict[str, Any] = {}
 
@@ -86,9 +89,16 @@ class SnapshotBuilder:
         paused = {s.id for s in searches if s.status == SearchStatus.PAUSED}
         alive = self._index.alive
         changes = self._index.take_changes()
-        dirty = changes.touched | self._was_resident
-        dirty.update(residency)
-        self._was_resident = set(residency)
+        dirty = changes.touched
+        seen = self._res_seen
+        now_seen: dict[int, tuple[Any, ...]] = {}
+        self._res_seen = now_seen
+        for tid, r in residency.items():
+            key = (r.running, r.steps, r.device_seconds, r.devices, r.elastic)
+            if r.running or seen.pop(tid, None) != key:
+                dirty.add(tid)  # computing, or its residency moved since the last build
+            now_seen[tid] = key
+        dirty.update(seen)  # no longer resident
         views = self._views
         for tid in changes.gone:  # finished trials never reach a snapshot again, nor do their pairs
             views.pop(tid, None)

@@ -77,7 +77,7 @@ from scipy.stats import spearmanr
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, in_top_sorted, passed_values, rungs
+from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, passed_values, rungs
 
 # A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
 _Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
@@ -104,6 +104,14 @@ class AshaPolicy:
         # carries that very object back, a memoised trial's values are in it already (see `plan`).
         self._records_out: Mapping[str, Mapping[str, float]] | None = None
         self._levels: dict[tuple[int, int, int], tuple[int, ...]] = {}  # see `levels`
+        # Memo, not state: the trials this policy left held last round, {id: (view, rung, loss, id as str)},
+        # and the `allowed` it handed out. A held trial whose view is the very same object (nothing
+        # happened to it) and whose `allowed` came back unchanged is held at the same rung with the same
+        # loss again under rank promotion (`promotion`, `rent`) without judge or rung_check: only a
+        # promotion moves it, decided below on the rung's threshold. Skipping its re-decision keeps a
+        # round's cost per held trial to a few lookups (they are a search's bulk).
+        self._held_out: dict[int, tuple[TrialView, int, float, str]] = {}
+        self._allowed_out: Mapping[str, int] | None = None
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -149,7 +157,29 @@ class AshaPolicy:
         olds = [self._passed.pop(s.id, {}) for s in snapshot.searches]
         seen: dict[int, _Passed] = olds[0] if len(olds) == 1 else {k: v for old in olds for k, v in old.items()}
         read: dict[int, dict[int, _Passed]] = {}
+        # The fast path for trials held last round (see `_held_out`): valid only on the state this policy
+        # handed out and under rules whose held trials only a promotion moves.
+        steady = (
+            self._held_out
+            if carried
+            and old_allowed is self._allowed_out
+            and k.mode == "pause"
+            and k.rule in ("promotion", "rent")
+            and k.judge is None
+            and k.rung_check is None
+            else {}
+        )
+        kept: dict[int, tuple[TrialView, int, float, str]] = {}
         for t in snapshot.alive():
+            last_held = steady.get(t.id)
+            if last_held is not None and last_held[0] is t:
+                kept[t.id] = last_held
+                held.append((last_held[1], last_held[2], t))
+                allowed[last_held[3]] = last_held[1]
+                curve_memo = seen.get(t.id)
+                if curve_memo is not None:  # its curve is memoised as before (the same object)
+                    read.setdefault(t.search_id, {})[t.id] = curve_memo
+                continue
             search = searches.get(t.search_id)
             if search is None:
                 movers.append(t)  # a trace job: first come, first served
@@ -204,6 +234,7 @@ class AshaPolicy:
                     notes.append(f"asha: stop {t.id}: {reasons[t.id]}")
                 else:
                     held.append((rung, value, t))
+                    kept[t.id] = (t, rung, value, tid)
                 break
             allowed[tid] = rung
             if t.id in stop or (held and held[-1][2] is t):
@@ -235,14 +266,21 @@ class AshaPolicy:
         # search may still create trials.
         due: list[tuple[int, float, TrialView]] = []
         thin: list[tuple[int, float, TrialView]] = []
+        bars: dict[tuple[int, int, int], tuple[float, float]] = {}  # per rung: (promotion bar, thin bar)
+        rent = k.rule == "rent"
         for h in held:
             rung, value, t = h
-            if t.id in hopeless and searches[t.search_id].more_trials:
+            if hopeless and t.id in hopeless and searches[t.search_id].more_trials:
                 continue
-            ranked = book.ranked(t.search_id, rung, t.id % brackets)
-            if self._promotable(value, ranked):
+            where = (t.search_id, rung, t.id % brackets)
+            bar = bars.get(where)
+            if bar is None:
+                ranked = book.ranked(*where)
+                thin_bar = ranked[0] if rent and len(ranked) < k.eta else -math.inf
+                bar = bars[where] = (self._promotion_bar(ranked), thin_bar)
+            if value <= bar[0]:
                 due.append(h)
-            elif k.rule == "rent" and len(ranked) < k.eta and value <= ranked[0]:
+            elif value <= bar[1]:
                 thin.append(h)  # the best of a rung rank promotion cannot promote from yet
         since = self._held_since(thin, snapshot.policy_state.get("held", {}), snapshot.now)
         promote((h for h in thin if self._rent_paid(h, since, snapshot)), "promote (waited its next rung's cost)")
@@ -263,6 +301,10 @@ class AshaPolicy:
         placed = {i for ids in placement.values() for i in ids}
         state: dict[str, object] = {"allowed": allowed, "records": book.records}
         self._records_out = book.records
+        self._allowed_out = allowed
+        for tid in placed_held:
+            kept.pop(tid, None)
+        self._held_out = kept
         if since:
             state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
         if passed:
@@ -312,13 +354,16 @@ class AshaPolicy:
             out[key] = (n, done)
         return out
 
-    def _promotable(self, value: float, ranked: Sequence[float]) -> bool:
-        """Li et al.'s promotion test (in the top 1/eta of its rung), or with `rule: stopping` Ray Tune's
-        rule (at or below the rung's 100/eta percentile), on the rung's sorted losses: O(log n) per held
-        trial rather than a scan of the rung (held trials are every round's bulk)."""
+    def _promotion_bar(self, ranked: Sequence[float]) -> float:
+        """The largest loss a held trial of a rung with these sorted losses (not empty) may have to be
+        promoted: Li et al.'s test (in the top 1/eta, `fidelity.in_top_sorted`: fewer than floor(n / eta)
+        strictly better, i.e. at or below the floor(n / eta)-th loss), or with `rule: stopping` Ray Tune's
+        rule (at or below the rung's 100/eta percentile). One bar per rung and round, then one comparison
+        per held trial (held trials are every round's bulk)."""
         if self._by_cutoff(len(ranked)):  # admitted once later arrivals moved the percentile past it
-            return value <= cutoff_sorted(ranked, self.knobs.eta)
-        return in_top_sorted(value, ranked, self.knobs.eta)
+            return cutoff_sorted(ranked, self.knobs.eta)
+        top = math.floor(len(ranked) / self.knobs.eta)
+        return ranked[top - 1] if top > 0 else -math.inf
 
     def _by_cutoff(self, recorded: int) -> bool:
         """Whether the stopping rule's cut-off decides at a rung with `recorded` trials (else Li et al.'s
