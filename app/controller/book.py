@@ -404,7 +404,9 @@ class SearchBook:
         """Ask `s`'s searcher for new trials up to its `alive_cap` (held trials do not count; at most
         `MAX_NEW_PER_TICK`) and its owner's quota. Returns how many were created."""
         spec = s.spec
-        active = sum(1 for t in s.alive() if t.id not in self.held)
+        # Over the alive trials not held (held ones are most of a successive-halving search's alive).
+        alive = self._index.alive
+        active = sum(1 for tid in alive.keys() - self.held if alive[tid].search_id == s.id)
         want = min(self.alive_cap(spec) - active, spec.budget.max_trials - s.created, MAX_NEW_PER_TICK)
         room, _ = self.quota_room(s.owner, spec.resources.devices_per_trial) if want > 0 else (None, None)
         capped = room is not None and room < want

@@ -173,7 +173,7 @@ class SharePolicy:
         policy = (self._policy_of(g.search_id) if g.search_id else None) or self.base
         if carried.get("policy") != policy.name:
             carried = {}  # a new group (or one whose policy changed): its policy starts afresh
-        held = frozenset(int(i) for i in carried.get("hold", []))
+        held = frozenset(map(int, carried.get("hold", ())))
         return _Round(g, policy, carried.get("state", {}), carried.get("judge", {}), held)
 
     def _judge(self, r: _Round, sub: ClusterSnapshot) -> None:
@@ -259,7 +259,9 @@ class SharePolicy:
 
             weight_of = effective
 
-        alloc = allocation(placement, {t.id: r.group.user for r in rounds for t in r.group.trials}, weight_of)
+        # Whose each placed trial is (placed ones only: the held are most of the alive).
+        trial_user = {i: r.group.user for r in rounds for ids in r.plan.placement.values() for i in ids}
+        alloc = allocation(placement, trial_user, weight_of)
         share_state = account.after(snapshot.now, alloc, fair_u, ideal)
         if len(fair_u) > 1:
             rho = _Accounts.of(share_state).rho()
@@ -286,17 +288,22 @@ class SharePolicy:
 def groups_of(snapshot: ClusterSnapshot) -> list[Group]:
     """The snapshot's alive trials grouped by search (trace jobs by owner), groups ordered by key."""
     searches = {s.id: s for s in snapshot.searches}
-    members: dict[str, list[TrialView]] = {}
-    meta: dict[str, tuple[str, int]] = {}
-    for t in snapshot.alive():
+    by_search: dict[int, list[TrialView]] = {}  # a search's trials (its owner is the search's)
+    by_owner: dict[str, list[TrialView]] = {}  # trace jobs, by owner
+    owner_of: dict[int, str] = {}  # a search's owner, as its first trial here says when it is not running
+    for t in snapshot.alive():  # every alive trial, every round: one dict lookup each
         if t.search_id:
-            s = searches.get(t.search_id)
-            key, user = f"s{t.search_id}", (s.owner if s is not None else t.owner)
+            mine = by_search.get(t.search_id)
+            if mine is None:
+                mine = by_search[t.search_id] = []
+                s = searches.get(t.search_id)
+                owner_of[t.search_id] = s.owner if s is not None else t.owner
+            mine.append(t)
         else:
-            key, user = f"u{t.owner}", t.owner
-        members.setdefault(key, []).append(t)
-        meta.setdefault(key, (user, t.search_id))
-    return [Group(k, meta[k][0], meta[k][1], tuple(members[k])) for k in sorted(members)]
+            by_owner.setdefault(t.owner, []).append(t)
+    groups = [Group(f"s{sid}", owner_of[sid], sid, tuple(ts)) for sid, ts in by_search.items()]
+    groups += [Group(f"u{owner}", owner, 0, tuple(ts)) for owner, ts in by_owner.items()]
+    return sorted(groups, key=lambda g: g.key)
 
 
 def _weight(weights: Mapping[str, float], user: str) -> float:
