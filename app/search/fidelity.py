@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -128,9 +129,18 @@ class RungRecords:
     carried in a policy's or the judge's state. Losses are oriented smaller-is-better.
     """
 
-    def __init__(self, state: Mapping[str, Mapping[str, float]] | None = None):
+    def __init__(
+        self,
+        state: Mapping[str, Mapping[str, float]] | None = None,
+        sorted_memo: dict[str, tuple[int, list[float]]] | None = None,
+    ):
+        """`sorted_memo` (optional, owned by the caller and passed again each round): per key, how many
+        losses were recorded and them sorted, as `ranked` last computed them; since a rung's losses are
+        only ever added (in insertion order, never changed), `ranked` then sorts only the new ones in
+        rather than the whole rung each round."""
         self.records: dict[str, dict[str, float]] = {k: dict(v) for k, v in (state or {}).items()}
         self._ranked: dict[str, list[float]] = {}  # key -> sorted losses (see `ranked`)
+        self._memo = sorted_memo
 
     @staticmethod
     def key(search_id: int, rung: int, group: int = 0) -> str:
@@ -177,7 +187,17 @@ class RungRecords:
         key = self.key(search_id, rung, group)
         out = self._ranked.get(key)
         if out is None:
-            out = self._ranked[key] = sorted(self.records.get(key, {}).values())
+            at = self.records.get(key, {})
+            last = self._memo.get(key) if self._memo is not None else None
+            if last is not None and last[0] <= len(at):
+                out = list(last[1])  # a copy: the memo's list may still be someone's this round's
+                for value in itertools.islice(at.values(), last[0], None):
+                    bisect.insort(out, value)
+            else:
+                out = sorted(at.values())
+            self._ranked[key] = out
+            if self._memo is not None:
+                self._memo[key] = (len(at), out)
         return out
 
     def keep(self, search_ids: Iterable[int]) -> dict[str, dict[str, float]]:

@@ -112,6 +112,7 @@ class AshaPolicy:
         # round's cost per held trial to a few lookups (they are a search's bulk).
         self._held_out: dict[int, tuple[TrialView, int, float, str]] = {}
         self._allowed_out: Mapping[str, int] | None = None
+        self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -136,8 +137,10 @@ class AshaPolicy:
         old_allowed: Mapping[str, int] = snapshot.policy_state.get("allowed", {})
         old_records: Mapping[str, Mapping[str, float]] = snapshot.policy_state.get("records", {})
         allowed: dict[str, int] = {}
-        book = RungRecords(old_records)
         carried = old_records is self._records_out  # last round's records, as this policy left them
+        if not carried:
+            self._sorted = {}  # the memo holds for the records this policy handed out only
+        book = RungRecords(old_records, self._sorted)
         brackets = k.brackets
         searches = {s.id: s for s in snapshot.searches}
         # Condemned by the judge (only with `judge` knobs; a verdict's kill needs a target).
@@ -291,10 +294,11 @@ class AshaPolicy:
         # Work-conserving: a device nothing else wants runs the best held trial of the highest rung, of a
         # search that will create no more trials (one that will, gets a new configuration there as soon
         # as the controller has made it: the hold freed room in its parallelism).
-        promote(
-            (h for h in held if h[2].id not in placed_held and not searches[h[2].search_id].more_trials),
-            "run (idle device)",
-        )
+        if board.n_free > 0 and any(not s.more_trials for s in snapshot.searches):
+            promote(
+                (h for h in held if h[2].id not in placed_held and not searches[h[2].search_id].more_trials),
+                "run (idle device)",
+            )
         placement = board.placement()
         hold = tuple(t.id for _, _, t in held if t.id not in placed_held)
         release = self._release(held, placed_held)
@@ -416,12 +420,12 @@ class AshaPolicy:
 
     def _release(self, held: list[tuple[int, float, TrialView]], placed: set[int]) -> tuple[int, ...]:
         budget = self.knobs.memory_budget_mb
-        resident = [h for h in held if h[2].devices and h[2].id not in placed]
-        if budget <= 0 or not resident:
+        if budget <= 0:
             return ()
-        used = sum(h[2].memory_mb or 0.0 for h in resident)
+        used = sum(m for _r, _v, t in held if (m := t.memory_mb) and t.devices and t.id not in placed)
         if used <= budget:
             return ()  # within the budget: nothing to rank
+        resident = [h for h in held if h[2].devices and h[2].id not in placed]
         out: list[int] = []
         # Lowest rung first, then worst value: the trials least likely ever to be promoted.
         for _rung, _value, t in sorted(resident, key=lambda h: (h[0], -h[1], -h[2].arrival, -h[2].id)):
