@@ -122,7 +122,7 @@ class SnapshotBuilder:
                     views[tid] = _view(t, residency.get(tid), views.get(tid))
             trials: list[TrialView] = list(views.values())  # type: ignore[arg-type]  # every entry built above
             if self._index.in_arrival_order:  # views are in arrival order: keep it, no sort (a key per trial)
-                resident = [v for tid, v in views.items() if tid in residency]
+                resident = [v for tid, v in views.items() if tid in residency and v is not None]
             else:
                 resident = [v for tid in residency if (v := views.get(tid)) is not None]
                 resident.sort(key=ARRIVAL_ORDER)

@@ -390,3 +390,48 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     assert plan.hold == (1,) and plan.state["passed"] == {"1/0": [0, True]}
     later = plan_of({"records": _records(40, agree=False), "passed": plan.state["passed"]}, rung_check=0.3)
     assert later.hold == (1,) and later.state["passed"] == {"1/0": [0, True]}
+
+
+@pytest.mark.parametrize("rule", ["rent", "promotion"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed):
+    # One policy object plans a little world round after round on the state it handed out, with the views
+    # of trials nothing happened to reused as the controller's snapshot reuses them: it then skips
+    # re-deciding the trials it held and sorts rung losses incrementally. A fresh policy (no memo)
+    # planning each of those snapshots must decide exactly the same.
+    rng = np.random.default_rng(seed)
+    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
+    views = {tid: trial(tid) for tid in (1, 2, 3)}
+    kept = policy(rule=rule)
+    state: dict = {}
+    held_seen = 0
+    for rnd in range(40):
+        snapshot = ClusterSnapshot(
+            now=10.0 * rnd, devices=DEVICES, trials=tuple(views.values()), searches=growing, policy_state=state
+        )
+        plan = kept.plan(snapshot)
+        fresh = policy(rule=rule).plan(snapshot)
+        assert (plan.placement, plan.hold, plan.stop, plan.limits, plan.release) == (
+            fresh.placement, fresh.hold, fresh.stop, fresh.limits, fresh.release,
+        ), f"round {rnd}"  # fmt: skip
+        assert plan.state == fresh.state, f"round {rnd}"
+        held_seen += len(plan.hold)
+        state = plan.state
+        placed = {tid: d for d, ids in plan.placement.items() for tid in ids}
+        for tid in list(views):
+            v = views[tid]
+            if tid in placed:  # runs to its limit (one rung), reporting a noisy accuracy there
+                steps = plan.limits[tid]
+                acc = float(np.clip(0.3 + 0.002 * steps + 0.1 * (tid % 5) + rng.normal(0, 0.05), 0, 1))
+                curve = (*v.curve, (steps, acc))
+                views[tid] = dataclasses.replace(
+                    v, devices=(placed[tid],), running=False, status=TrialStatus.RUNNING, steps_done=steps,
+                    curve=curve, device_seconds=float(steps),
+                )  # fmt: skip
+                if steps >= MAX:
+                    del views[tid]  # done
+            elif tid in plan.stop:
+                del views[tid]
+            # held or waiting: the very same view object next round
+        views[max(views, default=3) + 1] = trial(max(views, default=3) + 1)
+    assert held_seen > 40  # the memo's path was taken (trials were held round after round)

@@ -257,3 +257,17 @@ def test_random_fraction_makes_that_share_of_model_asks_random_and_restores_exac
     assert [back.ask(n).vals for n in range(20, 30)] == [s.ask(n).vals for n in range(20, 30)]
     with pytest.raises(ValueError, match="random_fraction"):
         MultiFidelityTPE(SPACE, seed=0, levels=LEVELS, random_fraction=1.0)
+
+
+def test_ranked_with_a_sorted_memo_equals_a_fresh_sort_as_rungs_grow():
+    # A policy passes the same memo round after round; the rung's losses only grow, so `ranked` sorts the
+    # new ones in; it must equal sorting the whole rung.
+    rng = np.random.default_rng(0)
+    memo: dict = {}
+    records: dict = {}
+    for rnd in range(30):
+        for _ in range(int(rng.integers(0, 4))):
+            records.setdefault("1/0/0", {})[str(len(records.get("1/0/0", {})))] = float(rng.normal())
+        book = RungRecords(records, memo)
+        assert book.ranked(1, 0) == sorted(records.get("1/0/0", {}).values()), f"round {rnd}"
+        assert book.ranked(1, 0) is book.ranked(1, 0)  # once per round

@@ -175,10 +175,9 @@ class AshaPolicy:
         kept: dict[int, tuple[TrialView, int, float, str]] = {}
         for t in snapshot.alive():
             last_held = steady.get(t.id)
-            if last_held is not None and last_held[0] is t:
+            if last_held is not None and last_held[0] is t and (search := searches.get(t.search_id)) is not None:
                 kept[t.id] = last_held
-                held.append((last_held[1], last_held[2], t))
-                allowed[last_held[3]] = last_held[1]
+                of_search.append((t, search, (), -1))  # group -1: held again (below)
                 curve_memo = seen.get(t.id)
                 if curve_memo is not None:  # its curve is memoised as before (the same object)
                     read.setdefault(t.search_id, {})[t.id] = curve_memo
@@ -207,6 +206,11 @@ class AshaPolicy:
             del self._passed[next(iter(self._passed))]
         passed = self._rungs_passed(of_search, book, snapshot.policy_state.get("passed", {}))
         for t, search, levels, group in of_search:
+            if group < 0:  # held last round and nothing happened to it: held again (see `_held_out`)
+                _view, at_rung, loss, key = kept[t.id]
+                held.append((at_rung, loss, t))
+                allowed[key] = at_rung
+                continue
             tid = str(t.id)
             rung = int(old_allowed.get(tid, 0))
             if passed:  # rung_check: rungs passed over are not waited at
@@ -306,8 +310,8 @@ class AshaPolicy:
         state: dict[str, object] = {"allowed": allowed, "records": book.records}
         self._records_out = book.records
         self._allowed_out = allowed
-        for tid in placed_held:
-            kept.pop(tid, None)
+        for promoted in placed_held:
+            kept.pop(promoted, None)
         self._held_out = kept
         if since:
             state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
