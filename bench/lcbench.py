@@ -90,6 +90,14 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_rung_check": ("default", None, {"rung_check": 0.3}, {}),
     "quanta_rung_check50": ("default", None, {"rung_check": 0.5}, {}),
     "quanta_rung_check50_p10": ("default", None, {"rung_check": 0.5, "rung_check_pairs": 10}, {}),
+    # ... on each trial's report at each rung rather than the best-so-far records (stop 28)
+    "quanta_rung_check_rep50": ("default", None, {"rung_check": 0.5, "rung_check_on": "report"}, {}),
+    "quanta_rung_check_rep50_p10": (
+        "default", None, {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10}, {},
+    ),  # fmt: skip
+    "quanta_rung_check_rep30_p10": (
+        "default", None, {"rung_check": 0.3, "rung_check_on": "report", "rung_check_pairs": 10}, {},
+    ),  # fmt: skip
 }
 
 # Goals of issue 13 for quanta_default at the hard target.

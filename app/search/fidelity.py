@@ -26,6 +26,7 @@ __all__ = [
     "in_top",
     "in_top_sorted",
     "passed_values",
+    "report_values",
     "rungs",
     "value_at",
 ]
@@ -83,6 +84,20 @@ def value_at(curve: Sequence[tuple[int, float]], rung: int) -> float | None:
         return None
     best = min((loss for step, loss in curve if step <= first), default=math.inf)
     return best if math.isfinite(best) else None
+
+
+def report_values(curve: Sequence[tuple[int, float]], levels: Sequence[int]) -> tuple[float, ...]:
+    """The loss of the curve's first report at or past each rung of `levels` (all but the last), in order,
+    up to the first rung it has not reached: what the trial showed *at* each rung, where `value_at` keeps
+    the best so far (a later rung's best-so-far contains an earlier one's, so the two agree more than
+    the rungs' own reports do)."""
+    out: list[float] = []
+    for level in levels[:-1]:
+        first = min(((step, loss) for step, loss in curve if step >= level), default=None)
+        if first is None or not math.isfinite(first[1]):
+            break
+        out.append(first[1])
+    return tuple(out)
 
 
 def passed_values(curve: Sequence[tuple[int, float]], levels: Sequence[int]) -> tuple[float, ...]:

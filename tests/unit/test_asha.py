@@ -390,6 +390,13 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     assert plan.hold == (1,) and plan.state["passed"] == {"1/0": [0, True]}
     later = plan_of({"records": _records(40, agree=False), "passed": plan.state["passed"]}, rung_check=0.3)
     assert later.hold == (1,) and later.state["passed"] == {"1/0": [0, True]}
+    # On reports: the records (best so far) agree, the reports at each rung do not: passed over; the
+    # held trial's own report at rung 10 is recorded beside them.
+    on_reports = {"records": _records(20, agree=True), "reports": _records(20, agree=False)}
+    plan = plan_of(on_reports, rung_check=0.3, rung_check_on="report")
+    assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
+    assert plan.state["reports"]["1/0/0"]["1"] == -0.3
+    assert plan_of(on_reports, rung_check=0.3).hold == (1,)  # on the records it keeps judging
 
 
 @pytest.mark.parametrize("rule", ["rent", "promotion"])

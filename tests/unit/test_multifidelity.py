@@ -18,7 +18,16 @@ import statistics
 import numpy as np
 import pytest
 
-from app.search.fidelity import RungRecords, cutoff_sorted, in_top, in_top_sorted, rungs, value_at
+from app.search.fidelity import (
+    RungRecords,
+    cutoff_sorted,
+    in_top,
+    in_top_sorted,
+    passed_values,
+    report_values,
+    rungs,
+    value_at,
+)
 from app.search.searcher import HistoryItem, HyperOptSearcher, MultiFidelityTPE
 
 SPACE = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}, "z": {"uniform": [0.0, 1.0]}}
@@ -271,3 +280,11 @@ def test_ranked_with_a_sorted_memo_equals_a_fresh_sort_as_rungs_grow():
         book = RungRecords(records, memo)
         assert book.ranked(1, 0) == sorted(records.get("1/0/0", {}).values()), f"round {rnd}"
         assert book.ranked(1, 0) is book.ranked(1, 0)  # once per round
+
+
+def test_report_values_are_the_first_reports_past_each_rung_where_passed_values_keep_the_best():
+    curve = [(1, 0.5), (2, 0.2), (3, 0.6), (9, 0.4), (10, 0.9)]  # losses
+    levels = (1, 3, 9, 27)
+    assert report_values(curve, levels) == (0.5, 0.6, 0.4)
+    assert passed_values(curve, levels) == (0.5, 0.2, 0.2)
+    assert report_values(curve[:2], levels) == (0.5,)  # rung 3 not reached yet

@@ -52,7 +52,9 @@ as devices free). The pairs are the trials the search promoted past the rung, wh
 measure itself: on LCBench the per-epoch values of such trials correlate 0.21 at epoch 1 and 0.66-0.83
 from epoch 2 on (median of 24 tasks, `bench/lcbench_rungs.py`), but the records compared here are
 best-so-far values, which agree more, and the knob hardly fired in its screen (docs/benchmarks.md).
-The decision is kept in the state (`passed`).
+The decision is kept in the state (`passed`). With `rung_check_on: report` the correlation is taken on
+each trial's loss at its first report past each rung (kept in the state as `reports`), not on the
+best-so-far records, which contain one another.
 
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
@@ -77,7 +79,7 @@ from scipy.stats import spearmanr
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, passed_values, rungs
+from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, passed_values, report_values, rungs
 
 # A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
 _Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
@@ -173,6 +175,11 @@ class AshaPolicy:
             else {}
         )
         kept: dict[int, tuple[TrialView, int, float, str]] = {}
+        reports = (
+            RungRecords(snapshot.policy_state.get("reports", {}))
+            if k.rung_check is not None and k.rung_check_on == "report"
+            else None
+        )
         for t in snapshot.alive():
             last_held = steady.get(t.id)
             if last_held is not None and last_held[0] is t and (search := searches.get(t.search_id)) is not None:
@@ -201,10 +208,13 @@ class AshaPolicy:
                 read.setdefault(search.id, {})[t.id] = (t.curve, sign, levels, values)
             if fresh:
                 book.record_values(search.id, t.id, values, group)
+            if reports is not None and values:  # rung_check on reports: what it showed at each rung
+                oriented = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
+                reports.record_values(search.id, t.id, report_values(oriented, levels), group)
         self._passed.update(read)
         while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
             del self._passed[next(iter(self._passed))]
-        passed = self._rungs_passed(of_search, book, snapshot.policy_state.get("passed", {}))
+        passed = self._rungs_passed(of_search, reports or book, snapshot.policy_state.get("passed", {}))
         for t, search, levels, group in of_search:
             if group < 0:  # held last round and nothing happened to it: held again (see `_held_out`)
                 _view, at_rung, loss, key = kept[t.id]
@@ -317,6 +327,8 @@ class AshaPolicy:
             state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
         if passed:
             state["passed"] = {key: list(v) for key, v in passed.items()}
+        if reports is not None:
+            state["reports"] = reports.records
         return Plan(
             placement=placement,
             stop=tuple(stop),

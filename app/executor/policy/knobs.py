@@ -155,6 +155,11 @@ class AshaKnobs(RunToRungKnobs):
         "below this is passed over for the rest of the search (its held trials go on), lowest rungs first; "
         "None: every rung judges",
     )
+    rung_check_on: Literal["best", "report"] = Field(
+        default="best",
+        description="what rung_check correlates: best = the rung records (best loss so far at each rung), "
+        "report = each trial's loss at its first report past each rung",
+    )
     rung_check_pairs: int = Field(
         default=20, ge=3, le=100_000, description="trials recorded at a rung and the next before rung_check decides"
     )
