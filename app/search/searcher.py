@@ -487,22 +487,14 @@ class MultiFidelityTPE(HyperOptSearcher):
         if level is None or (self.random_fraction > 0 and _coin(seed) < self.random_fraction):
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
-        every = {**self._warm_docs, **self._docs}  # warm-start trials (tid < 0) are judged at the level too
-        saved = {n: (doc["state"], doc["result"]) for n, doc in every.items()}
-        try:
-            for n, doc in every.items():
-                if n in values:
-                    doc["state"], doc["result"] = JOB_STATE_DONE, {"status": STATUS_OK, "loss": values[n]}
-                else:
-                    doc["state"], doc["result"] = JOB_STATE_RUNNING, {"status": STATUS_RUNNING}
-            self._trials.refresh()
-            # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
-            docs = self._posterior().suggest([number], self._trials, seed, n_startup_jobs=0)
-            return docs
-        finally:
-            for n, (state, result) in saved.items():
-                every[n]["state"], every[n]["result"] = state, result
-            self._trials.refresh()
+        # Every document (warm-start trials, tid < 0, are judged at the level too) scored by its loss at
+        # the level, the others pending (inf), in the order `Trials.trials` holds them: what TPE would
+        # read had each document been marked done with that loss or running.
+        inf = float("inf")
+        scored = [(float(values.get(doc["tid"], inf)), doc) for doc in self._trials.trials]
+        # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
+        docs = self._posterior().suggest_scored([number], scored, self._trials, seed, n_startup_jobs=0)
+        return docs
 
 
 def _coin(seed: int) -> float:

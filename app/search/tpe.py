@@ -57,14 +57,30 @@ class Posterior:
     ) -> list[dict[str, Any]]:
         """`hyperopt.tpe.suggest(new_ids, self.domain, trials, seed, self.prior_weight, n_startup_jobs,
         n_EI_candidates, self.gamma, verbose=False)`, on the graph built once."""
+        scored = []
+        for doc in trials.trials:
+            loss = doc["result"].get("loss")
+            scored.append((float("inf") if loss is None else float(loss), doc))
+        return self.suggest_scored(new_ids, scored, trials, seed, n_startup_jobs, n_EI_candidates)
+
+    def suggest_scored(
+        self,
+        new_ids: list[int],
+        scored: list[tuple[float, dict[str, Any]]],
+        trials: Trials,
+        seed: int,
+        n_startup_jobs: int = _default_n_startup_jobs,
+        n_EI_candidates: int = _default_n_EI_candidates,
+    ) -> list[dict[str, Any]]:
+        """`suggest` with each document's loss given beside it (inf: none yet) rather than read from its
+        result: a searcher that scores documents its own way (a rung's losses) need not write them into
+        every document and refresh `trials` twice per ask. `trials` only makes the new document."""
         domain = self.domain
         # Loop over previous trials to collect best_docs and best_docs_loss (as hyperopt does).
         best_docs: dict[int, dict[str, Any]] = {}
         best_docs_loss: dict[int, float] = {}
-        for doc in trials.trials:
+        for loss, doc in scored:
             tid = doc["misc"].get("from_tid", doc["tid"])
-            loss = doc["result"].get("loss")
-            loss = float("inf") if loss is None else float(loss)
             best_docs_loss.setdefault(tid, loss)
             if loss <= best_docs_loss[tid]:
                 best_docs_loss[tid] = loss
