@@ -79,9 +79,10 @@ def value_at(curve: Sequence[tuple[int, float]], rung: int) -> float | None:
     best value rather than that report's alone is taken because a search is won by the best report,
     and a noisy evaluation should not erase what the trial has already shown.
     """
-    first = min((step for step, _ in curve if step >= rung), default=None)
-    if first is None:
+    report = _first_report(curve, rung)
+    if report is None:
         return None
+    first = report[0]
     best = min((loss for step, loss in curve if step <= first), default=math.inf)
     return best if math.isfinite(best) else None
 
@@ -93,11 +94,16 @@ def report_values(curve: Sequence[tuple[int, float]], levels: Sequence[int]) -> 
     the rungs' own reports do)."""
     out: list[float] = []
     for level in levels[:-1]:
-        first = min(((step, loss) for step, loss in curve if step >= level), default=None)
-        if first is None or not math.isfinite(first[1]):
+        report = _first_report(curve, level)
+        if report is None or not math.isfinite(report[1]):
             break
-        out.append(first[1])
+        out.append(report[1])
     return tuple(out)
+
+
+def _first_report(curve: Sequence[tuple[int, float]], rung: int) -> tuple[int, float] | None:
+    """The curve's first report (step, loss) at a step >= `rung`; None if it has not got there."""
+    return min(((step, loss) for step, loss in curve if step >= rung), default=None)
 
 
 def passed_values(curve: Sequence[tuple[int, float]], levels: Sequence[int]) -> tuple[float, ...]:

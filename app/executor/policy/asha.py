@@ -208,7 +208,7 @@ class AshaPolicy:
                 read.setdefault(search.id, {})[t.id] = (t.curve, sign, levels, values)
             if fresh:
                 book.record_values(search.id, t.id, values, group)
-            if reports is not None and values:  # rung_check on reports: what it showed at each rung
+            if reports is not None and fresh and values:  # rung_check on reports: what it showed at each rung
                 oriented = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
                 reports.record_values(search.id, t.id, report_values(oriented, levels), group)
         self._passed.update(read)
