@@ -168,6 +168,11 @@ class _TrialsSearcher:
         self._labels: tuple[str, ...] = tuple(self._domain.params)
         self._trials = Trials()
         self._docs: dict[int, dict[str, Any]] = {}  # number -> the document stored inside self._trials
+        # Every document's tid in the order `self._trials.trials` holds them (warm ones first), its
+        # position there, and whether the tids ascend (asks in number order: TPE's order is by tid).
+        self._order: list[int] = []
+        self._position: dict[int, int] = {}
+        self._ascending = True
         self._told: dict[int, tuple[float | None, bool]] = {}
         self._curves: dict[int, list[tuple[int, float]]] = {}  # number -> reported (step, loss)
         # Configurations the first trials try (trial i asks points[i]), as flat `vals` records.
@@ -219,6 +224,7 @@ class _TrialsSearcher:
             doc["state"] = JOB_STATE_DONE
             self._trials.insert_trial_docs([doc])
             self._warm_docs[tid] = self._trials._dynamic_trials[-1]
+            self._append_order(tid)
             curve = [(int(s), float(v)) for s, v in item.curve if math.isfinite(v)]
             if curve:
                 self._curves[tid] = curve
@@ -346,7 +352,13 @@ class _TrialsSearcher:
         stored = self._trials._dynamic_trials[-1]  # insert_trial_docs stores a copy: keep the stored one
         assert stored["tid"] == number
         self._docs[number] = stored
+        self._append_order(number)
         self._trials.refresh()
+
+    def _append_order(self, tid: int) -> None:
+        self._ascending = self._ascending and (not self._order or tid > self._order[-1])
+        self._position[tid] = len(self._order)
+        self._order.append(tid)
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         raise NotImplementedError
@@ -432,6 +444,8 @@ class MultiFidelityTPE(HyperOptSearcher):
         # reads every trial's level values; recomputing them all from the curves made each ask
         # O(trials x reports) and a search O(trials^2 x reports).
         self._at_level: list[dict[int, float]] = [{} for _ in self.levels]
+        # The same as arrays over the documents' positions (`_position`), +inf where a trial has no value.
+        self._level_loss: list[np.ndarray] = [np.full(0, math.inf) for _ in self.levels]
         self._dirty: set[int] = set(self._curves)  # warm-start curves are read at the first ask
 
     @classmethod
@@ -461,8 +475,21 @@ class MultiFidelityTPE(HyperOptSearcher):
     def level_losses(self) -> tuple[int | None, dict[int, float]]:
         """The rung index the model is fitted on now (None: no rung has `min_points` values) and the
         loss of each trial that has a value at that rung."""
+        level = self._read_levels()
+        return (None, {}) if level is None else (level, dict(self._at_level[level]))
+
+    def _read_levels(self) -> int | None:
+        """Re-read the trials whose curves changed into `_at_level` (and `_level_loss`); return the
+        rung index the model is fitted on now (None: no rung has `min_points` values)."""
+        n = len(self._order)
+        for i, arr in enumerate(self._level_loss):
+            if len(arr) < n:  # room for the new documents, doubling so that growing stays linear
+                grown = np.full(max(n, 2 * len(arr)), math.inf)
+                grown[: len(arr)] = arr
+                self._level_loss[i] = grown
         for number in self._dirty:
             curve = self._curves.get(number, [])
+            pos = self._position[number]
             for i, level in enumerate(self.levels):
                 # A trial has reached a rung when it reported at or past it (a trial reports at its last
                 # step); a tell does not say how far the trial got (stopped trials are told too).
@@ -471,18 +498,19 @@ class MultiFidelityTPE(HyperOptSearcher):
                     self._at_level[i][number] = v
                 else:
                     self._at_level[i].pop(number, None)
+                self._level_loss[i][pos] = math.inf if v is None else v
         self._dirty.clear()
         for i in range(len(self.levels) - 1, -1, -1):
             if len(self._at_level[i]) >= self.min_points:
-                return i, dict(self._at_level[i])
-        return None, {}
+                return i
+        return None
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]]
         if len(self._docs) + len(self._warm_docs) < self.n_startup:  # earlier searches' trials count, as in TPE
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
-        level, values = self.level_losses()
+        level = self._read_levels()
         # The coin is a function of the ask's seed, so a restored searcher tosses the same ones.
         if level is None or (self.random_fraction > 0 and _coin(seed) < self.random_fraction):
             docs = rand.suggest([number], self._domain, self._trials, seed)
@@ -490,8 +518,12 @@ class MultiFidelityTPE(HyperOptSearcher):
         # Every document (warm-start trials, tid < 0, are judged at the level too) scored by its loss at
         # the level, the others pending (inf), in the order `Trials.trials` holds them: what TPE would
         # read had each document been marked done with that loss or running.
-        inf = float("inf")
-        scored = [(float(values.get(doc["tid"], inf)), doc) for doc in self._trials.trials]
+        trials = self._trials.trials
+        losses = self._level_loss[level][: len(trials)]
+        if self._ascending and len(trials) == len(self._order):  # the documents in tid order, as TPE sorts them
+            return self._posterior().suggest_in_order([number], trials, self._order, losses, self._trials, seed)
+        values, inf = self._at_level[level], math.inf
+        scored = [(float(values.get(doc["tid"], inf)), doc) for doc in trials]
         # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
         docs = self._posterior().suggest_scored([number], scored, self._trials, seed, n_startup_jobs=0)
         return docs

@@ -20,6 +20,7 @@ import numpy as np
 from hyperopt import pyll, rand
 from hyperopt.base import Domain, Trials, miscs_to_idxs_vals, miscs_update_idxs_vals
 from hyperopt.tpe import (
+    DEFAULT_LF,
     _default_gamma,
     _default_n_EI_candidates,
     _default_n_startup_jobs,
@@ -44,8 +45,8 @@ class Posterior:
         self.prior_weight = prior_weight
         self.gamma = gamma
         self._graph: tuple[Any, Any, Any] | None = None  # (observed, observed_loss, posterior), built lazily
-        # The last observations read (`_observed`): the miscs they were read from and their idxs/vals.
-        self._seen: tuple[list[dict[str, Any]], list[str], dict[str, list[Any]], dict[str, list[Any]]] | None = None
+        self._split_nodes: dict[str, Any] = {}  # label -> the graph's `ap_split_trials` node for it
+        self._seen: _Observations | None = None  # the documents' observations read so far (`_observed`)
 
     def suggest(
         self,
@@ -75,7 +76,6 @@ class Posterior:
         """`suggest` with each document's loss given beside it (inf: none yet) rather than read from its
         result: a searcher that scores documents its own way (a rung's losses) need not write them into
         every document and refresh `trials` twice per ask. `trials` only makes the new document."""
-        domain = self.domain
         # Loop over previous trials to collect best_docs and best_docs_loss (as hyperopt does).
         best_docs: dict[int, dict[str, Any]] = {}
         best_docs_loss: dict[int, float] = {}
@@ -90,24 +90,66 @@ class Posterior:
         losses = [best_docs_loss[tid] for tid, _doc in tid_docs]
         tids, docs = list(zip(*tid_docs, strict=True)) if tid_docs else ([], [])
         if len(docs) < n_startup_jobs:
-            result: list[dict[str, Any]] = rand.suggest(new_ids, domain, trials, seed)
+            result: list[dict[str, Any]] = rand.suggest(new_ids, self.domain, trials, seed)
             return result
+        miscs = [doc["misc"] for doc in docs]
+        seen = self._seen  # grown: the documents read last time (all kept) are the first ones of these
+        n = 0 if seen is None else seen.count
+        grown = seen is not None and len(seen.miscs) == n <= len(miscs) and _same(seen.miscs, miscs[:n])
+        observed = self._observed(miscs[n:] if grown else miscs, not grown, keep_miscs=True)
+        top = max(tids, default=None)
+        return self._suggest_from(new_ids, list(tids), losses, top, observed, trials, seed, n_EI_candidates)
+
+    def suggest_in_order(
+        self,
+        new_ids: list[int],
+        docs: list[dict[str, Any]],
+        tids: list[int],
+        losses: np.ndarray,
+        trials: Trials,
+        seed: int,
+        n_EI_candidates: int = _default_n_EI_candidates,
+    ) -> list[dict[str, Any]]:
+        """`suggest_scored(new_ids, list(zip(losses, docs)), trials, seed, n_startup_jobs=0, ...)` for a
+        caller that keeps its documents in order, without a Python loop over them. The caller promises:
+        `tids[i]` is `docs[i]`'s tid, the tids are unique and ascending, no document has a `from_tid`, and
+        the documents only grow: every earlier call's `docs` (on this Posterior) are the first ones of
+        these, the same objects, their `misc` unchanged. Only the new documents' observations are read
+        (the last document already read is checked by identity; a caller that breaks the promise in
+        another way gets wrong suggestions, which `suggest_scored` is there to avoid)."""
+        n_seen = 0 if self._seen is None else self._seen.count
+        fresh = not (0 < n_seen <= len(docs) and docs[n_seen - 1]["misc"] is self._seen.last)  # type: ignore[union-attr]
+        tail = docs if fresh else docs[n_seen:]
+        observed = self._observed([doc["misc"] for doc in tail], fresh, keep_miscs=False)
+        top = tids[-1] if tids else None
+        return self._suggest_from(new_ids, tids, losses, top, observed, trials, seed, n_EI_candidates)
+
+    def _suggest_from(
+        self,
+        new_ids: list[int],
+        tids: list[int],
+        losses: Any,
+        max_tid: int | None,
+        observed: dict[str, tuple[np.ndarray, np.ndarray]],
+        trials: Trials,
+        seed: int,
+        n_EI_candidates: int,
+    ) -> list[dict[str, Any]]:
+        """The rest of `hyperopt.tpe.suggest` once the documents' tids, losses and observations are read."""
+        domain = self.domain
         if self._graph is None:
             self._graph = build_posterior_wrapper(domain, self.prior_weight, self.gamma)
-        observed, observed_loss, posterior = self._graph
+            self._split_nodes = _split_nodes(self._graph[0]["idxs"], self._graph[2])
+        posterior = self._graph[2]
         first_new_id = new_ids[0]
-        if tids:
-            fake_id_0 = max(max(tids), first_new_id) + 2
-        else:
-            assert n_startup_jobs <= 0
-            fake_id_0 = first_new_id + 2
+        # (hyperopt asserts n_startup_jobs <= 0 when there are no documents: the callers ask rand before)
+        fake_id_0 = (first_new_id if max_tid is None else max(max_tid, first_new_id)) + 2
         fake_ids = list(range(fake_id_0, fake_id_0 + n_EI_candidates))
         memo = {domain.s_new_ids: fake_ids, domain.s_rng: np.random.default_rng(seed)}
-        memo[observed_loss["idxs"]] = tids
-        memo[observed_loss["vals"]] = losses
-        observed_idxs_dict, observed_vals_dict = self._observed([doc["misc"] for doc in docs], list(domain.params))
-        memo[observed["idxs"]] = observed_idxs_dict
-        memo[observed["vals"]] = observed_vals_dict
+        # Each parameter's below/above split is bound as its `ap_split_trials` node's value, computed here
+        # with numpy (`_split`) rather than by the graph, whose Python loop over every observation was a
+        # third of an ask: the graph then never reads the observations (or the losses) themselves.
+        memo.update(_split(self._split_nodes, observed, tids, losses, self.gamma))
         idxs, vals = pyll.rec_eval(posterior, memo=memo, print_node_on_error=False)
         # hyperopt's offset for randint(low, high) parameters
         for label, param in domain.params.items():
@@ -121,21 +163,105 @@ class Posterior:
         out: list[dict[str, Any]] = trials.new_trial_docs([first_new_id], rval_specs, rval_results, rval_miscs)
         return out
 
-    def _observed(self, miscs: list[dict[str, Any]], keys: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """`hyperopt.base.miscs_to_idxs_vals(miscs, keys)`, read incrementally: a searcher's documents
-        only grow (a trial's `misc` is written once, when it is asked), so when the last call's miscs are
-        the first ones of these (the same objects) only the new ones are read. Copies are returned (the
-        graph must not share lists with this cache)."""
+    def _observed(
+        self, miscs: list[dict[str, Any]], fresh: bool, keep_miscs: bool
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each parameter's observations as arrays (tids, values): `hyperopt.base.miscs_to_idxs_vals`
+        over every document, read incrementally. A searcher's documents only grow (a trial's `misc` is
+        written once, when it is asked), so unless `fresh` (start over from `miscs`), `miscs` are the
+        documents after the ones already read and only they are read. The arrays are the cache's own:
+        callers must not change them."""
+        keys = list(self.domain.params)
         seen = self._seen
-        grown = seen is not None and seen[1] == keys and len(seen[0]) <= len(miscs)
-        if seen is not None and grown and _same(seen[0], miscs[: len(seen[0])]):
-            old, _, idxs, vals = seen
-            new_idxs, new_vals = miscs_to_idxs_vals(miscs[len(old) :], keys=keys)
-            for k in keys:
-                idxs[k].extend(new_idxs[k])
-                vals[k].extend(new_vals[k])
-        else:
-            idxs, vals = miscs_to_idxs_vals(miscs, keys=keys)
-        # The misc dicts are kept (not copied): `_same` compares identities, and a misc is never rewritten.
-        self._seen = (list(miscs), keys, idxs, vals)
-        return {k: list(v) for k, v in idxs.items()}, {k: list(v) for k, v in vals.items()}
+        if fresh or seen is None:
+            seen = self._seen = _Observations(keys)
+        seen.add(miscs, keep_miscs)
+        return seen.arrays()
+
+
+class _Observations:
+    """The observations of the documents read so far, per parameter: `miscs_to_idxs_vals`'s lists, grown
+    as documents are added, and the same as numpy arrays (converted once per growth, and only the new
+    part when its dtype matches: `np.asarray` of the whole list would give the same array)."""
+
+    def __init__(self, keys: list[str]):
+        self.keys = keys
+        self.count = 0  # documents read
+        self.last: dict[str, Any] | None = None  # the last document's misc
+        self.miscs: list[dict[str, Any]] = []  # every misc read, when the caller checks them all
+        self._idxs: dict[str, list[Any]] = {k: [] for k in keys}
+        self._vals: dict[str, list[Any]] = {k: [] for k in keys}
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._converted = {k: 0 for k in keys}  # how much of each list `_arrays` holds
+
+    def add(self, miscs: list[dict[str, Any]], keep_miscs: bool) -> None:
+        if not miscs:
+            return
+        idxs, vals = miscs_to_idxs_vals(miscs, keys=self.keys)
+        for k in self.keys:
+            self._idxs[k].extend(idxs[k])
+            self._vals[k].extend(vals[k])
+        self.count += len(miscs)
+        self.last = miscs[-1]
+        if keep_miscs:
+            self.miscs.extend(miscs)
+
+    def arrays(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        for k in self.keys:
+            done, lists = self._converted[k], (self._idxs[k], self._vals[k])
+            if k in self._arrays and done == len(lists[0]):
+                continue
+            old = self._arrays.get(k)
+            new = tuple(np.asarray(xs[done:]) for xs in lists)
+            if old is not None and done > 0 and all(o.dtype == n.dtype for o, n in zip(old, new, strict=True)):
+                pair = tuple(np.concatenate((o, n)) for o, n in zip(old, new, strict=True))
+            else:
+                pair = tuple(np.asarray(xs) for xs in lists)
+            self._arrays[k] = (pair[0], pair[1])
+            self._converted[k] = len(lists[0])
+        return self._arrays
+
+
+def _split_nodes(observed_idxs: Any, posterior: Any) -> dict[str, Any]:
+    """Each parameter's `ap_split_trials` node in the posterior graph, by label: the node
+    `build_posterior` made as `ap_split_trials(observed_idxs[label], observed_vals[label], loss idxs,
+    loss vals, gamma)`."""
+    nodes: dict[str, Any] = {}
+    for node in pyll.dfs(pyll.as_apply(posterior)):
+        if node.name == "ap_split_trials":
+            getitem = node.pos_args[0]
+            if getitem.name != "getitem" or getitem.pos_args[0] is not observed_idxs:
+                raise RuntimeError("hyperopt's TPE graph is not shaped as app.search.tpe expects")
+            nodes[getitem.pos_args[1].obj] = node
+    return nodes
+
+
+def _split(
+    split_nodes: dict[str, Any],
+    observed: dict[str, tuple[np.ndarray, np.ndarray]],
+    tids: Any,
+    losses: Any,
+    gamma: float,
+) -> dict[Any, tuple[np.ndarray, np.ndarray]]:
+    """What `hyperopt.tpe.ap_split_trials(*observed[label], tids, losses, gamma)` returns for each label,
+    as {its node: (below, above)}, with array operations: the `n_below` lowest losses (the same
+    `np.argsort` order, so ties split alike) are "below"; each parameter's observations keep their
+    order in both halves. When a parameter was observed on every
+    document (its idxs are `tids`, in order) the mask over the documents is used as it is."""
+    tid_arr = np.asarray(tids)
+    l_vals = np.asarray(losses)
+    n_below = min(int(np.ceil(gamma * np.sqrt(len(l_vals)))), DEFAULT_LF)
+    order = np.argsort(l_vals)
+    below_all = np.zeros(len(l_vals), dtype=bool)
+    below_all[order[:n_below]] = True
+    out: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+    for label, node in split_nodes.items():
+        o_idxs, o_vals = observed[label]
+        if len(o_idxs) == len(tid_arr) and np.array_equal(o_idxs, tid_arr):
+            below, above = o_vals[below_all], o_vals[~below_all]
+        else:  # a conditional parameter: its own observations, matched by id as hyperopt does
+            below_ids, above_ids = tid_arr[order[:n_below]], tid_arr[order[n_below:]]
+            below, above = o_vals[np.isin(o_idxs, below_ids)], o_vals[np.isin(o_idxs, above_ids)]
+        # hyperopt builds each half as np.asarray(a list): an empty one is float64 whatever o_vals was.
+        out[node] = (below if len(below) else np.asarray([]), above if len(above) else np.asarray([]))
+    return out

@@ -396,3 +396,33 @@ def test_search_layer_imports_nothing_heavy():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_numpy_split_equals_hyperopts_ap_split_trials(seed):
+    # app.search.tpe binds each parameter's below/above split computed with numpy; it must equal what
+    # hyperopt's own `ap_split_trials` returns, with tied losses (many pending trials are +inf), a
+    # parameter seen on every trial, one seen on some (conditional), one on none, and int choices.
+    from hyperopt.tpe import ap_split_trials
+
+    from app.search.tpe import _split
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    tids = list(range(-3, n - 3))
+    losses = [float("inf") if rng.random() < 0.4 else float(rng.integers(0, 5)) for _ in tids]
+    some = [t for t in tids if rng.random() < 0.5]
+    idxs = {"all": tids, "some": some, "none": [], "choice": tids}
+    vals = {
+        "all": [float(v) for v in rng.random(n)],
+        "some": [float(v) for v in rng.random(len(some))],
+        "none": [],
+        "choice": [int(v) for v in rng.integers(0, 3, n)],
+    }
+    nodes = {label: object() for label in idxs}
+    observed = {label: (np.asarray(idxs[label]), np.asarray(vals[label])) for label in idxs}
+    ours = _split(nodes, observed, tids, losses, 0.25)
+    for label, node in nodes.items():
+        below, above = ap_split_trials(idxs[label], vals[label], tids, losses, 0.25)
+        for mine, theirs in zip(ours[node], (below, above), strict=True):
+            assert mine.dtype == theirs.dtype and mine.tolist() == theirs.tolist()
