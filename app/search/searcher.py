@@ -288,7 +288,8 @@ class _TrialsSearcher:
             doc["result"] = {"status": STATUS_OK, "loss": loss}
             stored = (loss, True)
         self._told[number] = stored
-        self._trials.refresh()
+        # No `self._trials.refresh()`: the document changed in place between states that `Trials` keeps
+        # (running, done), so the list it holds is the same, and refreshing rebuilt it over every trial.
 
     def observe(self, number: int, step: int, loss: float) -> None:
         """Record one intermediate report of trial `number` (NaN and infinite losses are dropped).

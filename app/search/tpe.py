@@ -150,7 +150,9 @@ class Posterior:
         # with numpy (`_split`) rather than by the graph, whose Python loop over every observation was a
         # third of an ask: the graph then never reads the observations (or the losses) themselves.
         memo.update(_split(self._split_nodes, observed, tids, losses, self.gamma))
-        idxs, vals = pyll.rec_eval(posterior, memo=memo, print_node_on_error=False)
+        # memo_gc only frees intermediate values early (it replaces them with a marker once every client
+        # has read them); on a graph this small that bookkeeping cost more than it saved.
+        idxs, vals = pyll.rec_eval(posterior, memo=memo, memo_gc=False, print_node_on_error=False)
         # hyperopt's offset for randint(low, high) parameters
         for label, param in domain.params.items():
             if param.name == "randint" and len(param.pos_args) == 2:

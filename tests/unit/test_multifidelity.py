@@ -288,3 +288,39 @@ def test_report_values_are_the_first_reports_past_each_rung_where_passed_values_
     assert report_values(curve, levels) == (0.5, 0.6, 0.4)
     assert passed_values(curve, levels) == (0.5, 0.2, 0.2)
     assert report_values(curve[:2], levels) == (0.5,)  # rung 3 not reached yet
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_asks_in_tid_order_equal_the_generic_scored_path(seed):
+    # MultiFidelityTPE hands TPE its documents in tid order with per-level loss arrays
+    # (`Posterior.suggest_in_order`, no loop over the documents); at every ask, with warm-start trials,
+    # failures, pending trials and reports arriving out of order, it must suggest what the generic path
+    # (`Posterior.suggest_scored` on a fresh Posterior, each document scored by its level value) does.
+    from app.search.searcher import ask_seed
+    from app.search.tpe import Posterior
+
+    rng = random.Random(seed)
+    warm = [
+        HistoryItem(number=i, vals={k: [rng.random()] for k in "xyz"}, loss=rng.random(), curve=((10, rng.random()),))
+        for i in range(4)
+    ]
+    s = MultiFidelityTPE(SPACE, seed=seed, n_startup=3, levels=LEVELS, min_points=3, warm=warm)
+    asked: list[int] = []
+    model_asks = 0
+    for n in range(40):
+        if n >= 3 and s._read_levels() is not None:
+            model_asks += 1
+            level = s._read_levels()
+            values = s._at_level[level]
+            scored = [(float(values.get(doc["tid"], math.inf)), doc) for doc in s._trials.trials]
+            theirs = Posterior(s._domain).suggest_scored([n], scored, s._trials, ask_seed(seed, n), n_startup_jobs=0)
+            assert s.ask(n).vals == {k: v for k, v in theirs[0]["misc"]["vals"].items() if v}
+        else:
+            s.ask(n)
+        asked.append(n)
+        for _ in range(3):
+            m = rng.choice(asked)
+            s.observe(m, rng.choice([5, 10, 30, 90, 270]), rng.random())
+        if rng.random() < 0.15:
+            s.tell(rng.choice(asked), None, ok=False)
+    assert s._ascending and model_asks >= 20
