@@ -99,6 +99,13 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
+    # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
+    # whose ranking of 10 trials correlates below 0.5 with the next rung's is passed over. LCBench's
+    # `quanta_rung_check_rep50_p10`.
+    "rung_check_rep50_p10": {
+        "scheduler": {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10},
+        "search": {},
+    },
     # The default before just-in-time trials (all of --parallelism alive; docs/benchmarks.md):
     "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},
     # The first rung at mnist1d's first evaluation (50 steps) rather than max_steps / eta**3 (74, judged at 100):

@@ -373,11 +373,13 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     held = [trial(1, 10, 0.3, devices=["cpu:0"]), trial(2)]
 
     def plan_of(state, **knobs):
+        # On the rung records after 20 pairs unless a test says otherwise (the defaults are reports, 10).
+        knobs = {"rung_check_on": "best", "rung_check_pairs": 20, **knobs}
         snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(held), searches=growing, policy_state=state)
         return policy(**knobs).plan(snapshot)
 
     backwards = {"records": _records(20, agree=False)}
-    assert plan_of(backwards).hold == (1,)  # without the knob: held below its rung's top third
+    assert plan_of(backwards, rung_check=None).hold == (1,)  # without the knob: held below its rung's top third
     plan = plan_of(backwards, rung_check=0.3)
     assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
     assert plan.running() == {1, 2} and plan.limits == {1: 30, 2: 30}  # both run to rung 30 now
@@ -397,11 +399,19 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
     assert plan.state["reports"]["1/0/0"]["1"] == -0.3
     assert plan_of(on_reports, rung_check=0.3).hold == (1,)  # on the records it keeps judging
+    # The defaults: 0.5 on the reports, decided after 10 pairs.
+    assert AshaKnobs().rung_check == 0.5 and AshaKnobs().rung_check_on == "report"
+    defaults = {"records": _records(10, agree=True), "reports": _records(10, agree=False)}
+    plan = policy().plan(
+        ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(held), searches=growing, policy_state=defaults)
+    )
+    assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
 
 
+@pytest.mark.parametrize("check", [None, 0.5])  # None: the held-again fast path; 0.5: the default rung_check
 @pytest.mark.parametrize("rule", ["rent", "promotion"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed):
+def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check):
     # One policy object plans a little world round after round on the state it handed out, with the views
     # of trials nothing happened to reused as the controller's snapshot reuses them: it then skips
     # re-deciding the trials it held and sorts rung losses incrementally. A fresh policy (no memo)
@@ -409,7 +419,7 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
     rng = np.random.default_rng(seed)
     growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
     views = {tid: trial(tid) for tid in (1, 2, 3)}
-    kept = policy(rule=rule)
+    kept = policy(rule=rule, rung_check=check)
     state: dict = {}
     held_seen = 0
     for rnd in range(40):
@@ -417,7 +427,7 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
             now=10.0 * rnd, devices=DEVICES, trials=tuple(views.values()), searches=growing, policy_state=state
         )
         plan = kept.plan(snapshot)
-        fresh = policy(rule=rule).plan(snapshot)
+        fresh = policy(rule=rule, rung_check=check).plan(snapshot)
         assert (plan.placement, plan.hold, plan.stop, plan.limits, plan.release) == (
             fresh.placement, fresh.hold, fresh.stop, fresh.limits, fresh.release,
         ), f"round {rnd}"  # fmt: skip

@@ -106,13 +106,14 @@ class AshaPolicy:
         # carries that very object back, a memoised trial's values are in it already (see `plan`).
         self._records_out: Mapping[str, Mapping[str, float]] | None = None
         self._levels: dict[tuple[int, int, int], tuple[int, ...]] = {}  # see `levels`
-        # Memo, not state: the trials this policy left held last round, {id: (view, rung, loss, id as str)},
-        # and the `allowed` it handed out. A held trial whose view is the very same object (nothing
-        # happened to it) and whose `allowed` came back unchanged is held at the same rung with the same
-        # loss again under rank promotion (`promotion`, `rent`) without judge or rung_check: only a
-        # promotion moves it, decided below on the rung's threshold. Skipping its re-decision keeps a
-        # round's cost per held trial to a few lookups (they are a search's bulk).
-        self._held_out: dict[int, tuple[TrialView, int, float, str]] = {}
+        # Memo, not state: the trials this policy left held last round, {id: (view, rung, loss, id as str,
+        # levels, bracket)}, and the `allowed` it handed out. A held trial whose view is the very same object
+        # (nothing happened to it) and whose `allowed` came back unchanged is held at the same rung with the
+        # same loss again under rank promotion (`promotion`, `rent`) without judge, as long as rung_check
+        # passed no new rung over this round (the round then re-decides them all): only a promotion moves
+        # it, decided below on the rung's threshold. Skipping its re-decision keeps a round's cost per held
+        # trial to a few lookups (they are a search's bulk).
+        self._held_out: dict[int, tuple[TrialView, int, float, str, tuple[int, ...], int]] = {}
         self._allowed_out: Mapping[str, int] | None = None
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
 
@@ -158,7 +159,8 @@ class AshaPolicy:
 
         # First every rung each trial has reported past is recorded, then each trial is decided at the
         # rung it was allowed to run to, against all of this round's records (order does not matter).
-        of_search: list[tuple[TrialView, SearchView, tuple[int, ...], int]] = []
+        # (trial, search, levels, bracket, held again: see `_held_out`)
+        of_search: list[tuple[TrialView, SearchView, tuple[int, ...], int, bool]] = []
         olds = [self._passed.pop(s.id, {}) for s in snapshot.searches]
         seen: dict[int, _Passed] = olds[0] if len(olds) == 1 else {k: v for old in olds for k, v in old.items()}
         read: dict[int, dict[int, _Passed]] = {}
@@ -171,10 +173,9 @@ class AshaPolicy:
             and k.mode == "pause"
             and k.rule in ("promotion", "rent")
             and k.judge is None
-            and k.rung_check is None
             else {}
         )
-        kept: dict[int, tuple[TrialView, int, float, str]] = {}
+        kept: dict[int, tuple[TrialView, int, float, str, tuple[int, ...], int]] = {}
         reports = (
             RungRecords(snapshot.policy_state.get("reports", {}))
             if k.rung_check is not None and k.rung_check_on == "report"
@@ -184,7 +185,7 @@ class AshaPolicy:
             last_held = steady.get(t.id)
             if last_held is not None and last_held[0] is t and (search := searches.get(t.search_id)) is not None:
                 kept[t.id] = last_held
-                of_search.append((t, search, (), -1))  # group -1: held again (below)
+                of_search.append((t, search, last_held[4], last_held[5], True))  # held again (below)
                 curve_memo = seen.get(t.id)
                 if curve_memo is not None:  # its curve is memoised as before (the same object)
                     read.setdefault(t.search_id, {})[t.id] = curve_memo
@@ -195,7 +196,7 @@ class AshaPolicy:
                 continue
             levels = self.levels(t, search)
             group = t.id % brackets  # its bracket (`bracket`)
-            of_search.append((t, search, levels, group))
+            of_search.append((t, search, levels, group, False))
             sign = -1.0 if search.goal == "maximize" else 1.0
             last = seen.get(t.id)
             if last is not None and last[0] is t.curve and last[1] == sign and last[2] == levels:
@@ -214,13 +215,18 @@ class AshaPolicy:
         self._passed.update(read)
         while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
             del self._passed[next(iter(self._passed))]
-        passed = self._rungs_passed(of_search, reports or book, snapshot.policy_state.get("passed", {}))
-        for t, search, levels, group in of_search:
-            if group < 0:  # held last round and nothing happened to it: held again (see `_held_out`)
-                _view, at_rung, loss, key = kept[t.id]
-                held.append((at_rung, loss, t))
-                allowed[key] = at_rung
-                continue
+        old_passed = snapshot.policy_state.get("passed", {})
+        passed = self._rungs_passed(of_search, reports or book, old_passed)
+        # A rung newly passed over moves trials held below it: every trial is decided afresh this round.
+        redo = any(int(v[0]) != int(old_passed.get(key, (0,))[0]) for key, v in passed.items())
+        for t, search, levels, group, again in of_search:
+            if again:
+                if not redo:  # held last round and nothing happened to it: held again (see `_held_out`)
+                    _view, at_rung, loss, key, _levels, _group = kept[t.id]
+                    held.append((at_rung, loss, t))
+                    allowed[key] = at_rung
+                    continue
+                del kept[t.id]  # decided below like any other
             tid = str(t.id)
             rung = int(old_allowed.get(tid, 0))
             if passed:  # rung_check: rungs passed over are not waited at
@@ -251,7 +257,7 @@ class AshaPolicy:
                     notes.append(f"asha: stop {t.id}: {reasons[t.id]}")
                 else:
                     held.append((rung, value, t))
-                    kept[t.id] = (t, rung, value, tid)
+                    kept[t.id] = (t, rung, value, tid, levels, group)
                 break
             allowed[tid] = rung
             if t.id in stop or (held and held[-1][2] is t):
@@ -344,7 +350,7 @@ class AshaPolicy:
 
     def _rungs_passed(
         self,
-        of_search: Sequence[tuple[TrialView, SearchView, tuple[int, ...], int]],
+        of_search: Sequence[tuple[TrialView, SearchView, tuple[int, ...], int, bool]],
         book: RungRecords,
         old: Mapping[str, Sequence[Any]],
     ) -> dict[str, tuple[int, bool]]:
@@ -355,14 +361,15 @@ class AshaPolicy:
         if k.rung_check is None or k.mode != "pause":
             return {}
         out: dict[str, tuple[int, bool]] = {}
-        for _t, search, levels, group in of_search:
-            key = f"{search.id}/{group}"
-            if key in out:
-                continue
+        first: dict[tuple[int, int], tuple[int, ...]] = {}  # (search, bracket) -> its first trial's levels
+        for _t, search, levels, group, _again in of_search:
+            first.setdefault((search.id, group), levels)
+        for (search_id, group), levels in first.items():
+            key = f"{search_id}/{group}"
             last = old.get(key)
             n, done = (int(last[0]), bool(last[1])) if last is not None else (0, False)
             while not done and n < len(levels) - 2:  # the last rung before max_steps has no next to agree with
-                here, there = book.at(search.id, n, group), book.at(search.id, n + 1, group)
+                here, there = book.at(search_id, n, group), book.at(search_id, n + 1, group)
                 both = [tid for tid in here if tid in there]
                 if len(both) < k.rung_check_pairs:
                     break  # not enough trials at both yet: judge at this rung meanwhile
