@@ -129,6 +129,12 @@ QUANTA: dict[str, dict[str, Any]] = {
     # The first rung at the long workload's first evaluation (250 steps, judged there, not at 500):
     "asha_r250": _first_rung(250),
 }
+# Every ASHA/Hyperband system above but `default` and `rung_check_rep50_p10` was logged while rung_check
+# was off by default (until 2026-11-25, stop 29): they keep it off, so a name means what its runs ran.
+for _name, _override in QUANTA.items():
+    _asha = _override["scheduler"].get("policy") in ("asha", "hyperband")
+    if _asha and _name not in ("default", "rung_check_rep50_p10"):
+        _override["scheduler"].setdefault("rung_check", None)
 PEERS = ("optuna", "optuna_hb", "ray")
 
 

@@ -382,6 +382,7 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     assert plan_of(backwards, rung_check=None).hold == (1,)  # without the knob: held below its rung's top third
     plan = plan_of(backwards, rung_check=0.3)
     assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
+    assert any("1/0: its lowest 1 rung(s) passed over" in n for n in plan.notes)
     assert plan.running() == {1, 2} and plan.limits == {1: 30, 2: 30}  # both run to rung 30 now
     # Too few trials at both rungs: the rung judges meanwhile (and nothing is decided).
     plan = plan_of({"records": _records(19, agree=False)}, rung_check=0.3)

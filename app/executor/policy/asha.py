@@ -218,7 +218,10 @@ class AshaPolicy:
         old_passed = snapshot.policy_state.get("passed", {})
         passed = self._rungs_passed(of_search, reports or book, old_passed)
         # A rung newly passed over moves trials held below it: every trial is decided afresh this round.
-        redo = any(int(v[0]) != int(old_passed.get(key, (0,))[0]) for key, v in passed.items())
+        newly = [(key, int(v[0])) for key, v in passed.items() if int(v[0]) != int(old_passed.get(key, (0,))[0])]
+        redo = bool(newly)
+        for key, n in newly:
+            notes.append(f"asha: search/bracket {key}: its lowest {n} rung(s) passed over (they rank unlike the next)")
         for t, search, levels, group, again in of_search:
             if again:
                 if not redo:  # held last round and nothing happened to it: held again (see `_held_out`)
