@@ -373,6 +373,8 @@ class AshaPolicy:
             n, done = (int(last[0]), bool(last[1])) if last is not None else (0, False)
             while not done and n < len(levels) - 2:  # the last rung before max_steps has no next to agree with
                 here, there = book.at(search_id, n, group), book.at(search_id, n + 1, group)
+                if len(there) < k.rung_check_pairs:
+                    break  # (as below, without a pass over the rung: the pairs are a subset of `there`)
                 both = [tid for tid in here if tid in there]
                 if len(both) < k.rung_check_pairs:
                     break  # not enough trials at both yet: judge at this rung meanwhile
