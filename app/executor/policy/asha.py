@@ -45,16 +45,16 @@ rung waits (under `rule: promotion` for two more: on MNIST-1D the eventual winne
 33 s search at its third rung; under `rent` at most its next rung's cost); a curve that already heads
 for the target need not wait.
 
-With `rung_check` (off by default) a rung judges only while it ranks trials as the next rung does: once
-`rung_check_pairs` trials are recorded at both, a rung whose Spearman correlation with the next one is
-below `rung_check` is passed over for the rest of the search (lowest rungs first; its held trials go on
-as devices free). The pairs are the trials the search promoted past the rung, which is what it can
-measure itself: on LCBench the per-epoch values of such trials correlate 0.21 at epoch 1 and 0.66-0.83
-from epoch 2 on (median of 24 tasks, `bench/lcbench_rungs.py`), but the records compared here are
-best-so-far values, which agree more, and the knob hardly fired in its screen (docs/benchmarks.md).
-The decision is kept in the state (`passed`). With `rung_check_on: report` the correlation is taken on
-each trial's loss at its first report past each rung (kept in the state as `reports`), not on the
-best-so-far records, which contain one another.
+With `rung_check` (on by default: 0.5 on the reports after 10 pairs, see `AshaKnobs`) a rung judges
+only while it ranks trials as the next rung does: once `rung_check_pairs` trials are recorded at both, a
+rung whose Spearman correlation with the next one is below `rung_check` is passed over for the rest of
+the search (lowest rungs first; its held trials go on as devices free; the plan notes it). The pairs are
+the trials the search promoted past the rung, which is what it can measure itself: on LCBench the
+per-epoch values of such trials correlate 0.21 at epoch 1 and 0.66-0.83 from epoch 2 on (median of 24
+tasks, `bench/lcbench_rungs.py`). With `rung_check_on: report` (the default) the correlation is taken on
+each trial's loss at its first report past each rung (kept in the state as `reports`); with `best` on the
+best-so-far records, which contain one another and agree by construction (that version hardly fired in
+its screen, docs/benchmarks.md). The decision is kept in the state (`passed`).
 
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
