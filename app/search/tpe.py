@@ -7,7 +7,12 @@ nodes. The graph depends only on the domain, the prior weight and gamma, never o
 evaluating it does not change it; building it was the largest part of an ask on a 7-dimensional space.
 `Posterior` builds it once and `suggest` is `hyperopt.tpe.suggest` otherwise line for line (same
 arguments, same defaults, same random stream), so it suggests exactly what HyperOpt would
-(`tests/unit/test_searcher.py` checks it against `hyperopt.tpe.suggest` itself).
+(`tests/unit/test_searcher.py` checks it against `hyperopt.tpe.suggest` itself). Two parts are done
+outside the graph, with the same results: each parameter's split of its observations into the trials
+below and above TPE's gamma quantile (HyperOpt's `ap_split_trials`, a Python loop over every
+observation; here `_split`, in numpy, bound as that node's value), and reading the documents'
+observations, which only grow, incrementally (`_Observations`). `suggest_in_order` serves a searcher
+that keeps its documents in tid order without a Python loop over them per ask.
 
 Pure: no I/O, no clock.
 """
@@ -248,8 +253,8 @@ def _split(
     """What `hyperopt.tpe.ap_split_trials(*observed[label], tids, losses, gamma)` returns for each label,
     as {its node: (below, above)}, with array operations: the `n_below` lowest losses (the same
     `np.argsort` order, so ties split alike) are "below"; each parameter's observations keep their
-    order in both halves. When a parameter was observed on every
-    document (its idxs are `tids`, in order) the mask over the documents is used as it is."""
+    order in both halves. When a parameter was observed on every document (its idxs are `tids`, in
+    order) the mask over the documents is used as it is."""
     tid_arr = np.asarray(tids)
     l_vals = np.asarray(losses)
     n_below = min(int(np.ceil(gamma * np.sqrt(len(l_vals)))), DEFAULT_LF)
