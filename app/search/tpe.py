@@ -261,13 +261,13 @@ def _split(
     order = np.argsort(l_vals)
     below_all = np.zeros(len(l_vals), dtype=bool)
     below_all[order[:n_below]] = True
+    below_ids, above_ids = tid_arr[order[:n_below]], tid_arr[order[n_below:]]  # for conditional parameters
     out: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     for label, node in split_nodes.items():
         o_idxs, o_vals = observed[label]
         if len(o_idxs) == len(tid_arr) and np.array_equal(o_idxs, tid_arr):
             below, above = o_vals[below_all], o_vals[~below_all]
         else:  # a conditional parameter: its own observations, matched by id as hyperopt does
-            below_ids, above_ids = tid_arr[order[:n_below]], tid_arr[order[n_below:]]
             below, above = o_vals[np.isin(o_idxs, below_ids)], o_vals[np.isin(o_idxs, above_ids)]
         # hyperopt builds each half as np.asarray(a list): an empty one is float64 whatever o_vals was.
         out[node] = (below if len(below) else np.asarray([]), above if len(above) else np.asarray([]))
