@@ -80,7 +80,7 @@ class ResourcesSpec(_Frozen):
 
 class SearchAlgoSpec(_Frozen):
     """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
-    (`app.search.searcher.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**4)
+    (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**4)
     and grow by `eta`; `min_points` trials must have reached a rung before TPE fits on it (default:
     one more than the number of hyperparameters); `random_fraction` of the asks after the start-up are
     random, as in BOHB; the default. `tpe` learns from finished trials only."""

@@ -28,7 +28,8 @@ from app.search.fidelity import (
     rungs,
     value_at,
 )
-from app.search.searcher import HistoryItem, HyperOptSearcher, MultiFidelityTPE
+from app.search.multifidelity import MultiFidelityTPE
+from app.search.searcher import HistoryItem, HyperOptSearcher
 
 SPACE = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}, "z": {"uniform": [0.0, 1.0]}}
 MAX_STEPS, MIN_STEPS, ETA, REPORT_EVERY = 270, 10, 3, 10
@@ -243,7 +244,8 @@ def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe():
 
 
 def test_random_fraction_makes_that_share_of_model_asks_random_and_restores_exactly():
-    from app.search.searcher import RandomSearcher, _coin, ask_seed
+    from app.search.multifidelity import _coin
+    from app.search.searcher import RandomSearcher, ask_seed
 
     def searcher(fraction):
         s = MultiFidelityTPE(SPACE, seed=5, n_startup=0, levels=LEVELS, min_points=1, random_fraction=fraction)

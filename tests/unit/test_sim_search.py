@@ -216,7 +216,8 @@ def test_every_policy_searches_with_invariants_checked_at_every_tick(policy, alg
 
 @pytest.mark.parametrize("policy,algorithm", [("asha", "bohb"), ("fifo", "tpe")])
 def test_model_based_searchers_propose_from_simulated_reports(policy, algorithm):
-    from app.search.searcher import HyperOptSearcher, MultiFidelityTPE
+    from app.search.multifidelity import MultiFidelityTPE
+    from app.search.searcher import HyperOptSearcher
 
     seen = {}
 

@@ -13,7 +13,8 @@ from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.db.warm import WarmStartError, check_warm_start, items_from_json, warm_items
 from app.executor.policy import make_policy
-from app.search.searcher import HistoryItem, HyperOptSearcher, MultiFidelityTPE, make_searcher
+from app.search.multifidelity import MultiFidelityTPE
+from app.search.searcher import HistoryItem, HyperOptSearcher, make_searcher
 from app.search.space import SpaceError, point_vals, space_difference
 from app.sim.runtime import SimRuntime
 from app.spec import SpecError, parse_spec
