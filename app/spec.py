@@ -81,9 +81,10 @@ class ResourcesSpec(_Frozen):
 class SearchAlgoSpec(_Frozen):
     """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
     (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**4)
-    and grow by `eta`; `min_points` trials must have reached a rung before TPE fits on it (default:
-    one more than the number of hyperparameters); `random_fraction` of the asks after the start-up are
-    random, as in BOHB; the default. `tpe` learns from finished trials only."""
+    and grow by `eta`; `min_points` trials must have reached a rung before TPE fits (default: one more
+    than the number of hyperparameters); `rank` says how trials stopped at different rungs compare
+    (default "level", BOHB's); `random_fraction` of the asks after the start-up are random, as in BOHB
+    (default 1/3); `gamma` is TPE's. The default. `tpe` learns from finished trials only."""
 
     algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
     n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
@@ -96,6 +97,15 @@ class SearchAlgoSpec(_Frozen):
     random_fraction: float = Field(
         default=1 / 3, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
     )
+    # TPE's gamma as HyperOpt defines it: the ceil(gamma * sqrt(n)) best of the n trials shape the "good"
+    # density (capped at 25). HyperOpt's 0.25 makes that 2-3 trials in a search of 50-150; larger values
+    # were later to the hard targets on LCBench (docs/benchmarks.md, stop 30).
+    gamma: float = Field(default=0.25, gt=0, le=25, description="TPE's good-quantile factor (bohb; HyperOpt's gamma)")
+    # How TPE ranks trials that stopped at different rungs (bohb): "level" (BOHB, the default) fits on the
+    # highest rung with min_points trials, the others pending; "depth" (Optuna's TPE under a pruner) ranks
+    # every trial by the deepest rung it reached, then by its loss there. With no random asks, "depth" was
+    # sooner at hard with 2 live devices and 4 simulated workers, later with 16 (docs/benchmarks.md, stop 30).
+    rank: Literal["level", "depth"] = Field(default="level", description="how trials at different rungs rank (bohb)")
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,
         max_length=MAX_TRIALS,

@@ -98,6 +98,15 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_rung_check_rep30_p10": (
         "default", None, {"rung_check": 0.3, "rung_check_on": "report", "rung_check_pairs": 10}, {},
     ),  # fmt: skip
+    # TPE's gamma (SearchAlgoSpec.gamma; HyperOpt's 0.25 the default): more trials in the "good" density.
+    "quanta_bohb_g50": ("default", None, {}, {"gamma": 0.5}),
+    "quanta_bohb_g100": ("default", None, {}, {"gamma": 1.0}),
+    "quanta_bohb_g200": ("default", None, {}, {"gamma": 2.0}),
+    # Optuna's ranking of pruned trials (SearchAlgoSpec.rank "depth": deepest rung first, then the loss there),
+    # screened (stop 30) with rung_check off, as every variant in this table is run:
+    "quanta_bohb_depth": ("default", None, {}, {"rank": "depth"}),
+    "quanta_bohb_depth_g100": ("default", None, {}, {"rank": "depth", "gamma": 1.0}),
+    "quanta_bohb_depth_rf0": ("default", None, {}, {"rank": "depth", **_RF0}),
     # The default before rung_check on the reports became it (2026-11-25, stop 29): every rung judges.
     "quanta_no_rung_check": ("default", None, {"rung_check": None}, {}),
 }
@@ -112,7 +121,17 @@ def _as_logged(knobs: dict[str, Any]) -> dict[str, Any]:
     return {"rung_check_on": "best", "rung_check_pairs": 20, **knobs}
 
 
-VARIANTS = {name: (p, a, _as_logged(sk), k) for name, (p, a, sk, k) in VARIANTS.items()}
+def _searched_as_logged(knobs: dict[str, Any]) -> dict[str, Any]:
+    """...and with BOHB's level and random third (the searcher's defaults when they were logged) unless
+    they set them, so that a change of default keeps their meaning."""
+    return {"rank": "level", "random_fraction": 1 / 3, **knobs}
+
+
+VARIANTS = {name: (p, a, _as_logged(sk), _searched_as_logged(k)) for name, (p, a, sk, k) in VARIANTS.items()}
+
+# The "depth" rank without and with BOHB's random third, over today's default scheduler (stop 30's screen):
+VARIANTS["quanta_depth_rf0"] = ("default", None, {}, {"rank": "depth", "random_fraction": 0.0})
+VARIANTS["quanta_depth_rf33"] = ("default", None, {}, {"rank": "depth", "random_fraction": 1 / 3})
 
 # Goals of issue 13 for quanta_default at the hard target.
 GOAL_RATIO_BEST_SYNE = 1.3

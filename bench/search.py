@@ -106,6 +106,11 @@ QUANTA: dict[str, dict[str, Any]] = {
         "scheduler": {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10},
         "search": {},
     },
+    # Stop 30's screen: Optuna's ranking of stopped trials in TPE (SearchAlgoSpec.rank "depth"), with and
+    # without BOHB's random third, and BOHB's level without it:
+    "bohb_depth": {"scheduler": {}, "search": {"rank": "depth"}},
+    "bohb_depth_rf0": {"scheduler": {}, "search": {"rank": "depth", "random_fraction": 0}},
+    "level_rf0": {"scheduler": {}, "search": {"random_fraction": 0}},  # the control: BOHB's level, no random third
     # The default before just-in-time trials (all of --parallelism alive; docs/benchmarks.md):
     "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},
     # The first rung at mnist1d's first evaluation (50 steps) rather than max_steps / eta**3 (74, judged at 100):
@@ -131,10 +136,15 @@ QUANTA: dict[str, dict[str, Any]] = {
 }
 # Every ASHA/Hyperband system above but `default` and `rung_check_rep50_p10` was logged while rung_check
 # was off by default (until 2026-11-25, stop 29): they keep it off, so a name means what its runs ran.
+# Every system that uses BOHB's searcher ranks by BOHB's level with a random third of asks unless it says
+# otherwise (the defaults when they were logged; pinned so that a change of default keeps their meaning).
 for _name, _override in QUANTA.items():
     _asha = _override["scheduler"].get("policy") in ("asha", "hyperband")
     if _asha and _name not in ("default", "rung_check_rep50_p10"):
         _override["scheduler"].setdefault("rung_check", None)
+    if _name != "default" and _override["search"].get("algorithm", "bohb") == "bohb":
+        _override["search"].setdefault("rank", "level")
+        _override["search"].setdefault("random_fraction", 1 / 3)
 PEERS = ("optuna", "optuna_hb", "ray")
 
 

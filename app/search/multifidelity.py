@@ -12,36 +12,45 @@ from typing import Any, Self
 
 import numpy as np
 from hyperopt import rand
+from hyperopt.tpe import _default_gamma
+from scipy.stats import rankdata
 
 from app.search.fidelity import value_at
 from app.search.searcher import HistoryItem, HyperOptSearcher
 
-__all__ = ["MultiFidelityTPE"]
+__all__ = ["RANKS", "MultiFidelityTPE"]
+
+RANKS = ("level", "depth")
 
 
 class MultiFidelityTPE(HyperOptSearcher):
     """TPE that learns from partial learning curves, in the manner of BOHB (Falkner et al. 2018).
 
-    Why this design: of the two ways to make TPE use unfinished trials, (a) fitting TPE on the
-    largest budget level that has enough observations, or (b) telling it each trial's curve-fitted
+    Why this design: of the two ways to make TPE use unfinished trials, (a) scoring each trial by the
+    rungs (see `app.search.fidelity.rungs`) it reached, or (b) telling it each trial's curve-fitted
     final value, (a) is chosen. It needs no curve fit (cheap at every ask, no extrapolation error on
-    late bloomers), it is what BOHB showed to work, and because the level only ever moves up as
-    trials reach higher rungs, the model moves to the most faithful budget as soon as that budget
-    has enough data. The kill-time bug of plain TPE (a trial stopped early told its early metric as
-    if it were final, compared with finished trials' finals) cannot happen: trials are compared
-    only at the same budget.
+    late bloomers), and the kill-time bug of plain TPE (a trial stopped early told its early metric
+    as if it were final, compared with finished trials' finals) cannot happen: a trial is compared
+    with others only by how far it got and its loss there.
 
-    At every ask after the `n_startup` random ones: the level is the highest rung (see
-    `app.search.fidelity.rungs`) at which at least `min_points` trials have a value (their best loss
-    up to that rung, once they reached it); every trial with a value there is given that value as
-    its loss; every other trial (in flight below it, stopped below it, or failed) counts as pending,
-    which HyperOpt's TPE scores as loss +inf (a pessimistic liar: it spreads parallel asks away from
-    trials that are still running). While no rung has `min_points` values the suggestion is random
-    (BOHB does the same). Final tells are kept (history, restore) but not used to suggest: the curve
-    already holds every report, and a trial reports at its last step.
+    Two ways to score them (`rank`); TPE reads only the order of the scores (its split into the few
+    best trials and the rest), and the start is random until some rung has `min_points` values:
 
-    Intermediate results arrive through `observe(number, step, loss)`; `restore` replays them from
-    `HistoryItem.curve`, so a rebuilt searcher asks exactly what the original would have asked.
+    - "level" (BOHB; the default): the highest rung at which at least `min_points` trials have a
+      value; those trials have that value as their loss and every other trial (in flight below it,
+      stopped below it, or failed) counts as pending, which HyperOpt's TPE scores as +inf (a
+      pessimistic liar: it spreads parallel asks away from trials that are still running).
+    - "depth" (Optuna's TPE under a pruner ranks pruned trials so): every trial that reached a rung is
+      ranked by the deepest rung it reached, then by its loss there (its best up to that rung); only
+      the trials below the first rung count as pending. The few best are the ones the policy promoted
+      furthest, as soon as one is. Without random asks it reached the hard targets sooner with 2 live
+      devices and 4 simulated workers, later with 16 (where BOHB's pending liar spreads the many
+      parallel asks): docs/benchmarks.md, stop 30.
+
+    Final tells are kept (history, restore) but not used to suggest: the curve already holds every
+    report, and a trial reports at its last step. Intermediate results arrive through
+    `observe(number, step, loss)`; `restore` replays them from `HistoryItem.curve`, so a rebuilt
+    searcher asks exactly what the original would have asked.
     """
 
     def __init__(
@@ -55,8 +64,16 @@ class MultiFidelityTPE(HyperOptSearcher):
         points: Sequence[Mapping[str, Sequence[Any]]] = (),
         warm: Sequence[HistoryItem] = (),
         random_fraction: float = 0.0,
+        gamma: float = _default_gamma,
+        rank: str = "level",
     ):
         super().__init__(space, seed, n_startup, points=points, warm=warm)
+        if rank not in RANKS:
+            raise ValueError(f"rank must be one of {RANKS}, got {rank!r}")
+        self.rank = rank  # see the class docstring
+        if not 0.0 < gamma <= 25.0:
+            raise ValueError(f"gamma must be in (0, 25], got {gamma}")
+        self.gamma = float(gamma)
         if not 0.0 <= random_fraction < 1.0:
             raise ValueError(f"random_fraction must be in [0, 1), got {random_fraction}")
         # BOHB's rho (Falkner et al. use 1/3): that share of the asks after the start-up is random, so that
@@ -93,10 +110,12 @@ class MultiFidelityTPE(HyperOptSearcher):
         points: Sequence[Mapping[str, Sequence[Any]]] = (),
         warm: Sequence[HistoryItem] = (),
         random_fraction: float = 0.0,
+        gamma: float = _default_gamma,
+        rank: str = "level",
     ) -> Self:
         searcher = cls(
             space, seed, n_startup, levels=levels, min_points=min_points, points=points, warm=warm,
-            random_fraction=random_fraction,
+            random_fraction=random_fraction, gamma=gamma, rank=rank,
         )  # fmt: skip
         return searcher._replay(history)
 
@@ -137,6 +156,22 @@ class MultiFidelityTPE(HyperOptSearcher):
                 return i
         return None
 
+    def _by_depth(self, n: int) -> np.ndarray:
+        """Each of the first `n` documents' score for `rank="depth"`: (rungs below the deepest, rank of its
+        loss there in (0, 1)), as one float that sorts the same; +inf below the first rung. TPE reads only
+        the order of the losses (its below/above split), so scores stand in for them."""
+        out = np.full(n, math.inf)
+        placed = np.zeros(n, dtype=bool)
+        deepest = len(self.levels) - 1
+        for i in range(deepest, -1, -1):
+            values = self._level_loss[i][:n]
+            here = np.isfinite(values) & ~placed
+            count = int(here.sum())
+            if count:
+                out[here] = (deepest - i) + rankdata(values[here]) / (count + 1)
+                placed |= here
+        return out
+
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]]
         if len(self._docs) + len(self._warm_docs) < self.n_startup:  # earlier searches' trials count, as in TPE
@@ -151,11 +186,10 @@ class MultiFidelityTPE(HyperOptSearcher):
         # the level, the others pending (inf), in the order `Trials.trials` holds them: what TPE would
         # read had each document been marked done with that loss or running.
         trials = self._trials.trials
-        losses = self._level_loss[level][: len(trials)]
+        losses = self._level_loss[level][: len(trials)] if self.rank == "level" else self._by_depth(len(trials))
         if self._ascending and len(trials) == len(self._order):  # the documents in tid order, as TPE sorts them
             return self._posterior().suggest_in_order([number], trials, self._order, losses, self._trials, seed)
-        values, inf = self._at_level[level], math.inf
-        scored = [(float(values.get(doc["tid"], inf)), doc) for doc in trials]
+        scored = [(float(losses[self._position[doc["tid"]]]), doc) for doc in trials]
         # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
         docs = self._posterior().suggest_scored([number], scored, self._trials, seed, n_startup_jobs=0)
         return docs

@@ -42,6 +42,7 @@ from hyperopt.base import (
 )
 from hyperopt.exceptions import BadSearchSpace
 from hyperopt.pyll import Apply
+from hyperopt.tpe import _default_gamma
 
 from app.search.fidelity import default_first_rung, rungs
 from app.search.space import SpaceError, compile_space, point_vals
@@ -376,6 +377,7 @@ class HyperOptSearcher(_TrialsSearcher):
     """
 
     _tpe: Posterior | None = None  # built at the first ask that needs it
+    gamma: float = _default_gamma  # TPE's quantile: ceil(gamma * sqrt(n)) observations are "good" (HyperOpt's)
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         return self._posterior().suggest([number], self._trials, seed, n_startup_jobs=self.n_startup)
@@ -383,7 +385,7 @@ class HyperOptSearcher(_TrialsSearcher):
     def _posterior(self) -> Posterior:
         """`hyperopt.tpe.suggest` with its posterior graph built once for this searcher (app.search.tpe)."""
         if self._tpe is None:
-            self._tpe = Posterior(self._domain)
+            self._tpe = Posterior(self._domain, gamma=self.gamma)
         return self._tpe
 
 
@@ -423,6 +425,8 @@ def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = (), warm: S
             points=points,
             warm=warm,
             random_fraction=algo.random_fraction,
+            gamma=algo.gamma,
+            rank=algo.rank,
         )
     cls = HyperOptSearcher if algo.algorithm == "tpe" else RandomSearcher
     return cls.restore(spec.space, spec.seed, algo.n_startup, history, points=points, warm=warm)
