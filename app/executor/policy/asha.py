@@ -74,10 +74,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scipy.stats import spearmanr
-
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
+from app.executor.policy.rung_check import rungs_passed
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, passed_values, report_values, rungs
 
@@ -358,33 +357,15 @@ class AshaPolicy:
         old: Mapping[str, Sequence[Any]],
     ) -> dict[str, tuple[int, bool]]:
         """With `rung_check`: per "search/bracket", (how many of the lowest rungs are passed over, whether
-        that is decided), carried from `old` and advanced on this round's records (see the module
-        docstring). Empty without the knob."""
+        that is decided), carried from `old` and advanced on this round's records
+        (`app.executor.policy.rung_check`). Empty without the knob."""
         k = self.knobs
         if k.rung_check is None or k.mode != "pause":
             return {}
-        out: dict[str, tuple[int, bool]] = {}
-        first: dict[tuple[int, int], tuple[int, ...]] = {}  # (search, bracket) -> its first trial's levels
+        groups: dict[tuple[int, int], tuple[int, ...]] = {}  # (search, bracket) -> its first trial's levels
         for _t, search, levels, group, _again in of_search:
-            first.setdefault((search.id, group), levels)
-        for (search_id, group), levels in first.items():
-            key = f"{search_id}/{group}"
-            last = old.get(key)
-            n, done = (int(last[0]), bool(last[1])) if last is not None else (0, False)
-            while not done and n < len(levels) - 2:  # the last rung before max_steps has no next to agree with
-                here, there = book.at(search_id, n, group), book.at(search_id, n + 1, group)
-                if len(there) < k.rung_check_pairs:
-                    break  # (as below, without a pass over the rung: the pairs are a subset of `there`)
-                both = [tid for tid in here if tid in there]
-                if len(both) < k.rung_check_pairs:
-                    break  # not enough trials at both yet: judge at this rung meanwhile
-                rho = spearmanr([here[t] for t in both], [there[t] for t in both]).statistic
-                if math.isfinite(rho) and rho >= k.rung_check:
-                    done = True  # this rung ranks as the next does: it judges from now on
-                else:
-                    n += 1  # it does not: passed over, and the next rung is checked in turn
-            out[key] = (n, done)
-        return out
+            groups.setdefault((search.id, group), levels)
+        return rungs_passed(groups, book, old, k.rung_check, k.rung_check_pairs)
 
     def _promotion_bar(self, ranked: Sequence[float]) -> float:
         """The largest loss a held trial of a rung with these sorted losses (not empty) may have to be
