@@ -33,7 +33,6 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from app.executor.actions import (
     Action,
@@ -53,121 +52,16 @@ from app.executor.actions import (
 )
 from app.executor.policy.types import DeviceView
 from app.executor.runtime.base import Launcher, TrialLaunch
+from app.sim.jobs import JobSpec, SimCosts, SimJob, StepCurve
 from app.sim.throughputs import Throughputs
 from app.status import TrialStatus
+
+# The job model lives in app.sim.jobs; importers of app.sim.runtime keep finding it here.
+__all__ = ["InvariantError", "JobSpec", "SimCosts", "SimRuntime", "StepCurve"]
 
 
 class InvariantError(AssertionError):
     """The simulated cluster reached a state that cannot exist (a device over capacity, ...)."""
-
-
-@dataclass(frozen=True)
-class SimCosts:
-    """Mechanism costs in seconds. Gandiva: suspend + resume well under a second; migration 1-2 s."""
-
-    start_s: float = 0.0  # a fresh job's first mini-batch (trace run times already include start-up)
-    suspend_s: float = 0.1  # reported as the park latency; the device is free once parked
-    resume_s: float = 0.4  # resuming on the devices it was parked on
-    migrate_s: float = 1.5  # resuming on other devices (state copied through a checkpoint)
-
-
-@dataclass(frozen=True)
-class StepCurve:
-    """What a reporting job does: step k (1-based) ends `ends[k-1]` seconds of solo computing after the
-    job began (strictly increasing), and the job then reports `{metric: values[k-1]}`."""
-
-    ends: tuple[float, ...]
-    metric: str
-    values: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if not self.ends or len(self.values) != len(self.ends):
-            raise ValueError(f"StepCurve: {len(self.ends)} step ends and {len(self.values)} values")
-        if self.ends[0] <= 0 or any(b <= a for a, b in zip(self.ends, self.ends[1:], strict=False)):
-            raise ValueError("StepCurve.ends: must be positive and strictly increasing")
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What the simulator needs to know about a job: its type (throughput table key), devices asked
-    for, total mini-batches, and an explicit solo rate when the trace gives one. A job with a `curve`
-    reports after every step (its `rate` is then its mean solo rate, `steps / curve.ends[steps-1]`,
-    and `steps` must not exceed the curve's length): see `reporting_job`."""
-
-    job_type: str
-    steps: int
-    devices: int = 1
-    rate: float | None = None
-    curve: StepCurve | None = None
-
-
-def reporting_job(job_type: str, curve: StepCurve, steps: int | None = None, devices: int = 1) -> JobSpec:
-    """The `JobSpec` of a job that runs the first `steps` steps of `curve` (all of them when None)."""
-    n = len(curve.ends) if steps is None else max(1, min(int(steps), len(curve.ends)))
-    return JobSpec(job_type, n, devices, n / curve.ends[n - 1], curve)
-
-
-class _Job:
-    __slots__ = (
-        "id",
-        "spec",
-        "total",
-        "steps",
-        "devices",
-        "state",
-        "rate",
-        "mark",
-        "compute_from",
-        "device_seconds",
-        "partners",
-        "version",
-        "opened",
-        "measured",
-        "win_start",
-        "win_steps",
-        "first_target",
-        "first_at",
-        "rates",
-        "res",
-        "mult",
-        "until",
-        "win_compute",
-        "next_report",
-    )
-
-    def __init__(self, jid: int, spec: JobSpec, rates: dict[str, tuple[float, float]], first_target: float):
-        self.id = jid
-        self.spec = spec
-        self.total = float(spec.steps)
-        self.steps = 0.0
-        self.devices: tuple[str, ...] = ()
-        self.state = "new"  # running | parked | exited
-        self.rate = 0.0
-        self.mark = 0.0  # progress and device time are settled up to here
-        self.compute_from = 0.0  # overhead (start/resume/migration) ends here
-        self.device_seconds = 0.0
-        self.partners: tuple[int, ...] = ()
-        self.version = 0
-        self.opened = False  # a stretch at `rate` is open
-        self.measured = False  # the current stretch has had its first measurement
-        self.win_start = 0.0
-        self.win_steps = 0.0
-        self.first_target = first_target
-        self.first_at: float | None = None
-        self.rates = rates  # device kind -> (solo rate on one server, solo rate spread over servers)
-        self.res: Residency | None = None
-        # A reporting job: step k's speed relative to the mean solo rate (mean step time / step k's time).
-        self.mult: tuple[float, ...] | None = None
-        curve = spec.curve
-        if curve is not None:
-            n = spec.steps
-            if n > len(curve.ends):
-                raise ValueError(f"job {jid}: {n} steps but its curve has {len(curve.ends)}")
-            mean = curve.ends[n - 1] / n
-            self.mult = tuple(mean / (b - a) for a, b in zip((0.0, *curve.ends[: n - 1]), curve.ends[:n], strict=True))
-        self.until: int | None = None  # park itself after its first report at or past this step
-        self.win_compute = 0.0  # computing seconds in the open measurement window (reporting jobs)
-        self.next_report = 1  # a reporting job's next step to end (and report)
 
 
 class SimRuntime:
@@ -217,7 +111,7 @@ class SimRuntime:
         self._kind_of = {d.id: d.kind for d in self._devices}
         self._on: dict[str, list[int]] = {d.id: [] for d in self._devices}  # computing jobs per device
         self._now = float(start)
-        self._jobs: dict[int, _Job] = {}
+        self._jobs: dict[int, SimJob] = {}
         self._specs: dict[int, JobSpec] = {}
         self._running: set[int] = set()
         self._resident: dict[int, Residency] = {}
@@ -274,13 +168,13 @@ class SimRuntime:
             float(cfg["rate"]) if cfg.get("rate") is not None else None,
         )
 
-    def _new_job(self, trial_id: int, devices: int) -> _Job:
+    def _new_job(self, trial_id: int, devices: int) -> SimJob:
         spec = self._spec(trial_id, devices)
         noise = 1.0
         if self.jitter > 0:  # per-job speed noise, the same for a given (seed, job) on every kind
             noise = math.exp(random.Random(self.seed * 1_000_003 + trial_id).gauss(0.0, self.jitter))
         rates = {kind: self._solo_rates(trial_id, spec, kind, noise) for kind in self.kinds}
-        job = _Job(trial_id, spec, rates, float(min(self.first_steps, spec.steps)))
+        job = SimJob(trial_id, spec, rates, float(min(self.first_steps, spec.steps)))
         self._jobs[trial_id] = job
         return job
 
@@ -446,13 +340,13 @@ class SimRuntime:
                 self.packed_seconds += len(self._packs) * (t - self._now)
             self._now = t
 
-    def _neighbours(self, j: _Job) -> set[int]:
+    def _neighbours(self, j: SimJob) -> set[int]:
         out = {j.id}
         for d in j.devices:
             out.update(self._on[d])
         return out
 
-    def _place(self, j: _Job, devices: tuple[str, ...], cost: float) -> None:
+    def _place(self, j: SimJob, devices: tuple[str, ...], cost: float) -> None:
         for d in devices:
             if d not in self._on:
                 raise InvariantError(f"job {j.id}: unknown device {d}")
@@ -479,7 +373,7 @@ class SimRuntime:
         self._resident[j.id] = j.res
         self._res_at = -math.inf
 
-    def _release(self, j: _Job) -> None:
+    def _release(self, j: SimJob) -> None:
         for d in j.devices:
             on = self._on[d]
             on.remove(j.id)
@@ -488,7 +382,7 @@ class SimRuntime:
         self._running.discard(j.id)
         self._res_at = -math.inf
 
-    def _park(self, j: _Job, report: bool = True, at_limit: bool = False) -> None:
+    def _park(self, j: SimJob, report: bool = True, at_limit: bool = False) -> None:
         self._close_window(j, self._now)
         self._release(j)
         j.state = "parked"
@@ -505,7 +399,7 @@ class SimRuntime:
             self.parked_ids.add(j.id)
             self._pending.append(Parked(j.id, int(j.steps + 1e-9), self.costs.suspend_s * 1000, self._now))
 
-    def _resume(self, j: _Job, devices: tuple[str, ...]) -> None:
+    def _resume(self, j: SimJob, devices: tuple[str, ...]) -> None:
         migrated = devices != j.devices
         cost = self.costs.migrate_s if migrated else self.costs.resume_s
         if migrated:
@@ -516,7 +410,7 @@ class SimRuntime:
         self._place(j, devices, cost)
         self._pending.append(Resumed(j.id, devices, cost * 1000, migrated, self._now))
 
-    def _free(self, j: _Job) -> None:
+    def _free(self, j: SimJob) -> None:
         """Release: checkpoint (its cost is the suspend cost), end the process, keep its progress (a
         reporting job keeps its steps too: it stopped at a step boundary, where it parked)."""
         if j.state == "running":
@@ -527,11 +421,9 @@ class SimRuntime:
         j.version += 1
         self._resident.pop(j.id, None)
         j.res = None
-        self._pending.append(
-            Exited(j.id, "released", int(j.steps + 1e-9), None, self._now, False, j.device_seconds)
-        )
+        self._pending.append(Exited(j.id, "released", int(j.steps + 1e-9), None, self._now, False, j.device_seconds))
 
-    def _exit(self, j: _Job, status: TrialStatus, error: str | None) -> None:
+    def _exit(self, j: SimJob, status: TrialStatus, error: str | None) -> None:
         if j.state == "running":
             self._close_window(j, self._now)
             self._release(j)
@@ -542,7 +434,7 @@ class SimRuntime:
         self.steps_done_total += j.steps
         self._pending.append(Exited(j.id, status, int(j.steps + 1e-9), error, self._now, False, j.device_seconds))
 
-    def _settle(self, j: _Job, t: float) -> None:
+    def _settle(self, j: SimJob, t: float) -> None:
         """Advance a computing job's progress and device time to `t` at its current rate."""
         if t <= j.mark:
             return
@@ -559,7 +451,7 @@ class SimRuntime:
                 self.first_at[j.id] = j.first_at
         j.mark = t
 
-    def _close_window(self, j: _Job, t: float) -> None:
+    def _close_window(self, j: SimJob, t: float) -> None:
         """Settle to `t` and report the measured stretch since the window opened."""
         if not j.opened:
             return
@@ -574,7 +466,7 @@ class SimRuntime:
             )
         j.win_start, j.win_steps, j.win_compute = t, 0.0, 0.0
 
-    def _factor(self, j: _Job, o: _Job, kind: str) -> float:
+    def _factor(self, j: SimJob, o: SimJob, kind: str) -> float:
         key = (j.id, o.id, kind)
         f = self._pair_factor.get(key)
         if f is None:
@@ -588,7 +480,7 @@ class SimRuntime:
             self._pair_factor[key] = f
         return f
 
-    def _rate_of(self, j: _Job) -> tuple[float, tuple[int, ...]]:
+    def _rate_of(self, j: SimJob) -> tuple[float, tuple[int, ...]]:
         """A computing job's rate: its solo rate on the slowest kind among its devices (consolidated or
         spread), times the worst sharing factor over its devices; and the jobs it shares them with."""
         devices = j.devices
@@ -651,7 +543,7 @@ class SimRuntime:
                 self._seq += 1
                 heapq.heappush(self._heap, (c0 + self.profile_after_s, self._seq, 1, j.id, j.version))
 
-    def _step_end(self, j: _Job, t: float) -> None:
+    def _step_end(self, j: SimJob, t: float) -> None:
         """A reporting job ends step `next_report` at `t`: it reports (at the step's index, as the SDK
         does); then it completes (its last step), parks itself (a report at or past its `until`), or goes
         on at the next step's rate."""
@@ -678,7 +570,7 @@ class SimRuntime:
             self._seq += 1
             heapq.heappush(self._heap, (max(t, j.compute_from) + 1.0 / j.rate, self._seq, 2, j.id, j.version))
 
-    def _pack_change(self, j: _Job, old: tuple[int, ...], new: tuple[int, ...], gone: set[int]) -> None:
+    def _pack_change(self, j: SimJob, old: tuple[int, ...], new: tuple[int, ...], gone: set[int]) -> None:
         for p in new:
             if p not in old:
                 key = (min(j.id, p), max(j.id, p))

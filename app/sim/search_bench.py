@@ -35,8 +35,9 @@ from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.executor.actions import TrialLaunch
 from app.executor.policy.knobs import DEFAULT_POLICY, knobs_for
+from app.sim.jobs import reporting_job
 from app.sim.lcbench import LCBench, load_lcbench
-from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve, reporting_job
+from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve
 from app.spec import SearchSpec, parse_spec
 from app.status import SearchStatus, TrialStatus
 

@@ -18,7 +18,8 @@ from app.executor.actions import (
     Stop,
     Suspend,
 )
-from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve, reporting_job
+from app.sim.jobs import reporting_job
+from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve
 from app.sim.throughputs import Throughputs
 
 A, B = ("A", 1), ("B", 1)
