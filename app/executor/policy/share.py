@@ -71,14 +71,33 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.executor.policy.allotment import Group, fair_shares, water_fill, whole_devices
 from app.executor.policy.kinds import Effective, kind_map, rebalance
 from app.executor.policy.placing import device_maps
+from app.executor.policy.share_accounts import SHARE_STATE, Accounts, allocation, shares_of
 from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
 from app.search.judge import judge
 from app.search.verdict import JudgeKnobs, Verdict
 
-SHARE_STATE = "share"
 GROUPS_STATE = "groups"
+
+# The allotment and the accounts live in their own modules (`allotment`, `share_accounts`); their public
+# names are this layer's too.
+__all__ = [
+    "GROUPS_STATE",
+    "SHARE_STATE",
+    "Group",
+    "ShareKnobs",
+    "SharePolicy",
+    "allocation",
+    "assign_devices",
+    "fair_shares",
+    "groups_of",
+    "shares_of",
+    "sub_snapshot",
+    "water_fill",
+    "whole_devices",
+]
 
 
 class ShareKnobs(BaseModel):
@@ -89,17 +108,6 @@ class ShareKnobs(BaseModel):
     window_s: float = Field(default=3600.0, gt=0, description="time constant of the device-second accounts")
     favour_worst_rho: bool = Field(default=False, description="weigh users by their rho (Themis): worst first")
     rho_cap: float = Field(default=4.0, ge=1, description="largest weight multiplier favour_worst_rho gives")
-
-
-@dataclass(frozen=True)
-class Group:
-    """The trials one policy plans for: `key` (``s<search id>`` or ``u<owner>``), its user, its search
-    (0 for trace jobs) and its alive trials in arrival order."""
-
-    key: str
-    user: str
-    search_id: int
-    trials: tuple[TrialView, ...]
 
 
 @dataclass
@@ -141,7 +149,7 @@ class SharePolicy:
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         st = snapshot.policy_state or {}
         carried: Mapping[str, Any] = st.get(GROUPS_STATE, {}) if SHARE_STATE in st else {}
-        account = _Accounts.carried(st.get(SHARE_STATE, {}), snapshot.now, self.knobs.window_s)
+        account = Accounts.carried(st.get(SHARE_STATE, {}), snapshot.now, self.knobs.window_s)
         groups = groups_of(snapshot)
         rounds = [self._round(g, carried.get(g.key, {})) for g in groups]
         weights = {g.user: _weight(snapshot.user_weights, g.user) for g in groups}
@@ -206,7 +214,7 @@ class SharePolicy:
         self,
         snapshot: ClusterSnapshot,
         rounds: Sequence[_Round],
-        account: _Accounts,
+        account: Accounts,
         fair: Mapping[str, float],
         demand: Mapping[str, int],
     ) -> Plan:
@@ -264,10 +272,12 @@ class SharePolicy:
         alloc = allocation(placement, trial_user, weight_of)
         share_state = account.after(snapshot.now, alloc, fair_u, ideal)
         if len(fair_u) > 1:
-            rho = _Accounts.of(share_state).rho()
+            rho = Accounts.of(share_state).rho()
             notes.extend(
                 f"share: user {u or '-'}: {alloc.get(u, 0.0):g} of {n_dev} devices (fair {fair_u[u]:.2f}), "
-                f"rho {rho[u]:.2f}" if u in rho else f"share: user {u or '-'}: {alloc.get(u, 0.0):g} devices"
+                f"rho {rho[u]:.2f}"
+                if u in rho
+                else f"share: user {u or '-'}: {alloc.get(u, 0.0):g} devices"
                 for u in sorted(fair_u)
             )
         return Plan(
@@ -323,71 +333,7 @@ def _waiting(r: _Round) -> bool:
     return any(t.id not in out for t in r.group.trials)
 
 
-# ---- allotment -------------------------------------------------------------------------------------
-
-
-def water_fill(total: float, weights: Mapping[str, float], caps: Mapping[str, float]) -> dict[str, float]:
-    """Weighted max-min fair division of `total` among keys capped at `caps`: each key gets `total`
-    in proportion to its weight, a key whose cap is below that gets its cap and the rest is divided
-    again among the others. Keys with cap or weight 0 get 0."""
-    out = dict.fromkeys(weights, 0.0)
-    active = sorted(k for k in weights if caps.get(k, 0) > 0 and weights[k] > 0)
-    left = float(total)
-    while active and left > 1e-12:
-        wsum = sum(weights[k] for k in active)
-        full = [k for k in active if caps[k] - out[k] <= left * weights[k] / wsum + 1e-12]
-        if not full:
-            for k in active:
-                out[k] += left * weights[k] / wsum
-            break
-        for k in full:
-            left -= caps[k] - out[k]
-            out[k] = float(caps[k])
-        active = [k for k in active if k not in full]
-    return out
-
-
-def fair_shares(
-    n_dev: int, groups: Sequence[Group], weights: Mapping[str, float], demand: Mapping[str, int]
-) -> dict[str, float]:
-    """Each group's fractional share of `n_dev` devices: users by weight, a user's groups equally,
-    both water-filled by demand (work-conserving)."""
-    by_user: dict[str, list[Group]] = {}
-    for g in groups:
-        by_user.setdefault(g.user, []).append(g)
-    user_cap = {u: float(sum(demand[g.key] for g in gs)) for u, gs in by_user.items()}
-    user_share = water_fill(n_dev, {u: weights[u] for u in by_user}, user_cap)
-    out: dict[str, float] = {}
-    for u, gs in by_user.items():
-        equal = dict.fromkeys((g.key for g in gs), 1.0)
-        out.update(water_fill(user_share[u], equal, {g.key: demand[g.key] for g in gs}))
-    return out
-
-
-def whole_devices(
-    n_dev: int,
-    groups: Sequence[Group],
-    fair: Mapping[str, float],
-    demand: Mapping[str, int],
-    behind: Mapping[str, float],
-) -> dict[str, int]:
-    """Whole devices per group: the floor of its share, then the devices left one at a time to the
-    groups wanting more (user furthest behind first, then largest fractional part, then key), then
-    what nobody wants to the groups in that order too."""
-    allot = {g.key: int(math.floor(fair[g.key] + 1e-9)) for g in groups}
-    left = n_dev - sum(allot.values())
-    order = sorted(groups, key=lambda g: (-behind.get(g.user, 0.0), -(fair[g.key] - allot[g.key]), g.key))
-    for wanting in (True, False):
-        while left > 0:
-            took = False
-            for g in order:
-                if left > 0 and (not wanting or allot[g.key] < demand[g.key]):
-                    allot[g.key] += 1
-                    left -= 1
-                    took = True
-            if not took:
-                break
-    return allot
+# ---- devices --------------------------------------------------------------------------------------
 
 
 def assign_devices(
@@ -488,101 +434,3 @@ def sub_snapshot(
         in_arrival_order=True,
         resident_trials=tuple(t for t in trials if t.devices),
     )
-
-
-def allocation(
-    placement: Mapping[str, Sequence[int]],
-    user_of: Mapping[int, str],
-    weight_of: Callable[[str, int], float] | None = None,
-) -> dict[str, float]:
-    """Devices each user holds in `placement`; a device holding k users' trials counts 1/k to each.
-    With `weight_of(device, trial)` (the trial's effective rate on the device's kind), in effective
-    throughput: each user's 1/k of the device times the mean weight of its trials there."""
-    out: dict[str, float] = {}
-    for d, ids in placement.items():
-        users: dict[str, list[int]] = {}
-        for i in ids:
-            if i in user_of:
-                users.setdefault(user_of[i], []).append(i)
-        for u, mine in users.items():
-            w = 1.0 if weight_of is None else sum(weight_of(d, i) for i in mine) / len(mine)
-            out[u] = out.get(u, 0.0) + w / len(users)
-    return out
-
-
-# ---- accounts --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Accounts:
-    """Per user: decayed device-seconds `used`, `fair` and `ideal` up to `at`, and the rates of the
-    last plan (charged over the interval to the next round). JSON in `Plan.state["share"]`."""
-
-    at: float | None
-    window_s: float
-    users: Mapping[str, Mapping[str, float]]
-
-    @staticmethod
-    def of(state: Mapping[str, Any]) -> _Accounts:
-        return _Accounts(state.get("at"), float(state.get("window_s", 3600.0)), state.get("users", {}))
-
-    @staticmethod
-    def carried(state: Mapping[str, Any], now: float, window_s: float) -> _Accounts:
-        """Last round's accounts brought up to `now`: its rates charged over the interval."""
-        old = _Accounts.of(state)
-        if old.at is None or now <= old.at:
-            return _Accounts(old.at if old.at is not None else now, window_s, old.users)
-        keep = math.exp(-(now - old.at) / window_s)
-        users: dict[str, dict[str, float]] = {}
-        for u, a in old.users.items():
-            row = {
-                k: float(a.get(k, 0.0)) * keep + float(a.get(f"{k}_rate", 0.0)) * window_s * (1.0 - keep)
-                for k in ("used", "fair", "ideal")
-            }
-            users[u] = row
-        return _Accounts(now, window_s, users)
-
-    def behind(self) -> dict[str, float]:
-        """Fair device-seconds minus used, per user: how far each is behind its share."""
-        return {u: float(a.get("fair", 0.0)) - float(a.get("used", 0.0)) for u, a in self.users.items()}
-
-    def rho(self) -> dict[str, float]:
-        """ideal / used per user with ideal time on the books (see the module docstring); a user who
-        had no device time while it should have is capped at 1e6."""
-        out: dict[str, float] = {}
-        for u, a in self.users.items():
-            ideal, used = float(a.get("ideal", 0.0)), float(a.get("used", 0.0))
-            if ideal > 1e-9:
-                out[u] = ideal / used if used > 1e-9 else 1e6
-        return out
-
-    def after(
-        self, now: float, alloc: Mapping[str, float], fair: Mapping[str, float], ideal: Mapping[str, float]
-    ) -> dict[str, Any]:
-        """The state to carry: these sums, and this plan's rates (devices) to charge next round.
-        Users with nothing on the books and no demand are dropped."""
-        users: dict[str, dict[str, float]] = {}
-        for u in sorted(set(self.users) | set(fair) | set(alloc)):
-            a = self.users.get(u, {})
-            row = {k: float(a.get(k, 0.0)) for k in ("used", "fair", "ideal")}
-            row.update(used_rate=alloc.get(u, 0.0), fair_rate=fair.get(u, 0.0), ideal_rate=ideal.get(u, 0.0))
-            if u in fair or any(v > 1e-6 for v in row.values()):
-                users[u] = row
-        return {"at": now, "window_s": self.window_s, "users": users}
-
-
-def shares_of(policy_state: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Per user, from a share policy's carried state: device-seconds `used`, `fair` and `ideal` over the
-    window, the devices held and due at the last plan (`devices`, `fair_devices`) and `rho` (when the user
-    had ideal time on the books)."""
-    acc = _Accounts.of(policy_state.get(SHARE_STATE, {}))
-    rho = acc.rho()
-    out: dict[str, dict[str, float]] = {}
-    for u, a in acc.users.items():
-        row = {k: float(a.get(k, 0.0)) for k in ("used", "fair", "ideal")}
-        row["devices"] = float(a.get("used_rate", 0.0))
-        row["fair_devices"] = float(a.get("fair_rate", 0.0))
-        if u in rho:
-            row["rho"] = rho[u]
-        out[u] = row
-    return out

@@ -1,0 +1,91 @@
+"""The share layer's allotment (step 2 of `app.executor.policy.share`): a group (what one policy plans
+for), weighted max-min fair division of the devices between users and a user's groups, and whole devices
+out of the fractional shares.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from app.executor.policy.types import TrialView
+
+__all__ = ["Group", "fair_shares", "water_fill", "whole_devices"]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The trials one policy plans for: `key` (``s<search id>`` or ``u<owner>``), its user, its search
+    (0 for trace jobs) and its alive trials in arrival order."""
+
+    key: str
+    user: str
+    search_id: int
+    trials: tuple[TrialView, ...]
+
+
+def water_fill(total: float, weights: Mapping[str, float], caps: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min fair division of `total` among keys capped at `caps`: each key gets `total`
+    in proportion to its weight, a key whose cap is below that gets its cap and the rest is divided
+    again among the others. Keys with cap or weight 0 get 0."""
+    out = dict.fromkeys(weights, 0.0)
+    active = sorted(k for k in weights if caps.get(k, 0) > 0 and weights[k] > 0)
+    left = float(total)
+    while active and left > 1e-12:
+        wsum = sum(weights[k] for k in active)
+        full = [k for k in active if caps[k] - out[k] <= left * weights[k] / wsum + 1e-12]
+        if not full:
+            for k in active:
+                out[k] += left * weights[k] / wsum
+            break
+        for k in full:
+            left -= caps[k] - out[k]
+            out[k] = float(caps[k])
+        active = [k for k in active if k not in full]
+    return out
+
+
+def fair_shares(
+    n_dev: int, groups: Sequence[Group], weights: Mapping[str, float], demand: Mapping[str, int]
+) -> dict[str, float]:
+    """Each group's fractional share of `n_dev` devices: users by weight, a user's groups equally,
+    both water-filled by demand (work-conserving)."""
+    by_user: dict[str, list[Group]] = {}
+    for g in groups:
+        by_user.setdefault(g.user, []).append(g)
+    user_cap = {u: float(sum(demand[g.key] for g in gs)) for u, gs in by_user.items()}
+    user_share = water_fill(n_dev, {u: weights[u] for u in by_user}, user_cap)
+    out: dict[str, float] = {}
+    for u, gs in by_user.items():
+        equal = dict.fromkeys((g.key for g in gs), 1.0)
+        out.update(water_fill(user_share[u], equal, {g.key: demand[g.key] for g in gs}))
+    return out
+
+
+def whole_devices(
+    n_dev: int,
+    groups: Sequence[Group],
+    fair: Mapping[str, float],
+    demand: Mapping[str, int],
+    behind: Mapping[str, float],
+) -> dict[str, int]:
+    """Whole devices per group: the floor of its share, then the devices left one at a time to the
+    groups wanting more (user furthest behind first, then largest fractional part, then key), then
+    what nobody wants to the groups in that order too."""
+    allot = {g.key: int(math.floor(fair[g.key] + 1e-9)) for g in groups}
+    left = n_dev - sum(allot.values())
+    order = sorted(groups, key=lambda g: (-behind.get(g.user, 0.0), -(fair[g.key] - allot[g.key]), g.key))
+    for wanting in (True, False):
+        while left > 0:
+            took = False
+            for g in order:
+                if left > 0 and (not wanting or allot[g.key] < demand[g.key]):
+                    allot[g.key] += 1
+                    left -= 1
+                    took = True
+            if not took:
+                break
+    return allot
