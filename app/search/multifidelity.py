@@ -98,26 +98,12 @@ class MultiFidelityTPE(HyperOptSearcher):
         self._dirty: set[int] = set(self._curves)  # warm-start curves are read at the first ask
 
     @classmethod
-    def restore(  # the extra keywords (configuring the levels) are optional: a compatible override
-        cls,
-        space: Mapping[str, Any],
-        seed: int,
-        n_startup: int,
-        history: Sequence[HistoryItem],
-        *,
-        levels: Sequence[int] = (),
-        min_points: int | None = None,
-        points: Sequence[Mapping[str, Sequence[Any]]] = (),
-        warm: Sequence[HistoryItem] = (),
-        random_fraction: float = 0.0,
-        gamma: float = _default_gamma,
-        rank: str = "level",
+    def restore(
+        cls, space: Mapping[str, Any], seed: int, n_startup: int, history: Sequence[HistoryItem], **options: Any
     ) -> Self:
-        searcher = cls(
-            space, seed, n_startup, levels=levels, min_points=min_points, points=points, warm=warm,
-            random_fraction=random_fraction, gamma=gamma, rank=rank,
-        )  # fmt: skip
-        return searcher._replay(history)
+        """`_TrialsSearcher.restore` with the constructor's keywords (`levels`, `min_points`, `rank`, ...,
+        `points`, `warm`) in `options`: the searcher built with them, then `history` replayed."""
+        return cls(space, seed, n_startup, **options)._replay(history)
 
     def observe(self, number: int, step: int, loss: float) -> None:
         super().observe(number, step, loss)
