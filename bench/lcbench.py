@@ -132,6 +132,9 @@ VARIANTS = {name: (p, a, _as_logged(sk), _searched_as_logged(k)) for name, (p, a
 # The "depth" rank without and with BOHB's random third, over today's default scheduler (stop 30's screen):
 VARIANTS["quanta_depth_rf0"] = ("default", None, {}, {"rank": "depth", "random_fraction": 0.0})
 VARIANTS["quanta_depth_rf33"] = ("default", None, {}, {"rank": "depth", "random_fraction": 1 / 3})
+# BOHB's level with its random third over today's default scheduler: today's default searcher, named with
+# its knobs pinned so that its logged runs (stop 31's screen by workers) keep their meaning if the default moves.
+VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_fraction": 1 / 3})
 
 # Goals of issue 13 for quanta_default at the hard target.
 GOAL_RATIO_BEST_SYNE = 1.3

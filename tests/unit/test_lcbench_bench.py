@@ -208,3 +208,28 @@ def test_runs_file_round_trip_and_resume_skips_finished_units(tmp_path):
     # --tabulate-only: a unit not in the file (seed 1 here) is left out, not run.
     runs = run_all(["3945"], [0, 1], ["syne_asha"], 4, 8.0, targets, None, seen.append, done=loaded, run_missing=False)
     assert runs == [b] and seen == []
+
+
+def test_rank_screen_compares_two_systems_per_task_and_per_run(tmp_path):
+    from bench.lcbench import Run, save_run
+    from bench.lcbench_rank import compare
+
+    path = tmp_path / "runs.jsonl"
+    budget = 1000.0
+    # task t1: b twice as fast on both seeds; task t2: b 4x slower on seed 0, equal on seed 1 and a miss for a.
+    for task, seed, a_hard, b_hard in (("t1", 0, 200.0, 100.0), ("t1", 1, 400.0, 200.0), ("t2", 0, 100.0, 400.0)):
+        save_run(path, Run("a", task, seed, {"medium": a_hard, "hard": a_hard}))
+        save_run(path, Run("b", task, seed, {"medium": b_hard, "hard": b_hard}))
+    save_run(path, Run("a", "t2", 1, {"medium": None, "hard": None}))
+    save_run(path, Run("b", "t2", 1, {"medium": 500.0, "hard": budget}))
+    save_run(path, Run("a", "t3", 0, {"medium": 1.0, "hard": 1.0}))  # b never ran it: left out
+    out = compare(path, "a", "b", budget)
+    hard = out["hard"]
+    assert (out["tasks"], out["units"], out["left_out"]) == (2, 4, 1)
+    # t1: medians 300 / 150 = 2; t2: medians (100 + 1000) / 2 = 550 against (400 + 1000) / 2 = 700.
+    assert hard["median_ratio"] == pytest.approx((2.0 + 550 / 700) / 2)
+    assert (hard["b_sooner_tasks"], hard["b_later_tasks"]) == (1, 1)
+    assert hard["geo_ratio_runs"] == pytest.approx((2.0 * 2.0 * 0.25 * 1.0) ** 0.25)
+    assert hard["misses"] == {"a": 1, "b": 1}
+    with pytest.raises(SystemExit, match="no \\(task, seed\\) unit"):
+        compare(path, "a", "nobody", budget)
