@@ -544,11 +544,20 @@ def _csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
+def task_list(s: str) -> list[str]:
+    """`--tasks`: comma-separated task ids, where `suite` stands for issue 13's 24 and `heldout` for the
+    other ten (`app.sim.lcbench.SUITE`, `HELD_OUT`)."""
+    from app.sim.lcbench import HELD_OUT, SUITE
+
+    named = {"suite": SUITE, "heldout": HELD_OUT}
+    return [task for item in _csv(s) for task in named.get(item, (item,))]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from bench.lcbench_targets import DEFAULT_JSON, load_targets, task_targets
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", default="3945,34539")
+    ap.add_argument("--tasks", default="3945,34539", help="task ids, or `suite` (the 24) / `heldout` (the other ten)")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--hours", type=float, default=8.0)
@@ -571,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--plots", type=Path, default=None, help="folder for the two PNGs")
     args = ap.parse_args(argv)
 
-    tasks = _csv(args.tasks)
+    tasks = task_list(args.tasks)
     seeds = [int(s) for s in _csv(args.seeds)]
     systems = all_systems() if args.systems == "all" else _csv(args.systems)
     known = [*all_systems(), *VARIANTS]

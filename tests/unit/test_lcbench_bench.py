@@ -233,3 +233,12 @@ def test_rank_screen_compares_two_systems_per_task_and_per_run(tmp_path):
     assert hard["misses"] == {"a": 1, "b": 1}
     with pytest.raises(SystemExit, match="no \\(task, seed\\) unit"):
         compare(path, "a", "nobody", budget)
+
+
+def test_task_names_stand_for_the_suite_and_the_held_out_ten_which_together_are_lcbenchs_34():
+    from app.sim.lcbench import HELD_OUT, SUITE
+    from bench.lcbench import task_list
+
+    assert task_list("suite") == list(SUITE) and task_list("heldout") == list(HELD_OUT)
+    assert task_list("3945, heldout,7") == ["3945", *HELD_OUT, "7"]
+    assert len(set(SUITE) | set(HELD_OUT)) == 34 and not set(SUITE) & set(HELD_OUT)
