@@ -572,6 +572,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="JSON-lines file of finished runs: appended as runs end; runs already in it are not run again",
     )
     ap.add_argument(
+        "--also",
+        type=Path,
+        action="append",
+        default=[],
+        help="another runs file, read only: its runs count as done (a unit in --runs wins); repeatable",
+    )
+    ap.add_argument(
         "--tabulate-only",
         action="store_true",
         help="run nothing: tabulate the runs in --runs; units not there are left out (JSON 'missing')",
@@ -607,6 +614,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     done = load_runs(args.runs) if args.runs is not None else []
     resumed = {(r.system, r.task, r.seed) for r in done}
+    for extra in args.also:
+        if not extra.is_file():
+            ap.error(f"--also: no such file: {extra}")
+        more = [r for r in load_runs(extra) if (r.system, r.task, r.seed) not in resumed]
+        done += more
+        resumed |= {(r.system, r.task, r.seed) for r in more}
 
     t0 = time.perf_counter()
     runs = run_all(

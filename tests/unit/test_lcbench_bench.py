@@ -242,3 +242,23 @@ def test_task_names_stand_for_the_suite_and_the_held_out_ten_which_together_are_
     assert task_list("suite") == list(SUITE) and task_list("heldout") == list(HELD_OUT)
     assert task_list("3945, heldout,7") == ["3945", *HELD_OUT, "7"]
     assert len(set(SUITE) | set(HELD_OUT)) == 34 and not set(SUITE) & set(HELD_OUT)
+
+
+def test_also_reads_more_runs_files_without_writing_them_and_runs_wins_a_shared_unit(tmp_path):
+    from bench.lcbench import Run, main, save_run
+
+    runs, more, out = tmp_path / "runs.jsonl", tmp_path / "more.jsonl", tmp_path / "out.json"
+    save_run(runs, Run("quanta_default", "3945", 0, {"medium": 100.0, "hard": 200.0}))
+    save_run(more, Run("quanta_default", "3945", 0, {"medium": 1.0, "hard": 2.0}))  # --runs has this unit
+    save_run(more, Run("syne_asha", "3945", 0, {"medium": 300.0, "hard": 600.0}))
+    before = (runs.read_text(), more.read_text())
+    main(
+        ["--tasks", "3945", "--seeds", "0", "--systems", "quanta_default,syne_asha", "--runs", str(runs),
+         "--also", str(more), "--tabulate-only", "--json", str(out)]
+    )  # fmt: skip
+    systems = json.loads(out.read_text())["tasks"]["3945"]["systems"]
+    assert systems["quanta_default"]["hard"]["runs_s"] == [200.0]
+    assert systems["syne_asha"]["hard"]["runs_s"] == [600.0]
+    assert (runs.read_text(), more.read_text()) == before
+    with pytest.raises(SystemExit):
+        main(["--tasks", "3945", "--runs", str(runs), "--also", str(tmp_path / "nope.jsonl"), "--tabulate-only"])
