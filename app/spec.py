@@ -104,7 +104,8 @@ class SearchAlgoSpec(_Frozen):
     # How TPE ranks trials that stopped at different rungs (bohb): "level" (BOHB, the default) fits on the
     # highest rung with min_points trials, the others pending; "depth" (Optuna's TPE under a pruner) ranks
     # every trial by the deepest rung it reached, then by its loss there. With no random asks, "depth" was
-    # sooner at hard with 2 live devices and 4 simulated workers, later with 16 (docs/benchmarks.md, stop 30).
+    # sooner at hard on LCBench's suite with 4-8 workers, even with 2, 12 and 16, and later on the ten held-out
+    # tasks with 4: within the seeds' spread, so the default stays (docs/benchmarks.md, stops 30 and 31).
     rank: Literal["level", "depth"] = Field(default="level", description="how trials at different rungs rank (bohb)")
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,

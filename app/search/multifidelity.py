@@ -43,9 +43,9 @@ class MultiFidelityTPE(HyperOptSearcher):
     - "depth" (Optuna's TPE under a pruner ranks pruned trials so): every trial that reached a rung is
       ranked by the deepest rung it reached, then by its loss there (its best up to that rung); only
       the trials below the first rung count as pending. The few best are the ones the policy promoted
-      furthest, as soon as one is. Without random asks it reached the hard targets sooner with 2 live
-      devices and 4 simulated workers, later with 16 (where BOHB's pending liar spreads the many
-      parallel asks): docs/benchmarks.md, stop 30.
+      furthest, as soon as one is. Without random asks it was sooner to LCBench's hard targets with 4-8
+      workers on the suite but later with 4 on the ten held-out tasks, and even elsewhere: no better
+      than "level" within the spread of 3 seeds (docs/benchmarks.md, stops 30 and 31).
 
     Final tells are kept (history, restore) but not used to suggest: the curve already holds every
     report, and a trial reports at its last step. Intermediate results arrive through
