@@ -159,9 +159,20 @@ class RungRecords:
         losses were recorded and them sorted, as `ranked` last computed them; since a rung's losses are
         only ever added (in insertion order, never changed), `ranked` then sorts only the new ones in
         rather than the whole rung each round."""
-        self.records: dict[str, dict[str, float]] = {k: dict(v) for k, v in (state or {}).items()}
+        # Copy on write: the rungs are shared with `state` (never changed through here) until one is first
+        # written; copying every rung each round made a round O(every loss ever recorded).
+        self.records: dict[str, dict[str, float]] = dict(state or {})  # type: ignore[arg-type]
+        self._own: set[str] = set()  # keys whose dict is this object's own copy
         self._ranked: dict[str, list[float]] = {}  # key -> sorted losses (see `ranked`)
         self._memo = sorted_memo
+
+    def _writable(self, key: str) -> dict[str, float]:
+        """The rung's dict, copied first if it is still `state`'s."""
+        if key in self._own:
+            return self.records[key]
+        self._own.add(key)
+        at = self.records[key] = dict(self.records.get(key, {}))
+        return at
 
     @staticmethod
     def key(search_id: int, rung: int, group: int = 0) -> str:
@@ -186,7 +197,7 @@ class RungRecords:
             value = value_at(curve, level)
             if value is None:
                 break
-            self.records.setdefault(self.key(search_id, i, group), {})[tid] = value
+            self._writable(self.key(search_id, i, group))[tid] = value
             passed = i + 1
         return passed
 
@@ -195,7 +206,10 @@ class RungRecords:
         `values` were read from (`passed_values`); a rung already recorded keeps its value."""
         tid = str(trial_id)
         for i, value in enumerate(values):
-            self.records.setdefault(self.key(search_id, i, group), {}).setdefault(tid, value)
+            key = self.key(search_id, i, group)
+            at = self.records.get(key)
+            if at is None or tid not in at:
+                self._writable(key)[tid] = value
 
     def at(self, search_id: int, rung: int, group: int = 0) -> dict[str, float]:
         """Trial id (string) -> loss recorded at that rung."""

@@ -34,6 +34,7 @@ from hyperopt import Trials, rand, space_eval
 from hyperopt.base import (
     JOB_STATE_DONE,
     JOB_STATE_RUNNING,
+    JOB_VALID_STATES,
     STATUS_FAIL,
     STATUS_OK,
     STATUS_RUNNING,
@@ -354,7 +355,7 @@ class _TrialsSearcher:
         assert stored["tid"] == number
         self._docs[number] = stored
         self._append_order(number)
-        self._trials.refresh()
+        _refresh_appended(self._trials, stored)
 
     def _append_order(self, tid: int) -> None:
         self._ascending = self._ascending and (not self._order or tid > self._order[-1])
@@ -363,6 +364,26 @@ class _TrialsSearcher:
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         raise NotImplementedError
+
+
+def _refresh_appended(trials: Trials, doc: dict[str, Any]) -> None:
+    """`trials.refresh()` after `doc` was appended as its last document, in O(1) when that gives the same
+    lists: `refresh` rebuilds `trials.trials` over every document (O(trials) per ask, ~3 % of a long
+    simulated search), while this searcher's documents are only ever running or done (both valid states,
+    so `trials.trials` holds every document in order) and appended one at a time."""
+    shown, every = trials._trials, trials._dynamic_trials
+    if (
+        trials._exp_key is None
+        and doc["state"] in JOB_VALID_STATES
+        and every
+        and every[-1] is doc
+        and len(shown) == len(every) - 1
+        and (not shown or shown[-1] is every[-2])
+    ):
+        shown.append(doc)
+        trials._ids.add(doc["tid"])
+    else:
+        trials.refresh()
 
 
 def _never_called(_config: Any) -> float:

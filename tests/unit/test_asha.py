@@ -9,6 +9,7 @@ import pytest
 
 from app.executor.policy import make_policy
 from app.executor.policy.asha import AshaPolicy
+from app.executor.policy.asha_held import Held, HeldSet
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView, Verdict
 from app.search.fidelity import default_first_rung, rungs
@@ -409,26 +410,28 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
 
 
+@pytest.mark.parametrize("memory", [None, 300.0])  # 300 MB per trial: the 1,000 MB budget releases held ones
 @pytest.mark.parametrize("check", [None, 0.5])  # None: the held-again fast path; 0.5: the default rung_check
 @pytest.mark.parametrize("rule", ["rent", "promotion"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check):
+def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check, memory):
     # One policy object plans a little world round after round on the state it handed out, with the views
     # of trials nothing happened to reused as the controller's snapshot reuses them: it then skips
     # re-deciding the trials it held and sorts rung losses incrementally. A fresh policy (no memo)
     # planning each of those snapshots must decide exactly the same.
     rng = np.random.default_rng(seed)
     growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
-    views = {tid: trial(tid) for tid in (1, 2, 3)}
-    kept = policy(rule=rule, rung_check=check)
+    views = {tid: trial(tid, memory=memory) for tid in (1, 2, 3)}
+    budget = {"memory_budget_mb": 1000.0} if memory else {}
+    kept = policy(rule=rule, rung_check=check, **budget)
     state: dict = {}
-    held_seen = 0
+    held_seen = released = 0
     for rnd in range(40):
         snapshot = ClusterSnapshot(
             now=10.0 * rnd, devices=DEVICES, trials=tuple(views.values()), searches=growing, policy_state=state
         )
         plan = kept.plan(snapshot)
-        fresh = policy(rule=rule, rung_check=check).plan(snapshot)
+        fresh = policy(rule=rule, rung_check=check, **budget).plan(snapshot)
         assert (plan.placement, plan.hold, plan.stop, plan.limits, plan.release) == (
             fresh.placement, fresh.hold, fresh.stop, fresh.limits, fresh.release,
         ), f"round {rnd}"  # fmt: skip
@@ -450,6 +453,33 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
                     del views[tid]  # done
             elif tid in plan.stop:
                 del views[tid]
+            elif tid in plan.release:  # checkpointed and freed: no longer resident
+                views[tid] = dataclasses.replace(v, devices=())
+                released += 1
             # held or waiting: the very same view object next round
-        views[max(views, default=3) + 1] = trial(max(views, default=3) + 1)
+        views[max(views, default=3) + 1] = trial(max(views, default=3) + 1, memory=memory)
     assert held_seen > 40  # the memo's path was taken (trials were held round after round)
+    assert (released > 0) == bool(memory)
+
+
+def test_the_held_set_keeps_each_rung_sorted_and_drops_trials_whose_view_changed():
+    def held(tid: int, loss: float, rung: int = 0) -> Held:
+        return Held(trial(tid, 10, -loss, devices=("cpu:0",), memory=100.0), rung, loss, (10, 30, 90, 270), 0)
+
+    hs = HeldSet()
+    entries = [held(1, 0.5), held(2, 0.2), held(3, 0.9), held(4, 0.1, rung=1)]
+    for h in entries:
+        hs.add(h)
+    assert [h.view.id for h in hs.best((1, 0, 0), 0.6)] == [2, 1]  # best first, up to the bar
+    assert [h.view.id for h in hs.best((1, 1, 0), 0.05)] == []
+    assert hs.allowed == {"1": 0, "2": 0, "3": 0, "4": 1} and sum(hs.memory.values()) == 400.0
+    views = [h.view for h in entries]
+    assert hs.split(views) == [] and len(hs) == 4  # every view the same object: all held again
+    changed = dataclasses.replace(views[1], running=True)
+    others = hs.split([views[0], changed, views[3]])  # 2's view changed, 3 ended
+    assert others == [changed] and sorted(hs.entries) == [1, 4]
+    assert [h.view.id for h in hs.best((1, 0, 0), 1.0)] == [1] and set(hs.rungs()) == {(1, 0, 0), (1, 1, 0)}
+    assert hs.allowed == {"1": 0, "4": 1} and hs.searches() == {1} and dict(hs.groups()) == {(1, 0): (10, 30, 90, 270)}
+    hs.remove(1)
+    hs.remove(4)
+    assert len(hs) == 0 and list(hs.rungs()) == [] and list(hs.groups()) == [] and hs.memory == {}

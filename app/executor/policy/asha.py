@@ -72,8 +72,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
+from app.executor.policy.asha_held import Held, HeldSet, Where
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
 from app.executor.policy.rung_check import rungs_passed
@@ -82,6 +86,7 @@ from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, 
 
 # A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
 _Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
+_ID = attrgetter("id")
 _MEMO_SEARCHES = 16  # searches whose trials' rung values are memoised at once
 
 
@@ -105,14 +110,16 @@ class AshaPolicy:
         # carries that very object back, a memoised trial's values are in it already (see `plan`).
         self._records_out: Mapping[str, Mapping[str, float]] | None = None
         self._levels: dict[tuple[int, int, int], tuple[int, ...]] = {}  # see `levels`
-        # Memo, not state: the trials this policy left held last round, {id: (view, rung, loss, id as str,
-        # levels, bracket)}, and the `allowed` it handed out. A held trial whose view is the very same object
-        # (nothing happened to it) and whose `allowed` came back unchanged is held at the same rung with the
-        # same loss again under rank promotion (`promotion`, `rent`) without judge, as long as rung_check
-        # passed no new rung over this round (the round then re-decides them all): only a promotion moves
-        # it, decided below on the rung's threshold. Skipping its re-decision keeps a round's cost per held
-        # trial to a few lookups (they are a search's bulk).
-        self._held_out: dict[int, tuple[TrialView, int, float, str, tuple[int, ...], int]] = {}
+        # Memo, not state: the trials this policy left held last round (`HeldSet`), and the `allowed` it
+        # handed out. A held trial whose view is the very same object (nothing happened to it) and whose
+        # `allowed` came back unchanged is held at the same rung with the same loss again under rank
+        # promotion (`promotion`, `rent`) without judge, as long as rung_check passed no new rung over this
+        # round (the round then re-decides them all): only a promotion moves it, decided on the front of
+        # its rung's sorted held trials. A round then costs a few C-level passes per alive trial, not a
+        # Python re-decision per held one (they are a long search's bulk).
+        k = self.knobs
+        self._carry = k.mode == "pause" and k.rule in ("promotion", "rent") and k.judge is None
+        self._held = HeldSet()
         self._allowed_out: Mapping[str, int] | None = None
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
 
@@ -138,7 +145,6 @@ class AshaPolicy:
         k = self.knobs
         old_allowed: Mapping[str, int] = snapshot.policy_state.get("allowed", {})
         old_records: Mapping[str, Mapping[str, float]] = snapshot.policy_state.get("records", {})
-        allowed: dict[str, int] = {}
         carried = old_records is self._records_out  # last round's records, as this policy left them
         if not carried:
             self._sorted = {}  # the memo holds for the records this policy handed out only
@@ -152,50 +158,41 @@ class AshaPolicy:
         stop: list[int] = []
         reasons: dict[int, str] = {}
         notes: list[str] = []
-        held: list[tuple[int, float, TrialView]] = []  # (rung index, loss there, trial)
+        held: list[tuple[int, float, TrialView]] = []  # held this round and not last: (rung index, loss, trial)
+        held_levels: list[tuple[tuple[int, ...], int]] = []  # beside `held`: (its levels, its bracket)
         movers: list[TrialView] = []  # trials to keep running or to start, in arrival order
         limits: dict[int, int] = {}
 
+        # The trials held last round that are held again (see `_held`): valid only on the state this policy
+        # handed out; the others are decided below.
+        again = self._held
+        memo_before = dict(self._passed)  # restored if the round must be re-decided in full (below)
+        valid = carried and old_allowed is self._allowed_out and self._carry
+        if not valid or not again.searches() <= searches.keys():
+            again.clear()
+        alive = snapshot.alive()
+        others = again.split(alive)
+        allowed: dict[str, int] = dict(again.allowed)
+
         # First every rung each trial has reported past is recorded, then each trial is decided at the
         # rung it was allowed to run to, against all of this round's records (order does not matter).
-        # (trial, search, levels, bracket, held again: see `_held_out`)
-        of_search: list[tuple[TrialView, SearchView, tuple[int, ...], int, bool]] = []
+        of_search: list[tuple[TrialView, SearchView, tuple[int, ...], int]] = []  # (trial, search, levels, bracket)
         olds = [self._passed.pop(s.id, {}) for s in snapshot.searches]
         seen: dict[int, _Passed] = olds[0] if len(olds) == 1 else {k: v for old in olds for k, v in old.items()}
         read: dict[int, dict[int, _Passed]] = {}
-        # The fast path for trials held last round (see `_held_out`): valid only on the state this policy
-        # handed out and under rules whose held trials only a promotion moves.
-        steady = (
-            self._held_out
-            if carried
-            and old_allowed is self._allowed_out
-            and k.mode == "pause"
-            and k.rule in ("promotion", "rent")
-            and k.judge is None
-            else {}
-        )
-        kept: dict[int, tuple[TrialView, int, float, str, tuple[int, ...], int]] = {}
         reports = (
             RungRecords(snapshot.policy_state.get("reports", {}))
             if k.rung_check is not None and k.rung_check_on == "report"
             else None
         )
-        for t in snapshot.alive():
-            last_held = steady.get(t.id)
-            if last_held is not None and last_held[0] is t and (search := searches.get(t.search_id)) is not None:
-                kept[t.id] = last_held
-                of_search.append((t, search, last_held[4], last_held[5], True))  # held again (below)
-                curve_memo = seen.get(t.id)
-                if curve_memo is not None:  # its curve is memoised as before (the same object)
-                    read.setdefault(t.search_id, {})[t.id] = curve_memo
-                continue
+        for t in others:
             search = searches.get(t.search_id)
             if search is None:
                 movers.append(t)  # a trace job: first come, first served
                 continue
             levels = self.levels(t, search)
             group = t.id % brackets  # its bracket (`bracket`)
-            of_search.append((t, search, levels, group, False))
+            of_search.append((t, search, levels, group))
             sign = -1.0 if search.goal == "maximize" else 1.0
             last = seen.get(t.id)
             if last is not None and last[0] is t.curve and last[1] == sign and last[2] == levels:
@@ -215,20 +212,16 @@ class AshaPolicy:
         while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
             del self._passed[next(iter(self._passed))]
         old_passed = snapshot.policy_state.get("passed", {})
-        passed = self._rungs_passed(of_search, reports or book, old_passed)
+        passed = self._rungs_passed(of_search, again, reports or book, old_passed)
         # A rung newly passed over moves trials held below it: every trial is decided afresh this round.
         newly = [(key, int(v[0])) for key, v in passed.items() if int(v[0]) != int(old_passed.get(key, (0,))[0])]
-        redo = bool(newly)
+        if newly and len(again):
+            self._passed = memo_before
+            again.clear()
+            return self.plan(snapshot)  # with nothing held again: each trial decided in arrival order
         for key, n in newly:
             notes.append(f"asha: search/bracket {key}: its lowest {n} rung(s) passed over (they rank unlike the next)")
-        for t, search, levels, group, again in of_search:
-            if again:
-                if not redo:  # held last round and nothing happened to it: held again (see `_held_out`)
-                    _view, at_rung, loss, key, _levels, _group = kept[t.id]
-                    held.append((at_rung, loss, t))
-                    allowed[key] = at_rung
-                    continue
-                del kept[t.id]  # decided below like any other
+        for t, search, levels, group in of_search:
             tid = str(t.id)
             rung = int(old_allowed.get(tid, 0))
             if passed:  # rung_check: rungs passed over are not waited at
@@ -259,7 +252,7 @@ class AshaPolicy:
                     notes.append(f"asha: stop {t.id}: {reasons[t.id]}")
                 else:
                     held.append((rung, value, t))
-                    kept[t.id] = (t, rung, value, tid, levels, group)
+                    held_levels.append((levels, group))
                 break
             allowed[tid] = rung
             if t.id in stop or (held and held[-1][2] is t):
@@ -286,27 +279,35 @@ class AshaPolicy:
                     notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
 
         # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial; with `rule: rent`
-        # first the best of a thin rung once it has waited its next rung's cost. One pass over the held
-        # trials (every round's bulk) reads each one's rung once. A trial the judge condemns waits while its
-        # search may still create trials.
+        # first the best of a thin rung once it has waited its next rung's cost. Of the trials held again
+        # only the front of each rung is read (they are sorted there). A trial the judge condemns waits
+        # while its search may still create trials.
         due: list[tuple[int, float, TrialView]] = []
         thin: list[tuple[int, float, TrialView]] = []
-        bars: dict[tuple[int, int, int], tuple[float, float]] = {}  # per rung: (promotion bar, thin bar)
+        bars: dict[Where, tuple[float, float]] = {}  # per rung: (promotion bar, thin bar)
         rent = k.rule == "rent"
-        for h in held:
-            rung, value, t = h
-            if hopeless and t.id in hopeless and searches[t.search_id].more_trials:
-                continue
-            where = (t.search_id, rung, t.id % brackets)
+
+        def bar_of(where: Where) -> tuple[float, float]:
             bar = bars.get(where)
             if bar is None:
                 ranked = book.ranked(*where)
                 thin_bar = ranked[0] if rent and len(ranked) < k.eta else -math.inf
                 bar = bars[where] = (self._promotion_bar(ranked), thin_bar)
+            return bar
+
+        for h in held:
+            rung, value, t = h
+            if hopeless and t.id in hopeless and searches[t.search_id].more_trials:
+                continue
+            bar = bar_of((t.search_id, rung, t.id % brackets))
             if value <= bar[0]:
                 due.append(h)
             elif value <= bar[1]:
                 thin.append(h)  # the best of a rung rank promotion cannot promote from yet
+        for where in again.rungs():
+            bar = bar_of(where)
+            for a in again.best(where, max(bar)):
+                (due if a.loss <= bar[0] else thin).append((a.rung, a.loss, a.view))
         since = self._held_since(thin, snapshot.policy_state.get("held", {}), snapshot.now)
         promote((h for h in thin if self._rent_paid(h, since, snapshot)), "promote (waited its next rung's cost)")
         promote(due, "promote")
@@ -317,20 +318,29 @@ class AshaPolicy:
         # search that will create no more trials (one that will, gets a new configuration there as soon
         # as the controller has made it: the hold freed room in its parallelism).
         if board.n_free > 0 and any(not s.more_trials for s in snapshot.searches):
+            every = [*held, *((a.rung, a.loss, a.view) for a in again.entries.values())]
             promote(
-                (h for h in held if h[2].id not in placed_held and not searches[h[2].search_id].more_trials),
+                (h for h in every if h[2].id not in placed_held and not searches[h[2].search_id].more_trials),
                 "run (idle device)",
             )
         placement = board.placement()
-        hold = tuple(t.id for _, _, t in held if t.id not in placed_held)
         release = self._release(held, placed_held)
+        for promoted in placed_held:
+            if promoted in again.entries:
+                again.remove(promoted)
+        if self._carry:  # carried to the next round (see `_held`)
+            for (rung, value, t), (levels, group) in zip(held, held_levels, strict=True):
+                if t.id not in placed_held:
+                    again.add(Held(t, rung, value, levels, group))
+            still: AbstractSet[int] = again.entries.keys()
+        else:
+            still = {t.id for _, _, t in held if t.id not in placed_held}
+        ids = list(map(_ID, alive))
+        hold = tuple(compress(ids, map(still.__contains__, ids)))  # in arrival order (C-level: every round)
         placed = {i for ids in placement.values() for i in ids}
         state: dict[str, object] = {"allowed": allowed, "records": book.records}
         self._records_out = book.records
         self._allowed_out = allowed
-        for promoted in placed_held:
-            kept.pop(promoted, None)
-        self._held_out = kept
         if since:
             state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in placed_held}
         if passed:
@@ -352,20 +362,24 @@ class AshaPolicy:
 
     def _rungs_passed(
         self,
-        of_search: Sequence[tuple[TrialView, SearchView, tuple[int, ...], int, bool]],
+        of_search: Sequence[tuple[TrialView, SearchView, tuple[int, ...], int]],
+        again: HeldSet,
         book: RungRecords,
         old: Mapping[str, Sequence[Any]],
     ) -> dict[str, tuple[int, bool]]:
-        """With `rung_check`: per "search/bracket", (how many of the lowest rungs are passed over, whether
-        that is decided), carried from `old` and advanced on this round's records
-        (`app.executor.policy.rung_check`). Empty without the knob."""
+        """With `rung_check`: per "search/bracket" of the trials decided this round and those held again,
+        (how many of the lowest rungs are passed over, whether that is decided), carried from `old` and
+        advanced on this round's records (`app.executor.policy.rung_check`), in key order. Empty without
+        the knob."""
         k = self.knobs
         if k.rung_check is None or k.mode != "pause":
             return {}
         groups: dict[tuple[int, int], tuple[int, ...]] = {}  # (search, bracket) -> its first trial's levels
-        for _t, search, levels, group, _again in of_search:
+        for _t, search, levels, group in of_search:
             groups.setdefault((search.id, group), levels)
-        return rungs_passed(groups, book, old, k.rung_check, k.rung_check_pairs)
+        for key, levels in again.groups():
+            groups.setdefault(key, levels)
+        return rungs_passed(dict(sorted(groups.items())), book, old, k.rung_check, k.rung_check_pairs)
 
     def _promotion_bar(self, ranked: Sequence[float]) -> float:
         """The largest loss a held trial of a rung with these sorted losses (not empty) may have to be
@@ -428,13 +442,23 @@ class AshaPolicy:
         return True
 
     def _release(self, held: list[tuple[int, float, TrialView]], placed: set[int]) -> tuple[int, ...]:
+        """Held trials to checkpoint and free, lowest-ranked first, while the resident ones (`held`, held
+        this round, and those held again) use more than `memory_budget_mb`; placed ones are not counted."""
         budget = self.knobs.memory_budget_mb
         if budget <= 0:
             return ()
-        used = sum(m for _r, _v, t in held if (m := t.memory_mb) and t.devices and t.id not in placed)
+        again = self._held
+        used = math.fsum(
+            [
+                *again.memory.values(),
+                *(-again.memory.get(tid, 0.0) for tid in placed),
+                *(m for _r, _v, t in held if (m := t.memory_mb) and t.devices and t.id not in placed),
+            ]
+        )
         if used <= budget:
             return ()  # within the budget: nothing to rank
-        resident = [h for h in held if h[2].devices and h[2].id not in placed]
+        every = [*held, *((a.rung, a.loss, a.view) for a in again.entries.values())]
+        resident = [h for h in every if h[2].devices and h[2].id not in placed]
         out: list[int] = []
         # Lowest rung first, then worst value: the trials least likely ever to be promoted.
         for _rung, _value, t in sorted(resident, key=lambda h: (h[0], -h[1], -h[2].arrival, -h[2].id)):
