@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from itertools import compress
 from typing import Any
 
 from app.controller.book import SearchBook
@@ -58,6 +59,8 @@ class SnapshotBuilder:
         # the same and that nothing touched keeps its view without being looked at (held trials are the
         # bulk of a successive-halving search's alive ones, and a round was O(them) `_view` calls).
         self._res_seen: dict[int, tuple[Any, ...]] = {}
+        self._parked: dict[int, Residency] = {}  # per resident trial not running: its residency object as seen
+        self._parked_ids: dict[int, int] = {}  # the same, id() of the object
         self.residency_seen: dict[int, Residency] = {}
         self.judge_state: dict[str, Any] = {}
 
@@ -90,15 +93,27 @@ class SnapshotBuilder:
         alive = self._index.alive
         changes = self._index.take_changes()
         dirty = changes.touched
-        seen = self._res_seen
-        now_seen: dict[int, tuple[Any, ...]] = {}
-        self._res_seen = now_seen
-        for tid, r in residency.items():
+        seen, parked, parked_ids = self._res_seen, self._parked, self._parked_ids
+        # The residency objects seen not running last build and returned again are unchanged (the runtime's
+        # contract, `Runtime.residency`); only the others are looked at, found with C-level set operations
+        # over object ids (the objects are held in `_parked`, so their ids stay theirs): a Python pass over
+        # every resident trial per round was a tenth of a long simulated search.
+        for tid in seen.keys() - residency.keys():  # no longer resident
+            dirty.add(tid)
+            del seen[tid]
+            parked.pop(tid, None)
+            parked_ids.pop(tid, None)
+        for tid, _oid in _ids(residency).items() - parked_ids.items():
+            r = residency[tid]
             key = (r.running, r.steps, r.device_seconds, r.devices, r.elastic)
-            if r.running or seen.pop(tid, None) != key:
+            if r.running or seen.get(tid) != key:
                 dirty.add(tid)  # computing, or its residency moved since the last build
-            now_seen[tid] = key
-        dirty.update(seen)  # no longer resident
+            seen[tid] = key
+            if r.running:
+                parked.pop(tid, None)
+                parked_ids.pop(tid, None)
+            else:
+                parked[tid], parked_ids[tid] = r, id(r)
         views = self._views
         for tid in changes.gone:  # finished trials never reach a snapshot again, nor do their pairs
             views.pop(tid, None)
@@ -122,7 +137,7 @@ class SnapshotBuilder:
                     views[tid] = _view(t, residency.get(tid), views.get(tid))
             trials: list[TrialView] = list(views.values())  # type: ignore[arg-type]  # every entry built above
             if self._index.in_arrival_order:  # views are in arrival order: keep it, no sort (a key per trial)
-                resident = [v for tid, v in views.items() if tid in residency and v is not None]
+                resident = list(compress(trials, map(residency.__contains__, views.keys())))
             else:
                 resident = [v for tid in residency if (v := views.get(tid)) is not None]
                 resident.sort(key=ARRIVAL_ORDER)
@@ -152,6 +167,11 @@ class SnapshotBuilder:
         judged = judge(snapshot, judge_knobs, judge_state)
         self.judge_state = judged.state
         return replace(snapshot, verdicts=judged.verdicts)
+
+
+def _ids(objects: Mapping[int, Any]) -> dict[int, int]:
+    """{key: id(value)}, built in C."""
+    return dict(zip(objects.keys(), map(id, objects.values()), strict=True))
 
 
 def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> TrialView:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
-from hyperopt import Trials, rand, space_eval
+from hyperopt import Trials, pyll, rand
 from hyperopt.base import (
     JOB_STATE_DONE,
     JOB_STATE_RUNNING,
@@ -307,8 +307,25 @@ class _TrialsSearcher:
     # -- helpers ----------------------------------------------------------------------------------
     def params_of(self, vals: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
         """The nested configuration for a flat `vals` record (as in `Suggestion.vals`)."""
-        params: dict[str, Any] = _plain(space_eval(self._hp_space, spec_from_misc({"vals": dict(vals)})))
+        assignment = spec_from_misc({"vals": dict(vals)})
+        memo = {node: assignment[label] for node, label in self._param_nodes() if label in assignment}
+        params: dict[str, Any] = _plain(pyll.rec_eval(self._space_apply, memo=memo))
         return params
+
+    def _param_nodes(self) -> list[tuple[Apply, str]]:
+        """The space's `hyperopt_param` nodes with their labels, in topological order: what
+        `hyperopt.space_eval` finds by sorting the space's graph on every call (a graph sort per ask was
+        6 % of a long simulated search); `params_of` is `space_eval` with this found once."""
+        found: list[tuple[Apply, str]] | None = self.__dict__.get("_param_nodes_found")
+        if found is None:
+            self._space_apply = pyll.as_apply(self._hp_space)
+            found = [
+                (node, node.arg["label"].eval())
+                for node in pyll.toposort(self._space_apply)
+                if node.name == "hyperopt_param"
+            ]
+            self._param_nodes_found = found
+        return found
 
     def history(self) -> list[HistoryItem]:
         """Every asked trial, by number: what `restore` needs."""

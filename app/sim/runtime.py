@@ -367,9 +367,12 @@ class SimRuntime:
         j.compute_from = now + cost
         j.opened = False
         self._running.add(j.id)
-        if j.res is None:
+        old = j.res
+        # A new object even on a resume: an object handed out while parked never changes (see `_park`).
+        if old is None:
             j.res = Residency(devices, True, int(j.steps), j.device_seconds)
-        j.res.devices, j.res.running = devices, True
+        else:
+            j.res = Residency(devices, True, old.steps, old.device_seconds, old.elastic, old.extra)
         self._resident[j.id] = j.res
         self._res_at = -math.inf
 
@@ -389,7 +392,10 @@ class SimRuntime:
         j.opened = False
         j.version += 1
         assert j.res is not None
-        j.res.running, j.res.steps, j.res.device_seconds = False, int(j.steps + 1e-9), j.device_seconds
+        # A new object, not the running one changed: an object handed out while its trial is not running is
+        # never changed (`Runtime.residency`'s contract), so the snapshot need not look at it again.
+        j.res = Residency(j.res.devices, False, int(j.steps + 1e-9), j.device_seconds, j.res.elastic, j.res.extra)
+        self._resident[j.id] = j.res
         if at_limit:  # parked itself at a step boundary: nobody asked, nothing to wait for
             self.limit_parks += 1
             self.parked_ids.add(j.id)

@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from hyperopt.base import JOB_STATE_DONE, JOB_STATE_RUNNING, STATUS_FAIL, STATUS_OK
+from hyperopt import space_eval
+from hyperopt.base import JOB_STATE_DONE, JOB_STATE_RUNNING, STATUS_FAIL, STATUS_OK, spec_from_misc
 
 from app.search.searcher import (
     HistoryItem,
@@ -19,6 +20,7 @@ from app.search.searcher import (
     RandomSearcher,
     Searcher,
     Suggestion,
+    _plain,
     ask_seed,
     make_searcher,
 )
@@ -300,6 +302,8 @@ def test_nested_choice_params_and_active_vals():
         else:
             assert opt == {"name": "rmsprop"}
         assert s.params_of(v) == p
+        # params_of is hyperopt's space_eval with the graph sorted once (a plain re-implementation)
+        assert p == _plain(space_eval(s._hp_space, spec_from_misc({"vals": dict(v)})))
     assert names == {"sgd", "adam", "rmsprop"}
 
 

@@ -72,7 +72,12 @@ class Runtime(Protocol):
         ...
 
     def residency(self) -> dict[int, Residency]:
-        """Trials that have a live process: devices, running or parked, steps, device seconds."""
+        """Trials that have a live process: devices, running or parked, steps, device seconds.
+
+        A runtime may return the same `Residency` object again on later calls. An object returned while
+        its trial was not running is never changed afterwards: any change of that trial's residency (a
+        resume, a move, a release) comes as a new object (the snapshot trusts such an object to be
+        unchanged). Objects returned while running may change in place."""
         ...
 
     def now(self) -> float:
