@@ -32,7 +32,7 @@ from app.controller.policies import PolicyChoice
 from app.controller.publish import cluster_view
 from app.controller.recorder import EventRecorder
 from app.controller.rounds import Rounds
-from app.controller.snapshot import SnapshotBuilder
+from app.controller.snapshot import KnownResidency, SnapshotBuilder
 from app.controller.state import SearchState, Signals, TrialState
 from app.controller.trials import TrialIndex
 from app.db.protocol import ControllerStore
@@ -226,15 +226,11 @@ class Controller:
     def _actions(self, plan: Plan, now: float) -> list[Action]:
         """The actions that take the cluster from where the snapshot saw it to `plan`, for trials we know.
         Trials the plan stops become final now (resident ones are stopped by the runtime)."""
-        residency: dict[int, tuple[str, ...]] = {}
-        running: list[int] = []
         trial = self._index.get
-        for tid, r in self.snapshots.residency_seen.items():
-            if trial(tid) is not None:
-                residency[tid] = r.devices
-                if r.running:
-                    running.append(tid)
-        current = Placement(resident=residency, running=frozenset(running))
+        residency = KnownResidency(self.snapshots.residency_seen, trial)
+        current = Placement(
+            resident=residency, running=frozenset(t for t in self.snapshots.running_seen if trial(t) is not None)
+        )
         for tid in plan.stop:
             ts = trial(tid)
             if ts is not None and tid not in residency:

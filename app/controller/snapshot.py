@@ -4,7 +4,8 @@ Contract: `build(now, ...)` reads the runtime's residency once and returns alive
 resident; those of paused searches are left out) with their measured rates, device time and curves,
 the running searches, the devices and the measured pair rates among the trials it shows. Reading
 residency also brings resident trials' steps and device time up to date. `residency_seen` is that
-residency, as the last snapshot saw it (planning does not change it).
+residency, as the last snapshot saw it (planning does not change it), and `running_seen` the trials
+running in it.
 
 For a policy that plans on verdicts (`judge_knobs` given), `build` also runs the judge
 (`app.search.judge`) on the snapshot, judging apart from placing: the verdicts arrive in
@@ -19,7 +20,7 @@ trials in arrival order so the policy need not filter and sort.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from itertools import compress
 from typing import Any
@@ -62,6 +63,7 @@ class SnapshotBuilder:
         self._parked: dict[int, Residency] = {}  # per resident trial not running: its residency object as seen
         self._parked_ids: dict[int, int] = {}  # the same, id() of the object
         self.residency_seen: dict[int, Residency] = {}
+        self.running_seen: frozenset[int] = frozenset()  # the trials running in `residency_seen`
         self.judge_state: dict[str, Any] = {}
 
     def build(
@@ -103,6 +105,7 @@ class SnapshotBuilder:
             del seen[tid]
             parked.pop(tid, None)
             parked_ids.pop(tid, None)
+        running_now: set[int] = set()
         for tid, _oid in _ids(residency).items() - parked_ids.items():
             r = residency[tid]
             key = (r.running, r.steps, r.device_seconds, r.devices, r.elastic)
@@ -110,10 +113,12 @@ class SnapshotBuilder:
                 dirty.add(tid)  # computing, or its residency moved since the last build
             seen[tid] = key
             if r.running:
+                running_now.add(tid)
                 parked.pop(tid, None)
                 parked_ids.pop(tid, None)
             else:
                 parked[tid], parked_ids[tid] = r, id(r)
+        self.running_seen = frozenset(running_now)
         views = self._views
         for tid in changes.gone:  # finished trials never reach a snapshot again, nor do their pairs
             views.pop(tid, None)
@@ -167,6 +172,28 @@ class SnapshotBuilder:
         judged = judge(snapshot, judge_knobs, judge_state)
         self.judge_state = judged.state
         return replace(snapshot, verdicts=judged.verdicts)
+
+
+class KnownResidency(Mapping[int, tuple[str, ...]]):
+    """The devices of each resident trial of `residency` that `known(trial id)` finds, as a read-only
+    mapping over it without a copy: the reconciler looks up only the trials a plan names, and building
+    the whole mapping every round was a pass over every resident trial."""
+
+    def __init__(self, residency: Mapping[int, Residency], known: Callable[[int], object | None]):
+        self._residency = residency
+        self._known = known
+
+    def __getitem__(self, tid: int) -> tuple[str, ...]:
+        r = self._residency[tid]
+        if self._known(tid) is None:
+            raise KeyError(tid)
+        return r.devices
+
+    def __iter__(self) -> Iterator[int]:
+        return (tid for tid in self._residency if self._known(tid) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _ids(objects: Mapping[int, Any]) -> dict[int, int]:

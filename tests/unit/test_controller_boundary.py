@@ -87,3 +87,15 @@ class Loop:
         other.book.track(None, None)
 """
     assert [f.split(": ", 1)[1] for f in private_accesses(src)] == ["ctl._alive", "c._index", "self.ctl._signals"]
+
+
+def test_known_residency_shows_only_the_trials_the_controller_knows():
+    from app.controller.snapshot import KnownResidency
+    from app.executor.actions import Residency
+
+    seen = {1: Residency(("cpu:0",), True), 2: Residency(("cpu:1",), False), 3: Residency(("cpu:0", "cpu:1"), False)}
+    known = {1: "t1", 3: "t3"}
+    view = KnownResidency(seen, known.get)
+    assert dict(view) == {1: ("cpu:0",), 3: ("cpu:0", "cpu:1")} and len(view) == 2
+    assert 1 in view and 2 not in view and 4 not in view
+    assert view.get(2) is None and view[3] == ("cpu:0", "cpu:1")

@@ -67,6 +67,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
+from operator import attrgetter, not_
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -298,6 +300,11 @@ class SharePolicy:
 def groups_of(snapshot: ClusterSnapshot) -> list[Group]:
     """The snapshot's alive trials grouped by search (trace jobs by owner), groups ordered by key."""
     searches = {s.id: s for s in snapshot.searches}
+    alive = snapshot.alive()
+    if alive and len(ids := set(map(_SEARCH_ID, alive))) == 1 and (sid := next(iter(ids))):
+        # One search's trials only (the usual case): one group, found in C rather than a Python pass.
+        s = searches.get(sid)
+        return [Group(f"s{sid}", s.owner if s is not None else alive[0].owner, sid, tuple(alive))]
     by_search: dict[int, list[TrialView]] = {}  # a search's trials (its owner is the search's)
     by_owner: dict[str, list[TrialView]] = {}  # trace jobs, by owner
     owner_of: dict[int, str] = {}  # a search's owner, as its first trial here says when it is not running
@@ -316,6 +323,11 @@ def groups_of(snapshot: ClusterSnapshot) -> list[Group]:
     return sorted(groups, key=lambda g: g.key)
 
 
+_SEARCH_ID = attrgetter("search_id")
+_DEVICES_NEEDED = attrgetter("devices_needed")
+_ID = attrgetter("id")
+
+
 def _weight(weights: Mapping[str, float], user: str) -> float:
     w = float(weights.get(user, 1.0))
     return w if w > 0 and math.isfinite(w) else 1.0
@@ -323,7 +335,10 @@ def _weight(weights: Mapping[str, float], user: str) -> float:
 
 def _demand(r: _Round) -> int:
     """Devices the group's alive trials need, those its policy held last round excepted."""
-    return sum(t.devices_needed for t in r.group.trials if t.id not in r.held)
+    trials = r.group.trials
+    if not r.held:
+        return sum(map(_DEVICES_NEEDED, trials))
+    return sum(map(_DEVICES_NEEDED, compress(trials, map(not_, map(r.held.__contains__, map(_ID, trials))))))
 
 
 def _waiting(r: _Round) -> bool:
