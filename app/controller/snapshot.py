@@ -61,7 +61,7 @@ class SnapshotBuilder:
         # bulk of a successive-halving search's alive ones, and a round was O(them) `_view` calls).
         self._res_seen: dict[int, tuple[Any, ...]] = {}
         self._parked: dict[int, Residency] = {}  # per resident trial not running: its residency object as seen
-        self._parked_ids: dict[int, int] = {}  # the same, id() of the object
+        self._parked_obj: dict[int, int] = {}  # id() of each of those objects -> its trial
         self.residency_seen: dict[int, Residency] = {}
         self.running_seen: frozenset[int] = frozenset()  # the trials running in `residency_seen`
         self.judge_state: dict[str, Any] = {}
@@ -95,29 +95,31 @@ class SnapshotBuilder:
         alive = self._index.alive
         changes = self._index.take_changes()
         dirty = changes.touched
-        seen, parked, parked_ids = self._res_seen, self._parked, self._parked_ids
+        seen, parked, parked_obj = self._res_seen, self._parked, self._parked_obj
         # The residency objects seen not running last build and returned again are unchanged (the runtime's
-        # contract, `Runtime.residency`); only the others are looked at, found with C-level set operations
+        # contract, `Runtime.residency`); only the others are looked at, found with a C-level set difference
         # over object ids (the objects are held in `_parked`, so their ids stay theirs): a Python pass over
         # every resident trial per round was a tenth of a long simulated search.
         for tid in seen.keys() - residency.keys():  # no longer resident
             dirty.add(tid)
             del seen[tid]
-            parked.pop(tid, None)
-            parked_ids.pop(tid, None)
+            if (gone := parked.pop(tid, None)) is not None:
+                del parked_obj[id(gone)]
+        by_obj = dict(zip(map(id, residency.values()), residency.keys(), strict=True))
         running_now: set[int] = set()
-        for tid, _oid in _ids(residency).items() - parked_ids.items():
+        for oid in by_obj.keys() - parked_obj.keys():
+            tid = by_obj[oid]
             r = residency[tid]
             key = (r.running, r.steps, r.device_seconds, r.devices, r.elastic)
             if r.running or seen.get(tid) != key:
                 dirty.add(tid)  # computing, or its residency moved since the last build
             seen[tid] = key
+            if (old := parked.pop(tid, None)) is not None:
+                del parked_obj[id(old)]
             if r.running:
                 running_now.add(tid)
-                parked.pop(tid, None)
-                parked_ids.pop(tid, None)
             else:
-                parked[tid], parked_ids[tid] = r, id(r)
+                parked[tid], parked_obj[oid] = r, tid
         self.running_seen = frozenset(running_now)
         views = self._views
         for tid in changes.gone:  # finished trials never reach a snapshot again, nor do their pairs
@@ -194,11 +196,6 @@ class KnownResidency(Mapping[int, tuple[str, ...]]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-
-def _ids(objects: Mapping[int, Any]) -> dict[int, int]:
-    """{key: id(value)}, built in C."""
-    return dict(zip(objects.keys(), map(id, objects.values()), strict=True))
 
 
 def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> TrialView:
