@@ -324,7 +324,7 @@ class AshaPolicy:
                 "run (idle device)",
             )
         placement = board.placement()
-        release = self._release(held, placed_held)
+        release = again.release(held, placed_held, k.memory_budget_mb)
         for promoted in placed_held:
             if promoted in again.entries:
                 again.remove(promoted)
@@ -440,30 +440,3 @@ class AshaPolicy:
             return False
         board.put(t.id, devices)
         return True
-
-    def _release(self, held: list[tuple[int, float, TrialView]], placed: set[int]) -> tuple[int, ...]:
-        """Held trials to checkpoint and free, lowest-ranked first, while the resident ones (`held`, held
-        this round, and those held again) use more than `memory_budget_mb`; placed ones are not counted."""
-        budget = self.knobs.memory_budget_mb
-        if budget <= 0:
-            return ()
-        again = self._held
-        used = math.fsum(
-            [
-                *again.memory.values(),
-                *(-again.memory.get(tid, 0.0) for tid in placed),
-                *(m for _r, _v, t in held if (m := t.memory_mb) and t.devices and t.id not in placed),
-            ]
-        )
-        if used <= budget:
-            return ()  # within the budget: nothing to rank
-        every = [*held, *((a.rung, a.loss, a.view) for a in again.entries.values())]
-        resident = [h for h in every if h[2].devices and h[2].id not in placed]
-        out: list[int] = []
-        # Lowest rung first, then worst value: the trials least likely ever to be promoted.
-        for _rung, _value, t in sorted(resident, key=lambda h: (h[0], -h[1], -h[2].arrival, -h[2].id)):
-            if used <= budget:
-                break
-            out.append(t.id)
-            used -= t.memory_mb or 0.0
-        return tuple(out)

@@ -18,6 +18,7 @@ referenced here, so the ids compared stay theirs while they are kept.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -123,3 +124,29 @@ class HeldSet:
             if loss > bar:
                 return
             yield self.entries[tid]
+
+    def release(self, held: Sequence[tuple[int, float, TrialView]], placed: set[int], budget: float) -> tuple[int, ...]:
+        """Held trials to checkpoint and free, lowest-ranked first, while the resident ones (`held`, the
+        (rung, loss, trial) held this round but not last, and this set's) use more than `budget` MB;
+        `placed` ones are not counted. 0 = no limit."""
+        if budget <= 0:
+            return ()
+        used = math.fsum(
+            [
+                *self.memory.values(),
+                *(-self.memory.get(tid, 0.0) for tid in placed),
+                *(m for _r, _v, t in held if (m := t.memory_mb) and t.devices and t.id not in placed),
+            ]
+        )
+        if used <= budget:
+            return ()  # within the budget: nothing to rank
+        every = [*held, *((h.rung, h.loss, h.view) for h in self.entries.values())]
+        resident = [h for h in every if h[2].devices and h[2].id not in placed]
+        out: list[int] = []
+        # Lowest rung first, then worst value: the trials least likely ever to be promoted.
+        for _rung, _value, t in sorted(resident, key=lambda h: (h[0], -h[1], -h[2].arrival, -h[2].id)):
+            if used <= budget:
+                break
+            out.append(t.id)
+            used -= t.memory_mb or 0.0
+        return tuple(out)
