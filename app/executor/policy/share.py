@@ -73,7 +73,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.executor.policy.allotment import Group, fair_shares, water_fill, whole_devices
+from app.executor.policy.allotment import Group, fair_shares, groups_of, water_fill, whole_devices
 from app.executor.policy.kinds import Effective, kind_map, rebalance
 from app.executor.policy.placing import device_maps
 from app.executor.policy.share_accounts import SHARE_STATE, Accounts, allocation, shares_of
@@ -297,33 +297,6 @@ class SharePolicy:
 # ---- groups ----------------------------------------------------------------------------------------
 
 
-def groups_of(snapshot: ClusterSnapshot) -> list[Group]:
-    """The snapshot's alive trials grouped by search (trace jobs by owner), groups ordered by key."""
-    searches = {s.id: s for s in snapshot.searches}
-    alive = snapshot.alive()
-    if alive and len(ids := set(map(_SEARCH_ID, alive))) == 1 and (sid := next(iter(ids))):
-        # One search's trials only (the usual case): one group, found in C rather than a Python pass.
-        s = searches.get(sid)
-        return [Group(f"s{sid}", s.owner if s is not None else alive[0].owner, sid, tuple(alive))]
-    by_search: dict[int, list[TrialView]] = {}  # a search's trials (its owner is the search's)
-    by_owner: dict[str, list[TrialView]] = {}  # trace jobs, by owner
-    owner_of: dict[int, str] = {}  # a search's owner, as its first trial here says when it is not running
-    for t in snapshot.alive():  # every alive trial, every round: one dict lookup each
-        if t.search_id:
-            mine = by_search.get(t.search_id)
-            if mine is None:
-                mine = by_search[t.search_id] = []
-                s = searches.get(t.search_id)
-                owner_of[t.search_id] = s.owner if s is not None else t.owner
-            mine.append(t)
-        else:
-            by_owner.setdefault(t.owner, []).append(t)
-    groups = [Group(f"s{sid}", owner_of[sid], sid, tuple(ts)) for sid, ts in by_search.items()]
-    groups += [Group(f"u{owner}", owner, 0, tuple(ts)) for owner, ts in by_owner.items()]
-    return sorted(groups, key=lambda g: g.key)
-
-
-_SEARCH_ID = attrgetter("search_id")
 _DEVICES_NEEDED = attrgetter("devices_needed")
 _ID = attrgetter("id")
 
