@@ -34,7 +34,10 @@ so a trainable can be debugged as a plain function.
 Reports are not lost with the process that carries them: each is appended to a spool file beside the
 trial's checkpoint (`<checkpoint>.reports.jsonl`) before it is sent, and a later process of the same
 trial (a restart after a crash, a killed node, a move) sends the spool again first, marked as a
-replay; the controller keeps the replayed reports it has not stored yet (`EventRecorder`).
+replay; the controller keeps the replayed reports it has not stored yet (`EventRecorder`). Only a
+later process replays: a trial's first process (`resume=False`) owns no spool and no checkpoint yet, so
+files already at its paths are another search's (an earlier database's search with the same ids, in the
+same working directory): it neither replays nor restores them, and starts the spool afresh.
 """
 
 from __future__ import annotations
@@ -133,7 +136,8 @@ class Trial:
         self._restored = False
         self._quanta_since_ckpt = 0
         self._last_ckpt = time.monotonic()
-        self._replayed = False
+        # A first process has nothing of its own to replay (see the module docstring).
+        self._replayed = not resume
         self._spool_fh: Any = None
         # Profiling window: steps and compute time since the last profile sample.
         self._win_steps = 0
@@ -272,7 +276,8 @@ class Trial:
         try:
             if self._spool_fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._spool_fh = open(path, "a")  # noqa: SIM115 (kept open for the process's life)
+                # A first process truncates what another search left at this path; later ones append.
+                self._spool_fh = open(path, "a" if self._resume else "w")  # noqa: SIM115 (open for the process's life)
             self._spool_fh.write(json.dumps({"step": step, "metrics": metrics, "at": at}) + "\n")
             self._spool_fh.flush()  # in the OS's hands: survives this process being killed
         except OSError as exc:  # a full disk must not fail the trial: the report still goes out

@@ -45,3 +45,41 @@ def test_restored_step_is_the_checkpoints(tmp_path):
     fresh = Trial(2, {}, 100, cpu_devices(1)[:1], checkpoint_path=str(tmp_path / "none.pt"), resume=True)
     fresh.track(model=torch.nn.Linear(2, 1))
     assert fresh.restored_step is None and fresh.step == 0
+
+
+def _sent(conn) -> list[tuple[str, dict]]:
+    out = []
+    while conn.poll(0):
+        out.append(conn.recv())
+    return out
+
+
+def test_a_first_process_ignores_files_another_search_left_at_its_paths(tmp_path):
+    """Two databases' searches in one working directory share paths (`search-1/checkpoints/trial-1.pt`):
+    a trial's first process (resume=False) must not replay the other's spooled reports nor restore its
+    checkpoint; a later process of the same trial (resume=True) replays its own spool."""
+    import json
+    from multiprocessing import Pipe
+
+    path = tmp_path / "trial-1.pt"
+    stale = Trial(1, {}, 100, cpu_devices(1)[:1], checkpoint_path=str(path))
+    stale.track(model=torch.nn.Linear(2, 1))
+    stale.boundary(9)
+    stale.checkpoint()
+    spooled = {"step": 9, "metrics": {"acc": 0.99}, "at": 1.0}
+    (tmp_path / "trial-1.pt.reports.jsonl").write_text(json.dumps(spooled) + "\n")
+
+    ours, theirs = Pipe()
+    first = Trial(1, {}, 100, cpu_devices(1)[:1], conn=theirs, checkpoint_path=str(path), resume=False)
+    first.track(model=torch.nn.Linear(2, 1))
+    assert first.restored_step is None and first.step == 0
+    first.report(acc=0.1)
+    reports = [p for kind, p in _sent(ours) if kind == "report"]
+    assert [(r["step"], r["metrics"], r.get("replay", False)) for r in reports] == [(0, {"acc": 0.1}, False)]
+    lines = (tmp_path / "trial-1.pt.reports.jsonl").read_text().splitlines()
+    assert [json.loads(x)["metrics"] for x in lines] == [{"acc": 0.1}]  # the stale line is gone
+
+    later = Trial(1, {}, 100, cpu_devices(1)[:1], conn=theirs, checkpoint_path=str(path), resume=True)
+    later.report(acc=0.2)
+    reports = [p for kind, p in _sent(ours) if kind == "report"]
+    assert [(r["metrics"], r.get("replay", False)) for r in reports] == [({"acc": 0.1}, True), ({"acc": 0.2}, False)]
