@@ -320,3 +320,19 @@ def test_a_killed_trials_reports_are_sent_again_by_its_next_process(rt_factory, 
     assert replayed == made  # every report of the killed process, first, as it was made
     fresh = [e.step for e in second if isinstance(e, Reported) and not e.replay]
     assert fresh[-1] == 119 and [e.status for e in second if isinstance(e, Exited)] == ["completed"]
+
+
+def test_a_first_process_starts_its_log_and_spool_afresh(rt_factory, tmp_path):
+    """Files already at a new trial's paths are another search's (two databases' searches in one working
+    directory): its first process empties the log, replays no spooled report and keeps only its own."""
+    (tmp_path / "trial-1.log").write_text("another search's output\n")
+    (tmp_path / "ckpt-1.pt.reports.jsonl").write_text('{"step": 5, "metrics": {"accuracy": 0.99}, "at": 1.0}\n')
+    rt = rt_factory({1: ("tests.trainables:chatty", {"steps": 3})})
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    events = collect_until_exit(rt, {1})
+    assert [e.status for e in events if isinstance(e, Exited)] == ["completed"]
+    reported = [(e.step, e.replay) for e in events if isinstance(e, Reported)]
+    assert reported == [(0, False), (1, False), (2, False)]
+    log = (tmp_path / "trial-1.log").read_text()
+    assert "another search" not in log and "chatty trial 1 stdout step 2" in log
+    assert len((tmp_path / "ckpt-1.pt.reports.jsonl").read_text().splitlines()) == 3

@@ -37,11 +37,13 @@ def load_trainable(ref: str) -> Any:
     return fn
 
 
-def _redirect_output(path: str | None) -> None:
+def _redirect_output(path: str | None, fresh: bool) -> None:
+    """stdout and stderr into the trial's log: appended to by a later process of the trial, emptied by its
+    first (`fresh`), since a log already there is another search's (see `app.sdk.trial`'s spool)."""
     if not path:
         return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if fresh else 0), 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
@@ -53,7 +55,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
     """Body of a forked trial process. Always ends the process (os._exit)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _redirect_output(launch.log_path)
+    _redirect_output(launch.log_path, fresh=not launch.resume)
     if launch.log_path:  # bounded: cut to its tail at start and while it runs
         trial_log.keep_bounded(launch.log_path)
         trial_log.watch(launch.log_path)
