@@ -12,13 +12,20 @@ outside the graph, with the same results: each parameter's split of its observat
 below and above TPE's gamma quantile (HyperOpt's `ap_split_trials`, a Python loop over every
 observation; here `_split`, in numpy, bound as that node's value), and reading the documents'
 observations, which only grow, incrementally (`_Observations`). `suggest_in_order` serves a searcher
-that keeps its documents in tid order without a Python loop over them per ask.
+that keeps its documents in tid order without a Python loop over them per ask. And the graph is not
+walked by `pyll.rec_eval` per ask: the order in which rec_eval would evaluate its nodes depends only on
+the graph and on which nodes are bound beforehand, both fixed, so it is worked out once (`_Program`) and
+each ask calls the nodes' implementations in that order (same calls, same random stream). HyperOpt's
+posterior has no `switch` node even for conditional spaces (it vectorises them); should one appear (it
+is evaluated lazily, on its index's value, so in no fixed order), rec_eval is kept.
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -50,6 +57,7 @@ class Posterior:
         self.prior_weight = prior_weight
         self.gamma = gamma
         self._graph: tuple[Any, Any, Any] | None = None  # (observed, observed_loss, posterior), built lazily
+        self._program: _Program | None = None  # the posterior's evaluation order (None: rec_eval it)
         self._split_nodes: dict[str, Any] = {}  # label -> the graph's `ap_split_trials` node for it
         self._seen: _Observations | None = None  # the documents' observations read so far (`_observed`)
 
@@ -145,6 +153,8 @@ class Posterior:
         if self._graph is None:
             self._graph = build_posterior_wrapper(domain, self.prior_weight, self.gamma)
             self._split_nodes = _split_nodes(self._graph[0]["idxs"], self._graph[2])
+            bound = [domain.s_new_ids, domain.s_rng, *self._split_nodes.values()]
+            self._program = _Program.of(self._graph[2], bound)
         posterior = self._graph[2]
         first_new_id = new_ids[0]
         # (hyperopt asserts n_startup_jobs <= 0 when there are no documents: the callers ask rand before)
@@ -157,7 +167,10 @@ class Posterior:
         memo.update(_split(self._split_nodes, observed, tids, losses, self.gamma))
         # memo_gc only frees intermediate values early (it replaces them with a marker once every client
         # has read them); on a graph this small that bookkeeping cost more than it saved.
-        idxs, vals = pyll.rec_eval(posterior, memo=memo, memo_gc=False, print_node_on_error=False)
+        if self._program is not None:
+            idxs, vals = self._program.run(memo)
+        else:
+            idxs, vals = pyll.rec_eval(posterior, memo=memo, memo_gc=False, print_node_on_error=False)
         # hyperopt's offset for randint(low, high) parameters
         for label, param in domain.params.items():
             if param.name == "randint" and len(param.pos_args) == 2:
@@ -227,6 +240,57 @@ class _Observations:
             self._arrays[k] = (pair[0], pair[1])
             self._converted[k] = len(lists[0])
         return self._arrays
+
+
+class _Program:
+    """A pyll graph's evaluation as `pyll.rec_eval(top, memo=...)` performs it when `memo` binds the
+    same nodes every time: the nodes it would evaluate, in the order it would, each with its
+    implementation and inputs, found once (`of`) by rec_eval's own traversal (a stack of nodes; a node
+    whose inputs are not all known goes back on it under them). `run` then calls the implementations in
+    that order; a node whose implementation returns a graph is evaluated by rec_eval, as rec_eval does."""
+
+    def __init__(self, top: Any, steps: list[tuple[Any, Any, list[Any], list[tuple[str, Any]]]]):
+        self.top = top
+        self.steps = steps  # (node, implementation or None for a literal, positional inputs, named inputs)
+
+    @classmethod
+    def of(cls, top: Any, bound: Iterable[Any]) -> _Program | None:
+        """The program of `top` with `bound` given; None when the graph has a `switch` (evaluated lazily,
+        on the value of its index: no fixed order)."""
+        top = pyll.as_apply(top)
+        known = set(bound)
+        steps: list[tuple[Any, Any, list[Any], list[tuple[str, Any]]]] = []
+        todo = deque([top])
+        while todo:
+            node = todo.pop()
+            if node in known:
+                continue
+            if node.name == "switch":
+                return None
+            if isinstance(node, pyll.Literal):
+                known.add(node)
+                steps.append((node, None, [], []))
+                continue
+            waiting = [v for v in node.inputs() if v not in known]
+            if waiting:
+                todo.append(node)
+                todo.extend(waiting)
+            else:
+                known.add(node)
+                steps.append((node, pyll.scope._impls[node.name], list(node.pos_args), list(node.named_args)))
+        return cls(top, steps)
+
+    def run(self, memo: dict[Any, Any]) -> Any:
+        """`pyll.rec_eval(self.top, memo=memo, memo_gc=False)` (`memo` gains the evaluated nodes)."""
+        for node, impl, pos, named in self.steps:
+            if impl is None:
+                memo[node] = node.obj
+                continue
+            rval = impl(*[memo[v] for v in pos], **{k: memo[v] for k, v in named})
+            if isinstance(rval, pyll.Apply):
+                rval = pyll.rec_eval(rval, memo=memo, memo_gc=False)
+            memo[node] = rval
+        return memo[self.top]
 
 
 def _split_nodes(observed_idxs: Any, posterior: Any) -> dict[str, Any]:

@@ -331,11 +331,25 @@ def test_params_and_vals_are_plain_and_json_serialisable(cls):
         assert json.loads(json.dumps(sug.params)) == sug.params
 
 
-@pytest.mark.parametrize(("space", "loss"), [(NESTED, nested_loss), ({"n": {"randint": [3, 8]}, **QUAD}, quad)])
+FLAT = {  # every kind of flat dimension
+    "n": {"randint": [3, 8]},
+    "lr": {"loguniform": [1e-4, 0.3]},
+    "drop": {"normal": [0.1, 0.01]},
+    "width": {"qloguniform": [8, 256, 8]},
+    "depth": {"quniform": [1, 6, 1]},
+    "act": {"choice": ["relu", "tanh", "gelu"]},
+    **QUAD,
+}
+
+
+@pytest.mark.parametrize(
+    ("space", "loss"), [(NESTED, nested_loss), ({"n": {"randint": [3, 8]}, **QUAD}, quad), (FLAT, quad)]
+)
 def test_tpe_asks_what_hyperopts_own_suggest_asks(space, loss):
-    # The searcher builds TPE's posterior graph once (app.search.tpe) instead of at every ask; at every
-    # ask, with pending, failed and finished trials behind it, it must suggest what hyperopt.tpe.suggest
-    # suggests from the same trials and seed.
+    # The searcher builds TPE's posterior graph once (app.search.tpe) instead of at every ask and runs it
+    # as a fixed program of calls (conditional spaces too: the posterior vectorises them, no switch is
+    # left); at every ask, with pending, failed and finished trials behind it, it must suggest what
+    # hyperopt.tpe.suggest suggests from the same trials and seed.
     from hyperopt import tpe
 
     s = HyperOptSearcher(space, seed=4, n_startup=5)
@@ -350,6 +364,7 @@ def test_tpe_asks_what_hyperopts_own_suggest_asks(space, loss):
             s.tell(n, None, ok=False)
         elif n % 5 != 4:  # every fifth stays pending
             s.tell(n, loss(sug.params))
+    assert s._posterior()._program is not None
 
 
 def test_randint_stays_in_bounds_after_startup():
