@@ -133,6 +133,12 @@ QUANTA: dict[str, dict[str, Any]] = {
     "asha_r370": _first_rung(370),
     # The first rung at the long workload's first evaluation (250 steps, judged there, not at 500):
     "asha_r250": _first_rung(250),
+    # The default of the fourth 7-seed run (2026-11-24 afternoon, before the first rung moved to eta**4,
+    # `rent`, BOHB's random third and rung_check), pinned on the long workload: promotion, first rung 370.
+    "default_nov24_long": {
+        "scheduler": {"policy": "asha", "rule": "promotion", "min_steps": 370},
+        "search": {"algorithm": "bohb", "min_steps": 370, "random_fraction": 0},
+    },
 }
 # Every ASHA/Hyperband system above but `default` and `rung_check_rep50_p10` was logged while rung_check
 # was off by default (until 2026-11-25, stop 29): they keep it off, so a name means what its runs ran.
