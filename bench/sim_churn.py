@@ -4,7 +4,12 @@ more than 5 times) and mean JCT per job size, beside the summary `quanta simulat
     python bench/sim_churn.py TRACE GPUS [--jobs N] [--sticky] [--gang] [--json OUT]
 
 (4 GPUs per server, quantum 60 s, V100, as docs/simulation.md). The runtime counts migrations in
-total only; this wraps its resume to count them per job (a move = a resume on other devices).
+total only; this wraps its resume to count them per job (a move = a resume on other devices). With
+`--sticky`, each move is also put down to what sent the job away in the plan before it (`moves_by_cause`,
+from wrapping `select_sticky`): `guard` (a unit in its starvation guard whose home was claimed moves at
+once), `balance` (its home was claimed and its load exceeds a target's by two, or an exclusive trial
+holds its home), `gang block` (a multi-device unit claimed a block), `placed elsewhere` (not a mover, yet
+resumed off its home: its home was not free when the board placed it, e.g. a released or spread unit).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from app.executor.policy.gandiva import placement
 from app.sim import runtime as sim_runtime
 from app.sim.driver import simulate
 from app.sim.traces import load_trace
@@ -34,14 +40,36 @@ def main() -> None:
     args = ap.parse_args()
 
     moves: Counter[int] = Counter()
+    causes: Counter[str] = Counter()
+    cause_of: dict[int, str] = {}  # trial -> why the last plan sent it away (sticky only)
     resume = sim_runtime.SimRuntime._resume
+    select_sticky = placement.select_sticky
 
     def counting(self: Any, j: Any, devices: tuple[str, ...]) -> None:
         if devices != j.devices:
             moves[j.id] += 1
+            causes[cause_of.get(j.id, "placed elsewhere")] += 1
         resume(self, j, devices)
 
+    def why(ranked: Any, order: Any, grown_old: Any, load: Any, movable: Any = (), *a: Any, **kw: Any) -> Any:
+        out = select_sticky(ranked, order, grown_old, load, movable, *a, **kw)
+        _selected, _waiting, movers, targets = out
+        cause_of.clear()
+        for u in ranked:
+            first = u[0].id
+            if first in targets:
+                cause = "gang block"
+            elif first in movers:
+                cause = "guard" if all(t.id in movable for t in u) else "balance"
+            else:
+                continue
+            for t in u:
+                cause_of[t.id] = cause
+        return out
+
     sim_runtime.SimRuntime._resume = counting  # type: ignore[method-assign]
+    placement.select_sticky = why  # type: ignore[assignment]
+
     knobs = {k: True for k in ("sticky", "gang") if getattr(args, k)}
     jobs = load_trace(args.trace, args.jobs)
     t0 = time.perf_counter()
@@ -70,6 +98,7 @@ def main() -> None:
         "moves_p95": int(np.percentile(per_job, 95)),
         "moves_max": int(per_job.max()),
         "jobs_moved_over_5": int((per_job > 5).sum()),
+        "moves_by_cause": dict(causes.most_common()),
         "migrations_by_job_devices": s["migrations_by_job_devices"],
         "suspends": s["suspends"],
         "packs_kept_undone": [s["packs_kept"], s["packs_undone"]],
