@@ -7,9 +7,10 @@ more than 5 times) and mean JCT per job size, beside the summary `quanta simulat
 total only; this wraps its resume to count them per job (a move = a resume on other devices). With
 `--sticky`, each move is also put down to what sent the job away in the plan before it (`moves_by_cause`,
 from wrapping `select_sticky`): `guard` (a unit in its starvation guard whose home was claimed moves at
-once), `balance` (its home was claimed and its load exceeds a target's by two, or an exclusive trial
-holds its home), `gang block` (a multi-device unit claimed a block), `placed elsewhere` (not a mover, yet
-resumed off its home: its home was not free when the board placed it, e.g. a released or spread unit).
+once), `exclusive on its home` (an exclusive trial, e.g. a new job in its guard, claimed its home),
+`balance` (its home was claimed and its load exceeds a target's by two), `gang block` (a multi-device
+unit claimed a block), `placed elsewhere` (not a mover, yet resumed off its home: its home was not free
+when the board placed it, e.g. a released or spread unit).
 """
 
 from __future__ import annotations
@@ -51,16 +52,31 @@ def main() -> None:
             causes[cause_of.get(j.id, "placed elsewhere")] += 1
         resume(self, j, devices)
 
-    def why(ranked: Any, order: Any, grown_old: Any, load: Any, movable: Any = (), *a: Any, **kw: Any) -> Any:
-        out = select_sticky(ranked, order, grown_old, load, movable, *a, **kw)
-        _selected, _waiting, movers, targets = out
+    def why(
+        ranked: Any, order: Any, grown_old: Any, load: Any, movable: Any = (), exclusive: Any = (), *a: Any, **kw: Any
+    ) -> Any:
+        out = select_sticky(ranked, order, grown_old, load, movable, exclusive, *a, **kw)
+        selected, _waiting, movers, targets, _caps = out
+        held = {  # devices exclusive units claimed as their home
+            d
+            for u in selected
+            if u[0].id in exclusive and u[0].id not in movers
+            for d in placement.home_of(u, grown_old) or ()
+        }
         cause_of.clear()
         for u in ranked:
             first = u[0].id
             if first in targets:
                 cause = "gang block"
             elif first in movers:
-                cause = "guard" if all(t.id in movable for t in u) else "balance"
+                home = placement.home_of(u, grown_old) or ()
+                cause = (
+                    "guard"
+                    if all(t.id in movable for t in u)
+                    else "exclusive on its home"
+                    if not held.isdisjoint(home)
+                    else "balance"
+                )
             else:
                 continue
             for t in u:

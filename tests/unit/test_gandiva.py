@@ -938,3 +938,33 @@ def test_shared_tier_ignores_millisecond_noise_in_device_time():
 
     assert plan(2.0).running() == {1}
     assert plan(0.0).running() == {2}  # a whole quantum behind is not noise: it takes its turn
+
+
+def test_sticky_jobs_leaving_a_crowded_device_count_the_devices_taken_before_them():
+    """cpu:0 carries four jobs, cpu:1 and cpu:2 two each. Job 2 (its home claimed by job 1) moves to
+    balance, taking one of the two light devices; job 3 then sees one light device left, which job 2's
+    arrival made as loaded as the others (3, 2, 3 against 3, 3, 2 with it), so it stays: one move, not two
+    that overshoot (moves by several jobs of one crowded home onto the same light devices in one round
+    were most of sticky placement's moves on the Philly traces)."""
+    jobs = _jobs({1: "cpu:0", 2: "cpu:0", 3: "cpu:0", 4: "cpu:0", 5: "cpu:1", 6: "cpu:1", 7: "cpu:2", 8: "cpu:2"})
+    moves, time, _ = _moves(Judged(packing=False, sticky=True), jobs, 30, devs(3))
+    assert sum(moves.values()) == 1, moves
+    assert max(time.values()) - min(time.values()) <= 6.0, time
+
+
+def test_least_loaded_respects_a_cap_and_move_caps_keep_moves_balancing():
+    """`least_loaded` with a cap takes only devices carrying at most that many units (None when none is
+    free); `move_caps` lets a waiting unit move only where it balances the loads (two below its home)."""
+    from app.executor.policy.gandiva import placement
+    from app.executor.policy.placing import Board
+
+    trials = _jobs({1: "cpu:0", 2: "cpu:1", 3: "cpu:2", 4: "cpu:3"})
+    board = Board(snap(trials, devices=devs(4), searches=()))
+    load = {"cpu:0": 4, "cpu:1": 3, "cpu:2": 2, "cpu:3": 5}
+    assert placement.least_loaded(board, 1, load) == ("cpu:2",)
+    assert placement.least_loaded(board, 1, load, cap=2) == ("cpu:2",)
+    assert placement.least_loaded(board, 1, load, cap=1) is None
+    assert placement.least_loaded(board, 2, load, cap=3) == ("cpu:1", "cpu:2")
+    assert placement.least_loaded(board, 3, load, cap=3) is None
+    units = [(t,) for t in trials] + [(TrialView(id=9, search_id=0, arrival=9.0),)]  # 9: no home
+    assert placement.move_caps(units, load, {}) == {1: 2, 2: 1, 3: 0, 4: 3}

@@ -31,7 +31,7 @@ devices when they can (`shapes`), since a one-GPU job's turn on a block holds th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from app.executor.policy.gandiva.gang import Gang
@@ -130,7 +130,7 @@ def select_sticky(
     movable: Container[int] = (),
     exclusive: Container[int] = (),
     gang: Gang | None = None,
-) -> tuple[list[Unit], list[Unit], dict[int, bool], dict[int, tuple[str, ...]]]:
+) -> tuple[list[Unit], list[Unit], dict[int, bool], dict[int, tuple[str, ...]], dict[int, int]]:
     """(selected, waiting) keeping time-sliced units on their own devices (the module docstring): in
     rank order, a unit claims its home when no unit above claimed any of it; a unit without a home
     takes `need` of the devices left; a unit whose home is claimed moves only when `need` unclaimed
@@ -151,12 +151,18 @@ def select_sticky(
     loaded block whose devices no unit above claimed): the units of lower rank resident there find
     their home claimed and leave together, and the block becomes its home, where it is time-sliced
     against them from then on. The fourth value maps those units (by first trial id) to their block;
-    without `gang` it is empty."""
+    without `gang` it is empty.
+
+    The fifth caps where a unit that moves for balance may go (by first trial id): onto devices carrying
+    at most that many units, the load that justified the move. Placed on a busier device it would gain
+    nothing, and the device it left would be the light one next round: it would move again (on the
+    Philly traces most moves of sticky placement were such round trips, by two-trial packs)."""
     n_dev = len(order)
     claimed: dict[str, tuple[str, ...]] = {}  # device -> the home of the unit that claimed it
     unclaimed_by_load = Counter(load.values())  # how many unclaimed devices carry each load
     movers: dict[int, bool] = {}
     targets: dict[int, tuple[str, ...]] = {}
+    caps: dict[int, int] = {}
     held: set[str] = set()  # devices claimed by exclusive trials: no turn there for the others
     owed = 0  # devices owed to the selected units without a claimed home (placed after the claims)
     selected: list[Unit] = []
@@ -212,9 +218,18 @@ def select_sticky(
                 owed += need
                 selected.append(u)
                 movers[u[0].id] = all(claimed.get(d) == h for d in h)
+                if not free_to_move:
+                    caps[u[0].id] = limit
+                    # It will take the `need` least loaded devices left: they carry one unit more from now
+                    # on, so the units below it judge their own move against that (several units leaving
+                    # one crowded home for the same light devices in one round overshoot, and move back).
+                    for _ in range(need):
+                        lo = min(lo for lo, n in unclaimed_by_load.items() if n > 0)
+                        unclaimed_by_load[lo] -= 1
+                        unclaimed_by_load[lo + 1] += 1
             else:
                 waiting.append(u)
-    return selected, waiting, movers, targets
+    return selected, waiting, movers, targets, caps
 
 
 def place(
@@ -226,6 +241,7 @@ def place(
     movers: Mapping[int, bool] | None = None,
     targets: Mapping[int, tuple[str, ...]] | None = None,
     avoid: Container[str] = (),
+    caps: Mapping[int, int] | None = None,
 ) -> tuple[dict[int, tuple[str, ...]], list[Unit]]:
     """Put the selected units on the board: (devices of each placed trial, units left unplaced).
     `grown_old` is last round's grow-shrink loans (a grown trial's home is its base devices). With
@@ -233,7 +249,9 @@ def place(
     the least loaded free device. `movers` (from `select_sticky`): units whose home a higher unit
     claimed; a running one stays where it runs (and its claimant moves) only when marked True. `targets`
     (from `select_sticky` with `gang`): units that go to the block they claimed there, placed first;
-    `avoid` (with `gang`): devices of multi-device units, where one-device units go last."""
+    `avoid` (with `gang`): devices of multi-device units, where one-device units go last. `caps` (from
+    `select_sticky`): the highest load a balance mover's devices may carry; with none that light free,
+    it stays unplaced (it waits at home)."""
     order, node_of = board.order, board.node_of
 
     def home(u: Unit) -> tuple[str, ...] | None:
@@ -290,7 +308,7 @@ def place(
             elif step == "rest":
                 need = max(t.devices_needed for t in u)
                 if load is not None and not kind_bound(board, u):
-                    ds = least_loaded(board, need, load, avoid)
+                    ds = least_loaded(board, need, load, avoid, (caps or {}).get(u[0].id))
                 else:
                     ds = choose(board, need, u[0].devices, node_of, order, unit=u)
                 if ds is not None and u[0].devices and set(ds) != set(u[0].devices):
@@ -303,6 +321,20 @@ def place(
                     placed[t.id] = ds
         todo = left
     return placed, todo
+
+
+def move_caps(
+    waiting: Sequence[Unit], load: Mapping[str, int], grown_old: Mapping[str, Mapping[str, Any]]
+) -> dict[int, int]:
+    """For units that wait at a home (by first trial id): the highest load a device may carry for a move
+    there to balance the loads, two below the home's most loaded device (`select_sticky`'s rule: one
+    below would only swap the two loads, and the next round could swap them back)."""
+    out: dict[int, int] = {}
+    for u in waiting:
+        h = home_of(u, grown_old)
+        if h and all(d in load for d in h):
+            out[u[0].id] = max(load[d] for d in h) - 2
+    return out
 
 
 def kind_bound(board: Board, u: Unit) -> bool:
@@ -328,13 +360,14 @@ def consolidated(board: Board, home: Sequence[str], claimed: Container[str]) -> 
 
 
 def least_loaded(
-    board: Board, need: int, load: Mapping[str, int], avoid: Container[str] = ()
+    board: Board, need: int, load: Mapping[str, int], avoid: Container[str] = (), cap: int | None = None
 ) -> tuple[str, ...] | None:
     """Free devices for a unit that cannot stay home (`select_sticky`'s movers and new units): the
     `need` least loaded free devices of one node when a node fits (the node whose pick has the lowest
     highest load, then the fullest, so large holes stay whole), else the least loaded free devices
-    anywhere. None when fewer than `need` devices are free. A unit needing one device takes a device in
-    `avoid` only when no other free device is as lightly loaded."""
+    anywhere. None when fewer than `need` devices are free, or (with `cap`) free devices carrying at
+    most `cap` units. A unit needing one device takes a device in `avoid` only when no other free device
+    is as lightly loaded."""
     if need <= 0 or board.n_free < need:
         return None
     order = board.order
@@ -342,16 +375,25 @@ def least_loaded(
     def by_load(d: str) -> tuple[int, int]:
         return (load.get(d, 0), order[d])
 
+    def light(ds: Iterable[str]) -> list[str]:
+        return list(ds) if cap is None else [d for d in ds if load.get(d, 0) <= cap]
+
     if need == 1:
-        return (min(board.free(), key=lambda d: (load.get(d, 0), d in avoid, order[d])),)
+        ok = light(board.free())
+        return (min(ok, key=lambda d: (load.get(d, 0), d in avoid, order[d])),) if ok else None
     best: tuple[tuple[int, int, str], list[str]] | None = None
     for node, ds in board.free_by_node().items():
-        if len(ds) >= need:
-            pick = sorted(ds, key=by_load)[:need]
+        ok = light(ds)
+        if len(ok) >= need:
+            pick = sorted(ok, key=by_load)[:need]
             key = (max(load.get(d, 0) for d in pick), len(ds), node)
             if best is None or key < best[0]:
                 best = (key, pick)
-    pick = best[1] if best is not None else sorted(board.free(), key=by_load)[:need]
+    if best is None:
+        ok = light(board.free())
+        if len(ok) < need:
+            return None
+    pick = best[1] if best is not None else sorted(ok, key=by_load)[:need]
     return tuple(sorted(pick))
 
 

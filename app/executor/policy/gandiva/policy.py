@@ -71,6 +71,7 @@ class GandivaPolicy:
         load = placement.loads(units, board.order, grown_old) if k.sticky else None
         movers: dict[int, bool] | None = None
         targets: dict[int, tuple[str, ...]] = {}
+        caps: dict[int, int] = {}
         big: set[str] = set()  # with gang: devices of multi-device units (one-device units go there last)
         if load is not None:
             guard = {tid for tid, tier in ranking.tier.items() if tier == tiers.GUARD}
@@ -80,16 +81,19 @@ class GandivaPolicy:
                 bound = {u[0].id for u in units if placement.kind_bound(board, u)}
                 big, small = placement.shapes(units, grown_old)
                 gang = Gang(board.order, board.node_of, bound, small)
-            selected, waiting, movers, targets = placement.select_sticky(
+            selected, waiting, movers, targets, caps = placement.select_sticky(
                 units, board.order, grown_old, load, guard, excl, gang
             )
         else:
             selected, waiting = placement.select(units, len(snapshot.devices))
-        placed, unplaced = placement.place(board, selected, grown_old, notes, load, movers, targets, big)
+        placed, unplaced = placement.place(board, selected, grown_old, notes, load, movers, targets, big, caps)
         if unplaced and board.n_free:
-            # Units that found no device of a kind they run on (several kinds): the devices they left go
-            # to the next units in rank order that fit them (on a cluster of one kind nothing is left).
-            more, waiting = placement.place(board, waiting, grown_old, notes, load, movers)
+            # Units that found no device of a kind they run on (several kinds), or balance movers that
+            # found none light enough (sticky): the devices they left go to the next units in rank order
+            # that fit them. With sticky, a waiting unit goes only onto a device it balances the loads on
+            # (`move_caps`): onto another it would gain this round and move back later.
+            later = placement.move_caps(waiting, load, grown_old) if load is not None else None
+            more, waiting = placement.place(board, waiting, grown_old, notes, load, movers, caps=later)
             placed.update(more)
             selected = [*selected, *(u for u in units if u[0].id in more)]
         waiting = unplaced + waiting  # (unplaced is empty unless a device vanished mid-plan)
