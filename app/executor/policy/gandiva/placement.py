@@ -389,12 +389,10 @@ def least_loaded(
             key = (max(load.get(d, 0) for d in pick), len(ds), node)
             if best is None or key < best[0]:
                 best = (key, pick)
-    if best is None:
-        ok = light(board.free())
-        if len(ok) < need:
-            return None
-    pick = best[1] if best is not None else sorted(ok, key=by_load)[:need]
-    return tuple(sorted(pick))
+    if best is not None:
+        return tuple(sorted(best[1]))
+    anywhere = light(board.free())
+    return tuple(sorted(sorted(anywhere, key=by_load)[:need])) if len(anywhere) >= need else None
 
 
 def choose(
