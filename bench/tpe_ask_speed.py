@@ -1,6 +1,7 @@
 """How long one TPE ask takes once many trials are told (the searcher's share of a long simulated search).
 
-A `HyperOptSearcher` on LCBench's 7-dimensional space (floats uniform or loguniform, one integer) is told
+A `HyperOptSearcher` on a 7-dimensional space shaped like LCBench's (six floats uniform or loguniform, one
+integer; hand-written bounds, so no data folder is needed) is told
 `--told` trials with a fixed synthetic loss, then `--asks` more are asked and told, timed in CPU seconds
 on one core. No training, no surrogate: only the searcher.
 

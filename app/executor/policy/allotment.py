@@ -41,7 +41,7 @@ def groups_of(snapshot: ClusterSnapshot) -> list[Group]:
     by_search: dict[int, list[TrialView]] = {}  # a search's trials (its owner is the search's)
     by_owner: dict[str, list[TrialView]] = {}  # trace jobs, by owner
     owner_of: dict[int, str] = {}  # a search's owner, as its first trial here says when it is not running
-    for t in snapshot.alive():  # every alive trial, every round: one dict lookup each
+    for t in alive:  # every alive trial, every round: one dict lookup each
         if t.search_id:
             mine = by_search.get(t.search_id)
             if mine is None:

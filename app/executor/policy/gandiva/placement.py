@@ -211,7 +211,7 @@ def select_sticky(
                     targets[u[0].id] = tgt
                     selected.append(u)
                     continue
-            limit = max(load[d] for d in h) - 2  # a target's load must be below its home's by two
+            limit = balance_cap(h, load)
             own = sum(1 for d in h if d not in claimed and load[d] <= limit)
             room = sum(n for lo, n in unclaimed_by_load.items() if lo <= limit) - own - owed
             if (not blocky and limit >= 0 and room >= need) or free_to_move:
@@ -253,6 +253,7 @@ def place(
     `select_sticky`): the highest load a balance mover's devices may carry; with none that light free,
     it stays unplaced (it waits at home)."""
     order, node_of = board.order, board.node_of
+    caps = caps or {}
 
     def home(u: Unit) -> tuple[str, ...] | None:
         return home_of(u, grown_old)
@@ -308,7 +309,7 @@ def place(
             elif step == "rest":
                 need = max(t.devices_needed for t in u)
                 if load is not None and not kind_bound(board, u):
-                    ds = least_loaded(board, need, load, avoid, (caps or {}).get(u[0].id))
+                    ds = least_loaded(board, need, load, avoid, caps.get(u[0].id))
                 else:
                     ds = choose(board, need, u[0].devices, node_of, order, unit=u)
                 if ds is not None and u[0].devices and set(ds) != set(u[0].devices):
@@ -327,14 +328,19 @@ def move_caps(
     waiting: Sequence[Unit], load: Mapping[str, int], grown_old: Mapping[str, Mapping[str, Any]]
 ) -> dict[int, int]:
     """For units that wait at a home (by first trial id): the highest load a device may carry for a move
-    there to balance the loads, two below the home's most loaded device (`select_sticky`'s rule: one
-    below would only swap the two loads, and the next round could swap them back)."""
+    there to balance the loads (`balance_cap`, `select_sticky`'s rule)."""
     out: dict[int, int] = {}
     for u in waiting:
         h = home_of(u, grown_old)
         if h and all(d in load for d in h):
-            out[u[0].id] = max(load[d] for d in h) - 2
+            out[u[0].id] = balance_cap(h, load)
     return out
+
+
+def balance_cap(home: Sequence[str], load: Mapping[str, int]) -> int:
+    """The highest load a device may carry for a unit's move there from `home` to balance the loads: two
+    below its home's most loaded device (one below would only swap the two loads)."""
+    return max(load[d] for d in home) - 2
 
 
 def kind_bound(board: Board, u: Unit) -> bool:
