@@ -12,7 +12,11 @@ search posted to it starts from a fork. This script measures both, the way a use
   of that search. The first search, posted 5 s after the server answers, is `served_first`: it may
   still wait for the template to finish importing torch, and it warms the trainable's module there;
   the others are `served`, a server that has been up a while;
-- `import_torch`: a bare `python -c "import torch"`, the floor under the cold figure.
+- `import_torch`: a bare `python -c "import torch"`, to the end of the import (not of the process);
+- `import_torch_optim`: `import torch` and building one Adam optimizer, which imports torch._dynamo
+  (torch.optim's methods are wrapped to disable dynamo, and that wrapper imports it on first use): what
+  the template must import before any trainable can build its optimizer. A trial cannot compute before
+  this, so it is the floor under the cold figure; the cold path's own work is what lies above it.
 
     python bench/start_latency.py --repeats 5 --json bench/results/start_latency.json
 
@@ -75,10 +79,17 @@ def cold_run(spec: SearchSpec, devices: int) -> float | None:
         return None if at is None else at - t0
 
 
-def torch_import() -> float:
+def torch_import(code: str = "import torch") -> float:
+    """Seconds from launching `python -c code` to the end of `code` (the process prints the time then:
+    its exit, which takes most of a second once torch._dynamo is loaded, is not part of a start)."""
     t0 = time.time()
-    subprocess.run([sys.executable, "-c", "import torch"], check=True)
-    return time.time() - t0
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}; import time; print(time.time())"], check=True, capture_output=True, text=True
+    )
+    return float(out.stdout.split()[-1]) - t0
+
+
+OPTIM = "import torch; torch.optim.Adam([torch.zeros(1, requires_grad=True)])"
 
 
 def _free_port() -> int:
@@ -159,9 +170,15 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     specs = [small_spec(args.spec, seed) for seed in range(args.repeats)]
+    # Interleaved per repeat: this machine's speed drifts by tens of percent within minutes, and the
+    # floors are only comparable with the cold runs measured beside them.
+    runs: dict[str, list[float | None]] = {"import_torch": [], "import_torch_optim": [], "cold": []}
+    for spec in specs:
+        runs["import_torch"].append(torch_import())
+        runs["import_torch_optim"].append(torch_import(OPTIM))
+        runs["cold"].append(cold_run(spec, args.devices))
     paths = {
-        "import_torch": summary([torch_import() for _ in range(args.repeats)]),
-        "cold": summary([cold_run(s, args.devices) for s in specs]),
+        **{name: summary(values) for name, values in runs.items()},
         **_served(served_runs([small_spec(args.spec, 1000), *specs], args.devices)),
     }
     table = Table(title="start to the first mini-batch (s)")
