@@ -20,14 +20,23 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from app.executor.policy.gandiva import placement, tiers
-from app.sim.driver import simulate
-from app.sim.traces import load_trace
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.executor.policy.gandiva import placement, tiers  # noqa: E402
+from app.sim.driver import simulate  # noqa: E402
+from app.sim.traces import load_trace  # noqa: E402
+from bench.sim_churn import size_class  # noqa: E402
+
+# The functions Follower wraps, as they were before it patched them in.
+tiers_rank = tiers.rank
+select_sticky = placement.select_sticky
 
 
 class Follower:
@@ -74,10 +83,6 @@ class Follower:
         return out
 
 
-tiers_rank = tiers.rank
-select_sticky = placement.select_sticky
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
@@ -120,8 +125,7 @@ def main() -> None:
         )
     by_size: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        d = row["devices"]
-        by_size["1" if d == 1 else "2-4" if d <= 4 else "5-8" if d <= 8 else ">8"].append(row["lost_h"])
+        by_size[size_class(row["devices"])].append(row["lost_h"])
     worst = sorted(rows, key=lambda row: -row["lost_h"])[: args.worst]
     out = {
         "trace": args.trace,

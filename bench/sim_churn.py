@@ -30,6 +30,11 @@ from app.sim.driver import simulate
 from app.sim.traces import load_trace
 
 
+def size_class(devices: int) -> str:
+    """The job-size bucket the churn and loss tables report by: 1, 2-4, 5-8 or over 8 GPUs."""
+    return "1" if devices == 1 else "2-4" if devices <= 4 else "5-8" if devices <= 8 else ">8"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
@@ -95,7 +100,7 @@ def main() -> None:
     by_size: dict[str, list[float]] = defaultdict(list)
     moved: Counter[str] = Counter()
     for r in res.jobs:
-        size = "1" if r["devices"] == 1 else "2-4" if r["devices"] <= 4 else "5-8" if r["devices"] <= 8 else ">8"
+        size = size_class(r["devices"])
         by_size[size].append(r["jct_s"] / 3600)
         moved[size] += moves.get(r["trial"], 0)
     out = {
