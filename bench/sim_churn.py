@@ -1,7 +1,7 @@
 """Migration churn of one gandiva simulation: moves per job (mean, 95th percentile, largest, jobs moved
 more than 5 times) and mean JCT per job size, beside the summary `quanta simulate` prints.
 
-    python bench/sim_churn.py TRACE GPUS [--jobs N] [--sticky] [--gang] [--json OUT]
+    python bench/sim_churn.py TRACE GPUS [--jobs N] [--sticky] [--gang] [--knob NAME=JSON ...] [--json OUT]
 
 (4 GPUs per server, quantum 60 s, V100, as docs/simulation.md). The runtime counts migrations in
 total only; this wraps its resume to count them per job (a move = a resume on other devices). With
@@ -9,7 +9,8 @@ total only; this wraps its resume to count them per job (a move = a resume on ot
 from wrapping `select_sticky`): `guard` (a unit in its starvation guard whose home was claimed moves at
 once), `exclusive on its home` (an exclusive trial, e.g. a new job in its guard, claimed its home),
 `balance` (its home was claimed and its load exceeds a target's by two), `gang block` (a multi-device
-unit claimed a block), `placed elsewhere` (not a mover, yet resumed off its home: its home was not free
+unit claimed a block), `gang patience` (a gang that waited its patience for its block ran on devices
+left idle, knob `gang_patience`), `placed elsewhere` (not a mover, yet resumed off its home: its home was not free
 when the board placed it, e.g. a released or spread unit).
 """
 
@@ -42,6 +43,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=None, help="only the first N jobs")
     ap.add_argument("--sticky", action="store_true")
     ap.add_argument("--gang", action="store_true")
+    ap.add_argument("--knob", action="append", default=[], help="NAME=JSON, another gandiva knob")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -50,6 +52,7 @@ def main() -> None:
     cause_of: dict[int, str] = {}  # trial -> why the last plan sent it away (sticky only)
     resume = sim_runtime.SimRuntime._resume
     select_sticky = placement.select_sticky
+    idle_runs = placement.idle_runs
 
     def counting(self: Any, j: Any, devices: tuple[str, ...]) -> None:
         if devices != j.devices:
@@ -88,10 +91,20 @@ def main() -> None:
                 cause_of[t.id] = cause
         return out
 
+    def idle(board: Any, waiting: Any, patient: Any, *a: Any) -> Any:
+        out = idle_runs(board, waiting, patient, *a)
+        for tid in out:
+            cause_of[tid] = "gang patience"
+        return out
+
     sim_runtime.SimRuntime._resume = counting  # type: ignore[method-assign]
     placement.select_sticky = why  # type: ignore[assignment]
+    placement.idle_runs = idle  # type: ignore[assignment]
 
-    knobs = {k: True for k in ("sticky", "gang") if getattr(args, k)}
+    knobs: dict[str, Any] = {k: True for k in ("sticky", "gang") if getattr(args, k)}
+    for kv in args.knob:
+        name, _, value = kv.partition("=")
+        knobs[name] = json.loads(value)
     jobs = load_trace(args.trace, args.jobs)
     t0 = time.perf_counter()
     res = simulate(jobs, "gandiva", gpus=args.gpus, gpus_per_server=4, policy_knobs=knobs or None, check=False)

@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -46,6 +46,13 @@ def simulate(
         bool,
         typer.Option(help="gandiva with --sticky: multi-server jobs time-slice on aligned blocks of servers (gang)"),
     ] = False,
+    gang_patience: Annotated[
+        int,
+        typer.Option(
+            help="gandiva with --gang: rounds in a row a multi-server job waits for its block before it runs on "
+            "devices the round leaves idle (-1: it waits for its block)"
+        ),
+    ] = 4,
     kind_blind: Annotated[
         bool,
         typer.Option(
@@ -112,7 +119,7 @@ def simulate(
                 shares=weights,
                 share_knobs=share_knobs,
                 kind_aware=not kind_blind,
-                policy_knobs=_gandiva_knobs(sticky, gang) if name == "gandiva" else None,
+                policy_knobs=_gandiva_knobs(sticky, gang, gang_patience) if name == "gandiva" else None,
             )
             if users:
                 by_user = user_summary(
@@ -145,9 +152,11 @@ def simulate(
         err.print(f"wrote {plot}")
 
 
-def _gandiva_knobs(sticky: bool, gang: bool) -> dict[str, bool] | None:
+def _gandiva_knobs(sticky: bool, gang: bool, gang_patience: int = 4) -> dict[str, Any] | None:
     """The gandiva knobs the flags set (None: the defaults)."""
-    knobs = {k: True for k, on in (("sticky", sticky), ("gang", gang)) if on}
+    knobs: dict[str, Any] = {k: True for k, on in (("sticky", sticky), ("gang", gang)) if on}
+    if gang:
+        knobs["gang_patience"] = gang_patience if gang_patience >= 0 else None
     return knobs or None
 
 

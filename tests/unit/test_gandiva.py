@@ -762,7 +762,8 @@ def test_gang_multi_server_jobs_move_once_onto_whole_blocks_and_their_occupants_
         replace(_jobs({4: "n2/cpu:0"})[0], running=False),
         replace(_jobs({5: "n4/cpu:0"})[0], running=False),
     ]
-    moves, time, plans = _moves(Judged(packing=False, sticky=True, gang=True), trials, 24, devices)
+    gang = Judged(packing=False, sticky=True, gang=True, gang_patience=None)  # the block rule alone
+    moves, time, plans = _moves(gang, trials, 24, devices)
     assert moves == {1: 0, 2: 1, 3: 1, 4: 0, 5: 0}, moves
     assert plans[0].devices_of(2) == tuple(sorted(_block(devices, 2, 3)))
     assert plans[0].devices_of(3) == tuple(sorted(_block(devices, 4, 5)))
@@ -770,6 +771,35 @@ def test_gang_multi_server_jobs_move_once_onto_whole_blocks_and_their_occupants_
     assert all(time[i] > 0 for i in time), time  # everyone gets turns
     plan = Judged(packing=False, sticky=True).plan(snap(trials, devices=devices, searches=()))
     assert len({d.split("/")[0] for d in plan.devices_of(2)}) == 3
+
+
+def test_gang_patience_lets_a_waiting_gang_run_on_devices_left_idle():
+    """Two 8-GPU jobs take turns on the pair (n0, n1); 4-GPU jobs run alone on n2 and n4, so n3 and n5 (8
+    devices) stand idle, and no pair is free or lighter by two. Without `gang_patience` the two alternate
+    on their pair, half the time each, for as long as they live. With patience 0 the job that waits
+    takes the 8 idle devices at once (one move, nobody displaced), and both run every round from then
+    on, each at home. A patience longer than any wait (two alternating jobs never wait two rounds in a
+    row) leaves them alternating."""
+    devices = devs(24, 6)
+    b01 = _block(devices, 0, 1)
+    trials = [
+        _big(1, b01, True),
+        _big(2, b01, False),
+        _big(3, _block(devices, 2), True, need=4),
+        _big(4, _block(devices, 4), True, need=4),
+    ]
+    idle = set(_block(devices, 3, 5))
+    knobs = {"packing": False, "sticky": True, "gang": True}
+    for patience in (None, 2):
+        moves, time, plans = _moves(Judged(**knobs, gang_patience=patience), trials, 12, devices)
+        assert sum(moves.values()) == 0, (patience, moves)
+        assert time[1] == time[2] == 6 * 8, (patience, time)  # half of 12 rounds, on 8 devices
+        assert all(idle.isdisjoint(p.devices_of(i)) for p in plans for i in (1, 2))
+    moves, time, plans = _moves(Judged(**knobs, gang_patience=0), trials, 12, devices)
+    assert moves == {1: 0, 2: 1, 3: 0, 4: 0}, moves
+    assert set(plans[0].devices_of(2)) == idle and set(plans[-1].devices_of(2)) == idle
+    assert all(set(p.devices_of(1)) == set(b01) for p in plans)
+    assert time[1] == time[2] == 12 * 8, time
 
 
 def test_gang_packs_only_a_trial_parked_on_the_hosts_own_device():

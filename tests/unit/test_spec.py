@@ -140,6 +140,7 @@ KNOB_VALUES = {
     "packing": False,
     "sticky": True,
     "gang": True,
+    "gang_patience": 2,
     "pack_margin": 0.2,
     "pack_patience": 3,
     "grow_shrink": True,

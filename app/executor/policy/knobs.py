@@ -89,6 +89,13 @@ class GandivaKnobs(MechanismKnobs, JudgeKnobs):
         "(the least loaded), and its occupants there leave together when its turn comes (gang time-slicing); "
         "packs form only from a trial parked on its host's own device (docs/simulation.md)",
     )
+    gang_patience: int | None = Field(
+        default=4,
+        ge=0,
+        description="with gang: rounds in a row a multi-device trial may wait for its block before it runs on "
+        "devices the round leaves idle (a move; gang blocks are not work-conserving otherwise); None: it "
+        "waits for its block (docs/simulation.md)",
+    )
     packing: bool = True
     pack_margin: float = Field(default=0.05, ge=0, description="keep a pack whose summed normalised rate > 1 + this")
     pack_patience: int = Field(default=8, ge=1, description="rounds a pack on trial may wait for a measurement")

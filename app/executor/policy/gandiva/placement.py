@@ -26,6 +26,8 @@ consecutive servers of an aligned group when it needs `k` servers, devices of on
 whose devices no unit above claimed, so the lower-ranked units resident there all leave that round;
 blocks of different sizes nest rather than overlap, and one-device units keep off multi-device units'
 devices when they can (`shapes`), since a one-GPU job's turn on a block holds the whole block up.
+With `gang_patience`, a gang that has waited that many rounds in a row for its block runs on devices the
+round leaves idle (`idle_runs`), which it then calls home.
 """
 
 from __future__ import annotations
@@ -322,6 +324,27 @@ def place(
                     placed[t.id] = ds
         todo = left
     return placed, todo
+
+
+def idle_runs(
+    board: Board,
+    waiting: Sequence[Unit],
+    patient: Container[int],
+    grown_old: Mapping[str, Mapping[str, Any]],
+    notes: list[str],
+    load: Mapping[str, int],
+) -> dict[int, tuple[str, ...]]:
+    """Knob `gang_patience`: the waiting multi-device units whose first trial is `patient` (it waited its
+    patience for its block) go, in rank order, onto devices the round left free,
+    the least loaded first (a move, unless their home came free): devices of each placed trial. Gang
+    blocks are not work-conserving: without this a gang whose block another gang holds waits while
+    devices elsewhere stand idle. Only devices no unit of the round claimed are taken, so nobody is
+    displaced; the devices taken become the unit's home."""
+    runaways = [u for u in waiting if len(u) == 1 and u[0].devices_needed > 1 and u[0].id in patient]
+    if not runaways:
+        return {}
+    placed, _ = place(board, runaways, grown_old, notes, load, None, caps={})
+    return placed
 
 
 def move_caps(

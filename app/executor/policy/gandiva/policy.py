@@ -97,6 +97,13 @@ class GandivaPolicy:
             placed.update(more)
             selected = [*selected, *(u for u in units if u[0].id in more)]
         waiting = unplaced + waiting  # (unplaced is empty unless a device vanished mid-plan)
+        if k.gang and k.gang_patience is not None and load is not None and board.n_free:
+            # Gangs that have waited their patience for their block take devices this round leaves idle.
+            patient = {u[0].id for u in waiting if int((old.get(str(u[0].id)) or {}).get("wait", 0)) >= k.gang_patience}
+            more = placement.idle_runs(board, waiting, patient, grown_old, notes, load)
+            placed.update(more)
+            selected = [*selected, *(u for u in waiting if u[0].id in more)]
+            waiting = [u for u in waiting if u[0].id not in more]
 
         # One new pack on trial when trials wait and none is on trial.
         if k.packing and waiting and not any(pk.status == "trial" for pk in live):
@@ -120,6 +127,10 @@ class GandivaPolicy:
         loans = grow.grow_shrink(k, board, snapshot.now, rank, by_id, placed, packed, grown_old, idle_old, notes)
 
         alive_ids = set(ranking.tier)
+
+        def waits(t: TrialView) -> int:
+            return 0 if t.id in placed else int((old.get(str(t.id)) or {}).get("wait", 0)) + 1
+
         state = {
             "trials": {
                 str(t.id): {
@@ -128,6 +139,8 @@ class GandivaPolicy:
                     "ds": t.device_seconds,
                     "w": standing[t.id].weight,
                     "priority": standing[t.id].promise,
+                    # with gang_patience: rounds in a row it has waited
+                    **({"wait": waits(t)} if k.gang and k.gang_patience is not None else {}),
                 }
                 for t in cands
             },
