@@ -52,7 +52,7 @@ def simulate(
             help="gandiva with --gang: rounds in a row a multi-server job waits for its block before it runs on "
             "devices the round leaves idle (-1: it waits for its block)"
         ),
-    ] = 4,
+    ] = 1,
     kind_blind: Annotated[
         bool,
         typer.Option(
@@ -152,7 +152,7 @@ def simulate(
         err.print(f"wrote {plot}")
 
 
-def _gandiva_knobs(sticky: bool, gang: bool, gang_patience: int = 4) -> dict[str, Any] | None:
+def _gandiva_knobs(sticky: bool, gang: bool, gang_patience: int = 1) -> dict[str, Any] | None:
     """The gandiva knobs the flags set (None: the defaults)."""
     knobs: dict[str, Any] = {k: True for k, on in (("sticky", sticky), ("gang", gang)) if on}
     if gang:

@@ -90,7 +90,7 @@ class GandivaKnobs(MechanismKnobs, JudgeKnobs):
         "packs form only from a trial parked on its host's own device (docs/simulation.md)",
     )
     gang_patience: int | None = Field(
-        default=4,
+        default=1,
         ge=0,
         description="with gang: rounds in a row a multi-device trial may wait for its block before it runs on "
         "devices the round leaves idle (a move; gang blocks are not work-conserving otherwise); None: it "
