@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from app.executor.policy.gandiva import placement
+from app.executor.policy.knobs import GandivaKnobs
 from app.sim import runtime as sim_runtime
 from app.sim.driver import simulate
 from app.sim.traces import load_trace
@@ -121,6 +122,8 @@ def main() -> None:
         "gpus": args.gpus,
         "jobs": s["jobs"],
         "knobs": knobs,
+        # what the placement ran with, defaults included (a default may change after these figures)
+        "placement_knobs": {k: getattr(GandivaKnobs(**knobs), k) for k in ("sticky", "gang", "gang_patience")},
         "mean_jct_h": round(s["mean_jct_s"] / 3600, 2),
         "median_jct_h": round(s["median_jct_s"] / 3600, 2),
         "p95_jct_h": round(s["p95_jct_s"] / 3600, 1),
