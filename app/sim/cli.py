@@ -47,12 +47,12 @@ def simulate(
         typer.Option(help="gandiva with --sticky: multi-server jobs time-slice on aligned blocks of servers (gang)"),
     ] = False,
     gang_patience: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="gandiva with --gang: rounds in a row a multi-server job waits for its block before it runs on "
-            "devices the round leaves idle (-1: it waits for its block)"
+            "devices the round leaves idle (default: the knob's; -1: it waits for its block)"
         ),
-    ] = 1,
+    ] = None,
     kind_blind: Annotated[
         bool,
         typer.Option(
@@ -152,10 +152,10 @@ def simulate(
         err.print(f"wrote {plot}")
 
 
-def _gandiva_knobs(sticky: bool, gang: bool, gang_patience: int = 1) -> dict[str, Any] | None:
+def _gandiva_knobs(sticky: bool, gang: bool, gang_patience: int | None = None) -> dict[str, Any] | None:
     """The gandiva knobs the flags set (None: the defaults)."""
     knobs: dict[str, Any] = {k: True for k, on in (("sticky", sticky), ("gang", gang)) if on}
-    if gang:
+    if gang and gang_patience is not None:
         knobs["gang_patience"] = gang_patience if gang_patience >= 0 else None
     return knobs or None
 

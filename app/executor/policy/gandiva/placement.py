@@ -335,11 +335,11 @@ def idle_runs(
     load: Mapping[str, int],
 ) -> dict[int, tuple[str, ...]]:
     """Knob `gang_patience`: the waiting multi-device units whose first trial is `patient` (it waited its
-    patience for its block) go, in rank order, onto devices the round left free,
-    the least loaded first (a move, unless their home came free): devices of each placed trial. Gang
-    blocks are not work-conserving: without this a gang whose block another gang holds waits while
-    devices elsewhere stand idle. Only devices no unit of the round claimed are taken, so nobody is
-    displaced; the devices taken become the unit's home."""
+    patience for its block) go, in rank order, onto devices the round left free, the least loaded first
+    (a move, unless their home came free); returns the devices of each trial placed. Gang blocks are not
+    work-conserving: without this a gang whose block another unit holds waits while devices elsewhere
+    stand idle. Only devices no unit of the round claimed are taken, so nobody is displaced; the devices
+    taken become the unit's home."""
     runaways = [u for u in waiting if len(u) == 1 and u[0].devices_needed > 1 and u[0].id in patient]
     if not runaways:
         return {}
