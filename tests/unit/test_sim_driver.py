@@ -267,3 +267,17 @@ def test_a_job_no_kind_of_the_cluster_can_run_is_refused_by_name():
     jobs = [j for j in kind_jobs() if j.job_type == "Z"][:3]
     with pytest.raises(ValueError, match=rf"job {jobs[0].id} \(Z, 1 GPUs\) cannot run on this cluster"):
         simulate(jobs, "fifo", gpus=4, gpus_per_server=4, throughputs=kinds_table(), kind="k80")
+
+
+def test_simulate_flags_set_the_gandiva_placement_knobs():
+    """`quanta simulate --sticky --gang --gang-patience N`: the knobs the flags give the policy (-1 turns
+    patience off; no flag leaves the knob's default), each one a valid GandivaKnobs."""
+    from app.executor.policy.knobs import GandivaKnobs
+    from app.sim.cli import _gandiva_knobs
+
+    assert _gandiva_knobs(False, False) is None
+    assert _gandiva_knobs(True, False, 3) == {"sticky": True}
+    assert _gandiva_knobs(True, True) == {"sticky": True, "gang": True}
+    assert GandivaKnobs(**_gandiva_knobs(True, True, 3)).gang_patience == 3
+    assert GandivaKnobs(**_gandiva_knobs(True, True, -1)).gang_patience is None
+    assert GandivaKnobs(**_gandiva_knobs(True, True)).gang_patience == GandivaKnobs().gang_patience
