@@ -2,11 +2,11 @@
 
 Runs one trace (or its first N jobs) twice, the default gandiva and `sticky` + `gang` without
 `gang_patience` (4 GPUs per server, quantum 60 s, V100, as `bench/sim_churn.py`), and for the second
-run follows every multi-device unit
-through the placement's rounds (by wrapping `placement.select_sticky`, as sim_churn does): in how many
-rounds it was selected, and, in the rounds it waited, how many devices the round left unclaimed after
-its selection and how far the pass of the lowest unit claiming its home lay below its own. Prints the
-JCT lost per job size and the jobs that lost most, with those figures, and writes them as JSON.
+run follows every multi-device unit through the placement's rounds (by wrapping
+`placement.select_sticky`, as sim_churn does): in how many rounds it was selected, and, in the rounds
+it waited, how many devices the round left unclaimed after its selection and how far the pass of the
+lowest unit claiming its home lay below its own. Prints the JCT lost per job size and the jobs that lost
+most, with those figures, and writes them as JSON.
 
     python bench/gang_loss.py ee9e8c 200 --jobs 1000 --json bench/results/gang_loss_ee9e8c_1000.json
 
