@@ -105,7 +105,10 @@ def main() -> None:
     knobs: dict[str, Any] = {k: True for k in ("sticky", "gang") if getattr(args, k)}
     for kv in args.knob:
         name, _, value = kv.partition("=")
-        knobs[name] = json.loads(value)
+        try:
+            knobs[name] = json.loads(value)
+        except json.JSONDecodeError:
+            ap.error(f"--knob {kv!r}: expected NAME=JSON, e.g. gang_patience=4 or gang_patience=null")
     jobs = load_trace(args.trace, args.jobs)
     t0 = time.perf_counter()
     res = simulate(jobs, "gandiva", gpus=args.gpus, gpus_per_server=4, policy_knobs=knobs or None, check=False)

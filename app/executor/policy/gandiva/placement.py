@@ -340,7 +340,7 @@ def idle_runs(
     work-conserving: without this a gang whose block another unit holds waits while devices elsewhere
     stand idle. Only devices no unit of the round claimed are taken, so nobody is displaced; the devices
     taken become the unit's home."""
-    runaways = [u for u in waiting if len(u) == 1 and u[0].devices_needed > 1 and u[0].id in patient]
+    runaways = [u for u in waiting if u[0].devices_needed > 1 and u[0].id in patient]  # packs: one device
     if not runaways:
         return {}
     placed, _ = place(board, runaways, grown_old, notes, load, None, caps={})
