@@ -118,6 +118,23 @@ def test_multi_device_trials_take_a_whole_node_of_the_kind_they_gain_most_on():
         assert [d.split("/")[0] for d in blind.devices_of(1)] == ["v100", "v100"], policy
 
 
+def test_a_trial_larger_than_a_node_moves_onto_wholly_free_nodes_of_the_kind_it_gains_on():
+    # Four 2-device nodes: n0, n1 k80; n2, n3 v100. A 4-device trial runs on both k80 nodes, 3x faster
+    # on a v100, with both v100 nodes idle: it moves there (it spans two nodes on either kind).
+    devices = tuple(
+        DeviceView(f"{k}/n{n}g{i}", f"n{n}", k) for n, k in enumerate(("k80", "k80", "v100", "v100")) for i in range(2)
+    )
+    k80s = tuple(d.id for d in devices if d.kind == "k80")
+    big = replace(trial(1, v100=3.0, k80=1.0), status=R, running=True, devices=k80s, devices_needed=4)
+    out, moved = rebalance(snap(devices, [big]), dict.fromkeys(k80s, (1,)))
+    assert moved == 1 and sorted(out) == sorted(d.id for d in devices if d.kind == "v100")
+    # One v100 node busy with a one-device trial: no two wholly free v100 nodes, so it stays.
+    small = replace(trial(2, v100=1.0, k80=1.0), status=R, running=True, devices=("v100/n2g0",))
+    placement = {**dict.fromkeys(k80s, (1,)), "v100/n2g0": (2,)}
+    out, moved = rebalance(snap(devices, [big, small]), placement)
+    assert out == placement and moved == 0
+
+
 # ---- a kind where the rate is 0 is never chosen ----------------------------------------------------------
 
 

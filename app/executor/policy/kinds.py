@@ -25,7 +25,8 @@ devices it is resident on; nothing for one that moves anyway). For two kinds thi
 argument of Gavel's max-throughput allocation: the trial with a 4x speed-up on a V100 gets the V100
 before one with 1.5x. Only trials alone on their devices, on exactly the devices they need, of one
 kind, are exchanged (packs and grow-shrink loans stay where their policy put them), and only between
-device sets of the same size (a node's free devices in chunks, for multi-device trials). With
+device sets of the same size (a node's free devices in chunks, for multi-device trials; wholly free
+nodes of one kind, for a trial larger than a node). With
 `kind_aware` off the choice among usable kinds is kind-blind (the policies' own).
 
 Pure: no I/O, no clock.
@@ -193,17 +194,33 @@ def rebalance(
     for size in sorted(slots, reverse=True):
         group = slots[size]
         # Free device sets of this size: a node's free devices (of one kind) in chunks, so that a
-        # multi-device trial stays on one node.
+        # multi-device trial stays on one node; for a trial larger than a node (it spans nodes anyway),
+        # wholly free nodes of one kind, as many as it needs. Without these an 8-device trial stayed on
+        # a slow kind while two idle nodes of a fast one stood by. (Partly free nodes were tried as well,
+        # the freest first: mean JCT rose on the V100+K80 trace, since they break up holes that new
+        # trials need.)
         free_by_node: dict[str, list[str]] = {}
+        on_node: dict[str, int] = {}
         for dv in snapshot.devices:
+            on_node[dv.node] = on_node.get(dv.node, 0) + 1
             if dv.id not in out:
                 free_by_node.setdefault(dv.node, []).append(dv.id)
+        whole: dict[str, list[list[str]]] = {}  # per kind: the devices of each of its wholly free nodes
         for node, ds in free_by_node.items():
             if len(km.node_kinds[node]) != 1:
                 continue
             kind = next(iter(km.node_kinds[node]))
             for i in range(0, len(ds) - size + 1, size):
                 group.append(_Slot(kind, tuple(ds[i : i + size]), None, 0.0))
+            if size > len(ds) == on_node[node]:
+                whole.setdefault(kind, []).append(ds)
+        for kind, nodes in whole.items():
+            taken: list[str] = []
+            for ds in nodes:
+                taken.extend(ds)
+                if len(taken) >= size:
+                    group.append(_Slot(kind, tuple(taken[:size]), None, 0.0))
+                    taken = []
         now_moved: set[int] = set()
         _exchange(group, eff, now_moved)
         if not now_moved:
