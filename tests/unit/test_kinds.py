@@ -135,6 +135,30 @@ def test_a_trial_larger_than_a_node_moves_onto_wholly_free_nodes_of_the_kind_it_
     assert out == placement and moved == 0
 
 
+def test_a_trial_spanning_fast_nodes_gives_them_up_to_smaller_trials_that_gain_more_there():
+    # n0, n1: v100; n2..n5: k80; two devices each. A 4-device trial that gains little on a v100 holds
+    # n0+n1; four 1-device trials that gain 4x there run on n2+n3; n4+n5 stand idle.
+    kinds = ("v100", "v100", "k80", "k80", "k80", "k80")
+    devices = tuple(DeviceView(f"{k}/n{n}g{i}", f"n{n}", k) for n, k in enumerate(kinds) for i in range(2))
+    v100s = tuple(d.id for d in devices if d.kind == "v100")
+    big = replace(trial(1, v100=1.2, k80=1.0), status=R, running=True, devices=v100s, devices_needed=4)
+    small_on = ("k80/n2g0", "k80/n2g1", "k80/n3g0", "k80/n3g1")
+    smalls = [
+        replace(trial(2 + i, v100=4.0, k80=1.0), status=R, running=True, devices=(d,)) for i, d in enumerate(small_on)
+    ]
+    placement = {**dict.fromkeys(v100s, (1,)), **{d: (2 + i,) for i, d in enumerate(small_on)}}
+    out, moved = rebalance(snap(devices, [big, *smalls]), placement)
+    on = {ids[0]: d.split("/")[0] for d, ids in out.items()}
+    assert moved == 5 and {i: on[i] for i in range(2, 6)} == dict.fromkeys(range(2, 6), "v100")
+    assert sorted(d for d, ids in out.items() if ids == (1,)) == ["k80/n4g0", "k80/n4g1", "k80/n5g0", "k80/n5g1"]
+    assert sorted(i for ids in out.values() for i in ids) == [1, 1, 1, 1, 2, 3, 4, 5]
+    # The four gain less in sum than the large trial loses (per device): nobody moves.
+    keen = replace(big, kind_rates=(("k80", 1.0), ("v100", 3.0)))
+    meh = [replace(t, kind_rates=(("k80", 1.0), ("v100", 1.25))) for t in smalls]
+    out, moved = rebalance(snap(devices, [keen, *meh]), placement)
+    assert out == placement and moved == 0
+
+
 # ---- a kind where the rate is 0 is never chosen ----------------------------------------------------------
 
 

@@ -26,8 +26,11 @@ argument of Gavel's max-throughput allocation: the trial with a 4x speed-up on a
 before one with 1.5x. Only trials alone on their devices, on exactly the devices they need, of one
 kind, are exchanged (packs and grow-shrink loans stay where their policy put them), and only between
 device sets of the same size (a node's free devices in chunks, for multi-device trials; wholly free
-nodes of one kind, for a trial larger than a node). With
-`kind_aware` off the choice among usable kinds is kind-blind (the policies' own).
+nodes of one kind, for a trial larger than a node). One exchange is between sizes: a trial spanning
+nodes of a fast kind moves to wholly free nodes of a slower one when smaller trials on the slower kind,
+moved onto its devices, gain more in sum than it loses, per device (`_give_way`); without it a large
+trial that took idle fast nodes kept them from the smaller ones arriving later. With `kind_aware` off
+the choice among usable kinds is kind-blind (the policies' own).
 
 Pure: no I/O, no clock.
 """
@@ -235,10 +238,100 @@ def rebalance(
                 devices_of[s.trial.id] = list(s.devices)
                 for d in s.devices:
                     out[d] = (s.trial.id,)
+    _give_way(snapshot, km, eff, out, moved)
     if not moved:
         return out, 0
     order = km.order
     return dict(sorted(out.items(), key=lambda kv: order[kv[0]])), len(moved)
+
+
+def _give_way(
+    snapshot: ClusterSnapshot, km: KindMap, eff: Effective, out: dict[str, tuple[int, ...]], moved: set[int]
+) -> None:
+    """A trial spanning nodes of kind a moves to wholly free nodes of kind b when smaller trials now on b,
+    moved onto its devices (node by node), gain more on a in sum than it loses on b, gains and losses
+    counted per device (effective device-seconds, the unit the share layer charges in; counted per trial
+    instead, four one-device trials outweighed any four-device one) (`out` and `moved` are changed in
+    place). Same-size exchange cannot do this: a large trial that took idle fast nodes
+    would otherwise keep them from the smaller trials that arrive later and gain more there."""
+    node_of = {d.id: d.node for d in snapshot.devices}
+    on_node: dict[str, list[str]] = {}
+    for d in snapshot.devices:
+        on_node.setdefault(d.node, []).append(d.id)
+    devices_of: dict[int, list[str]] = {}
+    for d, ids in out.items():
+        for i in ids:
+            devices_of.setdefault(i, []).append(d)
+
+    def kind_alone(t: TrialView) -> str | None:
+        ds = devices_of.get(t.id)
+        if ds is None or len(ds) != t.devices_needed or any(len(out[d]) != 1 for d in ds):
+            return None
+        ks = {km.kind_of[d] for d in ds}
+        return next(iter(ks)) if len(ks) == 1 else None
+
+    def cost(t: TrialView) -> float:
+        return 0.0 if t.id in moved or sorted(t.devices) != sorted(devices_of[t.id]) else MOVE_MARGIN
+
+    alive = [t for t in snapshot.alive() if t.id in devices_of]
+    for big in sorted(alive, key=lambda t: -t.devices_needed):
+        a = kind_alone(big)
+        if a is None or big.id in moved or len({node_of[d] for d in devices_of[big.id]}) < 2:
+            continue
+        e_big = eff.of(big)
+        for b in km.counts:
+            if b == a or e_big.get(b, 1.0) <= 0:
+                continue
+            free_nodes = [
+                ds for n, ds in on_node.items() if km.node_kinds[n] == frozenset({b}) and all(d not in out for d in ds)
+            ]
+            if sum(map(len, free_nodes)) < big.devices_needed:
+                continue
+            takers = sorted(
+                (
+                    t
+                    for t in alive
+                    if t.id != big.id
+                    and t.id not in moved
+                    and kind_alone(t) == b
+                    and eff.of(t).get(a, 1.0) > eff.of(t).get(b, 1.0)
+                ),
+                key=lambda t: -(eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0)),
+            )
+            seats: dict[int, tuple[str, ...]] = {}
+            gain = 0.0
+            room = {}
+            for d in sorted(devices_of[big.id]):
+                room.setdefault(node_of[d], []).append(d)
+            for t in takers:
+                for n, ds in room.items():
+                    if len(ds) >= t.devices_needed:
+                        seats[t.id] = tuple(ds[: t.devices_needed])
+                        room[n] = ds[t.devices_needed :]
+                        gain += (eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0) - cost(t)) * t.devices_needed
+                        break
+            loss = (e_big.get(a, 1.0) - e_big.get(b, 1.0) + cost(big)) * big.devices_needed
+            if not seats or gain - loss <= 1e-9:
+                continue
+            for d in devices_of[big.id]:
+                out.pop(d, None)
+            taken: list[str] = []
+            for ds in free_nodes:
+                taken.extend(ds)
+                if len(taken) >= big.devices_needed:
+                    break
+            devices_of[big.id] = taken[: big.devices_needed]
+            for d in devices_of[big.id]:
+                out[d] = (big.id,)
+            moved.add(big.id)
+            for tid, ds in seats.items():
+                for d in devices_of[tid]:
+                    out.pop(d, None)
+                devices_of[tid] = list(ds)
+                for d in ds:
+                    out[d] = (tid,)
+                moved.add(tid)
+            break
 
 
 def _exchange(group: list[_Slot], eff: Effective, moved: set[int]) -> None:
