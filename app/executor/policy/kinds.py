@@ -251,13 +251,14 @@ def _give_way(
     """A trial spanning nodes of kind a moves to wholly free nodes of kind b when smaller trials now on b,
     moved onto its devices (node by node), gain more on a in sum than it loses on b, gains and losses
     counted per device (effective device-seconds, the unit the share layer charges in; counted per trial
-    instead, four one-device trials outweighed any four-device one) (`out` and `moved` are changed in
-    place). Same-size exchange cannot do this: a large trial that took idle fast nodes
-    would otherwise keep them from the smaller trials that arrive later and gain more there."""
-    node_of = {d.id: d.node for d in snapshot.devices}
+    instead, four one-device trials outweighed any four-device one); only trials that gain more than the
+    move costs are seated (`out` and `moved` are changed in place). Same-size exchange cannot do this: a
+    large trial that took idle fast nodes would otherwise keep them from the smaller trials that arrive
+    later and gain more there."""
+    node_of = {dv.id: dv.node for dv in snapshot.devices}
     on_node: dict[str, list[str]] = {}
-    for d in snapshot.devices:
-        on_node.setdefault(d.node, []).append(d.id)
+    for dv in snapshot.devices:
+        on_node.setdefault(dv.node, []).append(dv.id)
     devices_of: dict[int, list[str]] = {}
     for d, ids in out.items():
         for i in ids:
@@ -294,13 +295,13 @@ def _give_way(
                     if t.id != big.id
                     and t.id not in moved
                     and kind_alone(t) == b
-                    and eff.of(t).get(a, 1.0) > eff.of(t).get(b, 1.0)
+                    and eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0) - cost(t) > 0
                 ),
                 key=lambda t: -(eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0)),
             )
             seats: dict[int, tuple[str, ...]] = {}
             gain = 0.0
-            room = {}
+            room: dict[str, list[str]] = {}
             for d in sorted(devices_of[big.id]):
                 room.setdefault(node_of[d], []).append(d)
             for t in takers:
@@ -324,11 +325,11 @@ def _give_way(
             for d in devices_of[big.id]:
                 out[d] = (big.id,)
             moved.add(big.id)
-            for tid, ds in seats.items():
+            for tid, seat in seats.items():
                 for d in devices_of[tid]:
                     out.pop(d, None)
-                devices_of[tid] = list(ds)
-                for d in ds:
+                devices_of[tid] = list(seat)
+                for d in seat:
                     out[d] = (tid,)
                 moved.add(tid)
             break
