@@ -176,6 +176,22 @@ def test_a_kind_where_the_rate_is_0_is_never_chosen(policy, aware):
     assert kind_of(plan, 3) == "k80"
 
 
+@pytest.mark.parametrize("aware", [True, False])
+def test_tiresias_gives_a_higher_queue_the_kind_it_needs_and_moves_the_lower_job(aware):
+    # Trial 1 (a lower queue: past the first queue's limit) runs on the v100 and can run on the k80;
+    # trial 2, new (top queue), cannot run on a k80. Both fit by count: trial 2 takes the v100 and
+    # trial 1 moves to the k80, rather than trial 2 waiting behind a lower queue.
+    devices = mix(v100=1, k80=1)
+    low = replace(trial(1, 0.0, v100=2.0, k80=1.0), status=R, running=True, devices=("v100/g0",), device_seconds=5000.0)
+    high = trial(2, 1.0, v100=5.0, k80=0.0)
+    plan = make_policy("tiresias").plan(snap(devices, [low, high], aware=aware))
+    assert kind_of(plan, 2) == "v100" and kind_of(plan, 1) == "k80"
+    # When the higher job finds its kind free, nobody moves.
+    both = mix(v100=2, k80=1)
+    plan = make_policy("tiresias").plan(snap(both, [low, high], aware=aware))
+    assert plan.devices_of(1) == ("v100/g0",) and plan.devices_of(2) == ("v100/g1",)
+
+
 def test_board_choose_skips_a_zero_kind_and_returns_none_when_only_that_is_free():
     devices = mix(v100=1, k80=1)
     board = Board(snap(devices, []))

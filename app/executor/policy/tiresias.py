@@ -14,11 +14,15 @@ The policy is pure: levels and run/wait clocks live in `Plan.state["jobs"]` as
 Placement is count-first: the jobs to run are chosen by priority while their device counts fit the
 cluster (skipping those that do not: work-conserving), then jobs that keep running stay on their
 devices, and the rest take free devices (consolidated on one server when possible). So a preemption
-never also moves a job that keeps running.
+never also moves a job that keeps running, except on a cluster of several kinds: when a chosen job
+finds no free device of a kind it runs on (its kind is held by running jobs of lower priority), the
+chosen jobs are placed again in queue order, a running job staying only where no job before it took
+its devices, so the higher queue gets the kind it needs and the job it displaces moves or waits.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
@@ -80,19 +84,9 @@ class TiresiasPolicy:
             if t.devices_needed <= free:
                 chosen.append(t)
                 free -= t.devices_needed
-        board = Board(snapshot)
-        later: list[TrialView] = []
-        for t in chosen:  # those that keep running stay where they are
-            if t.running and len(t.devices) == t.devices_needed and all(board.is_free(d) for d in t.devices):
-                board.put(t.id, t.devices)
-            else:
-                later.append(t)
-        placed = {t.id for t in chosen} - {t.id for t in later}
-        for t in later:
-            devices = board.choose(t)
-            if devices is not None:
-                board.put(t.id, devices)
-                placed.add(t.id)
+        board, placed = _place(snapshot, chosen, in_order=False)
+        if len(placed) < len(chosen):  # several kinds only: on one kind the counts above always fit
+            board, placed = _place(snapshot, chosen, in_order=True)
         # Work-conserving on kinds: a chosen job that found no device of a kind it runs on leaves
         # devices free for the next jobs in queue order (never the case on a cluster of one kind, where
         # the counts above always fit).
@@ -103,3 +97,29 @@ class TiresiasPolicy:
                     if devices is not None:
                         board.put(t.id, devices)
         return Plan(placement=board.placement(), state={"jobs": jobs}, notes=tuple(notes))
+
+
+def _place(snapshot: ClusterSnapshot, chosen: Sequence[TrialView], *, in_order: bool) -> tuple[Board, set[int]]:
+    """A board with the `chosen` jobs placed, and the ids placed. Not `in_order`: every running job stays
+    where it runs, then the others take free devices. `in_order` (queue order): a running job stays if
+    no job before it took its devices, and any other takes free devices at once."""
+    board = Board(snapshot)
+    placed: set[int] = set()
+    later: list[TrialView] = []
+    for t in chosen:
+        if t.running and len(t.devices) == t.devices_needed and all(board.is_free(d) for d in t.devices):
+            board.put(t.id, t.devices)
+            placed.add(t.id)
+        elif in_order:
+            devices = board.choose(t)
+            if devices is not None:
+                board.put(t.id, devices)
+                placed.add(t.id)
+        else:
+            later.append(t)
+    for t in later:
+        devices = board.choose(t)
+        if devices is not None:
+            board.put(t.id, devices)
+            placed.add(t.id)
+    return board, placed
