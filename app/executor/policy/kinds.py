@@ -193,6 +193,9 @@ def rebalance(
     if not slots:
         return out, 0
     moved: set[int] = set()
+    members: dict[str, list[str]] = {}  # node -> its devices, in device order
+    for dv in snapshot.devices:
+        members.setdefault(dv.node, []).append(dv.id)
     # Larger trials first: they need a node's free devices together, which single moves would break up.
     for size in sorted(slots, reverse=True):
         group = slots[size]
@@ -203,9 +206,7 @@ def rebalance(
         # the freest first: mean JCT rose on the V100+K80 trace, since they break up holes that new
         # trials need.)
         free_by_node: dict[str, list[str]] = {}
-        on_node: dict[str, int] = {}
         for dv in snapshot.devices:
-            on_node[dv.node] = on_node.get(dv.node, 0) + 1
             if dv.id not in out:
                 free_by_node.setdefault(dv.node, []).append(dv.id)
         whole: dict[str, list[list[str]]] = {}  # per kind: the devices of each of its wholly free nodes
@@ -215,7 +216,7 @@ def rebalance(
             kind = next(iter(km.node_kinds[node]))
             for i in range(0, len(ds) - size + 1, size):
                 group.append(_Slot(kind, tuple(ds[i : i + size]), None, 0.0))
-            if size > len(ds) == on_node[node]:
+            if size > len(ds) == len(members[node]):
                 whole.setdefault(kind, []).append(ds)
         for kind, nodes in whole.items():
             taken: list[str] = []
@@ -238,7 +239,7 @@ def rebalance(
                 devices_of[s.trial.id] = list(s.devices)
                 for d in s.devices:
                     out[d] = (s.trial.id,)
-    _give_way(snapshot, km, eff, out, moved)
+    _give_way(snapshot, km, eff, out, moved, devices_of, members)
     if not moved:
         return out, 0
     order = km.order
@@ -246,7 +247,13 @@ def rebalance(
 
 
 def _give_way(
-    snapshot: ClusterSnapshot, km: KindMap, eff: Effective, out: dict[str, tuple[int, ...]], moved: set[int]
+    snapshot: ClusterSnapshot,
+    km: KindMap,
+    eff: Effective,
+    out: dict[str, tuple[int, ...]],
+    moved: set[int],
+    devices_of: dict[int, list[str]],
+    members: Mapping[str, list[str]],
 ) -> None:
     """A trial spanning nodes of kind a moves to wholly free nodes of kind b when smaller trials now on b,
     moved onto its devices (node by node), gain more on a in sum than it loses on b, gains and losses
@@ -254,15 +261,9 @@ def _give_way(
     instead, four one-device trials outweighed any four-device one); only trials that gain more than the
     move costs are seated (`out` and `moved` are changed in place). Same-size exchange cannot do this: a
     large trial that took idle fast nodes would otherwise keep them from the smaller trials that arrive
-    later and gain more there."""
-    node_of = {dv.id: dv.node for dv in snapshot.devices}
-    on_node: dict[str, list[str]] = {}
-    for dv in snapshot.devices:
-        on_node.setdefault(dv.node, []).append(dv.id)
-    devices_of: dict[int, list[str]] = {}
-    for d, ids in out.items():
-        for i in ids:
-            devices_of.setdefault(i, []).append(d)
+    later and gain more there. `devices_of` (each placed trial's devices, kept in step with `out`) and
+    `members` (each node's devices) are `rebalance`'s."""
+    node_of = {d: n for n, ds in members.items() for d in ds}
 
     def kind_alone(t: TrialView) -> str | None:
         ds = devices_of.get(t.id)
@@ -284,7 +285,7 @@ def _give_way(
             if b == a or e_big.get(b, 1.0) <= 0:
                 continue
             free_nodes = [
-                ds for n, ds in on_node.items() if km.node_kinds[n] == frozenset({b}) and all(d not in out for d in ds)
+                ds for n, ds in members.items() if km.node_kinds[n] == frozenset({b}) and all(d not in out for d in ds)
             ]
             if sum(map(len, free_nodes)) < big.devices_needed:
                 continue
