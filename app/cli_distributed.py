@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from app.share_options import FavourOption, RhoCapOption, WeightsOption, WindowOption
+from app.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
 
 EXIT_ERROR = 2
 
@@ -42,6 +42,7 @@ def controller(
     share_window_s: WindowOption = None,
     favour_worst_rho: FavourOption = False,
     rho_cap: RhoCapOption = None,
+    rho_bound: RhoBoundOption = None,
     weight: WeightsOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -60,7 +61,7 @@ def controller(
     from app.syspath import drop_working_dir
 
     drop_working_dir()  # nothing is imported from the directory the controller started in
-    knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight)
+    knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
     try:
         store = Store(db)
     except Exception as exc:

@@ -2,7 +2,8 @@
 also from a `QUANTA_*` environment variable) and check them before anything starts.
 
 - `--share-window-s` (QUANTA_SHARE_WINDOW_S), `--favour-worst-rho` (QUANTA_SHARE_FAVOUR_WORST_RHO),
-  `--rho-cap` (QUANTA_SHARE_RHO_CAP): `app.executor.policy.share.ShareKnobs`, validated by it.
+  `--rho-cap` (QUANTA_SHARE_RHO_CAP), `--rho-bound` (QUANTA_SHARE_RHO_BOUND):
+  `app.executor.policy.share.ShareKnobs`, validated by it.
 - `--weight NAME=W`, repeatable (QUANTA_USER_WEIGHTS, space-separated): users' weights, written to the
   users' rows at start (the admin API, `PATCH /users/NAME`, may change them later), each in the range
   `PATCH /users` accepts. Every name must be a user; nothing is written unless all are valid.
@@ -48,6 +49,16 @@ RhoCapOption = Annotated[
         show_default=False,
     ),
 ]
+RhoBoundOption = Annotated[
+    float | None,
+    typer.Option(
+        "--rho-bound",
+        help="guarantee fair shares only to users whose rho exceeds this (>= 1); divide the rest of the "
+        "cluster by demand (Themis's fairness knob) [default: every user's share guaranteed]",
+        envvar="QUANTA_SHARE_RHO_BOUND",
+        show_default=False,
+    ),
+]
 WeightsOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -59,14 +70,21 @@ WeightsOption = Annotated[
     ),
 ]
 
-_OPTION = {"window_s": "--share-window-s", "favour_worst_rho": "--favour-worst-rho", "rho_cap": "--rho-cap"}
+_OPTION = {
+    "window_s": "--share-window-s",
+    "favour_worst_rho": "--favour-worst-rho",
+    "rho_cap": "--rho-cap",
+    "rho_bound": "--rho-bound",
+}
 
 
 class ShareOptionError(ValueError):
     """A share option out of range or malformed; the message names the option."""
 
 
-def share_knobs(window_s: float | None, favour_worst_rho: bool, rho_cap: float | None) -> ShareKnobs:
+def share_knobs(
+    window_s: float | None, favour_worst_rho: bool, rho_cap: float | None, rho_bound: float | None = None
+) -> ShareKnobs:
     """The knobs (None: `ShareKnobs`'s default), validated by `ShareKnobs` (`ShareOptionError` naming the
     option and the field)."""
     from pydantic import ValidationError
@@ -78,6 +96,8 @@ def share_knobs(window_s: float | None, favour_worst_rho: bool, rho_cap: float |
         given["window_s"] = window_s if math.isfinite(window_s) else -1.0  # no window: refused as out of range
     if rho_cap is not None:
         given["rho_cap"] = rho_cap if math.isfinite(rho_cap) else 0.0
+    if rho_bound is not None:
+        given["rho_bound"] = rho_bound if math.isfinite(rho_bound) else 0.0
     try:
         return ShareKnobs.model_validate(given)
     except ValidationError as exc:
@@ -90,12 +110,16 @@ def share_knobs(window_s: float | None, favour_worst_rho: bool, rho_cap: float |
 
 
 def share_options(
-    window_s: float | None, favour_worst_rho: bool, rho_cap: float | None, weight: Iterable[str] | None
+    window_s: float | None,
+    favour_worst_rho: bool,
+    rho_cap: float | None,
+    weight: Iterable[str] | None,
+    rho_bound: float | None = None,
 ) -> tuple[ShareKnobs, dict[str, float]]:
     """The share knobs and user weights a command was started with, checked before anything starts
     (`share_knobs`, `parse_weights`): a bad option prints an error naming it and exits with code 2."""
     try:
-        return share_knobs(window_s, favour_worst_rho, rho_cap), parse_weights(weight or [])
+        return share_knobs(window_s, favour_worst_rho, rho_cap, rho_bound), parse_weights(weight or [])
     except ShareOptionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

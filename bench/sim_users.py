@@ -35,13 +35,14 @@ from app.sim.driver import simulate  # noqa: E402
 from app.sim.traces import load_trace  # noqa: E402
 from app.sim.users import assign_users, user_summary  # noqa: E402
 
-# (label, policy, shares on, favour_worst_rho)
+# (label, policy, shares on, favour_worst_rho, rho_bound on)
 RUNS = (
-    ("fifo", "fifo", False, False),
-    ("tiresias", "tiresias", False, False),
-    ("gandiva", "gandiva", False, False),
-    ("gandiva+shares", "gandiva", True, False),
-    ("gandiva+shares+rho", "gandiva", True, True),
+    ("fifo", "fifo", False, False, False),
+    ("tiresias", "tiresias", False, False, False),
+    ("gandiva", "gandiva", False, False, False),
+    ("gandiva+shares", "gandiva", True, False, False),
+    ("gandiva+shares+rho", "gandiva", True, True, False),
+    ("gandiva+shares+bound", "gandiva", True, False, True),
 )
 
 
@@ -55,6 +56,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--kind", default="v100", help="one kind or a mix: v100=100,p100=100")
     ap.add_argument("--placement", choices=("aware", "blind", "both"), default="aware")
+    ap.add_argument("--rho-bound", type=float, default=1.5, help="rho_bound of the +bound run (ShareKnobs)")
     ap.add_argument("--only", default="", help="comma-separated labels of RUNS (default: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_users.json")
     args = ap.parse_args()
@@ -64,7 +66,7 @@ def main() -> None:
     cache: dict[tuple[Any, ...], list[float]] = {}
     results: dict[str, Any] = {}
     modes = {"aware": (True,), "blind": (False,), "both": (True, False)}[args.placement]
-    for (base_label, policy, shares, favour), aware in ((r, a) for r in RUNS for a in modes):
+    for (base_label, policy, shares, favour, bound), aware in ((r, a) for r in RUNS for a in modes):
         label = base_label if aware else f"{base_label} [blind]"
         if wanted and base_label not in wanted:
             continue
@@ -78,7 +80,7 @@ def main() -> None:
             check=False,
             kind=args.kind,
             shares={} if shares else None,
-            share_knobs=ShareKnobs(favour_worst_rho=favour),
+            share_knobs=ShareKnobs(favour_worst_rho=favour, rho_bound=args.rho_bound if bound else None),
             kind_aware=aware,
         )
         s = res.summary
@@ -100,6 +102,7 @@ def main() -> None:
         s["kind_aware"] = aware
         s["shares"] = "equal" if shares else "none"
         s["favour_worst_rho"] = favour
+        s["rho_bound"] = args.rho_bound if bound else None
         s["bench_wall_s"] = round(time.perf_counter() - t0, 1)
         results[label] = s
         print(f"{label}: mean JCT {s['mean_jct_s'] / 3600:.2f} h, max rho {s['max_rho']:.2f}, "

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.share_options import FavourOption, RhoCapOption, WeightsOption, WindowOption
+from app.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
 
 log = logging.getLogger("quanta.serve")
 
@@ -55,6 +55,7 @@ def serve(
     share_window_s: WindowOption = None,
     favour_worst_rho: FavourOption = False,
     rho_cap: RhoCapOption = None,
+    rho_bound: RhoBoundOption = None,
     weight: WeightsOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -85,7 +86,7 @@ def serve(
     except DeviceSpecError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
-    knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight)
+    knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
     settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
     try:
         store = Store(settings.db_url)

@@ -39,6 +39,14 @@ def simulate(
     favour_worst_rho: Annotated[
         bool, typer.Option(help="with --shares: the share layer favours the users with the worst rho")
     ] = False,
+    rho_bound: Annotated[
+        float | None,
+        typer.Option(
+            help="with --shares: guarantee fair shares only to users whose rho exceeds this (>= 1), the rest "
+            "of the cluster divided by demand (Themis's fairness knob)",
+            show_default=False,
+        ),
+    ] = None,
     sticky: Annotated[
         bool, typer.Option(help="gandiva: time-slice jobs on their own devices (knob sticky, docs/simulation.md)")
     ] = False,
@@ -82,20 +90,25 @@ def simulate(
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     weights: dict[str, float] | None = None
-    if users or shares != "none" or favour_worst_rho:
+    if users or shares != "none" or favour_worst_rho or rho_bound is not None:
         from app.sim.users import assign_users, parse_shares, user_summary
 
         try:
             if not users:
-                raise ValueError("shares: --shares and --favour-worst-rho need --users N")
+                raise ValueError("shares: --shares, --favour-worst-rho and --rho-bound need --users N")
             weights = parse_shares(shares)
             jobs = assign_users(jobs, users)
         except ValueError as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             raise typer.Exit(2) from None
-    from app.executor.policy.share import ShareKnobs
+    from app.share_options import ShareOptionError
+    from app.share_options import share_knobs as checked_knobs
 
-    share_knobs = ShareKnobs(favour_worst_rho=favour_worst_rho)
+    try:
+        share_knobs = checked_knobs(None, favour_worst_rho, None, rho_bound)
+    except ShareOptionError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
     unknown = [n for n in names if n not in policy_names()]
     if unknown:
         err.print(f"[bold red]error:[/] unknown policy {unknown} (known: {', '.join(policy_names())})")
@@ -136,6 +149,7 @@ def simulate(
                 res.summary.update(by_user)
                 res.summary["shares"] = shares
                 res.summary["favour_worst_rho"] = favour_worst_rho
+                res.summary["rho_bound"] = rho_bound
             res.summary["kind"] = kind
             res.summary["kind_aware"] = not kind_blind
         except (ValueError, KeyError) as exc:  # a job the cluster cannot run, a type the table lacks
@@ -253,9 +267,7 @@ def simulate_search(
         if not 0.0 <= v <= 1.0:
             raise fail(f"--target-{name}: {v} is not an accuracy fraction in [0, 1]")
     try:
-        res = run(
-            task, policy, algorithm, workers, hours, seed, targets, target_hard if stop_at_hard else None, data
-        )
+        res = run(task, policy, algorithm, workers, hours, seed, targets, target_hard if stop_at_hard else None, data)
     except (FileNotFoundError, ImportError, ValueError, KeyError) as exc:
         raise fail(str(exc)) from None
     Console().print(_search_table(task, workers, hours, seed, res))

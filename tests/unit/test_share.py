@@ -13,6 +13,7 @@ from app.executor.policy import make_policy
 from app.executor.policy.share import (
     ShareKnobs,
     SharePolicy,
+    bounded_shares,
     fair_shares,
     groups_of,
     shares_of,
@@ -116,6 +117,23 @@ def test_fair_shares_split_users_by_weight_then_a_users_searches_equally():
     groups = groups_of(s)
     fair = fair_shares(12, groups, {"ann": 1.0, "bob": 2.0}, {g.key: 10 for g in groups})
     assert fair == pytest.approx({"s1": 2.0, "s2": 2.0, "s3": 8.0})
+
+
+def test_bounded_shares_guarantee_the_protected_and_divide_the_rest_by_demand():
+    trials = search_trials(1, 10, 100) + search_trials(2, 10, 200) + search_trials(3, 10, 300)
+    searches = [SearchView(1, owner="ann"), SearchView(2, owner="bob"), SearchView(3, owner="cy")]
+    groups = groups_of(snap(trials, searches, 12))
+    weights = {"ann": 1.0, "bob": 1.0, "cy": 1.0}
+    demand = {"s1": 2, "s2": 12, "s3": 4}
+    fair = fair_shares(12, groups, weights, demand)
+    # every user protected: the fair shares themselves; none: in proportion to demand
+    assert bounded_shares(12, groups, weights, demand, {"ann", "bob", "cy"}) == pytest.approx(fair)
+    assert bounded_shares(12, groups, weights, demand, set()) == pytest.approx({"s1": 4 / 3, "s2": 8.0, "s3": 8 / 3})
+    # cy protected: her fair 4 first (2 for ann, 5 for bob, 5 for cy: capped at her demand of 4), then the
+    # 8 left by what each still wants: ann 2, bob 12 (of 14 wanted: 8 * 2/14 and 8 * 12/14)
+    out = bounded_shares(12, groups, weights, demand, {"cy"})
+    assert out == pytest.approx({"s1": 8 * 2 / 14, "s2": 8 * 12 / 14, "s3": 4.0})
+    assert sum(out.values()) == pytest.approx(12)
 
 
 # ---- in rounds --------------------------------------------------------------------------------------
@@ -309,6 +327,34 @@ def test_the_knob_favours_the_user_with_the_worst_rho():
         w.round()
         rhos.append(shares_of(w.state)["bob"]["rho"])
     assert rhos[-1] < rhos[0]  # the worst rho improves
+
+
+def test_rho_bound_guarantees_shares_only_to_users_behind_it():
+    """Of 4 devices ann wants 6 and bob 2 (trials of one device each). With every user's share
+    guaranteed each gets 2; with `rho_bound` the users within the bound divide the
+    cluster by demand, until one falls behind it: from then on it has its fair share again."""
+    ann = search_trials(1, 6, 100)
+    bob = search_trials(2, 2, 200)
+    searches = [SearchView(1, owner="ann"), SearchView(2, owner="bob")]
+    strict = World(share(window_s=10.0), ann + bob, searches, 4)
+    assert strict.users_on(strict.round()) == {"ann": 2, "bob": 2}
+    # both on the books within the bound (rho 1): divided by demand, 6:2 of 4 devices = 3 and 1
+    state = history({"ann": 40.0, "bob": 40.0}, ideal=40.0, window_s=10.0)
+    w = World(share(window_s=10.0, rho_bound=1.5), ann + bob, searches, 4)
+    w.state, w.now = state, 1.0
+    assert w.users_on(w.round()) == {"ann": 3, "bob": 1}
+    # bob had a third of his ideal (rho 3 > 1.5): his fair share (2) is guaranteed again
+    state = history({"ann": 60.0, "bob": 20.0}, ideal=60.0, window_s=10.0)
+    w = World(share(window_s=10.0, rho_bound=1.5), ann + bob, searches, 4)
+    w.state, w.now = state, 1.0
+    assert w.users_on(w.round()) == {"ann": 2, "bob": 2}
+    # over rounds bob, held to 1 of his ideal 2 devices, settles near the bound (rho ~1.5), never far above
+    w = World(share(window_s=10.0, rho_bound=1.5), ann + bob, searches, 4)
+    rhos = []
+    for _ in range(60):
+        w.round()
+        rhos.append(shares_of(w.state)["bob"].get("rho"))
+    assert max(rhos[20:]) < 1.5 * 1.2 and min(rhos[20:]) > 1.0
 
 
 def test_state_survives_a_json_round_trip():

@@ -37,6 +37,13 @@ def test_a_knob_out_of_range_is_refused_naming_the_option(window_s, rho_cap, nam
         share_knobs(window_s, False, rho_cap)
 
 
+@pytest.mark.parametrize("rho_bound", [0.5, float("nan"), float("inf")])
+def test_a_rho_bound_below_one_or_not_finite_is_refused_naming_the_option(rho_bound):
+    assert share_knobs(None, False, None, 1.5) == ShareKnobs(rho_bound=1.5)
+    with pytest.raises(ShareOptionError, match="^" + re.escape("--rho-bound (share knob rho_bound)") + ": "):
+        share_knobs(None, False, None, rho_bound)
+
+
 def test_weights_parse_and_bad_ones_name_the_item():
     assert parse_weights(["ann=2", " bob = 0.5"]) == {"ann": 2.0, "bob": 0.5}
     assert parse_weights([]) == {}
@@ -84,6 +91,11 @@ def test_commands_refuse_a_bad_knob_before_starting(cli, tmp_path, command):
     )
     r = cli([command, "--db", db, *extra], env={"QUANTA_SHARE_WINDOW_S": "0"})
     assert r.exit_code == 2 and "--share-window-s (share knob window_s): Input should be greater than 0" in r.output
+    r = cli([command, "--db", db, *extra], env={"QUANTA_SHARE_RHO_BOUND": "0.9"})
+    assert (
+        r.exit_code == 2
+        and "--rho-bound (share knob rho_bound): Input should be greater than or equal to 1" in r.output
+    )
     r = cli([command, "--db", db, *extra, "--weight", "ann=5000"])
     assert r.exit_code == 2 and "--weight ann: weight must be > 0 and <= 1000" in r.output
     assert not (tmp_path / "q.db").exists()  # refused before the database was opened
@@ -95,3 +107,11 @@ def test_serve_refuses_weights_of_unknown_users_and_writes_none(cli, tmp_path):
     r = cli(["serve", "--db", db, "--devices", "cpu:1", "--weight", "ann=4", "--weight", "ghost=2"])
     assert r.exit_code == 2 and "--weight: no such user: ghost" in r.output, r.output
     assert Store(db).user("ann").weight == 1.0
+
+
+def test_simulate_refuses_a_bad_rho_bound_and_one_without_users(cli):
+    base = ["simulate", "--trace", "60_job", "--gpus", "4"]
+    r = cli([*base, "--users", "2", "--shares", "equal", "--rho-bound", "0.5"])
+    assert r.exit_code == 2 and "--rho-bound (share knob rho_bound)" in r.output, r.output
+    r = cli([*base, "--rho-bound", "1.5"])
+    assert r.exit_code == 2 and "--rho-bound need --users N" in r.output, r.output

@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from app.executor.policy.types import ClusterSnapshot, TrialView
 
-__all__ = ["Group", "fair_shares", "groups_of", "water_fill", "whole_devices"]
+__all__ = ["Group", "bounded_shares", "fair_shares", "groups_of", "water_fill", "whole_devices"]
 
 _SEARCH_ID = attrgetter("search_id")
 
@@ -92,6 +92,25 @@ def fair_shares(
         equal = dict.fromkeys((g.key for g in gs), 1.0)
         out.update(water_fill(user_share[u], equal, {g.key: demand[g.key] for g in gs}))
     return out
+
+
+def bounded_shares(
+    n_dev: int,
+    groups: Sequence[Group],
+    weights: Mapping[str, float],
+    demand: Mapping[str, int],
+    protected: set[str],
+) -> dict[str, float]:
+    """Fair shares as a floor for the `protected` users only (Themis's fairness knob): each protected
+    user's groups first get what `fair_shares` gives them with every user competing; the devices left
+    are divided among all groups in proportion to the demand each has left, as one policy that
+    time-slices every trial alike would divide them. Every user protected: `fair_shares`; none: a
+    division by demand."""
+    fair = fair_shares(n_dev, groups, weights, demand)
+    floor = {g.key: (fair[g.key] if g.user in protected else 0.0) for g in groups}
+    rest = {k: max(float(demand[k]) - f, 0.0) for k, f in floor.items()}
+    extra = water_fill(n_dev - sum(floor.values()), rest, rest)
+    return {k: f + extra.get(k, 0.0) for k, f in floor.items()}
 
 
 def whole_devices(
