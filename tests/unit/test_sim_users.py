@@ -85,12 +85,33 @@ def test_shares_protect_a_light_user_from_a_heavy_one():
     assert shared.summary["utilization"] > 0.5
 
 
+def test_a_rho_bound_lies_between_strict_shares_and_none():
+    """With shares guaranteed only to users behind a bound, the light user u1 is protected less than by
+    strict shares (but more than by none) and the heavy u0 capped less: each user's mean JCT lies between
+    the two; invariants are checked after every event."""
+    from app.executor.policy.share import ShareKnobs
+
+    trace = assign_users(jobs(60, gap=5.0), 2)
+    kw = dict(gpus=4, gpus_per_server=4, quantum_s=30, check=True)
+    runs = {
+        "none": simulate(trace, "fifo", **kw),
+        "strict": simulate(trace, "fifo", shares={}, **kw),
+        "bound": simulate(trace, "fifo", shares={}, share_knobs=ShareKnobs(rho_bound=1.2, window_s=300.0), **kw),
+    }
+    mean: dict[str, dict[str, float]] = {}
+    for name, res in runs.items():
+        per: dict[str, list[float]] = {"u0": [], "u1": []}
+        for r in res.jobs:
+            per[r["user"]].append(r["jct_s"])
+        mean[name] = {u: sum(v) / len(v) for u, v in per.items()}
+    assert mean["strict"]["u1"] < mean["bound"]["u1"] < mean["none"]["u1"]
+    assert mean["none"]["u0"] < mean["bound"]["u0"] < mean["strict"]["u0"]
+
+
 def test_user_report_with_ideal_runs():
     trace = assign_users(jobs(30, gap=10.0), 3)
     res = simulate(trace, "gandiva", gpus=4, gpus_per_server=4, quantum_s=30, shares={}, check=False)
-    report = user_summary(
-        trace, res.jobs, "gandiva", gpus=4, gpus_per_server=4, quantum_s=30, kind="v100", weights={}
-    )
+    report = user_summary(trace, res.jobs, "gandiva", gpus=4, gpus_per_server=4, quantum_s=30, kind="v100", weights={})
     assert set(report["users"]) == {"u0", "u1", "u2"}
     for u, row in report["users"].items():
         assert row["rho"] == pytest.approx(row["mean_jct_s"] / row["ideal_mean_jct_s"])
