@@ -348,6 +348,8 @@ def test_rho_bound_guarantees_shares_only_to_users_behind_it():
     w = World(share(window_s=10.0, rho_bound=1.5), ann + bob, searches, 4)
     w.state, w.now = state, 1.0
     assert w.users_on(w.round()) == {"ann": 2, "bob": 2}
+    notes = {n.split(":")[1].strip().split()[1]: n for n in w.last.notes if n.startswith("share: user")}
+    assert "share guaranteed" in notes["bob"] and "share guaranteed" not in notes["ann"]
     # over rounds bob, held to 1 of his ideal 2 devices, settles near the bound (rho ~1.5), never far above
     w = World(share(window_s=10.0, rho_bound=1.5), ann + bob, searches, 4)
     rhos = []

@@ -36,7 +36,8 @@ One round (`SharePolicy.plan`), pure (no I/O, no clock: the snapshot carries `no
    divided among all groups by the demand each has left, as one policy time-slicing every trial alike
    would (`bounded_shares`). A user within the bound thus lends what its share would have held back to
    the users with more work, until it falls behind the bound itself: fairness within a factor of the
-   bound, at less cost in mean completion time than strict shares.
+   bound, at less cost in mean completion time than strict shares. The notes mark the users whose
+   share was guaranteed that round.
 3. **Devices.** Each group keeps the devices its running trials hold (oldest trial first, within its
    allotment), then those of its parked resident trials, then takes unclaimed devices: on nodes it is
    on first, then on the nodes with most unclaimed devices.
@@ -171,6 +172,7 @@ class SharePolicy:
             weights = {u: w * min(max(rho.get(u, 1.0), 1.0), self.knobs.rho_cap) for u, w in weights.items()}
         n_dev = len(snapshot.devices)
         demand = {r.group.key: min(n_dev, _demand(r)) for r in rounds}
+        protected: set[str] = set()  # users whose fair share rho_bound guarantees this round
         if self.knobs.rho_bound is None:
             fair = fair_shares(n_dev, groups, weights, demand)
         else:  # a user new to the books has no rho yet: it is protected until it has one
@@ -192,7 +194,7 @@ class SharePolicy:
                 self._judge(r, sub)
                 r.plan = r.policy.plan(replace(sub, verdicts=r.verdicts) if r.verdicts else sub)
             self._borrow(snapshot, rounds, behind)
-        return self._merge(snapshot, rounds, account, fair, demand)
+        return self._merge(snapshot, rounds, account, fair, demand, protected)
 
     def _round(self, g: Group, carried: Mapping[str, Any]) -> _Round:
         policy = (self._policy_of(g.search_id) if g.search_id else None) or self.base
@@ -234,6 +236,7 @@ class SharePolicy:
         account: Accounts,
         fair: Mapping[str, float],
         demand: Mapping[str, int],
+        protected: set[str],
     ) -> Plan:
         placement: dict[str, tuple[int, ...]] = {}
         stop: list[int] = []
@@ -292,7 +295,7 @@ class SharePolicy:
             rho = Accounts.of(share_state).rho()
             notes.extend(
                 f"share: user {u or '-'}: {alloc.get(u, 0.0):g} of {n_dev} devices (fair {fair_u[u]:.2f}), "
-                f"rho {rho[u]:.2f}"
+                f"rho {rho[u]:.2f}" + (" (share guaranteed: behind the bound)" if u in protected else "")
                 if u in rho
                 else f"share: user {u or '-'}: {alloc.get(u, 0.0):g} devices"
                 for u in sorted(fair_u)
