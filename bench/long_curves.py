@@ -209,8 +209,9 @@ def main() -> None:
     if args.runs.exists():
         for line in args.runs.read_text().splitlines():
             r = json.loads(line)
-            if r["config"] == todo[r["number"]] if r["number"] < len(todo) else False:
-                done[r["number"]] = r
+            n = r["number"]
+            if n < len(todo) and r["config"] == todo[n]:  # a configuration of this spec and seed
+                done[n] = r
     work = [(spec.trainable, n, c, spec.budget.max_steps, metric) for n, c in enumerate(todo) if n not in done]
     print(f"{len(done)} configurations read back, {len(work)} to train", file=sys.stderr)
     args.runs.parent.mkdir(parents=True, exist_ok=True)
