@@ -109,8 +109,10 @@ def test_serve_refuses_weights_of_unknown_users_and_writes_none(cli, tmp_path):
     assert Store(db).user("ann").weight == 1.0
 
 
-def test_simulate_refuses_a_bad_rho_bound_and_one_without_users(cli):
-    base = ["simulate", "--trace", "60_job", "--gpus", "4"]
+def test_simulate_refuses_a_bad_rho_bound_and_one_without_users(cli, tmp_path):
+    trace = tmp_path / "two_jobs.csv"  # a trace in the Tiresias format: no shared data needed
+    trace.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,164,30\n")
+    base = ["simulate", "--trace", str(trace), "--gpus", "4"]
     r = cli([*base, "--users", "2", "--shares", "equal", "--rho-bound", "0.5"])
     assert r.exit_code == 2 and "--rho-bound (share knob rho_bound)" in r.output, r.output
     r = cli([*base, "--rho-bound", "1.5"])
