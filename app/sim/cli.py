@@ -96,6 +96,8 @@ def simulate(
         try:
             if not users:
                 raise ValueError("shares: --shares, --favour-worst-rho and --rho-bound need --users N")
+            if rho_bound is not None and shares == "none":
+                raise ValueError("shares: --rho-bound needs the share layer: --shares equal or a weights file")
             weights = parse_shares(shares)
             jobs = assign_users(jobs, users)
         except ValueError as exc:

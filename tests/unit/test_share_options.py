@@ -117,3 +117,5 @@ def test_simulate_refuses_a_bad_rho_bound_and_one_without_users(cli, tmp_path):
     assert r.exit_code == 2 and "--rho-bound (share knob rho_bound)" in r.output, r.output
     r = cli([*base, "--rho-bound", "1.5"])
     assert r.exit_code == 2 and "--rho-bound need --users N" in r.output, r.output
+    r = cli([*base, "--users", "2", "--rho-bound", "1.5"])  # no --shares: no share layer to bound
+    assert r.exit_code == 2 and "--rho-bound needs the share layer" in r.output, r.output
