@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from app.executor.policy.device_maps import device_maps
 from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialView
 
 # Effective-throughput gain a trial must bring to leave the devices it is resident on (a migration
@@ -193,9 +194,7 @@ def rebalance(
     if not slots:
         return out, 0
     moved: set[int] = set()
-    members: dict[str, list[str]] = {}  # node -> its devices, in device order
-    for dv in snapshot.devices:
-        members.setdefault(dv.node, []).append(dv.id)
+    _, _, members = device_maps(snapshot.devices)
     # Larger trials first: they need a node's free devices together, which single moves would break up.
     for size in sorted(slots, reverse=True):
         group = slots[size]
@@ -239,7 +238,7 @@ def rebalance(
                 devices_of[s.trial.id] = list(s.devices)
                 for d in s.devices:
                     out[d] = (s.trial.id,)
-    _give_way(snapshot, km, eff, out, moved, devices_of, members)
+    _give_way(snapshot, km, eff, out, moved, devices_of)
     if not moved:
         return out, 0
     order = km.order
@@ -253,7 +252,6 @@ def _give_way(
     out: dict[str, tuple[int, ...]],
     moved: set[int],
     devices_of: dict[int, list[str]],
-    members: Mapping[str, list[str]],
 ) -> None:
     """A trial spanning nodes of kind a moves to wholly free nodes of kind b when smaller trials now on b,
     moved onto its devices (node by node), gain more on a in sum than it loses on b, gains and losses
@@ -261,9 +259,9 @@ def _give_way(
     instead, four one-device trials outweighed any four-device one); only trials that gain more than the
     move costs are seated (`out` and `moved` are changed in place). Same-size exchange cannot do this: a
     large trial that took idle fast nodes would otherwise keep them from the smaller trials that arrive
-    later and gain more there. `devices_of` (each placed trial's devices, kept in step with `out`) and
-    `members` (each node's devices) are `rebalance`'s."""
-    node_of = {d: n for n, ds in members.items() for d in ds}
+    later and gain more there. `devices_of` (each placed trial's devices, kept in step with `out`) is
+    `rebalance`'s."""
+    _, node_of, members = device_maps(snapshot.devices)
 
     def kind_alone(t: TrialView) -> str | None:
         ds = devices_of.get(t.id)

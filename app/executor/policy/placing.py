@@ -16,27 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
+from app.executor.policy.device_maps import device_maps
 from app.executor.policy.kinds import Effective, kind_tiers, rebalance
-from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialView
-
-_Static = tuple[dict[str, int], dict[str, str], dict[str, list[str]]]
-_static_cache: list[tuple[tuple[DeviceView, ...], _Static]] = []
-
-
-def device_maps(devices: tuple[DeviceView, ...]) -> _Static:
-    """Device order, node of each device and devices of each node, memoised on the devices tuple
-    itself (the controller hands every snapshot the same tuple while the cluster does not change)."""
-    for devs, maps in _static_cache:
-        if devs is devices:
-            return maps
-    order = {d.id: i for i, d in enumerate(devices)}
-    node_of = {d.id: d.node for d in devices}
-    members: dict[str, list[str]] = {}
-    for d in devices:
-        members.setdefault(d.node, []).append(d.id)
-    maps = (order, node_of, members)
-    _static_cache[:] = [(devices, maps)]
-    return maps
+from app.executor.policy.types import ClusterSnapshot, TrialView
 
 
 class Board:

@@ -81,8 +81,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.executor.policy.allotment import Group, bounded_shares, fair_shares, groups_of, water_fill, whole_devices
+from app.executor.policy.device_maps import device_maps
 from app.executor.policy.kinds import Effective, kind_map, rebalance
-from app.executor.policy.placing import device_maps
 from app.executor.policy.share_accounts import SHARE_STATE, Accounts, allocation, shares_of
 from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
 from app.search.judge import judge

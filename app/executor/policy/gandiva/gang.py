@@ -32,7 +32,7 @@ class Gang:
         self.node_of = node_of
         self.bound = bound
         self.small = small
-        # The blocks depend on the devices alone: memoised on `order` itself (`placing.device_maps` hands
+        # The blocks depend on the devices alone: memoised on `order` itself (`device_maps.device_maps` hands
         # every round of an unchanged cluster the same mapping), not rebuilt every round.
         cached = _gang_cache[0] if _gang_cache and _gang_cache[0][0] is order else None
         if cached is None:
