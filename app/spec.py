@@ -107,6 +107,9 @@ class SearchAlgoSpec(_Frozen):
     # sooner at hard on LCBench's suite with 4-8 workers, even with 2, 12 and 16, and later on the ten held-out
     # tasks with 4: within the seeds' spread, so the default stays (docs/benchmarks.md, stops 30 and 31).
     rank: Literal["level", "depth"] = Field(default="level", description="how trials at different rungs rank (bohb)")
+    # One Parzen estimator over all the dimensions (Optuna's multivariate TPE; app.search.joint_tpe) rather
+    # than HyperOpt's one per dimension, which keeps no combination of values (bohb).
+    multivariate: bool = Field(default=False, description="model the dimensions jointly (bohb)")
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,
         max_length=MAX_TRIALS,

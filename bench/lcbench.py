@@ -72,6 +72,8 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_r1": ("default", None, {"min_steps": 1, "rule": "promotion"}, {"min_steps": 1, **_RF0}),
     "quanta_asha_r2": ("default", None, {"min_steps": 2, "rule": "promotion"}, {"min_steps": 2, **_RF0}),
     "quanta_bohb_n10": ("default", None, {}, {"n_startup": 10}),
+    # One Parzen estimator over all the dimensions (app.search.joint_tpe) instead of one per dimension:
+    "quanta_mv": ("default", None, {}, {"multivariate": True}),
     "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
     "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),
     "quanta_asha_hybrid": ("default", None, {"rule": "hybrid"}, {}),  # stopping rule below eta records

@@ -16,7 +16,9 @@ from hyperopt.tpe import _default_gamma
 from scipy.stats import rankdata
 
 from app.search.fidelity import value_at
-from app.search.searcher import HistoryItem, HyperOptSearcher
+from app.search.joint_tpe import encode_vals, propose
+from app.search.searcher import HistoryItem, HyperOptSearcher, _is_compiled
+from app.search.space import Dim, space_dims
 
 __all__ = ["RANKS", "MultiFidelityTPE"]
 
@@ -47,6 +49,9 @@ class MultiFidelityTPE(HyperOptSearcher):
       workers on the suite but later with 4 on the ten held-out tasks, and even elsewhere: no better
       than "level" within the spread of 3 seeds (docs/benchmarks.md, stops 30 and 31).
 
+    `multivariate`: the fitted model is one Parzen estimator over all the dimensions
+    (`app.search.joint_tpe`) rather than HyperOpt's one per dimension; the same scores, split and start.
+
     Final tells are kept (history, restore) but not used to suggest: the curve already holds every
     report, and a trial reports at its last step. Intermediate results arrive through
     `observe(number, step, loss)`; `restore` replays them from `HistoryItem.curve`, so a rebuilt
@@ -66,8 +71,18 @@ class MultiFidelityTPE(HyperOptSearcher):
         random_fraction: float = 0.0,
         gamma: float = _default_gamma,
         rank: str = "level",
+        multivariate: bool = False,
     ):
         super().__init__(space, seed, n_startup, points=points, warm=warm)
+        # One Parzen estimator over all the dimensions (`app.search.joint_tpe`) instead of HyperOpt's one per
+        # dimension; it reads the spec's space (its kinds and bounds), not a compiled one.
+        self.multivariate = bool(multivariate)
+        self._dims: list[Dim] = []
+        if self.multivariate:
+            if not isinstance(space, Mapping) or _is_compiled(space):
+                raise ValueError("a multivariate searcher needs the spec's space, not a compiled one")
+            self._dims = space_dims(space)
+        self._rows = np.zeros((0, len(self._dims)))  # each document's encoded configuration, by position
         if rank not in RANKS:
             raise ValueError(f"rank must be one of {RANKS}, got {rank!r}")
         self.rank = rank  # see the class docstring
@@ -168,6 +183,11 @@ class MultiFidelityTPE(HyperOptSearcher):
         if level is None or (self.random_fraction > 0 and _coin(seed) < self.random_fraction):
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
+        if self.multivariate:
+            n = len(self._order)
+            losses = self._level_loss[level][:n] if self.rank == "level" else self._by_depth(n)
+            # `ask` reads only a document's `misc.vals`: the joint proposal needs no HyperOpt document.
+            return [{"misc": {"vals": propose(self._dims, self._encoded(), losses, self.gamma, seed)}}]
         # Every document (warm-start trials, tid < 0, are judged at the level too) scored by its loss at
         # the level, the others pending (inf), in the order `Trials.trials` holds them: what TPE would
         # read had each document been marked done with that loss or running.
@@ -179,6 +199,16 @@ class MultiFidelityTPE(HyperOptSearcher):
         # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
         docs = self._posterior().suggest_scored([number], scored, self._trials, seed, n_startup_jobs=0)
         return docs
+
+    def _encoded(self) -> np.ndarray:
+        """Every document's `encode_vals` row, by position (a document's configuration never changes, so
+        only the ones added since the last ask are encoded)."""
+        n, done = len(self._order), len(self._rows)
+        if done < n:
+            docs = {**self._warm_docs, **self._docs}
+            new = [encode_vals(self._dims, docs[tid]["misc"]["vals"]) for tid in self._order[done:n]]
+            self._rows = np.vstack([self._rows, *new]) if new else self._rows
+        return self._rows
 
 
 def _coin(seed: int) -> float:

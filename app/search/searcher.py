@@ -265,9 +265,7 @@ class _TrialsSearcher:
         if number < len(self._points):  # a configuration the user asked to try first
             vals = {label: list(vs) for label, vs in self._points[number].items()}
         else:
-            docs = self._suggest(number, ask_seed(self.seed, number))
-            misc = docs[0]["misc"]
-            vals = {label: [_plain(v) for v in vs] for label, vs in misc["vals"].items() if len(vs) > 0}
+            vals = self._suggest_vals(number, ask_seed(self.seed, number))
         self._record(number, vals)
         return Suggestion(params=self.params_of(vals), vals=vals)
 
@@ -372,6 +370,11 @@ class _TrialsSearcher:
         self._position[tid] = len(self._order)
         self._order.append(tid)
 
+    def _suggest_vals(self, number: int, seed: int) -> dict[str, list[Any]]:
+        """Trial `number`'s configuration as a plain `vals` record (the active labels only)."""
+        misc = self._suggest(number, seed)[0]["misc"]
+        return {label: [_plain(v) for v in vs] for label, vs in misc["vals"].items() if len(vs) > 0}
+
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         raise NotImplementedError
 
@@ -458,6 +461,7 @@ def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = (), warm: S
             random_fraction=algo.random_fraction,
             gamma=algo.gamma,
             rank=algo.rank,
+            multivariate=algo.multivariate,
         )
     cls = HyperOptSearcher if algo.algorithm == "tpe" else RandomSearcher
     return cls.restore(spec.space, spec.seed, algo.n_startup, history, points=points, warm=warm)
