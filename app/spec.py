@@ -84,7 +84,8 @@ class SearchAlgoSpec(_Frozen):
     and grow by `eta`; `min_points` trials must have reached a rung before TPE fits (default: one more
     than the number of hyperparameters); `rank` says how trials stopped at different rungs compare
     (default "level", BOHB's); `random_fraction` of the asks after the start-up are random, as in BOHB
-    (default 1/3); `gamma` is TPE's. The default. `tpe` learns from finished trials only."""
+    (default 1/3); `gamma` is TPE's; `multivariate` models the parameters jointly (off by default). The
+    default. `tpe` learns from finished trials only."""
 
     algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
     n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
