@@ -1,6 +1,7 @@
 """How fast the simulator replays a trace: wall seconds and jobs/s for a policy on a cluster.
 
-Target (issue 6): every Philly trace merged (15,264 jobs) on 500 GPUs in under 60 s on one core.
+Targets: every Philly trace merged (15,264 jobs) on 500 GPUs in under 60 s on one core with fifo (issue
+6) and in under 120 s with gandiva (issue 14). `rounds` counts the ticks whose plan changed the placement.
 
     python bench/sim_speed.py --trace all --gpus 500 --gpus-per-server 8 --policy fifo
     python bench/sim_speed.py --trace all --gpus 500 --policy tiresias --max-jobs 3000
@@ -23,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 from app.sim.driver import simulate  # noqa: E402
 from app.sim.traces import load_trace  # noqa: E402
 
-TARGET_S = 60.0
+TARGET_S = 60.0  # fifo (issue 6)
+TIMESLICED_TARGET_S = 120.0  # the time-slicing policies, gandiva above all (issue 14)
 
 
 def main() -> None:
@@ -51,6 +53,7 @@ def main() -> None:
     )
     wall = time.perf_counter() - t0
     s = res.summary
+    target = TARGET_S if args.policy == "fifo" else TIMESLICED_TARGET_S
     row = {
         "trace": args.trace,
         "jobs": s["jobs"],
@@ -62,8 +65,9 @@ def main() -> None:
         "load_s": round(load_s, 2),
         "jobs_per_s": round(s["jobs"] / wall, 1),
         "ticks": s["ticks"],
-        "target_s": TARGET_S,
-        "met": wall < TARGET_S and s["jobs"] >= 15_000,
+        "rounds": s["rounds"],  # ticks that changed the placement
+        "target_s": target,
+        "met": wall < target and s["jobs"] >= 15_000,
         "makespan_days": round(s["makespan_s"] / 86400, 1),
         "mean_jct_h": round(s["mean_jct_s"] / 3600, 2),
         "python": platform.python_version(),

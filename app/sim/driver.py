@@ -10,7 +10,8 @@ tick (`publish_every_s`) and unchanged trial views are reused between snapshots 
 What comes out (`SimResult.summary`): mean/median/p95 job completion time (finish - arrival), makespan
 (last finish - first arrival), mean device utilisation (device-seconds with at least one job computing
 over devices x makespan), mean time from arrival to the first 100 mini-batches, packs kept and undone,
-migrations. Deterministic: the same trace, policy, knobs and seed give the same numbers.
+migrations, ticks and rounds (the ticks whose plan changed the placement). Deterministic: the same
+trace, policy, knobs and seed give the same numbers.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def simulate(
             progress(len(rt.exited_at), n, rt.now())
     ctl.flush()
     wall = time.perf_counter() - started
-    return _result(policy, meta, rt, store, wall, ticks, gpus, clamped, check)
+    return _result(policy, meta, rt, store, wall, (ticks, ctl.round_no), gpus, clamped, check)
 
 
 def _known_rates(jobs: Sequence[TraceJob], rt: SimRuntime, gpus: int) -> tuple[list[JobSpec], list[dict[str, float]]]:
@@ -222,7 +223,7 @@ def _result(
     rt: SimRuntime,
     store: MemoryStore,
     wall: float,
-    ticks: int,
+    ticks_rounds: tuple[int, int],
     gpus: int,
     clamped: int,
     checked: bool,
@@ -273,7 +274,9 @@ def _result(
         "migrations": rt.migrations,
         "migrations_by_job_devices": {str(k): v for k, v in sorted(rt.migrations_by_devices.items())},
         "suspends": rt.suspends,
-        "ticks": ticks,
+        "ticks": ticks_rounds[0],
+        # Ticks whose plan changed what runs where (the others planned and changed nothing).
+        "rounds": ticks_rounds[1],
         "wall_s": round(wall, 3),
         "jobs_per_s": round(len(rows) / wall, 1) if wall > 0 else None,
         "clamped_jobs": clamped,
