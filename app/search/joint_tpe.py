@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from hyperopt.tpe import DEFAULT_LF
 from scipy.special import logsumexp, ndtr, ndtri
 
 from app.search.space import Dim
@@ -37,7 +38,6 @@ __all__ = ["N_CANDIDATES", "decode", "encode", "encode_vals", "propose", "split"
 N_CANDIDATES = 24  # HyperOpt's and Optuna's number of EI candidates
 PRIOR_WEIGHT = 1.0  # Optuna's default: the prior counts as one observation in the categorical kernel
 SIGMA0 = 0.2  # Optuna's multivariate bandwidth factor (SIGMA0_MAGNITUDE)
-MAX_BELOW = 25  # HyperOpt's cap on the good observations (its linear forgetting)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -95,6 +95,7 @@ class _Mixture:
 
     def __init__(self, dims: Sequence[Dim], rows: np.ndarray):
         self.dims = dims
+        self._column = {dim.label: i for i, dim in enumerate(dims)}
         n = len(rows) + 1  # the prior is the last component
         self.n = n
         bandwidth = max(SIGMA0 * n ** (-1.0 / (len(dims) + 4)), 1.0 / min(100.0, n))
@@ -128,11 +129,10 @@ class _Mixture:
         """`count` rows drawn from the mixture; NaN where a dimension is inactive given the draw's choices."""
         comp = rng.integers(self.n, size=count)
         out = np.full((count, len(self.dims)), np.nan)
-        column = {dim.label: i for i, dim in enumerate(self.dims)}
         for i, dim in enumerate(self.dims):
             active = np.ones(count, dtype=bool)
             for label, option in dim.parents:
-                active &= out[:, column[label]] == option
+                active &= out[:, self._column[label]] == option
             u = rng.random(count)  # drawn for every row, so one dimension's draws do not shift the others'
             if dim.kind == "choice":
                 cdf = np.cumsum(self.probs[i][comp], axis=1)
@@ -175,7 +175,7 @@ def split(losses: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the good trials (the ceil(gamma sqrt(n)) lowest finite losses, at most 25) and of the
     rest, as HyperOpt splits them (ties by position: the older trial first)."""
     n = len(losses)
-    n_below = min(int(math.ceil(gamma * math.sqrt(n))), MAX_BELOW)
+    n_below = min(int(math.ceil(gamma * math.sqrt(n))), DEFAULT_LF)  # HyperOpt's count, capped at 25 as it caps it
     order = np.argsort(losses, kind="stable")
     below = order[:n_below]
     below = below[np.isfinite(losses[below])]

@@ -173,26 +173,39 @@ class MultiFidelityTPE(HyperOptSearcher):
                 placed |= here
         return out
 
-    def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
-        docs: list[dict[str, Any]]
+    def _model_level(self, seed: int) -> int | None:
+        """The rung index this ask's model is fitted on; None when the ask is random (the start-up, no rung
+        with `min_points` values yet, or the random share's coin)."""
         if len(self._docs) + len(self._warm_docs) < self.n_startup:  # earlier searches' trials count, as in TPE
-            docs = rand.suggest([number], self._domain, self._trials, seed)
-            return docs
+            return None
         level = self._read_levels()
         # The coin is a function of the ask's seed, so a restored searcher tosses the same ones.
         if level is None or (self.random_fraction > 0 and _coin(seed) < self.random_fraction):
+            return None
+        return level
+
+    def _scores(self, level: int, n: int) -> np.ndarray:
+        """The first `n` documents' losses as the model reads them (`rank`), by position; inf: pending."""
+        return self._level_loss[level][:n] if self.rank == "level" else self._by_depth(n)
+
+    def _suggest_vals(self, number: int, seed: int) -> dict[str, list[Any]]:
+        if self.multivariate:
+            level = self._model_level(seed)
+            if level is not None:
+                return propose(self._dims, self._encoded(), self._scores(level, len(self._order)), self.gamma, seed)
+        return super()._suggest_vals(number, seed)
+
+    def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
+        docs: list[dict[str, Any]]
+        level = self._model_level(seed)
+        if level is None:
             docs = rand.suggest([number], self._domain, self._trials, seed)
             return docs
-        if self.multivariate:
-            n = len(self._order)
-            losses = self._level_loss[level][:n] if self.rank == "level" else self._by_depth(n)
-            # `ask` reads only a document's `misc.vals`: the joint proposal needs no HyperOpt document.
-            return [{"misc": {"vals": propose(self._dims, self._encoded(), losses, self.gamma, seed)}}]
         # Every document (warm-start trials, tid < 0, are judged at the level too) scored by its loss at
         # the level, the others pending (inf), in the order `Trials.trials` holds them: what TPE would
         # read had each document been marked done with that loss or running.
         trials = self._trials.trials
-        losses = self._level_loss[level][: len(trials)] if self.rank == "level" else self._by_depth(len(trials))
+        losses = self._scores(level, len(trials))
         if self._ascending and len(trials) == len(self._order):  # the documents in tid order, as TPE sorts them
             return self._posterior().suggest_in_order([number], trials, self._order, losses, self._trials, seed)
         scored = [(float(losses[self._position[doc["tid"]]]), doc) for doc in trials]
@@ -203,11 +216,13 @@ class MultiFidelityTPE(HyperOptSearcher):
     def _encoded(self) -> np.ndarray:
         """Every document's `encode_vals` row, by position (a document's configuration never changes, so
         only the ones added since the last ask are encoded)."""
-        n, done = len(self._order), len(self._rows)
-        if done < n:
-            docs = {**self._warm_docs, **self._docs}
-            new = [encode_vals(self._dims, docs[tid]["misc"]["vals"]) for tid in self._order[done:n]]
-            self._rows = np.vstack([self._rows, *new]) if new else self._rows
+        done = len(self._rows)
+        if done < len(self._order):
+            new = [
+                encode_vals(self._dims, (self._docs.get(tid) or self._warm_docs[tid])["misc"]["vals"])
+                for tid in self._order[done:]
+            ]
+            self._rows = np.vstack([self._rows, *new])
         return self._rows
 
 
