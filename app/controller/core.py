@@ -220,8 +220,19 @@ class Controller:
     def _plan_due(self, now: float, policy: Policy, woken: bool) -> bool:
         """Ticks may come more often than quanta (the service ticks to pick up commands promptly): plan
         again only when a quantum has passed or something changed, so quanta keep their length."""
-        quantum_due = self._last_plan_at is None or now - self._last_plan_at >= self._quantum() - 1e-3
-        return quantum_due or woken or self._signals.wake or self._signals.replan or policy is not self.policies.last
+        if woken or self._signals.wake or self._signals.replan or policy is not self.policies.last:
+            return True
+        if self._quiet_until() > now + 1e-6:
+            return False  # the last plan holds until then (`Plan.quiet_until`)
+        return self._last_plan_at is None or now - self._last_plan_at >= self._quantum() - 1e-3
+
+    def _quiet_until(self) -> float:
+        """Until when the last plan holds without an event: its `quiet_until` when the options trust it,
+        else -inf."""
+        plan = self.last_plan
+        if not self.options.trust_quiet or plan is None or plan.quiet_until is None:
+            return -math.inf
+        return plan.quiet_until
 
     def _actions(self, plan: Plan, now: float) -> list[Action]:
         """The actions that take the cluster from where the snapshot saw it to `plan`, for trials we know.
@@ -272,8 +283,10 @@ class Controller:
         """One tick, then handle events until the next tick is due (a quantum later, or sooner when
         a trial ends and frees a device)."""
         self.tick()
-        quantum = self._quantum()
-        due = (self._last_tick or self.runtime.now()) + (quantum if max_wait is None else min(quantum, max_wait))
+        last = self._last_tick or self.runtime.now()
+        # A quiet plan (trusted) lets the controller wait for an event instead of the next quantum.
+        span = max(self._quantum(), self._quiet_until() - last)
+        due = last + (span if max_wait is None else min(span, max_wait))
         # Whatever woke us during the tick (new trials, stops) was planned in it already.
         self._signals.wake = False
         while not self._signals.wake and (self._index.alive or self.book.governing() is not None):

@@ -2,7 +2,8 @@
 
 The defaults suit the service (`quanta serve`, `quanta run`, `quanta controller`). The simulator
 changes only how often the controller does things, never what it decides: it lifts the poll cap, stops
-republishing the dashboard's cluster view and caches trial views between snapshots.
+republishing the dashboard's cluster view, caches trial views between snapshots and skips the rounds a
+policy promised would change nothing (`trust_quiet`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ class ControllerOptions:
     event, no action, not resident); worth it for clusters of thousands of trials.
     `kind_aware`: on a cluster of several device kinds, place trials where their rate relative to
     other kinds is highest (`ClusterSnapshot.kind_aware`, `app.executor.policy.kinds`); False:
-    kind-blind (still never on a kind where a trial's rate is 0)."""
+    kind-blind (still never on a kind where a trial's rate is 0).
+    `trust_quiet`: skip planning while the last plan's `Plan.quiet_until` holds (the policy promised
+    the same placement until then unless an event wakes the controller) and wait for that event rather
+    than the next quantum. Off in the service, whose planning ticks also publish progress."""
 
     workdir: Path = Path(".quanta")
     policy: Policy | None = None
@@ -39,6 +43,7 @@ class ControllerOptions:
     cache_views: bool = False
     share: ShareKnobs | None = None
     kind_aware: bool = True
+    trust_quiet: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workdir", Path(self.workdir))  # accept a str too

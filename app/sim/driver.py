@@ -5,7 +5,8 @@ service: `ctl.step(max_wait=time to the next arrival)` = snapshot -> policy.plan
 intent -> runtime.apply, then runtime events until the next tick. The simulator's only liberties are
 the virtual clock and controller options that change how often it does things, not what it decides:
 polls are not capped at 0.5 s (`poll_cap_s`), the dashboard's cluster view is not republished every
-tick (`publish_every_s`) and unchanged trial views are reused between snapshots (`cache_views`).
+tick (`publish_every_s`), unchanged trial views are reused between snapshots (`cache_views`) and the
+rounds a policy promised would change nothing are not planned (`trust_quiet`, `Plan.quiet_until`).
 
 What comes out (`SimResult.summary`): mean/median/p95 job completion time (finish - arrival), makespan
 (last finish - first arrival), mean device utilisation (device-seconds with at least one job computing
@@ -70,7 +71,8 @@ def simulate(
     `kind` is one device kind or a mix with GPU counts (``v100=120,k80=80``; see `server_kinds`).
     `jitter` > 0 perturbs each job's solo rates by a log-normal factor drawn from `seed` (0 = exact
     table rates, and then `seed` changes nothing). `event_driven=False` ticks event-driven policies (fifo)
-    every quantum too (same results, slower: a test checks they agree).
+    every quantum too, and plans the rounds a policy promised quiet (`Plan.quiet_until`, gandiva's when
+    nobody waits): the same results, slower (tests check they agree).
     `shares` (None: off) puts the share layer (`app.executor.policy.share`) over `policy`: each job counts
     against its `user`, weighted by `shares[user]` (1 when not named), with `share_knobs`.
     Each job's rate on every kind of the cluster is known to the controller from the throughput table
@@ -120,6 +122,7 @@ def simulate(
         publish_every_s=math.inf,
         cache_views=True,
         kind_aware=kind_aware,
+        trust_quiet=event_driven,
     )
     ctl = Controller(store, rt, options)
     specs, known = _known_rates(jobs, rt, gpus)

@@ -7,6 +7,7 @@ whether the trial reaches the target 0.85 by step 1000 (c = 0.95: surely, 0.9: a
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import replace
 from functools import cache
@@ -998,3 +999,30 @@ def test_least_loaded_respects_a_cap_and_move_caps_keep_moves_balancing():
     assert placement.least_loaded(board, 3, load, cap=3) is None
     units = [(t,) for t in trials] + [(TrialView(id=9, search_id=0, arrival=9.0),)]  # 9: no home
     assert placement.move_caps(units, load, {}) == {1: 2, 2: 1, 3: 0, 4: 3}
+
+
+# ---- quiet rounds (Plan.quiet_until) ------------------------------------------------------------------
+
+
+def job(tid: int, steps: int = 500, **kw) -> TrialView:
+    """A trace job (no search): never judged; its guard is its first 100 steps."""
+    kw.setdefault("status", R if kw.get("devices") else Q)
+    return TrialView(id=tid, search_id=0, arrival=float(tid), steps_done=steps, max_steps=10_000, rate_solo=5.0, **kw)
+
+
+def test_a_round_that_changes_nothing_with_nobody_waiting_is_quiet():
+    pol = GandivaPolicy()
+    trials = [job(1, devices=("cpu:0",), running=True), job(2, devices=("cpu:1",), running=True)]
+    plan = pol.plan(snap(trials, n_dev=3, searches=()))
+    assert plan.quiet_until == math.inf and plan.devices_of(1) == ("cpu:0",) and plan.devices_of(2) == ("cpu:1",)
+    # The same round with any one thing that could still move is not quiet:
+    waiting = [*trials, job(3), job(4)]  # more jobs than devices: the rotation decides every quantum
+    assert pol.plan(snap(waiting, n_dev=3, searches=())).quiet_until is None
+    newcomer = [trials[0], job(2, steps=40, devices=("cpu:1",), running=True)]  # still in the guard
+    assert pol.plan(snap(newcomer, n_dev=3, searches=())).quiet_until is None
+    starts = [*trials, job(3)]  # a queued job is placed this round: the plan changes something
+    assert pol.plan(snap(starts, n_dev=3, searches=())).quiet_until is None
+    assert pol.plan(snap(trials, n_dev=3)).quiet_until is None  # a running search: its trials get judged
+    grow = GandivaPolicy(grow_shrink=True)  # a free device may be lent after idle_grow_s
+    assert grow.plan(snap(trials, n_dev=3, searches=())).quiet_until is None
+    assert grow.plan(snap(trials, n_dev=2, searches=())).quiet_until == math.inf

@@ -193,6 +193,11 @@ class Plan:
     hold: tuple[int, ...] = ()
     release: tuple[int, ...] = ()
     limits: Mapping[int, int] = field(default_factory=dict)
+    # `quiet_until`: the policy's promise that, until this time (snapshot clock; `math.inf`: none), every
+    # round would plan exactly this placement unless an event wakes the controller first (a trial
+    # arrives or ends, a command comes); None: no promise. A controller may skip planning until then
+    # (`ControllerOptions.trust_quiet`); the decisions are the same either way.
+    quiet_until: float | None = None
 
     def devices_of(self, trial_id: int) -> tuple[str, ...]:
         return tuple(sorted(d for d, ids in self.placement.items() if trial_id in ids))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.executor.policy.gandiva import grow, packs, placement, tiers
+from app.executor.policy.gandiva import grow, packs, placement, quiet, tiers
 from app.executor.policy.gandiva.gang import Gang
 from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
 from app.executor.policy.placing import Board
@@ -151,4 +151,6 @@ class GandivaPolicy:
             "grown": loans.grown,
             "idle_since": loans.idle_since,
         }
-        return Plan(placement=board.placement(), stop=stop, state=state, notes=tuple(notes), reasons=reasons)
+        plan = board.placement()
+        until = quiet.quiet_until(k, snapshot, cands, standing, stop, live, board, plan)
+        return Plan(placement=plan, stop=stop, state=state, notes=tuple(notes), reasons=reasons, quiet_until=until)
