@@ -18,10 +18,16 @@ def test_every_field_but_the_hosts_timings_is_compared():
 
 
 def test_a_changed_appeared_or_vanished_field_is_a_difference():
-    published = {"a": 1.0, "gone": 1, "jobs": [{"x": 1}]}
-    got = rows(published, {"a": 1.0000000000000002, "new": 2, "jobs": [{"x": 1}, {"x": 2}]})
+    published = {"a": 1.0, "gone": 1, "jobs": [{"x": 1}], "ticks": 10}
+    got = rows(published, {"a": 1.000001, "new": 2, "jobs": [{"x": 1}, {"x": 2}], "ticks": 3})
     assert {f for f, (_, _, same) in got.items() if not same} == {"a", "gone", "new", "jobs[1]"}
     assert got["jobs[0].x"] == (1, 1, True)
+    assert "ticks" not in got  # how often the controller planned (quiet rounds skipped), not a result
+
+
+def test_floats_agree_to_their_last_digits_and_ints_exactly():
+    got = rows({"u": 0.28473392087211474, "n": 3}, {"u": 0.28473392087211485, "n": 4})
+    assert got["u"][2] and not got["n"][2]  # the same time summed in other slices; a count that moved
 
 
 def test_every_published_file_has_a_check_or_a_stated_reason():
