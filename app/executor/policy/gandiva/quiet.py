@@ -51,6 +51,9 @@ def quiet_until(
         return None
     if any(v.judged for v in snapshot.verdicts.values()):
         return None
+    # The cheap refusals first: under load some candidate is parked or queued, every round.
+    if any(not t.running or standing[t.id].newcomer for t in cands):
+        return None
     where: dict[int, list[str]] = {}
     for device, ids in placement.items():
         for tid in ids:
@@ -58,6 +61,6 @@ def quiet_until(
     if len(where) != len(cands):
         return None  # someone waits (or a device holds a trial that is not a candidate)
     for t in cands:
-        if not t.running or standing[t.id].newcomer or tuple(sorted(where.get(t.id, ()))) != t.devices:
+        if tuple(sorted(where.get(t.id, ()))) != t.devices:
             return None
     return math.inf
