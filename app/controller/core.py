@@ -284,8 +284,16 @@ class Controller:
         a trial ends and frees a device)."""
         self.tick()
         last = self._last_tick or self.runtime.now()
-        # A quiet plan (trusted) lets the controller wait for an event instead of the next quantum.
-        span = max(self._quantum(), self._quiet_until() - last)
+        quantum = self._quantum()
+        # A quiet plan (trusted) lets the controller wait for an event instead of the next quantum; a
+        # finite promise ends on the tick grid (whole quanta), where the controller would have planned.
+        quiet = self._quiet_until() - last
+        if quiet <= quantum:
+            span = quantum
+        elif math.isinf(quiet) or math.isinf(quantum):
+            span = math.inf
+        else:
+            span = math.ceil(quiet / quantum - 1e-9) * quantum
         due = last + (span if max_wait is None else min(span, max_wait))
         # Whatever woke us during the tick (new trials, stops) was planned in it already.
         self._signals.wake = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -319,3 +320,39 @@ def test_gandiva_quiet_rounds_on_a_philly_trace_give_the_same_summary():
     assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
     assert a["utilization"] == pytest.approx(b["utilization"], rel=1e-12)
     assert a["ticks"] < b["ticks"]
+
+
+def test_a_trusted_quiet_promise_skips_planning_until_then_and_ends_on_the_tick_grid():
+    from dataclasses import replace
+
+    from app.controller import Controller, ControllerOptions
+    from app.executor.policy import make_policy
+    from app.sim.runtime import JobSpec
+
+    class Promising:
+        """fifo's plans, each promising quiet for 125 s (a policy's own promise; the controller's grid is 30 s)."""
+
+        name, judge_knobs = "promising", None
+
+        def __init__(self) -> None:
+            self.base, self.at = make_policy("fifo"), []
+
+        def plan(self, s):
+            self.at.append(s.now)
+            return replace(self.base.plan(s), quiet_until=s.now + 125.0)
+
+    def run(trust: bool) -> list[float]:
+        pol = Promising()
+        rt = SimRuntime(1, 2, throughputs=small_table())
+        opts = ControllerOptions(policy=pol, quantum_s=30.0, poll_cap_s=math.inf, trust_quiet=trust)
+        ctl = Controller(MemoryStore(keep_measurements=False), rt, opts)
+        tid = ctl.add_job("L1", 6000, 1)  # 600 s alone: no event for a long while after it starts
+        rt.register(tid, JobSpec("L1", 6000, 1))
+        while ctl.alive():
+            ctl.step()
+        return pol.at
+
+    trusted, every = run(True), run(False)
+    assert every[:6] == pytest.approx([0, 30, 60, 90, 120, 150])
+    # Trusted: planned at 0, then not before 125 s, at the first tick of the 30 s grid from there (150 s).
+    assert trusted[:3] == pytest.approx([0, 150, 300])
