@@ -92,3 +92,17 @@ def test_no_starvation_promotion_when_disabled():
     waiting = TrialView(id=2, arrival=1, device_seconds=4000.0)
     plan = p.plan(snap([waiting], n_dev=0, state=state, now=1e6))
     assert plan.state["jobs"]["2"][0] == 1
+
+
+def test_quiet_until_the_next_queue_limit_when_nobody_waits():
+    p = TiresiasPolicy()
+    one = running(1, "n0/d0", service=3000.0)  # queue 0: reaches 3,250 GPU-s in 250 s
+    two = running(2, ("n0/d1", "n1/d0"), service=1000.0, arrival=1, k=2)  # two devices: 2,250 GPU-s in 1,125 s
+    plan = p.plan(snap([one, two], n_dev=4, now=100))
+    assert plan.quiet_until == pytest.approx(350.0)
+    last = running(1, "n0/d0", service=9000.0)  # in the last queue after this round: nothing left to cross
+    s1 = p.plan(snap([last], state={"jobs": {"1": [2, 0.0, 0.0, True]}}, now=100))
+    assert s1.quiet_until == float("inf")
+    # Someone waits (the rotation may change), or the plan moves or starts someone: no promise.
+    assert p.plan(snap([one, two, TrialView(id=3, arrival=2)], n_dev=3, now=100)).quiet_until is None
+    assert p.plan(snap([one, TrialView(id=3, arrival=2)], n_dev=4, now=100)).quiet_until is None

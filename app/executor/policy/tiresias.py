@@ -22,7 +22,8 @@ its devices, so the higher queue gets the kind it needs and the job it displaces
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
@@ -96,7 +97,36 @@ class TiresiasPolicy:
                     devices = board.choose(t)
                     if devices is not None:
                         board.put(t.id, devices)
-        return Plan(placement=board.placement(), state={"jobs": jobs}, notes=tuple(notes))
+        placement = board.placement()
+        until = self._quiet_until(snapshot, alive, level, placement) if not notes else None
+        return Plan(placement=placement, state={"jobs": jobs}, notes=tuple(notes), quiet_until=until)
+
+    def _quiet_until(
+        self,
+        snapshot: ClusterSnapshot,
+        alive: Sequence[TrialView],
+        level: Mapping[int, int],
+        placement: Mapping[str, tuple[int, ...]],
+    ) -> float | None:
+        """`Plan.quiet_until`: when every alive job runs where it is resident (nobody waits, nobody
+        moves), the next rounds plan the same until an arrival or a completion, or until a running job's
+        attained service reaches its queue's limit (it then moves down a queue, which a later round's
+        order reads); None when someone waits or moves. Service grows by the job's device count per
+        second, so that time is known."""
+        where: dict[int, list[str]] = {}
+        for device, ids in placement.items():
+            for tid in ids:
+                where.setdefault(tid, []).append(device)
+        if len(where) != len(alive):
+            return None
+        until = math.inf
+        for t in alive:
+            if not t.running or tuple(sorted(where.get(t.id, ()))) != t.devices:
+                return None
+            lvl = level[t.id]
+            if lvl < len(self.queue_limits):
+                until = min(until, snapshot.now + (self.queue_limits[lvl] - t.device_seconds) / len(t.devices))
+        return until
 
 
 def _place(snapshot: ClusterSnapshot, chosen: Sequence[TrialView], *, in_order: bool) -> tuple[Board, set[int]]:
