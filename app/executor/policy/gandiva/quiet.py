@@ -19,7 +19,7 @@ is quiet only when none of them can act:
 
 Stride passes still advance while nobody waits, but incrementally (device time over weight), so the
 round the event brings adds the same time at once. Checked on Philly traces: the same summaries with
-and without the hint (tests/unit/test_sim_quiet.py; docs/simulation.md has the speed).
+and without the hint (tests/unit/test_sim_driver.py; docs/simulation.md has the speed).
 """
 
 from __future__ import annotations
