@@ -14,7 +14,7 @@ cluster of hundreds of devices asks many times per round.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from app.executor.policy.device_maps import device_maps
 from app.executor.policy.kinds import Effective, kind_tiers, rebalance
@@ -168,3 +168,18 @@ class Board:
         if not (self.snapshot.kind_aware and self.eff.kinds.several):
             return raw
         return rebalance(self.snapshot, raw, self.eff)[0]
+
+
+def moves_nobody(trials: Collection[TrialView], placement: Mapping[str, Sequence[int]]) -> bool:
+    """True when `placement` runs exactly `trials`, each on the devices it is resident on and already
+    running there (nobody waits, starts, parks or moves): the test every policy's quiet promise
+    (`Plan.quiet_until`) begins with. Cheap refusals first, since under load some trial waits."""
+    if any(not t.running for t in trials):
+        return False
+    where: dict[int, list[str]] = {}
+    for device, ids in placement.items():
+        for tid in ids:
+            where.setdefault(tid, []).append(device)
+    if len(where) != len(trials):
+        return False
+    return all(tuple(sorted(where.get(t.id, ()))) == t.devices for t in trials)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placing import Board, moves_nobody
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
@@ -113,16 +113,10 @@ class TiresiasPolicy:
         attained service reaches its queue's limit (it then moves down a queue, which a later round's
         order reads); None when someone waits or moves. Service grows by the job's device count per
         second, so that time is known."""
-        where: dict[int, list[str]] = {}
-        for device, ids in placement.items():
-            for tid in ids:
-                where.setdefault(tid, []).append(device)
-        if len(where) != len(alive):
+        if not moves_nobody(alive, placement):
             return None
         until = math.inf
         for t in alive:
-            if not t.running or tuple(sorted(where.get(t.id, ()))) != t.devices:
-                return None
             lvl = level[t.id]
             if lvl < len(self.queue_limits):
                 until = min(until, snapshot.now + (self.queue_limits[lvl] - t.device_seconds) / len(t.devices))

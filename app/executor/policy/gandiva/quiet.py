@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from app.executor.policy.gandiva.packs import Pack
 from app.executor.policy.gandiva.tiers import Standing
 from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placing import Board, moves_nobody
 from app.executor.policy.types import ClusterSnapshot, TrialView
 
 
@@ -51,16 +51,6 @@ def quiet_until(
         return None
     if any(v.judged for v in snapshot.verdicts.values()):
         return None
-    # The cheap refusals first: under load some candidate is parked or queued, every round.
-    if any(not t.running or standing[t.id].newcomer for t in cands):
+    if not moves_nobody(cands, placement) or any(standing[t.id].newcomer for t in cands):
         return None
-    where: dict[int, list[str]] = {}
-    for device, ids in placement.items():
-        for tid in ids:
-            where.setdefault(tid, []).append(device)
-    if len(where) != len(cands):
-        return None  # someone waits (or a device holds a trial that is not a candidate)
-    for t in cands:
-        if tuple(sorted(where.get(t.id, ()))) != t.devices:
-            return None
     return math.inf
