@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 
 from app.executor.policy import make_policy
-from app.executor.policy.kinds import MOVE_MARGIN, Effective, effective_rates, rebalance
+from app.executor.policy.kind_rebalance import EVICT_MARGIN, MOVE_MARGIN, rebalance
+from app.executor.policy.kinds import Effective, effective_rates
 from app.executor.policy.placing import Board
 from app.executor.policy.share import SharePolicy, allocation, shares_of
 from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
@@ -128,10 +129,22 @@ def test_a_trial_larger_than_a_node_moves_onto_wholly_free_nodes_of_the_kind_it_
     big = replace(trial(1, v100=3.0, k80=1.0), status=R, running=True, devices=k80s, devices_needed=4)
     out, moved = rebalance(snap(devices, [big]), dict.fromkeys(k80s, (1,)))
     assert moved == 1 and sorted(out) == sorted(d.id for d in devices if d.kind == "v100")
-    # One v100 node busy with a one-device trial: no two wholly free v100 nodes, so it stays.
+    # One v100 node busy with a one-device trial as fast on a k80: no two wholly free v100 nodes, but
+    # the large trial gains more than evicting the small one costs, so they trade nodes (`_take_nodes`),
+    # the small one keeping its position on the node it moves to.
     small = replace(trial(2, v100=1.0, k80=1.0), status=R, running=True, devices=("v100/n2g0",))
     placement = {**dict.fromkeys(k80s, (1,)), "v100/n2g0": (2,)}
     out, moved = rebalance(snap(devices, [big, small]), placement)
+    assert moved == 2 and out == {**{d.id: (1,) for d in devices if d.kind == "v100"}, "k80/n1g0": (2,)}
+    # The small one 3x faster on a v100 too: what the large one gains (4 devices) still beats what it
+    # loses (1 device) plus the eviction margin.
+    keen = replace(small, kind_rates=(("k80", 1.0), ("v100", 3.0)))
+    out, moved = rebalance(snap(devices, [big, keen]), placement)
+    assert moved == 2 and out["k80/n1g0"] == (2,)
+    # A larger trial's gain alone is not enough when the nodes it would take are held by trials that cannot
+    # run on its kind: nobody moves.
+    stuck = replace(small, kind_rates=(("k80", 0.0), ("v100", 1.0)))
+    out, moved = rebalance(snap(devices, [big, stuck]), placement)
     assert out == placement and moved == 0
 
 
@@ -156,6 +169,44 @@ def test_a_trial_spanning_fast_nodes_gives_them_up_to_smaller_trials_that_gain_m
     keen = replace(big, kind_rates=(("k80", 1.0), ("v100", 3.0)))
     meh = [replace(t, kind_rates=(("k80", 1.0), ("v100", 1.25))) for t in smalls]
     out, moved = rebalance(snap(devices, [keen, *meh]), placement)
+    assert out == placement and moved == 0
+
+
+def test_a_trial_holding_slow_nodes_takes_fast_nodes_whose_small_trials_lose_less_there():
+    # n0, n1: v100; n2, n3: p100; two devices each. A 4-device trial 5x faster on a v100 holds both p100
+    # nodes; the v100 nodes are full of one-device trials that run about as fast on a p100. No v100 slot
+    # of 4 devices is free, so only taking whole nodes gets it there; the small ones keep their positions.
+    kinds = ("v100", "v100", "p100", "p100")
+    devices = tuple(DeviceView(f"{k}/n{n}g{i}", f"n{n}", k) for n, k in enumerate(kinds) for i in range(2))
+    v100s = tuple(d.id for d in devices if d.kind == "v100")
+    p100s = tuple(d.id for d in devices if d.kind == "p100")
+    big = replace(trial(1, v100=5.0, p100=1.0), status=R, running=True, devices=p100s, devices_needed=4)
+
+    def smalls(v100: float) -> list[TrialView]:
+        return [
+            replace(trial(2 + i, v100=v100, p100=1.0), status=R, running=True, devices=(d,))
+            for i, d in enumerate(v100s)
+        ]
+
+    placement = {**dict.fromkeys(p100s, (1,)), **{d: (2 + i,) for i, d in enumerate(v100s)}}
+    out, moved = rebalance(snap(devices, [big, *smalls(1.1)]), placement)
+    assert moved == 5
+    assert sorted(d for d, ids in out.items() if ids == (1,)) == sorted(v100s)
+    assert {out[p100s[i]]: i for i in range(4)} == {(2 + i,): i for i in range(4)}  # same positions
+    # Small trials that gain nearly as much on a v100 (per device) as the large one: nobody moves.
+    out, moved = rebalance(snap(devices, [big, *smalls(4.0)]), placement)
+    assert out == placement and moved == 0
+    # A gain that beats their loss but not what evicting resident trials costs: nobody moves either.
+    out, moved = rebalance(snap(devices, [big, *smalls(2.9)]), placement)
+    e_big, e_small = (
+        effective_rates(big, {"v100": 4, "p100": 4}),
+        effective_rates(smalls(2.9)[0], {"v100": 4, "p100": 4}),
+    )
+    gain = e_big["v100"] - e_big["p100"] - MOVE_MARGIN
+    assert e_small["v100"] - e_small["p100"] < gain < e_small["v100"] - e_small["p100"] + EVICT_MARGIN
+    assert out == placement and moved == 0
+    # Kind-blind: nothing is exchanged.
+    out, moved = rebalance(snap(devices, [big, *smalls(1.1)], aware=False), placement)
     assert out == placement and moved == 0
 
 

@@ -266,6 +266,25 @@ def test_the_runtime_refuses_a_placement_on_a_kind_where_the_job_cannot_run():
         rt.apply(1, [Run(1, ("s001/g0",))])
 
 
+def test_the_rates_the_controller_knows_are_those_of_the_placement_a_job_can_get():
+    from app.sim.runtime import JobSpec
+
+    # G: 8 devices; consolidated (one server) 40 on a v100 and 10 on a k80, spread 5 and 6.
+    solo = {
+        "v100": {("G", 8): 40.0},
+        "k80": {("G", 8): 10.0},
+        "v100_unconsolidated": {("G", 8): 5.0},
+        "k80_unconsolidated": {("G", 8): 6.0},
+    }
+    table = Throughputs(solo, {k: {("G", 8): {}} for k in ("v100", "k80")})
+    # Servers of 4: an 8-device job always spans two, so it is told the spread rates (faster on a k80).
+    small = SimRuntime(4, 4, kinds=["v100", "v100", "k80", "k80"], throughputs=table)
+    assert small.known_rates(1, JobSpec("G", 100, 8)) == {"v100": 5.0, "k80": 6.0}
+    # Servers of 8: it fits on one, consolidated.
+    big = SimRuntime(2, 8, kinds=["v100", "k80"], throughputs=table)
+    assert big.known_rates(1, JobSpec("G", 100, 8)) == {"v100": 40.0, "k80": 10.0}
+
+
 def test_a_job_no_kind_of_the_cluster_can_run_is_refused_by_name():
     jobs = [j for j in kind_jobs() if j.job_type == "Z"][:3]
     with pytest.raises(ValueError, match=rf"job {jobs[0].id} \(Z, 1 GPUs\) cannot run on this cluster"):

@@ -4,7 +4,7 @@ trial's resident devices (no move), then devices of one node (locality), then an
 Device kinds (`app.executor.policy.kinds`): a trial is never given devices of a kind where its rate is
 0; on a cluster of several kinds with `ClusterSnapshot.kind_aware`, `choose` prefers the kinds where
 its effective rate is highest, and `placement()` exchanges placed trials between kinds while that
-raises their summed effective rate (`kinds.rebalance`), so every policy that plans on a `Board`
+raises their summed effective rate (`kind_rebalance.rebalance`), so every policy that plans on a `Board`
 places by kind.
 
 `Board` keeps its free devices incrementally (overall, per node, and nodes bucketed by how many free
@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from app.executor.policy.device_maps import device_maps
-from app.executor.policy.kinds import Effective, kind_tiers, rebalance
+from app.executor.policy.kind_rebalance import rebalance
+from app.executor.policy.kinds import Effective, kind_tiers
 from app.executor.policy.types import ClusterSnapshot, TrialView
 
 
@@ -162,7 +163,7 @@ class Board:
         return min(fitting, key=lambda n: (len(self._free_by_node[n]), n)) if fitting else None
 
     def placement(self) -> dict[str, tuple[int, ...]]:
-        """The devices' trials, after `kinds.rebalance` (which changes nothing on a cluster of one kind
+        """The devices' trials, after `kind_rebalance.rebalance` (which changes nothing on a cluster of one kind
         or kind-blind)."""
         raw = {d: tuple(ids) for d, ids in self.slots.items() if ids}
         if not (self.snapshot.kind_aware and self.eff.kinds.several):

@@ -64,7 +64,7 @@ charged for the gain. A group takes unclaimed devices of the kinds its trials ru
 most on) first, the groups with the fewest usable kinds choosing first (`assign_devices`). Each
 group's policy places by kind inside its devices (through its `Board`),
 the sub-snapshots normalise effective rates over the whole cluster (`kind_counts`), and the merged
-plan is rebalanced across groups (`kinds.rebalance`: trials exchanged between kinds while the summed
+plan is rebalanced across groups (`kind_rebalance.rebalance`: trials exchanged between kinds while the summed
 effective rate rises), so a group's trials reach the kind they gain most on even when its devices
 were of another. On a cluster of one kind all of this counts exactly as device-seconds.
 """
@@ -82,7 +82,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.executor.policy.allotment import Group, bounded_shares, fair_shares, groups_of, water_fill, whole_devices
 from app.executor.policy.device_maps import device_maps
-from app.executor.policy.kinds import Effective, kind_map, rebalance
+from app.executor.policy.kind_rebalance import rebalance
+from app.executor.policy.kinds import Effective, kind_map
 from app.executor.policy.share_accounts import SHARE_STATE, Accounts, allocation, shares_of
 from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
 from app.search.judge import judge
