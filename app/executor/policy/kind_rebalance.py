@@ -50,11 +50,16 @@ class _Slot:
 
 
 def rebalance(
-    snapshot: ClusterSnapshot, placement: Mapping[str, Sequence[int]], eff: Effective | None = None
+    snapshot: ClusterSnapshot,
+    placement: Mapping[str, Sequence[int]],
+    eff: Effective | None = None,
+    *,
+    take_nodes: bool = True,
 ) -> tuple[dict[str, tuple[int, ...]], int]:
     """`placement` with trials exchanged between kinds while that raises their summed effective rate
     (the module docstring), and how many trials moved. Unchanged (a copy) on a cluster of one kind or
-    with `kind_aware` off."""
+    with `kind_aware` off. `take_nodes` off leaves out `_take_nodes` (the share layer's pass across
+    users' groups)."""
     out = {d: tuple(ids) for d, ids in placement.items() if ids}
     km = kind_map(snapshot.devices)
     if not snapshot.kind_aware or not km.several or not out:
@@ -123,7 +128,8 @@ def rebalance(
                 devices_of[s.trial.id] = list(s.devices)
                 for d in s.devices:
                     out[d] = (s.trial.id,)
-    _take_nodes(snapshot, km, eff, out, moved, devices_of)
+    if take_nodes:
+        _take_nodes(snapshot, km, eff, out, moved, devices_of)
     _give_way(snapshot, km, eff, out, moved, devices_of)
     if not moved:
         return out, 0
