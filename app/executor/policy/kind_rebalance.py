@@ -14,8 +14,10 @@ device sets of the same size (a node's free devices in chunks, for multi-device 
 nodes of one kind, for a trial larger than a node). One exchange is between sizes: a trial spanning
 nodes of a fast kind moves to wholly free nodes of a slower one when smaller trials on the slower kind,
 moved onto its devices, gain more in sum than it loses, per device (`_give_way`); without it a large
-trial that took idle fast nodes kept them from the smaller ones arriving later. With `kind_aware` off
-the choice among usable kinds is kind-blind (the policies' own).
+trial that took idle fast nodes kept them from the smaller ones arriving later. And the other way
+(`_take_nodes`): a trial holding whole nodes of a slow kind takes whole nodes of a fast kind from smaller
+trials that lose less there than it gains, per device, by more than `EVICT_MARGIN` each. With
+`kind_aware` off nothing moves (`rebalance` returns the placement as it is).
 
 Pure: no I/O, no clock.
 """
