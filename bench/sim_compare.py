@@ -76,6 +76,8 @@ HISTORICAL = {
 ELSEWHERE = {
     "sim_users": "bench/sim_users.py (6c71a0, 8 users, shares); re-run it to compare",
     "sim_users_b436b2": "bench/sim_users.py (b436b2, 8 users, shares); re-run it to compare",
+    "sim_speed_merged_gandiva": "bench/sim_speed.py --trace all --gpus 500 --gpus-per-server 8 --policy gandiva "
+    "(all 15,264 merged jobs, 27 minutes of one core); re-run it to compare",
     **{
         f"sim_users_kinds_{mix}": f"bench/sim_users.py (b436b2, 300 jobs, 8 users, --kind {kind}, kind-aware "
         "against kind-blind placement); re-run it to compare"
