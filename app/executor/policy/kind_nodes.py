@@ -88,11 +88,11 @@ def take_nodes(p: Placed) -> None:
     """A trial holding whole nodes of kind b exchanges them for as many whole nodes of kind a when it gains
     more on a, per device, than the smaller trials now on those nodes lose by going to b in its place (each
     node's occupants keep their positions on the node they move to); gains and losses per device, as in
-    `give_way`, and each trial leaving the devices it is resident on costs `MOVE_MARGIN`. Same-size
-    exchange cannot do this either: an 8-device job 5x faster on a V100 found no 8-device slot of V100s
-    while 1- to 4-device trials that gain far less held every V100 node, and ran on P100s (Philly trace
-    b436b2 on V100+P100: the jobs 1.6x or more faster on a V100 had it 51 % of their time, kind-aware or
-    not). The trials with the largest gain per device take nodes first, the nodes whose occupants lose
+    `give_way`; each trial evicted from devices it is resident on costs `EVICT_MARGIN`, the large one
+    `MOVE_MARGIN`. Same-size exchange cannot do this: an 8-device trial on two slow nodes finds no free
+    8-device slot of a fast kind while 1- to 4-device trials that gain less there hold every fast node
+    (fifo's mean JCT on all of Philly trace b436b2 on V100+P100: 159.2 h without this move, 147.7 h with
+    it). The trials with the largest gain per device take nodes first, the nodes whose occupants lose
     least go first; a node is taken only whole, of one kind, with every occupant alone on devices of that
     node alone and able to run on b."""
     km, out, devices_of, moved, node_of, members = p.km, p.out, p.devices_of, p.moved, p.node_of, p.members
