@@ -205,8 +205,10 @@ def test_a_trial_holding_slow_nodes_takes_fast_nodes_whose_small_trials_lose_les
     gain = e_big["v100"] - e_big["p100"] - MOVE_MARGIN
     assert e_small["v100"] - e_small["p100"] < gain < e_small["v100"] - e_small["p100"] + EVICT_MARGIN
     assert out == placement and moved == 0
-    # Kind-blind: nothing is exchanged.
+    # Kind-blind: nothing is exchanged; nor without node taking (the share layer's pass across groups).
     out, moved = rebalance(snap(devices, [big, *smalls(1.1)], aware=False), placement)
+    assert out == placement and moved == 0
+    out, moved = rebalance(snap(devices, [big, *smalls(1.1)]), placement, take_nodes=False)
     assert out == placement and moved == 0
 
 
