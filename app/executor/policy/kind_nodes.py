@@ -101,18 +101,14 @@ def take_nodes(p: Placed) -> None:
     by_id = {t.id: t for t in snapshot.alive() if t.id in devices_of}
     bigs: list[tuple[float, TrialView, str, list[str]]] = []  # (-best gain per device, trial, its kind, nodes)
     for t in by_id.values():
-        if t.id in moved or not p.alone(t):
+        b = p.kind_alone(t)
+        if b is None or t.id in moved:
             continue
         nodes = sorted({node_of[d] for d in devices_of[t.id]})
         sizes = {len(members[n]) for n in nodes}
         if len(sizes) != 1 or sizes.pop() * len(nodes) != t.devices_needed:
             continue  # not whole nodes of one size (a share group's snapshot may see part of a node)
-        ks = {km.kind_of[d] for d in devices_of[t.id]}
-        if len(ks) != 1:
-            continue
-        b = ks.pop()
-        e = eff.of(t)
-        best = max((e.get(a, 1.0) - e.get(b, 1.0) for a in km.counts if a != b), default=0.0)
+        best = max((p.gain(t, a, b) for a in km.counts if a != b), default=0.0)
         if best > MOVE_MARGIN:
             bigs.append((-best, t, b, nodes))
     for _, big, b, big_nodes in sorted(bigs, key=lambda x: (x[0], x[1].id)):
@@ -121,7 +117,7 @@ def take_nodes(p: Placed) -> None:
         e_big = eff.of(big)
         size = len(members[big_nodes[0]])
         for a in sorted((k for k in km.counts if k != b), key=lambda k: (-e_big.get(k, 1.0), k)):
-            gain = (e_big.get(a, 1.0) - e_big.get(b, 1.0) - cost(big)) * big.devices_needed
+            gain = (p.gain(big, a, b) - cost(big)) * big.devices_needed
             if gain <= 1e-9:
                 break
             candidates: list[tuple[float, str, list[int]]] = []  # (loss, node, its occupants)
@@ -139,7 +135,7 @@ def take_nodes(p: Placed) -> None:
                     if eo.get(b, 1.0) <= 0:
                         loss = float("inf")
                         break
-                    loss += (eo.get(a, 1.0) - eo.get(b, 1.0) + (EVICT_MARGIN if cost(o) else 0.0)) * o.devices_needed
+                    loss += (p.gain(o, a, b) + (EVICT_MARGIN if cost(o) else 0.0)) * o.devices_needed
                 candidates.append((loss, n, occupants))
             candidates.sort(key=lambda c: (c[0], c[1]))
             taken = candidates[: len(big_nodes)]
@@ -184,12 +180,9 @@ def give_way(p: Placed) -> None:
                 (
                     t
                     for t in alive
-                    if t.id != big.id
-                    and t.id not in moved
-                    and kind_alone(t) == b
-                    and eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0) - cost(t) > 0
+                    if t.id != big.id and t.id not in moved and kind_alone(t) == b and p.gain(t, a, b) - cost(t) > 0
                 ),
-                key=lambda t: -(eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0)),
+                key=lambda t: -p.gain(t, a, b),
             )
             seats: dict[int, tuple[str, ...]] = {}
             gain = 0.0
@@ -201,9 +194,9 @@ def give_way(p: Placed) -> None:
                     if len(ds) >= t.devices_needed:
                         seats[t.id] = tuple(ds[: t.devices_needed])
                         room[n] = ds[t.devices_needed :]
-                        gain += (eff.of(t).get(a, 1.0) - eff.of(t).get(b, 1.0) - cost(t)) * t.devices_needed
+                        gain += (p.gain(t, a, b) - cost(t)) * t.devices_needed
                         break
-            loss = (e_big.get(a, 1.0) - e_big.get(b, 1.0) + cost(big)) * big.devices_needed
+            loss = (p.gain(big, a, b) + cost(big)) * big.devices_needed
             if not seats or gain - loss <= 1e-9:
                 continue
             taken: list[str] = []

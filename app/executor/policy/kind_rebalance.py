@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.executor.policy import kind_nodes
-from app.executor.policy.device_maps import device_maps
 from app.executor.policy.kind_nodes import EVICT_MARGIN, MOVE_MARGIN, Placed
 from app.executor.policy.kinds import Effective, kind_map
 from app.executor.policy.types import ClusterSnapshot, TrialView
@@ -63,22 +62,18 @@ def rebalance(
     for d, ids in out.items():
         for i in ids:
             devices_of.setdefault(i, []).append(d)
+    moved: set[int] = set()
+    placed = Placed(snapshot, km, eff, out, devices_of, moved)  # changed in place by every move below
     # Trials alone on exactly the devices they need, all of one kind: the movable ones.
     slots: dict[int, list[_Slot]] = {}  # by size
     for t in snapshot.alive():
-        ds = devices_of.get(t.id)
-        if ds is None or len(ds) != t.devices_needed or any(len(out[d]) != 1 for d in ds):
-            continue
-        kinds = {km.kind_of[d] for d in ds}
-        if len(kinds) != 1:
-            continue
-        devs = tuple(sorted(ds))
-        staying = bool(t.devices) and tuple(sorted(t.devices)) == devs
-        slots.setdefault(len(devs), []).append(_Slot(kinds.pop(), devs, t, MOVE_MARGIN if staying else 0.0))
+        kind = placed.kind_alone(t)
+        if kind is not None:
+            devs = tuple(sorted(devices_of[t.id]))
+            slots.setdefault(len(devs), []).append(_Slot(kind, devs, t, placed.cost(t)))
     if not slots:
         return out, 0
-    moved: set[int] = set()
-    _, _, members = device_maps(snapshot.devices)
+    members = placed.members
     # Larger trials first: they need a node's free devices together, which single moves would break up.
     for size in sorted(slots, reverse=True):
         group = slots[size]
@@ -122,7 +117,6 @@ def rebalance(
                 devices_of[s.trial.id] = list(s.devices)
                 for d in s.devices:
                     out[d] = (s.trial.id,)
-    placed = Placed(snapshot, km, eff, out, devices_of, moved)
     if take_nodes:
         kind_nodes.take_nodes(placed)
     kind_nodes.give_way(placed)
