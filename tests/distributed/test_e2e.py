@@ -11,7 +11,6 @@ import pytest
 from sqlmodel import select
 
 from app.db.models import IntentRow
-from app.executor.policy import policy_names
 from tests.conftest_services import free_port
 from tests.distributed.conftest import Cluster, wait_for
 
@@ -40,7 +39,7 @@ def digits_spec(policy: str) -> dict:
 
 
 def test_gandiva_search_on_two_nodes_reaches_target(cluster: Cluster) -> None:
-    policy = "gandiva" if "gandiva" in policy_names() else "timeslice"  # TODO: gandiva once registered
+    policy = "gandiva"
     cluster.stop("controller")  # one controller per database: serve brings its own
     port, token = free_port(), "e2e-token"
     cluster.serve(port, token)
