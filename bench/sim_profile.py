@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.sim.driver import simulate  # noqa: E402
 from app.sim.traces import load_trace  # noqa: E402
+from bench.sim_speed import add_cluster_args, simulate_cluster  # noqa: E402
 
 DAY_S = 86400.0
 
@@ -35,11 +35,7 @@ class _WindowDone(Exception):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", default="all")
-    ap.add_argument("--gpus", type=int, default=500)
-    ap.add_argument("--gpus-per-server", type=int, default=8)
-    ap.add_argument("--policy", default="gandiva")
-    ap.add_argument("--quantum", type=float, default=60.0)
+    add_cluster_args(ap, "gandiva")
     ap.add_argument("--from-day", type=float, default=20.0)
     ap.add_argument("--days", type=float, default=1.0)
     ap.add_argument("--top", type=int, default=30, help="rows of each table")
@@ -64,15 +60,7 @@ def main() -> None:
 
     jobs = load_trace(args.trace, None)
     with contextlib.suppress(_WindowDone):  # the window's end stops the run
-        simulate(
-            jobs,
-            args.policy,
-            gpus=args.gpus,
-            gpus_per_server=args.gpus_per_server,
-            quantum_s=args.quantum,
-            check=False,
-            progress=progress,
-        )
+        simulate_cluster(args, jobs, progress)
     if "seconds" not in window:
         prof.disable()
         raise SystemExit(f"the run ended before simulated day {args.from_day + args.days:g}: nothing profiled in full")

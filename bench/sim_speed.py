@@ -16,25 +16,48 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.sim.driver import simulate  # noqa: E402
-from app.sim.traces import load_trace  # noqa: E402
+from app.sim.driver import SimResult, simulate  # noqa: E402
+from app.sim.traces import TraceJob, load_trace  # noqa: E402
 
 TARGET_S = 60.0  # fifo (issue 6)
 TIMESLICED_TARGET_S = 120.0  # the time-slicing policies, gandiva above all (issue 14)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_cluster_args(ap: argparse.ArgumentParser, policy: str) -> None:
+    """The options that say which trace runs on which simulated cluster under which policy (shared with
+    bench/sim_profile.py): --trace, --gpus, --gpus-per-server, --policy, --quantum."""
     ap.add_argument("--trace", default="all")
     ap.add_argument("--gpus", type=int, default=500)
     ap.add_argument("--gpus-per-server", type=int, default=8)
-    ap.add_argument("--policy", default="fifo")
+    ap.add_argument("--policy", default=policy)
     ap.add_argument("--quantum", type=float, default=60.0)
+
+
+def simulate_cluster(
+    args: argparse.Namespace, jobs: list[TraceJob], progress: Callable[[int, int, float], None]
+) -> SimResult:
+    """`simulate` of `jobs` on the cluster and policy `add_cluster_args` parsed, without invariant checks
+    (they are for tests, and slow), `progress` called about once a wall second."""
+    return simulate(
+        jobs,
+        args.policy,
+        gpus=args.gpus,
+        gpus_per_server=args.gpus_per_server,
+        quantum_s=args.quantum,
+        check=False,
+        progress=progress,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_cluster_args(ap, "fifo")
     ap.add_argument("--max-jobs", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_speed.json")
     args = ap.parse_args()
@@ -42,14 +65,10 @@ def main() -> None:
     t0 = time.perf_counter()
     jobs = load_trace(args.trace, args.max_jobs)
     load_s = time.perf_counter() - t0
-    res = simulate(
+    res = simulate_cluster(
+        args,
         jobs,
-        args.policy,
-        gpus=args.gpus,
-        gpus_per_server=args.gpus_per_server,
-        quantum_s=args.quantum,
-        check=False,
-        progress=lambda done, n, now: print(f"  {done}/{n} done, virtual day {now / 86400:.1f}", file=sys.stderr),
+        lambda done, n, now: print(f"  {done}/{n} done, virtual day {now / 86400:.1f}", file=sys.stderr),
     )
     wall = time.perf_counter() - t0
     s = res.summary
