@@ -11,6 +11,12 @@ emptied before each run so every run pays for its own surrogate calls.
 Prints a table (wall and CPU seconds, trials started, reports, simulated seconds per CPU second; the
 goal is judged on CPU seconds, which a loaded machine does not inflate) and writes {"task", "workers",
 "hours", "seed", "cpu", "load_1min_at_end", "systems": {name: {...}}} after each system.
+
+`--parts` also times, in CPU seconds and without a profiler's inflation, the calls each part of a round
+makes (`PARTS`: the searcher's asks, the surrogate's curves, the policy's plan, the snapshot, the
+recorder, the book's sync, the simulated runtime's apply and poll), written as `parts_cpu_s` per system.
+The searcher and the surrogate are what any controller would pay: their sum is the floor under the
+goal that no cheaper round can go below.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -29,6 +38,13 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from app.controller.book import SearchBook  # noqa: E402
+from app.controller.core import Controller  # noqa: E402
+from app.controller.recorder import EventRecorder  # noqa: E402
+from app.executor.policy.share import SharePolicy  # noqa: E402
+from app.search.searcher import _TrialsSearcher  # noqa: E402
+from app.sim.lcbench import LCBench  # noqa: E402
+from app.sim.runtime import SimRuntime  # noqa: E402
 from app.sim.search_bench import lcbench, simulate_search  # noqa: E402
 
 SYSTEMS = {  # name -> (policy, algorithm)
@@ -44,6 +60,48 @@ SYSTEMS = {  # name -> (policy, algorithm)
     "gandiva_random": ("gandiva", "random"),
 }
 
+# part -> (class, method). Nested: the policy's plan (the share layer's, with the group policy's inside)
+# and the snapshot are called from the controller's tick; the surrogate from the runtime's apply (a new
+# trial's curve), so `runtime.apply` includes `surrogate`.
+PARTS: dict[str, tuple[type, str]] = {
+    "searcher.ask": (_TrialsSearcher, "ask"),
+    "surrogate": (LCBench, "curves"),
+    "policy.plan": (SharePolicy, "plan"),
+    "snapshot": (Controller, "snapshot"),
+    "recorder": (EventRecorder, "handle"),
+    "book.sync": (SearchBook, "sync"),
+    "runtime.apply": (SimRuntime, "apply"),
+    "runtime.poll": (SimRuntime, "poll"),
+}
+
+
+@contextmanager
+def timed_parts() -> Iterator[dict[str, float]]:
+    """CPU seconds spent inside each of `PARTS`' methods while the block runs (the methods are wrapped
+    on their classes for its duration and restored after)."""
+    spent: dict[str, float] = dict.fromkeys(PARTS, 0.0)
+    saved: list[tuple[type, str, Any]] = []
+
+    def timer(part: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return f(*a, **kw)
+            finally:
+                spent[part] += time.process_time() - t0
+
+        return timed
+
+    for part, (cls, meth) in PARTS.items():
+        f = cls.__dict__[meth]
+        saved.append((cls, meth, f))
+        setattr(cls, meth, timer(part, f))
+    try:
+        yield spent
+    finally:
+        for cls, meth, f in saved:
+            setattr(cls, meth, f)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,20 +112,24 @@ def main() -> None:
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--data", default=None, help="YAHPO data folder (default: $QUANTA_YAHPO_DATA or ../shared)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--parts", action="store_true", help="also time each part of the round (PARTS)")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     bench = lcbench(args.task, args.data)
     bench.curve(bench.sample(1, seed=0)[0])  # the ONNX session is warm before anything is timed
     console = Console()
-    out: dict[str, dict[str, float | int | str | None]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in [s for s in args.systems.split(",") if s]:
         policy, algorithm = SYSTEMS[name]
         bench._cache.clear()  # each run pays for its own surrogate calls
         calls0 = bench.calls
-        cpu0 = time.process_time()
-        res = simulate_search(args.task, policy, algorithm, args.workers, args.hours, args.seed, {}, None, args.data)
-        cpu = time.process_time() - cpu0
+        with timed_parts() if args.parts else _nothing() as spent:
+            cpu0 = time.process_time()
+            res = simulate_search(
+                args.task, policy, algorithm, args.workers, args.hours, args.seed, {}, None, args.data
+            )
+            cpu = time.process_time() - cpu0
         out[name] = {
             "policy": res.policy,
             "algorithm": res.algorithm,
@@ -82,6 +144,14 @@ def main() -> None:
             "surrogate_calls": bench.calls - calls0,
             "best": res.best_so_far[-1][1] if res.best_so_far else None,
         }
+        if args.parts:
+            out[name]["parts_cpu_s"] = {part: round(spent[part], 3) for part in PARTS}
+            floor = spent["searcher.ask"] + spent["surrogate"]
+            console.print(
+                f"{name} parts (CPU s): "
+                + ", ".join(f"{part} {spent[part]:.2f}" for part in PARTS)
+                + f"; searcher + surrogate {floor:.2f}"
+            )
         console.print(f"{name}: {res.wall_seconds:.1f} s wall, {cpu:.1f} s CPU, {res.started} trials")
         if args.json:  # after each system: partial results survive an interrupted run
             write(args, out)
@@ -105,7 +175,12 @@ def main() -> None:
         console.print(f"wrote {args.json}")
 
 
-def write(args: argparse.Namespace, out: dict[str, dict[str, float | int | str | None]]) -> None:
+@contextmanager
+def _nothing() -> Iterator[dict[str, float]]:
+    yield {}
+
+
+def write(args: argparse.Namespace, out: dict[str, dict[str, Any]]) -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "task": args.task,
