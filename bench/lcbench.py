@@ -137,6 +137,11 @@ VARIANTS["quanta_depth_rf33"] = ("default", None, {}, {"rank": "depth", "random_
 # BOHB's level with its random third over today's default scheduler: today's default searcher, named with
 # its knobs pinned so that its logged runs (stop 31's screen by workers) keep their meaning if the default moves.
 VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_fraction": 1 / 3})
+# The judge's curve fits over today's default (stop 42; gandiva, which weighs device time by them, was
+# as fast as the default at hard on the suite): a trial whose P(reach target) is at least go_p goes on past
+# its rung at once, and one the judge condemns is not promoted while new configurations may come.
+VARIANTS["quanta_judge"] = ("default", None, {"judge": {}}, {})
+VARIANTS["quanta_judge_go30"] = ("default", None, {"judge": {}, "go_p": 0.3}, {})
 
 # Goals of issue 13 for quanta_default at the hard target.
 GOAL_RATIO_BEST_SYNE = 1.3
