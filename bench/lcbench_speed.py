@@ -28,7 +28,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,8 @@ def main() -> None:
         policy, algorithm = SYSTEMS[name]
         bench._cache.clear()  # each run pays for its own surrogate calls
         calls0 = bench.calls
-        with timed_parts() if args.parts else _nothing() as spent:
+        timing: AbstractContextManager[dict[str, float]] = timed_parts() if args.parts else nullcontext({})
+        with timing as spent:
             cpu0 = time.process_time()
             res = simulate_search(
                 args.task, policy, algorithm, args.workers, args.hours, args.seed, {}, None, args.data
@@ -173,11 +174,6 @@ def main() -> None:
     console.print(table)
     if args.json:
         console.print(f"wrote {args.json}")
-
-
-@contextmanager
-def _nothing() -> Iterator[dict[str, float]]:
-    yield {}
 
 
 def write(args: argparse.Namespace, out: dict[str, dict[str, Any]]) -> None:

@@ -10,11 +10,16 @@ from bench.lcbench_speed import PARTS, timed_parts
 from tests.unit.test_sim_search import stand_in
 
 
+def methods() -> dict[str, object]:
+    """Each part's method as its class holds it now."""
+    return {part: cls.__dict__[meth] for part, (cls, meth) in PARTS.items()}
+
+
 def test_each_part_of_a_simulated_search_is_timed_and_the_methods_are_restored():
-    before = {part: cls.__dict__[meth] for part, (cls, meth) in PARTS.items()}
+    before = methods()
     with timed_parts() as spent:
         res = run_search(stand_in(time_scale=0.1), policy="asha", algorithm="bohb", workers=2, hours=0.05, seed=2)
-        inside = {part: cls.__dict__[meth] for part, (cls, meth) in PARTS.items()}
+        inside = methods()
     assert res.started > 2 and res.reports > 0
     assert set(spent) == set(PARTS)
     # Every part ran in this search, so each took some CPU time; the surrogate is called from the
@@ -22,11 +27,11 @@ def test_each_part_of_a_simulated_search_is_timed_and_the_methods_are_restored()
     assert all(spent[part] > 0 for part in PARTS)
     assert spent["runtime.apply"] >= spent["surrogate"]
     assert all(inside[part] is not before[part] for part in PARTS)  # wrapped while timing
-    assert {part: cls.__dict__[meth] for part, (cls, meth) in PARTS.items()} == before  # restored
+    assert methods() == before  # restored
 
 
 def test_the_methods_are_restored_when_the_block_raises():
-    before = {part: cls.__dict__[meth] for part, (cls, meth) in PARTS.items()}
+    before = methods()
     with pytest.raises(RuntimeError, match="boom"), timed_parts():
         raise RuntimeError("boom")
-    assert {part: cls.__dict__[meth] for part, (cls, meth) in PARTS.items()} == before
+    assert methods() == before
