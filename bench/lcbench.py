@@ -8,7 +8,10 @@ simulated budget, and stops when it reaches the task's hard target:
   `quanta_gandiva`, `quanta_timeslice`, `quanta_asha`, `quanta_hyperband`; and, named in `--systems` only,
   variants of the default with knobs changed (`VARIANTS`: `quanta_asha_kill`, `quanta_bohb_n10`, ...).
 - Syne Tune: its simulator backend over a Blackbox wrapping the same surrogate (`bench/syne_lcbench.py`),
-  `syne_random`, `syne_tpe`, `syne_asha`, `syne_hyperband`, `syne_bohb`, ... (see `syne_lcbench.METHODS`).
+  `syne_random`, `syne_tpe`, `syne_asha`, `syne_hyperband`, `syne_bohb`, ... (see `syne_lcbench.METHODS`),
+  on Syne Tune's own documented clock (the tuner's real decision time charged, results looked for every
+  5 s); named in `--systems` only, `syne_<method>_exact` runs it on Quanta's clock (decisions free,
+  looked for every 0.1 s: `syne_lcbench.CLOCKS`).
 
 Targets per task come from `bench/results/lcbench_targets.json` (`bench/lcbench_targets.py`). Runs are
 interleaved per seed (seed 0: every task and system, then seed 1, ...). A run's time to a target is the
@@ -44,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 TARGETS = ("medium", "hard")
 REFERENCE = "quanta_default"
+EXACT_SUFFIX = "_exact"  # syne_<method>_exact: Syne Tune on the exact clock (bench/syne_lcbench.py, CLOCKS)
 FIFO_RANDOM = "quanta_fifo_random"
 
 # Quanta systems: (policy, algorithm); "default" / None = what a spec that names neither gets.
@@ -326,9 +330,10 @@ def run_syne(
 ) -> Run:
     from bench.syne_lcbench import run_syne_method
 
+    method, exact = syne_method(system)
     t0 = time.perf_counter()
     res = run_syne_method(
-        system.removeprefix("syne_"),
+        method,
         task,
         workers=workers,
         hours=hours,
@@ -336,6 +341,7 @@ def run_syne(
         targets={k: targets[k] for k in TARGETS},
         stop_at=targets["hard"],
         data_path=data,
+        clock="exact" if exact else "syne",
     )
     wall = time.perf_counter() - t0
     return Run(
@@ -351,10 +357,25 @@ def quanta_system(name: str) -> tuple[str, str | None, dict[str, Any], dict[str,
     return policy, algorithm, {}, {}
 
 
+def syne_method(system: str) -> tuple[str, bool]:
+    """(Syne Tune method, on the exact clock?) of a `syne_<method>` or `syne_<method>_exact` system."""
+    method = system.removeprefix("syne_")
+    exact = method.endswith(EXACT_SUFFIX)
+    return method.removesuffix(EXACT_SUFFIX), exact
+
+
 def all_systems() -> list[str]:
+    """Every system `--systems all` runs (Syne Tune's on its own documented clock)."""
     from bench.syne_lcbench import METHODS
 
     return [*QUANTA, *(f"syne_{m}" for m in METHODS)]
+
+
+def exact_clock_systems() -> list[str]:
+    """Syne Tune's methods on the exact clock (`bench/syne_lcbench.py`, CLOCKS), named in `--systems`."""
+    from bench.syne_lcbench import METHODS
+
+    return [f"syne_{m}{EXACT_SUFFIX}" for m in METHODS]
 
 
 def run_all(
@@ -597,7 +618,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tasks = task_list(args.tasks)
     seeds = [int(s) for s in _csv(args.seeds)]
     systems = all_systems() if args.systems == "all" else _csv(args.systems)
-    known = [*all_systems(), *VARIANTS]
+    known = [*all_systems(), *exact_clock_systems(), *VARIANTS]
     unknown = [s for s in systems if s not in known]
     if unknown:
         ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(known)})")
