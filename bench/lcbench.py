@@ -330,7 +330,7 @@ def run_syne(
 ) -> Run:
     from bench.syne_lcbench import run_syne_method
 
-    method, exact = syne_method(system)
+    method, clock = syne_method(system)
     t0 = time.perf_counter()
     res = run_syne_method(
         method,
@@ -341,7 +341,7 @@ def run_syne(
         targets={k: targets[k] for k in TARGETS},
         stop_at=targets["hard"],
         data_path=data,
-        clock="exact" if exact else "syne",
+        clock=clock,
     )
     wall = time.perf_counter() - t0
     return Run(
@@ -357,25 +357,21 @@ def quanta_system(name: str) -> tuple[str, str | None, dict[str, Any], dict[str,
     return policy, algorithm, {}, {}
 
 
-def syne_method(system: str) -> tuple[str, bool]:
-    """(Syne Tune method, on the exact clock?) of a `syne_<method>` or `syne_<method>_exact` system."""
+def syne_method(system: str) -> tuple[str, str]:
+    """(Syne Tune method, clock) of a `syne_<method>` (Syne Tune's clock) or `syne_<method>_exact` system."""
     method = system.removeprefix("syne_")
-    exact = method.endswith(EXACT_SUFFIX)
-    return method.removesuffix(EXACT_SUFFIX), exact
+    if method.endswith(EXACT_SUFFIX):
+        return method.removesuffix(EXACT_SUFFIX), "exact"
+    return method, "syne"
 
 
-def all_systems() -> list[str]:
-    """Every system `--systems all` runs (Syne Tune's on its own documented clock)."""
+def all_systems(exact_clock: bool = False) -> list[str]:
+    """Every system `--systems all` runs (Syne Tune's on its own documented clock); with `exact_clock`,
+    also Syne Tune's methods on the exact clock (named in `--systems` only)."""
     from bench.syne_lcbench import METHODS
 
-    return [*QUANTA, *(f"syne_{m}" for m in METHODS)]
-
-
-def exact_clock_systems() -> list[str]:
-    """Syne Tune's methods on the exact clock (`bench/syne_lcbench.py`, CLOCKS), named in `--systems`."""
-    from bench.syne_lcbench import METHODS
-
-    return [f"syne_{m}{EXACT_SUFFIX}" for m in METHODS]
+    suffixes = ("", EXACT_SUFFIX) if exact_clock else ("",)
+    return [*QUANTA, *(f"syne_{m}{x}" for x in suffixes for m in METHODS)]
 
 
 def run_all(
@@ -618,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tasks = task_list(args.tasks)
     seeds = [int(s) for s in _csv(args.seeds)]
     systems = all_systems() if args.systems == "all" else _csv(args.systems)
-    known = [*all_systems(), *exact_clock_systems(), *VARIANTS]
+    known = [*all_systems(exact_clock=True), *VARIANTS]
     unknown = [s for s in systems if s not in known]
     if unknown:
         ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(known)})")
