@@ -200,3 +200,26 @@ def test_the_api_reads_and_writes_only_through_the_store():
             continue
         bad = {m for m in imports(f) if m.split(".")[0] in ("sqlmodel", "sqlalchemy")}
         assert not bad, f"{rel(f)} imports {bad}"
+
+
+# ---- modules of app/db: no import cycle between them ------------------------------------------------
+
+
+def module_graph(package: str) -> dict[str, dict[str, list[str]]]:
+    """module -> imported module -> [the importing file], for the modules of `package` (e.g. "db")."""
+    prefix = f"app.{package}."
+    graph: dict[str, dict[str, list[str]]] = {}
+    for f in files(package):
+        mod = ".".join(f.relative_to(APP.parent).with_suffix("").parts).removesuffix(".__init__")
+        for m in app_imports(f):
+            if m.startswith(prefix) and m != mod:
+                graph.setdefault(mod, {}).setdefault(m, []).append(rel(f))
+    return graph
+
+
+def test_no_import_cycle_between_db_modules():
+    """The modules of app/db import each other without a cycle (the engine, the migrations and the
+    tables sit beneath the store, distributed mode's tables and the queries)."""
+    graph = module_graph("db")
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle between app/db modules: " + " -> ".join(cycle or [])
