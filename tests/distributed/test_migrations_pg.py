@@ -5,42 +5,19 @@ are never re-used (sequences)."""
 
 from __future__ import annotations
 
-import threading
-
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import Engine, text
-from sqlmodel import SQLModel
+from sqlalchemy import text
 
 from app.db.engine import make_engine
 from app.db.migrate import current_revision, head_revision, upgrade
-from app.db.models import ReportRow
 from app.db.store import Store
 from tests.conftest_services import PostgresServer
-
-
-def schema_differences(engine: Engine) -> list:
-    with engine.connect() as conn:
-        return compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+from tests.schema_checks import assert_ids_never_reused, schema_differences, upgrade_at_once
 
 
 def test_a_new_postgresql_database_gets_the_models_tables_and_never_reuses_ids(postgres: PostgresServer) -> None:
     store = Store(postgres.create_database(), secret=b"pg")
     assert current_revision(store.engine) == head_revision() and schema_differences(store.engine) == []
-    carol = store.add_user("carol", 1.0).id
-    token = store.create_token("carol", 1.0)
-    newest = store.create_search("b", {}, 2.0, owner="carol")
-    trial = store.add_trial(newest.id, 0, {}, {}, 2.0)
-    store.add_rows([ReportRow(trial_id=trial.id, search_id=newest.id, step=1, at=2.0, metrics={}, objective=0.5)])
-    report = store.search_reports(newest.id)[0]
-    store.delete_search(newest.id)
-    store.delete_user("carol", 3.0, force=True)
-    assert store.add_user("dave", 4.0).id > carol
-    again = store.create_search("c", {}, 4.0, owner="dave")
-    t2 = store.add_trial(again.id, 0, {}, {}, 4.0)
-    store.add_rows([ReportRow(trial_id=t2.id, search_id=again.id, step=1, at=4.0, metrics={}, objective=0.5)])
-    assert again.id > newest.id and t2.id > trial.id and store.search_reports(again.id)[0].id > report.id
-    assert store.create_token("dave", 5.0).id > token.id
+    assert_ids_never_reused(store)
 
 
 def test_a_postgresql_database_written_before_revisions_is_upgraded_by_two_processes_at_once(
@@ -63,21 +40,8 @@ def test_a_postgresql_database_written_before_revisions_is_upgraded_by_two_proce
         c.execute(text("CREATE TABLE controller_state (key VARCHAR PRIMARY KEY, value JSON NOT NULL)"))
         c.execute(text("""INSERT INTO controller_state VALUES ('controller', '{"round_no": 41}')"""))
     assert current_revision(engine) is None
-    results: list[list[str]] = []
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        try:
-            results.append(upgrade(make_engine(url)))
-        except BaseException as exc:  # noqa: BLE001  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_it) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == [] and sorted(map(len, results)) == [0, 6]  # every revision, once
+    results = upgrade_at_once(lambda: make_engine(url))
+    assert sorted(map(len, results)) == [0, 6]  # every revision, once
     store = Store(url, secret=b"pg")
     assert schema_differences(store.engine) == [] and store.round_no() == 41
     owners = {s.name: s.owner_id for s in store.searches()}

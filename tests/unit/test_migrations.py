@@ -7,30 +7,21 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
 from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, text
-from sqlmodel import SQLModel
+from sqlalchemy import create_engine, text
 
 from app.db.cluster import DbCluster
 from app.db.migrate import alembic_config, current_revision, head_revision, upgrade
-from app.db.models import FIRST_ADMIN, ReportRow
+from app.db.models import FIRST_ADMIN
 from app.db.store import Store
 from tests.data.make_release_db import BOB_TOKEN, CAROL_TOKEN, SECRET, T0
+from tests.schema_checks import assert_ids_never_reused, schema_differences, upgrade_at_once
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RELEASE_DB = DATA / "release-before-migrations.db"
-
-
-def schema_differences(engine: Engine) -> list:
-    """What Alembic's autogenerate finds between the database and the models (nothing: they agree)."""
-    with engine.connect() as conn:
-        return compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
 
 
 def release_copy(tmp_path: Path) -> str:
@@ -130,21 +121,7 @@ def test_a_legacy_key_value_database_is_imported_by_its_revision_and_the_table_d
 def test_two_processes_opening_an_old_database_at_once_migrate_it_once(tmp_path):
     url = release_copy(tmp_path)
     before = row_counts(url)
-    results: list[list[str]] = []
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        try:
-            results.append(upgrade(create_engine(url, connect_args={"timeout": 30})))
-        except BaseException as exc:  # noqa: BLE001  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_it) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    results = upgrade_at_once(lambda: create_engine(url, connect_args={"timeout": 30}))
     assert sorted(map(len, results)) == [0, 6]  # one applied the six revisions; the other found them done
     after = row_counts(url)
     assert all(after[t] == n for t, n in before.items()) and after["alembic_version"] == 1
@@ -164,25 +141,7 @@ def test_a_failed_upgrade_leaves_the_database_as_it_was(tmp_path):
 def test_ids_are_never_reused_after_the_newest_row_is_deleted(tmp_path):
     """SQLite re-used the highest freed rowid: a deleted newest search's id went to the next search (and
     its trials', reports' and tokens' ids likewise; a deleted user's id to the next user)."""
-    store = Store(f"sqlite:///{tmp_path / 'q.db'}", secret=b"s")
-    carol = store.add_user("carol", 1.0).id
-    token = store.create_token("carol", 1.0)
-    first = store.create_search("a", {}, 1.0, owner="carol")
-    newest = store.create_search("b", {}, 2.0, owner="carol")
-    trial = store.add_trial(newest.id, 0, {}, {}, 2.0)
-    store.add_rows([ReportRow(trial_id=trial.id, search_id=newest.id, step=1, at=2.0, metrics={}, objective=0.5)])
-    report = store.search_reports(newest.id)[0]
-    store.delete_search(newest.id)
-    store.delete_user("carol", 3.0, force=True)
-    store.add_user("dave", 4.0)
-    again = store.create_search("c", {}, 4.0, owner="dave")
-    assert again.id > newest.id > first.id
-    t2 = store.add_trial(again.id, 0, {}, {}, 4.0)
-    assert t2.id > trial.id
-    store.add_rows([ReportRow(trial_id=t2.id, search_id=again.id, step=1, at=4.0, metrics={}, objective=0.5)])
-    assert store.search_reports(again.id)[0].id > report.id
-    assert store.user("dave").id > carol
-    assert store.create_token("dave", 5.0).id > token.id
+    assert_ids_never_reused(Store(f"sqlite:///{tmp_path / 'q.db'}", secret=b"s"))
 
 
 def test_quanta_db_upgrade_and_current(tmp_path):
