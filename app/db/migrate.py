@@ -40,6 +40,10 @@ SCRIPTS = Path(__file__).resolve().parent / "migrations"
 PG_MIGRATION_KEY = (0x5155414E, 2)
 
 
+class UnknownRevision(RuntimeError):
+    """The database is at a revision this Quanta does not have: a newer release wrote it."""
+
+
 def alembic_config() -> Config:
     """Alembic's configuration, built in code: the scripts ship inside the package."""
     cfg = Config()
@@ -101,12 +105,19 @@ def _exclusive(engine: Engine) -> Iterator[Connection]:
 
 def upgrade(engine: Engine | str, target: str = "head") -> list[str]:
     """Migrate the database to `target` (default: the newest revision). Returns the revisions applied,
-    oldest first ([] when it was there already: one query)."""
+    oldest first ([] when it was there already: one query). `UnknownRevision` when a newer release has
+    migrated the database past what this one knows (nothing is changed)."""
     if isinstance(engine, str):
         engine = make_engine(engine)
     goal = head_revision() if target == "head" else target
-    if current_revision(engine) == goal:
+    now = current_revision(engine)
+    if now == goal:
         return []
+    if now is not None and now not in {r.revision for r in scripts().walk_revisions()}:
+        raise UnknownRevision(
+            f"database {engine.url.render_as_string()} is at schema revision {now}, which this Quanta does not "
+            f"know (its newest is {head_revision()}): a newer release wrote it; run that release"
+        )
     with _exclusive(engine) as conn:
         start = MigrationContext.configure(conn).get_current_revision()  # after the lock: another may have done it
         if start == goal:

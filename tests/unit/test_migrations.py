@@ -14,7 +14,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 
 from app.db.cluster import DbCluster
-from app.db.migrate import alembic_config, current_revision, head_revision, upgrade
+from app.db.migrate import UnknownRevision, alembic_config, current_revision, head_revision, upgrade
 from app.db.models import FIRST_ADMIN
 from app.db.store import Store
 from tests.data.make_release_db import BOB_TOKEN, CAROL_TOKEN, SECRET, T0
@@ -136,6 +136,15 @@ def test_a_failed_upgrade_leaves_the_database_as_it_was(tmp_path):
         Store(url, secret=SECRET)
     assert sqlite_schema(url) == schema and row_counts(url) == counts  # not half-migrated
     assert current_revision(create_engine(url)) is None
+
+
+def test_a_database_a_newer_release_migrated_is_refused_with_the_reason(tmp_path):
+    url = f"sqlite:///{tmp_path / 'newer.db'}"
+    upgrade(url)
+    with create_engine(url).begin() as c:
+        c.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+    with pytest.raises(UnknownRevision, match="0099_from_the_future.*newer release"):
+        Store(url)
 
 
 def test_ids_are_never_reused_after_the_newest_row_is_deleted(tmp_path):
