@@ -1,4 +1,4 @@
-"""Syne Tune on the LCBench surrogate, in simulated time: the peer side of bench/lcbench.py (issue 13).
+"""Syne Tune on the LCBench surrogate, in simulated time: the peer side of bench/lcbench.py.
 
 Syne Tune's documented simulator path for a blackbox of one's own: a `Blackbox` subclass
 (`LCBenchBlackbox`) run by `UserBlackboxBackend` (a `SimulatorBackend`) with a `SimulatorCallback`, so
@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 from syne_tune.blackbox_repository.blackbox import Blackbox
 from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
+
+from bench.reach import improvements, time_to_target
 
 METRIC = "val_accuracy"
 TIME_ATTR = "time"
@@ -241,8 +243,6 @@ def run_syne_method(
         for r in callback.results
         if METRIC in r and float(r[ST_TUNER_TIME]) <= budget_s
     )
-    from bench.lcbench import improvements, time_to_target
-
     trial_ids = {r["trial_id"] for r in callback.results if "trial_id" in r}
     return SyneRun(
         method=method,

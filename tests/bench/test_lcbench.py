@@ -1,4 +1,5 @@
-"""bench/lcbench.py and bench/lcbench_targets.py: targets, time-to-target accounting, summary (issue 13).
+"""bench/lcbench.py, bench/reach.py and bench/lcbench_targets.py: targets, time-to-target accounting,
+summary.
 
 Pure tests on scripted runs and a stand-in surrogate (no ONNX, no Syne Tune)."""
 
@@ -10,15 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from bench.lcbench import (
-    Run,
-    improvements,
-    summarize,
-    tabulate,
-    target_stats,
-    time_to_target,
-)
+from bench.lcbench import Run, summarize, tabulate, target_stats
 from bench.lcbench_targets import curve_targets, load_targets, targets_from_curves
+from bench.reach import improvements, time_to_target
 
 # ---- targets --------------------------------------------------------------------------------------
 
@@ -210,31 +205,6 @@ def test_runs_file_round_trip_and_resume_skips_finished_units(tmp_path):
     assert runs == [b] and seen == []
 
 
-def test_rank_screen_compares_two_systems_per_task_and_per_run(tmp_path):
-    from bench.lcbench import Run, save_run
-    from bench.lcbench_rank import compare
-
-    path = tmp_path / "runs.jsonl"
-    budget = 1000.0
-    # task t1: b twice as fast on both seeds; task t2: b 4x slower on seed 0, equal on seed 1 and a miss for a.
-    for task, seed, a_hard, b_hard in (("t1", 0, 200.0, 100.0), ("t1", 1, 400.0, 200.0), ("t2", 0, 100.0, 400.0)):
-        save_run(path, Run("a", task, seed, {"medium": a_hard, "hard": a_hard}))
-        save_run(path, Run("b", task, seed, {"medium": b_hard, "hard": b_hard}))
-    save_run(path, Run("a", "t2", 1, {"medium": None, "hard": None}))
-    save_run(path, Run("b", "t2", 1, {"medium": 500.0, "hard": budget}))
-    save_run(path, Run("a", "t3", 0, {"medium": 1.0, "hard": 1.0}))  # b never ran it: left out
-    out = compare(path, "a", "b", budget)
-    hard = out["hard"]
-    assert (out["tasks"], out["units"], out["left_out"]) == (2, 4, 1)
-    # t1: medians 300 / 150 = 2; t2: medians (100 + 1000) / 2 = 550 against (400 + 1000) / 2 = 700.
-    assert hard["median_ratio"] == pytest.approx((2.0 + 550 / 700) / 2)
-    assert (hard["b_sooner_tasks"], hard["b_later_tasks"]) == (1, 1)
-    assert hard["geo_ratio_runs"] == pytest.approx((2.0 * 2.0 * 0.25 * 1.0) ** 0.25)
-    assert hard["misses"] == {"a": 1, "b": 1}
-    with pytest.raises(SystemExit, match="no \\(task, seed\\) unit"):
-        compare(path, "a", "nobody", budget)
-
-
 def test_task_names_stand_for_the_suite_and_the_held_out_ten_which_together_are_lcbenchs_34():
     from app.sim.lcbench import HELD_OUT, SUITE
     from bench.lcbench import task_list
@@ -262,3 +232,31 @@ def test_also_reads_more_runs_files_without_writing_them_and_runs_wins_a_shared_
     assert (runs.read_text(), more.read_text()) == before
     with pytest.raises(SystemExit):
         main(["--tasks", "3945", "--runs", str(runs), "--also", str(tmp_path / "nope.jsonl"), "--tabulate-only"])
+
+
+def test_the_race_starts_quanta_and_syne_tune_on_the_real_surrogate(yahpo, tmp_path):
+    """A tiny race on one task (a few simulated minutes, so nobody reaches the hard target): every
+    system runs, a miss counts the budget, and the JSON leaves the curves out unless asked."""
+    pytest.importorskip("syne_tune", reason="Syne Tune is installed by `make dev` (see the Makefile)")
+    from bench.lcbench import main
+
+    out = tmp_path / "race.json"
+    systems = "quanta_default,quanta_fifo_random,syne_asha_exact"
+    main(["--tasks", "3945", "--seeds", "0", "--workers", "2", "--hours", "0.02", "--systems", systems,
+          "--json", str(out)])  # fmt: skip
+    doc = json.loads(out.read_text())
+    block = doc["tasks"]["3945"]
+    assert set(block["systems"]) == set(systems.split(",")) and "curves" not in block
+    for entry in block["systems"].values():
+        (hard,) = entry["hard"]["runs_s"]
+        assert 0 < hard <= 0.02 * 3600
+    assert doc["summary"]["hard"]["tasks"] == 1
+
+
+def test_the_targets_script_starts_on_the_real_surrogate(yahpo, tmp_path):
+    from bench.lcbench_targets import main
+
+    out = tmp_path / "targets.json"
+    main(["--tasks", "3945", "--n", "50", "--json", str(out)])
+    t = json.loads(out.read_text())["tasks"]["3945"]
+    assert 0 < t["medium"] <= t["hard"] <= t["max"] <= 1
