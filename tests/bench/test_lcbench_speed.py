@@ -35,3 +35,17 @@ def test_the_methods_are_restored_when_the_block_raises():
     with pytest.raises(RuntimeError, match="boom"), timed_parts():
         raise RuntimeError("boom")
     assert methods() == before
+
+
+def test_the_speed_script_starts_on_the_real_surrogate(yahpo, tmp_path):
+    """A few simulated minutes of the default on one core, each part timed (its own process: the
+    script pins itself to one core)."""
+    import json
+
+    from tests.bench.conftest import run_script
+
+    out = tmp_path / "speed.json"
+    args = ["--task", "3945", "--hours", "0.05", "--systems", "default", "--parts", "--json", str(out)]
+    run_script("lcbench_speed", *args)
+    row = json.loads(out.read_text())["systems"]["default"]
+    assert row["started"] > 0 and row["cpu_s"] > 0 and set(row["parts_cpu_s"]) == set(PARTS)

@@ -27,3 +27,19 @@ def test_step_overhead_compares_consecutive_reports_with_the_scaled_curve_and_sk
     got = step_overhead_s(reports, times, {1: [120.0]}, scale)
     assert got == pytest.approx(0.015)
     assert step_overhead_s(reports[:1], times, {}, scale) is None
+
+
+def test_the_live_against_simulated_check_starts(yahpo, tmp_path):
+    """One seed of fifo + random for a few simulated minutes, live (trials sleeping through the
+    surrogate's epochs at 1/100 of their time) and simulated with the live run's costs."""
+    import json
+
+    from tests.bench.conftest import run_script
+
+    out = tmp_path / "validate.json"
+    run_script("lcbench_validate", "--task", "3945", "--systems", "fifo_random", "--seeds", "0", "--workers", "1",
+               "--hours", "0.05", "--scale", "0.01", "--json", str(out))  # fmt: skip
+    doc = json.loads(out.read_text())
+    (run,) = doc["runs"]
+    assert run["system"] == "fifo_random" and run["trials_started"]["live"] >= 1
+    assert run["trials_started"]["sim"] >= 1 and "start" in run["live_costs_s"]

@@ -118,7 +118,7 @@ def test_on_the_exact_clock_a_seed_gives_the_same_run_bit_for_bit(method):
     targets = {"medium": 0.5, "hard": 0.9}
     runs = [
         run_syne_method(
-            method, "standin", workers=2, hours=0.5, seed=3, targets=targets, bench=StandIn(), clock="exact"
+            method, "standin", workers=2, hours=0.2, seed=3, targets=targets, bench=StandIn(), clock="exact"
         )
         for _ in range(2)
     ]
@@ -132,12 +132,12 @@ def test_the_exact_clock_wastes_no_worker_time_between_trials():
     # Random search, one worker, trials of 6 epochs x 10 s: on the exact clock each trial starts within
     # one look (0.1 s) of the previous one's end, so n trials end by about 60 n s; Syne Tune's own clock
     # looks every 5 s and charges the tuner's real time, so its trials end later.
-    targets = {"medium": 2.0}  # never reached: the search runs its whole hour
+    targets = {"medium": 2.0}  # never reached: the search runs its whole half hour
     exact = run_syne_method(
-        "random", "standin", workers=1, hours=1.0, seed=0, targets=targets, bench=StandIn(), clock="exact"
+        "random", "standin", workers=1, hours=0.5, seed=0, targets=targets, bench=StandIn(), clock="exact"
     )
-    syne = run_syne_method("random", "standin", workers=1, hours=1.0, seed=0, targets=targets, bench=StandIn())
-    assert exact.started >= 3600 // 61
+    syne = run_syne_method("random", "standin", workers=1, hours=0.5, seed=0, targets=targets, bench=StandIn())
+    assert exact.started >= 1800 // 61
     assert syne.started < exact.started
 
 
