@@ -78,7 +78,7 @@ class ExactClockBackend(UserBlackboxBackend):
     starts each method by advancing the simulated clock by the real time spent outside it since its last
     call (`_advance_by_outside_time`: the tuner loop, the scheduler's `suggest` and `on_trial_result`);
     here that one step charges nothing. The hook is private to Syne Tune (0.16 here), so
-    `tests/unit/test_syne_lcbench.py` fails if a release renames it rather than letting the charge come
+    `tests/bench/test_syne_lcbench.py` fails if a release renames it rather than letting the charge come
     back unnoticed."""
 
     def _advance_by_outside_time(self) -> None:
