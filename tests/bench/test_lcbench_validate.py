@@ -29,17 +29,18 @@ def test_step_overhead_compares_consecutive_reports_with_the_scaled_curve_and_sk
     assert step_overhead_s(reports[:1], times, {}, scale) is None
 
 
-def test_the_live_against_simulated_check_starts(yahpo, tmp_path):
+def test_the_live_against_simulated_check_starts(yahpo, tmp_path, monkeypatch):
     """One seed of fifo + random for a few simulated minutes, live (trials sleeping through the
     surrogate's epochs at 1/100 of their time) and simulated with the live run's costs."""
     import json
 
-    from tests.bench.conftest import run_script
+    from app.sim.lcbench_trial import PRELOAD_ENV
+    from bench.lcbench_validate import main
 
+    monkeypatch.setenv(PRELOAD_ENV, "")  # the live run sets it for its template: restored afterwards
     out = tmp_path / "validate.json"
-    run_script("lcbench_validate", "--task", "3945", "--systems", "fifo_random", "--seeds", "0", "--workers", "1",
-               "--hours", "0.05", "--scale", "0.01", "--json", str(out))  # fmt: skip
-    doc = json.loads(out.read_text())
-    (run,) = doc["runs"]
+    main(["--task", "3945", "--systems", "fifo_random", "--seeds", "0", "--workers", "1", "--hours", "0.03",
+          "--scale", "0.01", "--json", str(out)])  # fmt: skip
+    (run,) = json.loads(out.read_text())["runs"]
     assert run["system"] == "fifo_random" and run["trials_started"]["live"] >= 1
     assert run["trials_started"]["sim"] >= 1 and "start" in run["live_costs_s"]
