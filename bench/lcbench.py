@@ -1,4 +1,4 @@
-"""Time to target on YAHPO Gym's LCBench surrogate, in simulated time: Quanta against Syne Tune (issue 13).
+"""Time to target on YAHPO Gym's LCBench surrogate, in simulated time: Quanta against Syne Tune.
 
 Every system searches the same LCBench task (7 hyperparameters, 52 epochs; each epoch reports
 val_accuracy at the surrogate's cumulative training time) with the same number of workers and the same
@@ -6,7 +6,7 @@ simulated budget, and stops when it reaches the task's hard target:
 - Quanta: the real controller, searchers and policies on `SimRuntime` (`app.sim`'s `simulate_search`).
   `quanta_default` (the default policy and searcher), `quanta_fifo_random`, `quanta_fifo_tpe`,
   `quanta_gandiva`, `quanta_timeslice`, `quanta_asha`, `quanta_hyperband`; and, named in `--systems` only,
-  variants of the default with knobs changed (`VARIANTS`: `quanta_asha_kill`, `quanta_bohb_n10`, ...).
+  variants of the default with knobs changed (`VARIANTS`), kept by name for the runs logged with them.
 - Syne Tune: its simulator backend over a Blackbox wrapping the same surrogate (`bench/syne_lcbench.py`),
   `syne_random`, `syne_tpe`, `syne_asha`, `syne_hyperband`, `syne_bohb`, ... (see `syne_lcbench.METHODS`),
   on Syne Tune's own documented clock (the tuner's real decision time charged, results looked for every
@@ -22,8 +22,8 @@ budget and is marked as a miss.
 
 Prints a table per target and writes JSON shaped {"tasks": {"<id>": {"targets": {"medium", "hard"},
 "systems": {"<name>": {"medium": {"runs_s", "missed", "median_s", "misses", "median_censored"},
-"hard": {...}, "wall_s": [...]}}, "curves": {"<name>": [[[t, best], ...] per seed]}}}, "workers", "hours",
-"seeds", "summary": {"hard"/"medium": {"median_ratio_best_syne", "tasks_won_vs_best_syne", "tasks",
+"hard": {...}, "wall_s": [...]}}, "curves" (with --curves): {"<name>": [[[t, best], ...] per seed]}}},
+"workers", "hours", "seeds", "summary": {"hard"/"medium": {"median_ratio_best_syne", "tasks_won_vs_best_syne", "tasks",
 "median_ratio_fifo_random", "median_ratio_vs": {system: ..}, "wins_vs": {system: ..},
 "tasks_won_by": {system: ..}}, "goals": {...}}}. A ratio is peer's median time / quanta_default's
 (above 1: Quanta is faster). `--plots DIR` writes `lcbench_best_so_far.png` (median best-so-far over the
@@ -37,13 +37,15 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.reach import improvements  # noqa: E402
 
 TARGETS = ("medium", "hard")
 REFERENCE = "quanta_default"
@@ -147,7 +149,7 @@ VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_
 VARIANTS["quanta_judge"] = ("default", None, {"judge": {}}, {})
 VARIANTS["quanta_judge_go30"] = ("default", None, {"judge": {}, "go_p": 0.3}, {})
 
-# Goals of issue 13 for quanta_default at the hard target.
+# The goals quanta_default is held to at the hard target (docs/benchmarks.md, LCBench).
 GOAL_RATIO_BEST_SYNE = 1.3
 GOAL_WIN_FRACTION = 2 / 3
 GOAL_RATIO_FIFO_RANDOM = 7.0
@@ -168,20 +170,6 @@ class Run:
 
 
 # ---- accounting (pure) ----------------------------------------------------------------------------
-
-
-def time_to_target(reports: Iterable[tuple[float, float]], target: float) -> float | None:
-    """Seconds to the first report at or above `target` in `reports` [(seconds, value)], None if none."""
-    return min((t for t, v in reports if v >= target), default=None)
-
-
-def improvements(reports: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The best-so-far curve of `reports`: the (time, value) points where the running maximum rises."""
-    out: list[tuple[float, float]] = []
-    for t, v in sorted(reports):
-        if not out or v > out[-1][1]:
-            out.append((t, v))
-    return out
 
 
 def target_stats(times: Sequence[float | None], budget_s: float) -> dict[str, Any]:
@@ -569,8 +557,8 @@ def _csv(s: str) -> list[str]:
 
 
 def task_list(s: str) -> list[str]:
-    """`--tasks`: comma-separated task ids, where `suite` stands for issue 13's 24 and `heldout` for the
-    other ten (`app.sim.lcbench.SUITE`, `HELD_OUT`)."""
+    """`--tasks`: comma-separated task ids, where `suite` stands for the 24 tasks of the benchmark and
+    `heldout` for LCBench's other ten (`app.sim.lcbench.SUITE`, `HELD_OUT`)."""
     from app.sim.lcbench import HELD_OUT, SUITE
 
     named = {"suite": SUITE, "heldout": HELD_OUT}
@@ -609,6 +597,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (simulated time: results do not change)")
     ap.add_argument("--plots", type=Path, default=None, help="folder for the two PNGs")
+    ap.add_argument(
+        "--curves",
+        action="store_true",
+        help="also write every run's best-so-far curve into the JSON (ten times its size; --plots draws them)",
+    )
     args = ap.parse_args(argv)
 
     tasks = task_list(args.tasks)
@@ -657,8 +650,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = tabulate(runs, targets, budget_s)
     summary = summarize(table)
     print_tables(table, summary, budget_s)
+    written = table if args.curves else {t: {k: v for k, v in b.items() if k != "curves"} for t, b in table.items()}
     out = {
-        "tasks": table,
+        "tasks": written,
         "workers": args.workers,
         "hours": args.hours,
         "seeds": seeds,

@@ -10,24 +10,23 @@ for it.
 
 Systems:
 - Quanta: `fifo`, `timeslice`, `gandiva` (TPE), `asha` (pause-don't-kill ASHA + multi-fidelity TPE),
-  `asha_kill` (the classic stopping variant), `asha_stop` (pause, with the stopping rule's continue
-  decision), `asha_judge` (pause ASHA reading the judge's curve fits: a condemned trial is not
-  promoted, one heading for the target goes on at once), `hyperband` (3 brackets of pause ASHA +
-  multi-fidelity TPE), `default` (what a spec that names no policy and no algorithm gets).
+  `hyperband` (3 brackets of pause ASHA + multi-fidelity TPE), `default` (what a spec that names no
+  policy and no algorithm gets), and variants of the default with knobs pinned (`QUANTA`), kept by name
+  for the runs logged with them.
 - `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
   with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
 - `ray`: Ray Tune HyperOptSearch + ASHAScheduler, one CPU per trial, `reuse_actors`.
 
-    python bench/search.py --systems fifo,gandiva,asha,default,optuna,optuna_hb,ray --seeds 0,1,2,3,4,5,6 \
-        --json bench/results/search.json
+    python bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
+        --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
 
-A benchmark longer than one sitting (the long workload: 7 seeds of 900 s searches) keeps a log of every
+A benchmark longer than one sitting (the long workload: 7 seeds of 600 s searches) keeps a log of every
 run with `--runs PATH.jsonl` and, run again with the same arguments, reads those runs back and goes on
 with the rest, still in the same per-seed order:
 
-    python bench/search.py --spec examples/mnist1d_long.yaml --systems default,fifo,optuna,optuna_hb,ray \
-        --targets 0.966,0.972,0.976 --max-seconds 900 --runs bench/results/search_long_runs.jsonl \
-        --json bench/results/search_long.json
+    python bench/search.py --spec examples/mnist1d_long.yaml --systems default,ray --seeds 0,1,2,3,4,5,6 \
+        --targets 0.966,0.972,0.976 --max-seconds 600 --runs bench/results/search_mnist1d_long_runs.jsonl \
+        --json bench/results/search_mnist1d_long.json
 
 Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
 over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
