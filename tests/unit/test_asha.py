@@ -9,7 +9,7 @@ import pytest
 
 from app.executor.policy import make_policy
 from app.executor.policy.asha import AshaPolicy
-from app.executor.policy.asha_held import Held, HeldSet
+from app.executor.policy.asha.held import Held, HeldSet
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView, Verdict
 from app.search.fidelity import default_first_rung, rungs

@@ -911,7 +911,7 @@ def test_policy_module_imports_no_heavy_layers():
                 mods |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
                 mods.add(node.module)
-    allowed_app = {"app.executor.policy.knobs", "app.executor.policy.placing", "app.executor.policy.types"}
+    allowed_app = {"app.executor.policy.knobs", "app.executor.policy.placement.board", "app.executor.policy.types"}
     for m in mods:
         if m.startswith("app"):
             assert m in allowed_app or m.startswith("app.executor.policy.gandiva"), m
@@ -987,7 +987,7 @@ def test_least_loaded_respects_a_cap_and_move_caps_keep_moves_balancing():
     """`least_loaded` with a cap takes only devices carrying at most that many units (None when none is
     free); `move_caps` lets a waiting unit move only where it balances the loads (two below its home)."""
     from app.executor.policy.gandiva import placement
-    from app.executor.policy.placing import Board
+    from app.executor.policy.placement.board import Board
 
     trials = _jobs({1: "cpu:0", 2: "cpu:1", 3: "cpu:2", 4: "cpu:3"})
     board = Board(snap(trials, devices=devs(4), searches=()))

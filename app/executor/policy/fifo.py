@@ -6,7 +6,7 @@ kind no earlier waiting trial could ever use (that delays none of them)."""
 from __future__ import annotations
 
 from app.executor.policy.knobs import JudgeKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan
 
 

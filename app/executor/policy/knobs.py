@@ -184,6 +184,19 @@ class HyperbandKnobs(AshaKnobs):
     brackets: int = Field(default=3, ge=1, le=8, description="Hyperband brackets")
 
 
+class ShareKnobs(_Knobs):
+    """The share layer's knobs: cluster-wide (not a search's: no search may choose its own share)."""
+
+    window_s: float = Field(default=3600.0, gt=0, description="time constant of the device-second accounts")
+    favour_worst_rho: bool = Field(default=False, description="weigh users by their rho (Themis): worst first")
+    rho_cap: float = Field(default=4.0, ge=1, description="largest weight multiplier favour_worst_rho gives")
+    rho_bound: float | None = Field(
+        default=None,
+        ge=1,
+        description="guarantee fair shares only to users whose rho exceeds this; the rest divided by demand",
+    )
+
+
 PolicyKnobs = FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs
 SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 KNOBS: dict[str, type[PolicyKnobs]] = {

@@ -10,7 +10,7 @@ passes run. Subclasses change `weight()`; the offsets live in `Plan.state` so th
 from __future__ import annotations
 
 from app.executor.policy.knobs import JudgeKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
-from app.executor.policy.placing import Board, moves_nobody
+from app.executor.policy.placement.board import Board, moves_nobody
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 

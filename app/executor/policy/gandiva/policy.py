@@ -9,7 +9,7 @@ from typing import Any
 from app.executor.policy.gandiva import grow, packs, placement, quiet, tiers
 from app.executor.policy.gandiva.gang import Gang
 from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 
 

@@ -77,10 +77,10 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
-from app.executor.policy.asha_held import Held, HeldSet, Where
+from app.executor.policy.asha.held import Held, HeldSet, Where
+from app.executor.policy.asha.rung_check import rungs_passed
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
-from app.executor.policy.placing import Board
-from app.executor.policy.rung_check import rungs_passed
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from app.search.fidelity import RungRecords, cutoff_sorted, default_first_rung, passed_values, report_values, rungs
 
@@ -369,7 +369,7 @@ class AshaPolicy:
     ) -> dict[str, tuple[int, bool]]:
         """With `rung_check`: per "search/bracket" of the trials decided this round and those held again,
         (how many of the lowest rungs are passed over, whether that is decided), carried from `old` and
-        advanced on this round's records (`app.executor.policy.rung_check`), in key order. Empty without
+        advanced on this round's records (`app.executor.policy.asha.rung_check`), in key order. Empty without
         the knob."""
         k = self.knobs
         if k.rung_check is None or k.mode != "pause":
