@@ -37,12 +37,12 @@ sys.path.insert(0, str(ROOT))
 
 def configs(spec_path: Path, n: int, seed: int) -> list[dict[str, Any]]:
     """The first `n` configurations the spec's random searcher proposes with `seed`, as trials get them."""
-    from app.search.searcher import make_searcher
+    from app.search.factory import make_searcher
     from app.spec import load_spec
 
     spec = load_spec(spec_path)
     spec = spec.model_copy(update={"search": spec.search.model_copy(update={"algorithm": "random"}), "seed": seed})
-    searcher = make_searcher(spec)
+    searcher = make_searcher(spec.space, spec.seed, spec.search)
     out = []
     for number in range(n):
         params = searcher.ask(number).params

@@ -1,7 +1,8 @@
 """BOHB's searcher: TPE fitted on the highest rung that enough trials have reached (`MultiFidelityTPE`).
 
-Same ask/observe/tell/restore contract as the searchers in `app.search.searcher`; `make_searcher` builds
-it for `search.algorithm: bohb` (the default). Pure: no devices, no I/O, no clock.
+Same ask/observe/tell/restore contract as the searchers in `app.search.searcher`;
+`app.search.factory.make_searcher` builds it for `search.algorithm: bohb` (the default). Pure: no devices,
+no I/O, no clock.
 """
 
 from __future__ import annotations

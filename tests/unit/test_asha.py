@@ -12,8 +12,8 @@ from app.executor.policy.asha import AshaPolicy
 from app.executor.policy.asha.held import Held, HeldSet
 from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView, Verdict
+from app.search.factory import make_searcher
 from app.search.fidelity import default_first_rung, rungs
-from app.search.searcher import make_searcher
 from app.spec import parse_spec
 
 MAX = 270  # rungs 10, 30, 90, 270 with eta 3 and min_steps 10
@@ -291,7 +291,9 @@ def test_default_first_rung_is_shared_by_the_policy_and_the_searcher():
     long_trial = dataclasses.replace(trial(1), max_steps=2000)
     levels = AshaPolicy(AshaKnobs()).levels(long_trial, SearchView(id=1, goal="maximize", target=None, max_steps=2000))
     assert levels == rungs(2000, 25, 3.0) == (25, 75, 225, 675, 2000)
-    assert make_searcher(spec).levels == levels  # type: ignore[attr-defined]
+    assert spec.searcher_rungs() == levels
+    searcher = make_searcher(spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs())
+    assert searcher.levels == levels  # type: ignore[attr-defined]
 
 
 def test_the_hybrid_rule_lets_the_first_trials_at_a_rung_go_on_and_promotes_by_rank_once_eta_are_there():

@@ -11,9 +11,10 @@ import statistics
 import numpy as np
 import pytest
 
+from app.search.factory import make_searcher
 from app.search.joint_tpe import _Mixture, decode, encode, encode_vals, propose, split
 from app.search.multifidelity import MultiFidelityTPE
-from app.search.searcher import RandomSearcher, make_searcher
+from app.search.searcher import RandomSearcher
 from app.search.space import Dim, compile_space, space_dims
 from app.spec import SearchSpec
 
@@ -156,9 +157,9 @@ def test_the_specs_field_reaches_the_searcher_and_a_compiled_space_is_refused():
             "search": {"multivariate": True},
         }
     )
-    searcher = make_searcher(spec)
+    searcher = make_searcher(spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs())
     assert isinstance(searcher, MultiFidelityTPE) and searcher.multivariate
-    plain = make_searcher(spec.model_copy(update={"search": spec.search.model_copy(update={"multivariate": False})}))
+    plain = make_searcher(spec.space, spec.seed, spec.search.model_copy(update={"multivariate": False}), rungs=(1, 3))
     assert isinstance(plain, MultiFidelityTPE) and not plain.multivariate
     with pytest.raises(ValueError, match="spec's space"):
         MultiFidelityTPE(compile_space(SPACE), 0, levels=(10,), multivariate=True)

@@ -380,11 +380,12 @@ def test_rank_and_gamma_restore_exactly_and_change_the_asks(rank):
 
 
 def test_the_specs_rank_and_gamma_reach_the_searcher_and_bad_values_name_the_field():
-    from app.search.searcher import make_searcher
+    from app.search.factory import make_searcher
     from app.spec import parse_spec
 
     base = {"name": "s", "trainable": "examples.m:train", "metric": {"name": "acc"}, "space": SPACE, "seed": 3}
-    s = make_searcher(parse_spec({**base, "search": {"rank": "depth", "gamma": 0.5}}))
+    spec = parse_spec({**base, "search": {"rank": "depth", "gamma": 0.5}})
+    s = make_searcher(spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs())
     assert isinstance(s, MultiFidelityTPE) and s.rank == "depth" and s.gamma == 0.5
     for bad, field in (({"rank": "loss"}, "rank"), ({"gamma": 0}, "gamma"), ({"gamma": 30}, "gamma")):
         with pytest.raises(Exception, match=field):
