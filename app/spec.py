@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.fidelity import rungs_of
-from app.search.knobs import MAX_TRIALS, SearchAlgoSpec
+from app.search.knobs import MAX_TRIALS, RetiredKnob, SearchAlgoSpec
 from app.search.space import SpaceError, point_vals, validate_space
 
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
@@ -223,6 +223,8 @@ def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = 
             ctx_err = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_err, SpaceError):
                 errors.append((ctx_err.path, ctx_err.reason))
+            elif isinstance(ctx_err, RetiredKnob):  # raised by its block: the block's path, then the knob
+                errors.append((f"{_loc(tuple(err['loc']), err['type'])}.{ctx_err.field}", ctx_err.reason))
             else:
                 msg = err["msg"].removeprefix("Value error, ")
                 errors.append((_loc(tuple(err["loc"]), err["type"]), msg))

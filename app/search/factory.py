@@ -47,8 +47,6 @@ def make_searcher(
             warm=warm,
             random_fraction=search.random_fraction,
             gamma=search.gamma,
-            rank=search.rank,
-            multivariate=search.multivariate,
         )
     cls = HyperOptSearcher if search.algorithm == "tpe" else RandomSearcher
     return cls.restore(space, seed, search.n_startup, history, points=points, warm=warm)

@@ -1,14 +1,59 @@
 """The searcher's knobs, declared once: a search spec's `search` block (`SearchAlgoSpec`), validated,
-defaulted and documented here; `app.search.factory.make_searcher` builds the searcher from it.
+defaulted and documented here; `app.search.factory.make_searcher` builds the searcher from it. Also the
+rule every block of the spec applies to knobs it no longer has (`Retired`, `drop_retired`).
 
 Frozen, unknown fields refused (a typo is an error naming the field). Pure: pydantic only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class RetiredKnob(ValueError):
+    """A spec sets a knob that was removed to a value other than its old default. `field` is the knob's
+    name within its block (the spec's error adds the block's path)."""
+
+    def __init__(self, field: str, reason: str):
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A knob a block no longer has: the `default` it always had (a stored spec is a dump of every field,
+    so specs stored before it went carry it), why it went (`why`: what its measurement said), and
+    optionally `inert(block)`, true when its value had no effect in that block (e.g. a threshold of an
+    option that is off)."""
+
+    default: Any
+    why: str
+    inert: Callable[[Mapping[str, Any]], bool] | None = None
+
+
+def drop_retired(block: Any, retired: Mapping[str, Retired]) -> Any:
+    """`block` (a mapping of knobs as given) without its retired knobs: one at its old default, or inert
+    there, is dropped silently, so that specs stored before it went load unchanged in meaning; one set to
+    anything else raises `RetiredKnob` naming it. Anything but a mapping passes unchanged (validation
+    names what is wrong)."""
+    if not isinstance(block, Mapping):
+        return block
+    out = dict(block)
+    for name, r in retired.items():
+        if name not in out:
+            continue
+        value = out.pop(name)
+        if value == r.default or (r.inert is not None and r.inert(out)):
+            continue
+        raise RetiredKnob(
+            name, f"{value!r}: the knob was removed ({r.why}); only its old default {r.default!r} is accepted"
+        )
+    return out
 
 # Upper bounds (see `app.spec`): far above any real search, low enough that a typo or a hostile spec
 # cannot make the controller create millions of rows.
@@ -16,14 +61,24 @@ MAX_TRIALS = 100_000
 MAX_WARM_START = 100  # earlier searches one search may be warm-started from
 
 
+# Knobs the search block had and lost to their measurements (LCBench, docs/benchmarks.md).
+SEARCH_RETIRED = {
+    # Optuna's ranking of stopped trials (deepest rung first, then the loss there): no sooner than BOHB's
+    # "level" by more than the seeds' spread on LCBench, and later on the held-out tasks with 4 workers.
+    "rank": Retired("level", "Optuna's 'depth' ranking was no faster than BOHB's level on LCBench"),
+    # One Parzen estimator over all the dimensions (Optuna's multivariate TPE): sooner on the 24 tasks it
+    # was tried on, later on 8 of the 10 held-out ones.
+    "multivariate": Retired(False, "the joint model was later than per-parameter TPE on LCBench's held-out tasks"),
+}
+
+
 class SearchAlgoSpec(BaseModel):
-    """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
-    (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**4)
-    and grow by `eta`; `min_points` trials must have reached a rung before TPE fits (default: one more
-    than the number of hyperparameters); `rank` says how trials stopped at different rungs compare
-    (default "level", BOHB's); `random_fraction` of the asks after the start-up are random, as in BOHB
-    (default 1/3); `gamma` is TPE's; `multivariate` models the parameters jointly (off by default). The
-    default. `tpe` learns from finished trials only."""
+    """How configurations are proposed. `bohb` (the default) is TPE that learns from partial learning
+    curves (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps /
+    eta**4) and grow by `eta`; `min_points` trials must have reached a rung before TPE fits there
+    (default: one more than the number of hyperparameters), on the highest rung that has them (BOHB's
+    level); `random_fraction` of the asks after the start-up are random, as in BOHB (default 1/3);
+    `gamma` is TPE's. `tpe` learns from finished trials only; `random` does not learn."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -33,24 +88,15 @@ class SearchAlgoSpec(BaseModel):
     eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
     # BOHB's rho, Falkner et al.'s 1/3: a model fitted on a few mediocre trials at a high rung cannot keep
-    # every proposal near them. The default since 2026-11-25 (LCBench: sooner at medium, at hard even per run
-    # but rid of the runs that settled on a mediocre region; live: no difference; docs/benchmarks.md).
+    # every proposal near them (LCBench: sooner at medium, at hard even per run but rid of the runs that
+    # settled on a mediocre region; live: no difference).
     random_fraction: float = Field(
         default=1 / 3, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
     )
     # TPE's gamma as HyperOpt defines it: the ceil(gamma * sqrt(n)) best of the n trials shape the "good"
     # density (capped at 25). HyperOpt's 0.25 makes that 2-3 trials in a search of 50-150; larger values
-    # were later to the hard targets on LCBench (docs/benchmarks.md, stop 30).
+    # were later to the hard targets on LCBench.
     gamma: float = Field(default=0.25, gt=0, le=25, description="TPE's good-quantile factor (bohb; HyperOpt's gamma)")
-    # How TPE ranks trials that stopped at different rungs (bohb): "level" (BOHB, the default) fits on the
-    # highest rung with min_points trials, the others pending; "depth" (Optuna's TPE under a pruner) ranks
-    # every trial by the deepest rung it reached, then by its loss there. With no random asks, "depth" was
-    # sooner at hard on LCBench's suite with 4-8 workers, even with 2, 12 and 16, and later on the ten held-out
-    # tasks with 4: within the seeds' spread, so the default stays (docs/benchmarks.md, stops 30 and 31).
-    rank: Literal["level", "depth"] = Field(default="level", description="how trials at different rungs rank (bohb)")
-    # One Parzen estimator over all the dimensions (Optuna's multivariate TPE; app.search.joint_tpe) rather
-    # than HyperOpt's one per dimension, which keeps no combination of values (bohb).
-    multivariate: bool = Field(default=False, description="model the dimensions jointly (bohb)")
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,
         max_length=MAX_TRIALS,
@@ -61,6 +107,11 @@ class SearchAlgoSpec(BaseModel):
         max_length=MAX_WARM_START,
         description="ids of earlier searches with the same space whose trials seed the searcher",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        return drop_retired(data, SEARCH_RETIRED)
 
     @field_validator("warm_start_from")
     @classmethod

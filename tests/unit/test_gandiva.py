@@ -17,6 +17,7 @@ import pytest
 from app.executor.actions import Migrate, Suspend
 from app.executor.policy import make_policy, policy_for, policy_names
 from app.executor.policy.gandiva import EXCLUSIVE, GUARD, GandivaPolicy
+from app.executor.policy.knobs import GandivaKnobs
 from app.executor.policy.types import (
     ClusterSnapshot,
     DeviceView,
@@ -93,7 +94,9 @@ class Judged:
     name = "gandiva"
 
     def __init__(self, **knobs):
-        self.policy = GandivaPolicy(**knobs)
+        # `sticky`, `gang` and `gang_patience` are the experimental block's (`GandivaExperimental`).
+        research = {k: knobs.pop(k) for k in ("sticky", "gang", "gang_patience") if k in knobs}
+        self.policy = GandivaPolicy(GandivaKnobs(**knobs, experimental=research or None))
         self.judge_knobs = self.policy.judge_knobs
 
     def min_steps_for(self, trial, search):
@@ -354,7 +357,7 @@ def _check_invariants(policy: Judged, s: ClusterSnapshot, plan: Plan) -> None:
     # ranked above it: they fill the devices it could have used (lower-ranked trials only use devices
     # it could not have used) or, time-sliced on its own devices (`sticky`), one of them runs there
     # or lives there (a trial resident on the same device, consolidated elsewhere this round).
-    sticky = policy.policy.knobs.sticky
+    sticky = policy.policy.knobs.research.sticky
     for t in s.trials:
         if t.id in alive and t.running and t.id not in placed and t.id not in stop:
             higher = {d for d, ids in plan.placement.items() if any(pos[i] < pos[t.id] for i in ids)}

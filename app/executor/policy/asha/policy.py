@@ -21,29 +21,13 @@ Two variants (`mode`):
   restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
   the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
   from the checkpoint if promoted later.
-  With `rule: stopping` a trial goes on at once when its loss is at or below the `100 / eta`
-  percentile of the losses recorded at its rung so far (the kill variant's rule), and a held trial is
-  promoted once later, worse arrivals move that percentile past it. With `rule: hybrid` the stopping
-  rule decides only while a rung has fewer than `eta` trials recorded, the promotion rule after: the
-  first trial to climb to a high rung goes on instead of waiting there for `eta - 1` more. With
-  `rule: rent` (the default) promotion is by rank too, but the best held trial of a rung with fewer
-  than `eta` recorded waits only as long as its next rung would cost the cluster (its device time to
-  that rung / the devices), then goes on (`_rent_paid`); when it was held is kept in the state.
+  With `rule: rent` (the default) promotion is by rank too, but the best held trial of a rung with
+  fewer than `eta` recorded waits only as long as its next rung would cost the cluster (its device time
+  to that rung / the devices), then goes on (`_rent_paid`); when it was held is kept in the state. Under
+  `rule: promotion` (Li et al.'s alone) the first trial to climb to a rung waits there for `eta - 1` more.
 - `kill` (the classic stopping type, as Ray Tune's ASHAScheduler): a trial reaching a rung continues
   if its loss is at or below the `100 / eta` percentile of the losses recorded at that rung so far
   (itself included), else it is stopped for good.
-
-With `judge` knobs (off by default) the policy also reads the judge's verdicts (`app.search.judge`,
-run by the controller before each round): a trial whose curve the judge condemns (P(reach the
-search's target) below `judge.kill_threshold`) is not promoted past a rung, nor continued by the
-stopping rule, while its search may still create trials (the idle-device rule may still run it once
-it will not); in kill mode it is stopped at its rung. Rung ranks alone cannot tell that even the best
-trials of a rung will never reach the target; the curve can. And the other way round: a trial at its
-rung whose judged P(reach) is at least `go_p` goes on at once, as if promoted. Rank promotion needs
-`eta` trials recorded at a rung before it promotes the first, so the first trial to climb to a high
-rung waits (under `rule: promotion` for two more: on MNIST-1D the eventual winner once waited 10 s of a
-33 s search at its third rung; under `rent` at most its next rung's cost); a curve that already heads
-for the target need not wait.
 
 With `rung_check` (on by default: 0.5 on the reports after 10 pairs, see `AshaKnobs`) a rung judges
 only while it ranks trials as the next rung does: once `rung_check_pairs` trials are recorded at both, a
@@ -51,10 +35,9 @@ rung whose Spearman correlation with the next one is below `rung_check` is passe
 the search (lowest rungs first; its held trials go on as devices free; the plan notes it). The pairs are
 the trials the search promoted past the rung, which is what it can measure itself: on LCBench the
 per-epoch values of such trials correlate 0.21 at epoch 1 and 0.66-0.83 from epoch 2 on (median of 24
-tasks, `bench/lcbench_rungs.py`). With `rung_check_on: report` (the default) the correlation is taken on
-each trial's loss at its first report past each rung (kept in the state as `reports`); with `best` on the
-best-so-far records, which contain one another and agree by construction (that version hardly fired in
-its screen, docs/benchmarks.md). The decision is kept in the state (`passed`).
+tasks). The correlation is taken on each trial's loss at its first report past each rung (kept in the
+state as `reports`), not on the best-so-far records, which contain one another and agree by
+construction. The decision is kept in the state (`passed`).
 
 Running trials are never preempted (a worker runs its job to its next rung); `Plan.limits` asks each
 placed trial to park itself at its first report past its next rung, so it stops there rather than a
@@ -94,12 +77,11 @@ class AshaPolicy:
     """`plan(snapshot)` for ASHA (`brackets=1`) and Hyperband (`brackets>1`); see the module docstring."""
 
     name = "asha"
+    judge_knobs: JudgeKnobs | None = None  # its rungs are its own judging: it plans without verdicts
 
     def __init__(self, knobs: AshaKnobs | None = None):
         self.knobs = knobs or AshaKnobs()
         self.name = self.knobs.policy
-        # Verdicts only when asked for (`judge`): by default its rungs are its own judging.
-        self.judge_knobs: JudgeKnobs | None = self.knobs.judge
         # Memo, not state: each alive trial's values at its rungs as read last round from its curve (an
         # immutable tuple: views of trials nothing happened to are reused, so most curves are the very
         # same object). A held trial is seen every round while its curve does not change; reading it
@@ -112,13 +94,12 @@ class AshaPolicy:
         self._levels: dict[tuple[int, int, int], tuple[int, ...]] = {}  # see `levels`
         # Memo, not state: the trials this policy left held last round (`HeldSet`), and the `allowed` it
         # handed out. A held trial whose view is the very same object (nothing happened to it) and whose
-        # `allowed` came back unchanged is held at the same rung with the same loss again under rank
-        # promotion (`promotion`, `rent`) without judge, as long as rung_check passed no new rung over this
-        # round (the round then re-decides them all): only a promotion moves it, decided on the front of
-        # its rung's sorted held trials. A round then costs a few C-level passes per alive trial, not a
-        # Python re-decision per held one (they are a long search's bulk).
+        # `allowed` came back unchanged is held at the same rung with the same loss again (pause mode), as
+        # long as rung_check passed no new rung over this round (the round then re-decides them all): only a
+        # promotion moves it, decided on the front of its rung's sorted held trials. A round then costs a few
+        # C-level passes per alive trial, not a Python re-decision per held one (they are a long search's bulk).
         k = self.knobs
-        self._carry = k.mode == "pause" and k.rule in ("promotion", "rent") and k.judge is None
+        self._carry = k.mode == "pause"
         self._held = HeldSet()
         self._allowed_out: Mapping[str, int] | None = None
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
@@ -151,10 +132,6 @@ class AshaPolicy:
         book = RungRecords(old_records, self._sorted)
         brackets = k.brackets
         searches = {s.id: s for s in snapshot.searches}
-        # Condemned by the judge (only with `judge` knobs; a verdict's kill needs a target).
-        judged = snapshot.verdicts if k.judge is not None else {}
-        hopeless = {tid for tid, v in judged.items() if v.kill}
-        heading = {tid for tid, v in judged.items() if v.judged and not v.kill and (v.p_reach or 0.0) >= k.go_p}
         stop: list[int] = []
         reasons: dict[int, str] = {}
         notes: list[str] = []
@@ -180,11 +157,7 @@ class AshaPolicy:
         olds = [self._passed.pop(s.id, {}) for s in snapshot.searches]
         seen: dict[int, _Passed] = olds[0] if len(olds) == 1 else {k: v for old in olds for k, v in old.items()}
         read: dict[int, dict[int, _Passed]] = {}
-        reports = (
-            RungRecords(snapshot.policy_state.get("reports", {}))
-            if k.rung_check is not None and k.rung_check_on == "report"
-            else None
-        )
+        reports = RungRecords(snapshot.policy_state.get("reports", {})) if k.rung_check is not None else None
         for t in others:
             search = searches.get(t.search_id)
             if search is None:
@@ -231,24 +204,15 @@ class AshaPolicy:
                 value = recorded.get(tid)
                 if value is None:
                     break  # not reported past its rung yet: it goes on (its limit parks it there)
-                stopping = k.mode == "kill" or self._by_cutoff(len(recorded))
-                may_go_on = t.id not in hopeless or not search.more_trials
-                if stopping and may_go_on and value <= cutoff_sorted(book.ranked(search.id, rung, group), k.eta):
-                    rung += 1
-                    continue
-                if k.mode == "pause" and t.id in heading:
-                    rung += 1  # its curve heads for the target: it goes on without waiting for the rung
-                    notes.append(f"asha: {t.id} goes on past rung {levels[rung - 1]} (P(reach) heads for the target)")
-                    continue
                 if k.mode == "kill":
+                    if value <= cutoff_sorted(book.ranked(search.id, rung, group), k.eta):
+                        rung += 1
+                        continue
                     stop.append(t.id)
                     reasons[t.id] = (
                         f"below the top 1/{k.eta:g} of rung {levels[rung]} steps "
                         f"(loss {value:.4g}; {len(recorded)} trials there)"
                     )
-                    verdict = judged.get(t.id)
-                    if t.id in hopeless and verdict is not None and verdict.p_reach is not None:
-                        reasons[t.id] += f"; judged hopeless: P(reach target) {verdict.p_reach:.3f}"
                     notes.append(f"asha: stop {t.id}: {reasons[t.id]}")
                 else:
                     held.append((rung, value, t))
@@ -280,8 +244,7 @@ class AshaPolicy:
 
         # Promotions (Li et al.'s get_job): the top 1/eta of a rung, before any new trial; with `rule: rent`
         # first the best of a thin rung once it has waited its next rung's cost. Of the trials held again
-        # only the front of each rung is read (they are sorted there). A trial the judge condemns waits
-        # while its search may still create trials.
+        # only the front of each rung is read (they are sorted there).
         due: list[tuple[int, float, TrialView]] = []
         thin: list[tuple[int, float, TrialView]] = []
         bars: dict[Where, tuple[float, float]] = {}  # per rung: (promotion bar, thin bar)
@@ -297,8 +260,6 @@ class AshaPolicy:
 
         for h in held:
             rung, value, t = h
-            if hopeless and t.id in hopeless and searches[t.search_id].more_trials:
-                continue
             bar = bar_of((t.search_id, rung, t.id % brackets))
             if value <= bar[0]:
                 due.append(h)
@@ -384,20 +345,10 @@ class AshaPolicy:
     def _promotion_bar(self, ranked: Sequence[float]) -> float:
         """The largest loss a held trial of a rung with these sorted losses (not empty) may have to be
         promoted: Li et al.'s test (in the top 1/eta, `fidelity.in_top_sorted`: fewer than floor(n / eta)
-        strictly better, i.e. at or below the floor(n / eta)-th loss), or with `rule: stopping` Ray Tune's
-        rule (at or below the rung's 100/eta percentile). One bar per rung and round, then one comparison
-        per held trial (held trials are every round's bulk)."""
-        if self._by_cutoff(len(ranked)):  # admitted once later arrivals moved the percentile past it
-            return cutoff_sorted(ranked, self.knobs.eta)
+        strictly better, i.e. at or below the floor(n / eta)-th loss). One bar per rung and round, then one
+        comparison per held trial (held trials are every round's bulk)."""
         top = math.floor(len(ranked) / self.knobs.eta)
         return ranked[top - 1] if top > 0 else -math.inf
-
-    def _by_cutoff(self, recorded: int) -> bool:
-        """Whether the stopping rule's cut-off decides at a rung with `recorded` trials (else Li et al.'s
-        rank promotion): always with `rule: stopping`; with `hybrid` while fewer than eta are there, so
-        the first trials to climb to a rung are not held waiting for others."""
-        k = self.knobs
-        return k.rule == "stopping" or (k.rule == "hybrid" and recorded < k.eta)
 
     @staticmethod
     def _held_since(
@@ -422,7 +373,7 @@ class AshaPolicy:
         on costs that device time when it is not. Waiting as long as going on would cost bounds either
         loss at twice the better choice's, where textbook promotion waits for eta - 1 more trials to climb
         that high, unbounded (on the longer MNIST-1D workload the winner waited 7-66 s at one rung), and the
-        stopping rule (`hybrid`) sends on whatever arrives first (costly at LCBench's hard target)."""
+        stopping rule sends on whatever arrives first (costly at LCBench's hard target)."""
         rung, _value, t = h
         levels = self.levels(t, snapshot.search(t.search_id))
         if t.steps_done > 0 and t.device_seconds > 0:

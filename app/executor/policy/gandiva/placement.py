@@ -9,7 +9,7 @@ on first (`Board.choose_in`, `app.executor.policy.placement.kinds`).
 
 Which units run: `select` takes them in rank order while devices remain, wherever they are, so the
 rotation moves trials across the whole cluster (a parked trial whose devices the next unit up holds
-moves onto whatever freed). `select_sticky` (knob `sticky`, off by default) time-slices trials on their
+moves onto whatever freed). `select_sticky` (`experimental.sticky`, off) time-slices trials on their
 own devices, as Gandiva does: a unit with a home (the devices it is resident on) runs there when no
 higher-ranked unit claims them; a unit whose home is claimed waits for its turn there, unless moving
 gains it device time: its home's *load* (units resident there, itself included) exceeds the load of
@@ -20,7 +20,7 @@ rotation. Units without a home (new, released) take devices as in `select`, and 
 the movers on the least loaded free devices (of the kinds they run on: the kind-aware choice decides
 for units whose kinds restrict or order it).
 
-With `gang` (knob, on top of `sticky`), multi-device units are time-sliced as gangs on aligned blocks:
+With `experimental.gang` (on top of `sticky`), multi-device units are time-sliced as gangs on aligned blocks:
 one that starts or moves claims, in rank order, the least loaded block of whole servers (`Gang`: `k`
 consecutive servers of an aligned group when it needs `k` servers, devices of one server otherwise)
 whose devices no unit above claimed, so the lower-ranked units resident there all leave that round;
