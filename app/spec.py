@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
-from app.search.fidelity import rungs_of
-from app.search.knobs import MAX_TRIALS, RetiredKnob, SearchAlgoSpec
+from app.search.fidelity import DEFAULT_ETA, rungs_of
+from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
 from app.search.space import SpaceError, point_vals, validate_space
 
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
@@ -112,7 +112,19 @@ class SearchSpec(_Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> SearchSpec:
+    def _cross_checks(self, info: ValidationInfo) -> SearchSpec:
+        # The rungs are set once: under a policy with rungs the searcher fits at the scheduler's. A spec
+        # stored before that rule (its search block a dump with eta 3.0) keeps what it was created with.
+        stored = bool(info.context and info.context.get("stored"))
+        if isinstance(self.scheduler, AshaKnobs) and not stored:
+            for knob in ("eta", "min_steps"):
+                ours, theirs = getattr(self.search, knob), getattr(self.scheduler, knob)
+                if ours is not None and ours != theirs:
+                    raise KnobError(
+                        f"search.{knob}",
+                        f"{ours} differs from scheduler.{knob} ({theirs}): under {self.scheduler.policy} the "
+                        f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
+                    )
         clash = set(self.space) & set(self.config)
         if clash:
             raise ValueError(f"config repeats space parameters {sorted(clash)}")
@@ -127,9 +139,14 @@ class SearchSpec(_Frozen):
         return self
 
     def searcher_rungs(self) -> tuple[int, ...]:
-        """The rungs in steps a multi-fidelity searcher (`search.algorithm: bohb`) fits at
-        (`app.search.fidelity.rungs_of` of the search block's `eta` and `min_steps`)."""
-        return rungs_of(self.budget.max_steps, self.search.eta, self.search.min_steps)
+        """The rungs in steps a multi-fidelity searcher (`search.algorithm: bohb`) fits at: the search
+        block's `eta` and `min_steps` where it gives them, else the scheduler's when its policy has rungs
+        (asha, hyperband: the rungs of its first bracket, so searcher and policy agree), else the defaults
+        (`app.search.fidelity.rungs_of`)."""
+        k = self.scheduler if isinstance(self.scheduler, AshaKnobs) else None
+        eta = self.search.eta if self.search.eta is not None else (k.eta if k else DEFAULT_ETA)
+        first = self.search.min_steps if self.search.min_steps is not None else (k.min_steps if k else None)
+        return rungs_of(self.budget.max_steps, eta, first)
 
     @property
     def module(self) -> str:
@@ -207,14 +224,18 @@ def decode_spec_text(
     return dict(data)
 
 
-def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = None) -> SearchSpec:
-    """Validate a spec from YAML/JSON text or an already-parsed mapping.
+def parse_spec(
+    source: str | bytes | Mapping[str, Any], *, origin: str | None = None, stored: bool = False
+) -> SearchSpec:
+    """Validate a spec from YAML/JSON text or an already-parsed mapping. `stored`: it is a stored search's
+    spec (`spec_from_stored`), written by an earlier version maybe: the rules that came later and would
+    refuse it (two blocks' rungs that differ) are not applied, so a search keeps what it was created with.
 
     Raises `SpecError` naming every bad field; never returns a partially valid spec.
     """
     data = decode_spec_text(source, origin=origin) if isinstance(source, str | bytes) else dict(source)
     try:
-        return SearchSpec.model_validate(data)
+        return SearchSpec.model_validate(data, context={"stored": stored})
     except SpaceError as exc:  # raised directly when pydantic re-raises non-ValueErrors
         raise SpecError([(exc.path, exc.reason)], origin) from None
     except ValidationError as exc:
@@ -223,8 +244,10 @@ def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = 
             ctx_err = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_err, SpaceError):
                 errors.append((ctx_err.path, ctx_err.reason))
-            elif isinstance(ctx_err, RetiredKnob):  # raised by its block: the block's path, then the knob
-                errors.append((f"{_loc(tuple(err['loc']), err['type'])}.{ctx_err.field}", ctx_err.reason))
+            elif isinstance(ctx_err, KnobError):  # raised by its block: the block's path, then the knob
+                block = tuple(err["loc"])
+                path = f"{_loc(block, err['type'])}.{ctx_err.field}" if block else ctx_err.field
+                errors.append((path, ctx_err.reason))
             else:
                 msg = err["msg"].removeprefix("Value error, ")
                 errors.append((_loc(tuple(err["loc"]), err["type"]), msg))
@@ -259,7 +282,7 @@ def spec_from_stored(data: Mapping[str, Any]) -> SearchSpec:
     key = json.dumps(data, separators=(",", ":"))
     spec = _STORED.get(key)
     if spec is None:
-        spec = parse_spec(data)
+        spec = parse_spec(data, stored=True)
         with _STORED_LOCK:
             if len(_STORED) >= _STORED_MAX:
                 del _STORED[next(iter(_STORED))]  # the oldest

@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
+    "DEFAULT_ETA",
     "FIRST_RUNG_DEPTH",
     "RungRecords",
     "cutoff_sorted",
@@ -39,6 +40,8 @@ __all__ = [
 # against eta**3 live on both MNIST-1D workloads and on LCBench (docs/benchmarks.md, "The first rung one
 # factor of eta lower becomes the default").
 FIRST_RUNG_DEPTH = 4
+# The reduction factor between rungs when a spec does not set one (successive halving's usual 3).
+DEFAULT_ETA = 3.0
 
 
 def default_first_rung(max_steps: int, eta: float, depth: int = FIRST_RUNG_DEPTH) -> int:

@@ -14,9 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
-class RetiredKnob(ValueError):
-    """A spec sets a knob that was removed to a value other than its old default. `field` is the knob's
-    name within its block (the spec's error adds the block's path)."""
+class KnobError(ValueError):
+    """A knob's value refused by a rule of its block or spec rather than by its type: a removed knob set
+    to anything but its old default, or a knob two blocks set differently. `field` is its path within the
+    block that raised this (the spec's error prefixes that block's path)."""
 
     def __init__(self, field: str, reason: str):
         self.field = field
@@ -39,7 +40,7 @@ class Retired:
 def drop_retired(block: Any, retired: Mapping[str, Retired]) -> Any:
     """`block` (a mapping of knobs as given) without its retired knobs: one at its old default, or inert
     there, is dropped silently, so that specs stored before it went load unchanged in meaning; one set to
-    anything else raises `RetiredKnob` naming it. Anything but a mapping passes unchanged (validation
+    anything else raises `KnobError` naming it. Anything but a mapping passes unchanged (validation
     names what is wrong)."""
     if not isinstance(block, Mapping):
         return block
@@ -50,7 +51,7 @@ def drop_retired(block: Any, retired: Mapping[str, Retired]) -> Any:
         value = out.pop(name)
         if value == r.default or (r.inert is not None and r.inert(out)):
             continue
-        raise RetiredKnob(
+        raise KnobError(
             name, f"{value!r}: the knob was removed ({r.why}); only its old default {r.default!r} is accepted"
         )
     return out
@@ -75,17 +76,24 @@ SEARCH_RETIRED = {
 class SearchAlgoSpec(BaseModel):
     """How configurations are proposed. `bohb` (the default) is TPE that learns from partial learning
     curves (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps /
-    eta**4) and grow by `eta`; `min_points` trials must have reached a rung before TPE fits there
-    (default: one more than the number of hyperparameters), on the highest rung that has them (BOHB's
-    level); `random_fraction` of the asks after the start-up are random, as in BOHB (default 1/3);
-    `gamma` is TPE's. `tpe` learns from finished trials only; `random` does not learn."""
+    eta**4) and grow by `eta` (default 3), the scheduler's when its policy has rungs; `min_points` trials
+    must have reached a rung before TPE fits there (default: one more than the number of
+    hyperparameters), on the highest rung that has them (BOHB's level); `random_fraction` of the asks
+    after the start-up are random, as in BOHB (default 1/3); `gamma` is TPE's. `tpe` learns from finished
+    trials only; `random` does not learn."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
     n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
-    min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
-    eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
+    # The searcher's own rungs, for a policy without rungs: under asha and hyperband it fits at the
+    # scheduler's (`SearchSpec.searcher_rungs`), and a spec may not set them differently here.
+    min_steps: int | None = Field(
+        default=None, ge=1, description="first rung (bohb; default max_steps / eta**4; asha/hyperband: the scheduler's)"
+    )
+    eta: float | None = Field(
+        default=None, gt=1, description="rung growth factor (bohb; default 3; asha/hyperband: the scheduler's)"
+    )
     min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
     # BOHB's rho, Falkner et al.'s 1/3: a model fitted on a few mediocre trials at a high rung cannot keep
     # every proposal near them (LCBench: sooner at medium, at hard even per run but rid of the runs that

@@ -336,3 +336,37 @@ def test_gandivas_research_knobs_sit_under_experimental_and_warn(caplog):
     with pytest.raises(SpecError) as err:
         parse_spec({**BASE, "scheduler": {"policy": "gandiva", "experimental": {"stiky": True}}})
     assert err.value.errors[0][0] == "scheduler.experimental.stiky"
+
+
+# ---- the rungs, set once ------------------------------------------------------------------------------------
+
+
+def test_under_a_policy_with_rungs_the_searcher_fits_at_the_schedulers_rungs():
+    base = {**BASE, "budget": {"max_steps": 2000}}
+    spec = parse_spec(base)  # the default: asha, bohb
+    assert spec.searcher_rungs() == (25, 75, 225, 675, 2000) and spec.search.eta is None
+    for policy in ("asha", "hyperband"):
+        spec = parse_spec({**base, "scheduler": {"policy": policy, "eta": 4, "min_steps": 5}})
+        assert spec.searcher_rungs() == (5, 20, 80, 320, 2000)
+        # The same value in both blocks is not a second setting; a different one is refused, naming it.
+        once = {**base, "scheduler": {"policy": policy, "eta": 4}}
+        assert parse_spec({**once, "search": {"eta": 4}}).searcher_rungs() == parse_spec(once).searcher_rungs()
+        for knob, theirs, ours in (("eta", 4, 3), ("min_steps", 5, 6)):
+            with pytest.raises(SpecError) as err:
+                parse_spec({**base, "scheduler": {"policy": policy, knob: theirs}, "search": {knob: ours}})
+            ((path, reason),) = err.value.errors
+            assert path == f"search.{knob}" and f"scheduler.{knob}" in reason
+    # A policy without rungs: the search block's own, else the defaults.
+    gandiva = {**base, "scheduler": {"policy": "gandiva"}}
+    assert parse_spec({**gandiva, "search": {"eta": 4, "min_steps": 5}}).searcher_rungs() == (5, 20, 80, 320, 2000)
+    assert parse_spec(gandiva).searcher_rungs() == (25, 75, 225, 675, 2000)
+
+
+def test_a_search_stored_with_its_own_rungs_keeps_them():
+    from app.spec import spec_from_stored
+
+    spec = parse_spec({**BASE, "budget": {"max_steps": 2000}, "scheduler": {"eta": 4}})
+    old = _stored(spec, search={"eta": 3.0})  # dumped before the rule: the search block's default then
+    with pytest.raises(SpecError, match="search.eta"):
+        parse_spec(old)  # as a new spec it is refused
+    assert spec_from_stored(old).searcher_rungs() == (25, 75, 225, 675, 2000)  # stored: as it ran

@@ -23,7 +23,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.search.knobs import Retired, RetiredKnob, drop_retired
+from app.search.fidelity import DEFAULT_ETA
+from app.search.knobs import KnobError, Retired, drop_retired
 from app.search.verdict import JudgeKnobs as JudgeKnobs  # declared beside the judge's vocabulary
 
 log = logging.getLogger(__name__)
@@ -198,10 +199,11 @@ _RETIRED_RULES = {"stopping": "later to hard targets than promotion", "hybrid": 
 class AshaKnobs(RunToRungKnobs):
     """Asynchronous successive halving (`app.executor.policy.asha`): rungs at `min_steps * eta**k` steps;
     `mode` pause parks a trial below its rung in host memory (promoted later, no work lost), kill stops
-    it (the classic variant)."""
+    it (the classic variant). Its `eta` and `min_steps` are the searcher's rungs too (bohb): one place
+    for the rungs both read (`SearchSpec.searcher_rungs`)."""
 
     policy: Literal["asha"] = "asha"
-    eta: float = Field(default=3.0, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
+    eta: float = Field(default=DEFAULT_ETA, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
     min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**4")
     mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
     # `rent` cut the winners' waits at thin rungs on the longer MNIST-1D workload (docs/benchmarks.md, "A thin
@@ -241,7 +243,7 @@ class AshaKnobs(RunToRungKnobs):
         if isinstance(out, Mapping) and out.get("rule") in _RETIRED_RULES:
             rule = out["rule"]
             if out.get("mode") != "kill":
-                raise RetiredKnob("rule", f"{rule!r} was removed ({_RETIRED_RULES[rule]}); use 'rent' or 'promotion'")
+                raise KnobError("rule", f"{rule!r} was removed ({_RETIRED_RULES[rule]}); use 'rent' or 'promotion'")
             out = {**out, "rule": "rent"}  # kill mode never read it
         return out
 
