@@ -925,7 +925,7 @@ def test_policy_module_imports_no_heavy_layers():
 @pytest.mark.parametrize("knobs", [{"top_m": -1}, {"kill_threshold": 1.5}, {"pack_margin": -0.1}])
 def test_bad_knobs_are_refused(knobs):
     with pytest.raises(ValueError):
-        GandivaPolicy(**knobs)
+        make_policy("gandiva", **knobs)
 
 
 def test_jobs_without_a_search_are_time_shared_and_never_judged():
@@ -1026,6 +1026,6 @@ def test_a_round_that_changes_nothing_with_nobody_waiting_is_quiet():
     starts = [*trials, job(3)]  # a queued job is placed this round: the plan changes something
     assert pol.plan(snap(starts, n_dev=3, searches=())).quiet_until is None
     assert pol.plan(snap(trials, n_dev=3)).quiet_until is None  # a running search: its trials get judged
-    grow = GandivaPolicy(grow_shrink=True)  # a free device may be lent after idle_grow_s
+    grow = GandivaPolicy(GandivaKnobs(grow_shrink=True))  # a free device may be lent after idle_grow_s
     assert grow.plan(snap(trials, n_dev=3, searches=())).quiet_until is None
     assert grow.plan(snap(trials, n_dev=2, searches=())).quiet_until == math.inf

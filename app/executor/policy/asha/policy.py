@@ -77,6 +77,7 @@ class AshaPolicy:
     """`plan(snapshot)` for ASHA (`brackets=1`) and Hyperband (`brackets>1`); see the module docstring."""
 
     name = "asha"
+    Knobs = AshaKnobs  # and HyperbandKnobs, which extends it
     judge_knobs: JudgeKnobs | None = None  # its rungs are its own judging: it plans without verdicts
 
     def __init__(self, knobs: AshaKnobs | None = None):

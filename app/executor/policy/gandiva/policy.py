@@ -15,10 +15,10 @@ from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialVi
 
 class GandivaPolicy:
     name = "gandiva"
+    Knobs = GandivaKnobs
 
-    def __init__(self, knobs: GandivaKnobs | None = None, /, **kw: Any):
-        """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
-        self.knobs = knobs if knobs is not None else GandivaKnobs(**kw)
+    def __init__(self, knobs: GandivaKnobs | None = None):
+        self.knobs = knobs or GandivaKnobs()
         # The judge runs with this policy's knobs before each round (GandivaKnobs is a JudgeKnobs).
         self.judge_knobs: JudgeKnobs | None = self.knobs
         self._standings = tiers.Standings(self.knobs)
