@@ -380,3 +380,20 @@ def test_the_held_set_keeps_each_rung_sorted_and_drops_trials_whose_view_changed
     hs.remove(1)
     hs.remove(4)
     assert len(hs) == 0 and list(hs.rungs()) == [] and list(hs.groups()) == [] and hs.memory == {}
+
+
+def test_the_rules_bars_are_li_et_als_top_third_and_the_thin_rungs_best():
+    from app.executor.policy.asha.rules import held_since, promotion_bar, thin_bar
+    from app.search.fidelity import in_top_sorted
+
+    rng = np.random.default_rng(3)
+    for n in range(1, 12):
+        ranked = sorted(rng.random(n).tolist())
+        bar = promotion_bar(ranked, 3.0)
+        # Promoted exactly when in the top floor(n / eta): at or below the bar.
+        assert all((v <= bar) == in_top_sorted(v, ranked, 3.0) for v in ranked)
+        assert thin_bar(ranked, 3.0) == (ranked[0] if n < 3 else -np.inf)
+    # Rule 3's clock: kept while the trial waits at the same rung, restarted at another.
+    t = trial(7, 10, 0.5)
+    assert held_since([(0, 0.5, t)], {"7": [0, 12.0]}, now=20.0) == {7: (0, 12.0)}
+    assert held_since([(1, 0.5, t)], {"7": [0, 12.0]}, now=20.0) == {7: (1, 20.0)}
