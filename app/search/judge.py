@@ -16,7 +16,7 @@ carries no metric bounds: `bounds` sets them, else (`infer_bounds`) a metric who
 all lie in [0, 1] is taken as a fraction (bounds (0, 1)), so that no fit extrapolates an accuracy
 above 1. A job outside a search (a simulated trace job) reports no curve and gets no verdict.
 
-**Rungs and curves together** (`JudgeKnobs.rung_eta` set; gandiva's default): the first judgement
+**Rungs and curves together** (`JudgeKnobs.rung_eta` set, the default: 3): the first judgement
 comes at the first successive-halving rung, `max_steps / eta**3` steps (`app.search.fidelity.rungs`),
 instead of at 10 % of the steps. Every trial's loss at each rung it has passed is recorded, as ASHA
 records it (`fidelity.RungRecords`, kept after the trial ends), and a trial is *in the top* at its

@@ -26,7 +26,7 @@ MOVE_MARGIN = 0.1
 # What displacing a resident trial to a slower kind must be outweighed by, per device, when a larger trial
 # takes its node (`take_nodes`): it did not choose to move, and it may be time-sliced back soon. At
 # MOVE_MARGIN gandiva's mean JCT on b436b2's V100+K80 mix rose 4 % over not taking nodes at all; at 0.5
-# it is within 0.3 % there, and fifo keeps its gain (docs/benchmarks.md, stop 40).
+# it is within 0.3 % there, and fifo keeps its gain (measured in the trace simulator).
 EVICT_MARGIN = 0.5
 
 
