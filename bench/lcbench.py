@@ -78,11 +78,7 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_asha_r1": ("default", None, {"min_steps": 1, "rule": "promotion"}, {"min_steps": 1, **_RF0}),
     "quanta_asha_r2": ("default", None, {"min_steps": 2, "rule": "promotion"}, {"min_steps": 2, **_RF0}),
     "quanta_bohb_n10": ("default", None, {}, {"n_startup": 10}),
-    # One Parzen estimator over all the dimensions (app.search.joint_tpe) instead of one per dimension:
-    "quanta_mv": ("default", None, {}, {"multivariate": True}),
     "quanta_bohb_mp4": ("default", None, {}, {"min_points": 4}),
-    "quanta_asha_stop": ("default", None, {"rule": "stopping"}, {}),
-    "quanta_asha_hybrid": ("default", None, {"rule": "hybrid"}, {}),  # stopping rule below eta records
     "quanta_asha_rent": ("default", None, {"rule": "rent"}, _RF0),  # the default of 2026-11-25 before the random third
     "quanta_asha_promotion": ("default", None, {"rule": "promotion"}, _RF0),  # the default before (Li et al.'s rule)
     "quanta_bohb_rf33": ("default", None, {}, {"random_fraction": 1 / 3}),  # BOHB's third of random asks (the default)
@@ -94,10 +90,6 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     # The first rung later (2 or 3 epochs instead of 52 / 3**4 = 1), over the default's other knobs:
     "quanta_r2": ("default", None, {"min_steps": 2}, {"min_steps": 2}),
     "quanta_r3": ("default", None, {"min_steps": 3}, {"min_steps": 3}),
-    # A rung judges only while it ranks as the next rung does (AshaKnobs.rung_check; off by default):
-    "quanta_rung_check": ("default", None, {"rung_check": 0.3}, {}),
-    "quanta_rung_check50": ("default", None, {"rung_check": 0.5}, {}),
-    "quanta_rung_check50_p10": ("default", None, {"rung_check": 0.5, "rung_check_pairs": 10}, {}),
     # ... on each trial's report at each rung rather than the best-so-far records (stop 28)
     "quanta_rung_check_rep50": ("default", None, {"rung_check": 0.5, "rung_check_on": "report"}, {}),
     "quanta_rung_check_rep50_p10": (
@@ -110,11 +102,6 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_bohb_g50": ("default", None, {}, {"gamma": 0.5}),
     "quanta_bohb_g100": ("default", None, {}, {"gamma": 1.0}),
     "quanta_bohb_g200": ("default", None, {}, {"gamma": 2.0}),
-    # Optuna's ranking of pruned trials (SearchAlgoSpec.rank "depth": deepest rung first, then the loss there),
-    # screened (stop 30) with rung_check off, as every variant in this table is run:
-    "quanta_bohb_depth": ("default", None, {}, {"rank": "depth"}),
-    "quanta_bohb_depth_g100": ("default", None, {}, {"rank": "depth", "gamma": 1.0}),
-    "quanta_bohb_depth_rf0": ("default", None, {}, {"rank": "depth", **_RF0}),
     # The default before rung_check on the reports became it (2026-11-25, stop 29): every rung judges.
     "quanta_no_rung_check": ("default", None, {"rung_check": None}, {}),
 }
@@ -137,17 +124,9 @@ def _searched_as_logged(knobs: dict[str, Any]) -> dict[str, Any]:
 
 VARIANTS = {name: (p, a, _as_logged(sk), _searched_as_logged(k)) for name, (p, a, sk, k) in VARIANTS.items()}
 
-# The "depth" rank without and with BOHB's random third, over today's default scheduler (stop 30's screen):
-VARIANTS["quanta_depth_rf0"] = ("default", None, {}, {"rank": "depth", "random_fraction": 0.0})
-VARIANTS["quanta_depth_rf33"] = ("default", None, {}, {"rank": "depth", "random_fraction": 1 / 3})
 # BOHB's level with its random third over today's default scheduler: today's default searcher, named with
 # its knobs pinned so that its logged runs (stop 31's screen by workers) keep their meaning if the default moves.
 VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_fraction": 1 / 3})
-# The judge's curve fits over today's default (stop 42; gandiva, which weighs device time by them, was
-# as fast as the default at hard on the suite): a trial whose P(reach target) is at least go_p goes on past
-# its rung at once, and one the judge condemns is not promoted while new configurations may come.
-VARIANTS["quanta_judge"] = ("default", None, {"judge": {}}, {})
-VARIANTS["quanta_judge_go30"] = ("default", None, {"judge": {}, "go_p": 0.3}, {})
 
 # The goals quanta_default is held to at the hard target (docs/benchmarks.md, LCBench).
 GOAL_RATIO_BEST_SYNE = 1.3

@@ -77,7 +77,6 @@ QUANTA: dict[str, dict[str, Any]] = {
     "gandiva": {"scheduler": {"policy": "gandiva"}, "search": {"algorithm": "tpe"}},
     "asha": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb"}},
     "asha_kill": {"scheduler": {"policy": "asha", "mode": "kill"}, "search": {"algorithm": "bohb"}},
-    "asha_stop": {"scheduler": {"policy": "asha", "rule": "stopping"}, "search": {"algorithm": "bohb"}},
     # A thin rung's best goes on once it has waited as long as its next rung costs (AshaKnobs.rule): the
     # default since 2026-11-25; kept by name for the logged runs. `asha_promotion`: the default before
     # (Li et al.'s promotion alone: the first trial at a rung waits for eta - 1 more).
@@ -94,8 +93,6 @@ QUANTA: dict[str, dict[str, Any]] = {
     # 2026-11-25), and the default before it (none):
     "bohb_rf33": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 1 / 3}},
     "bohb_rf0": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 0}},
-    "asha_hybrid": {"scheduler": {"policy": "asha", "rule": "hybrid"}, "search": {"algorithm": "bohb"}},
-    "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
     # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
@@ -105,10 +102,6 @@ QUANTA: dict[str, dict[str, Any]] = {
         "scheduler": {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10},
         "search": {},
     },
-    # Stop 30's screen: Optuna's ranking of stopped trials in TPE (SearchAlgoSpec.rank "depth"), with and
-    # without BOHB's random third, and BOHB's level without it:
-    "bohb_depth": {"scheduler": {}, "search": {"rank": "depth"}},
-    "bohb_depth_rf0": {"scheduler": {}, "search": {"rank": "depth", "random_fraction": 0}},
     "level_rf0": {"scheduler": {}, "search": {"random_fraction": 0}},  # the control: BOHB's level, no random third
     # The default before just-in-time trials (all of --parallelism alive; docs/benchmarks.md):
     "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.executor.policy.share import ShareKnobs  # noqa: E402
+from app.executor.policy.knobs import ShareKnobs  # noqa: E402
 from app.sim.driver import simulate  # noqa: E402
 from app.sim.traces import load_trace  # noqa: E402
 from app.sim.users import assign_users, user_summary  # noqa: E402

@@ -1,5 +1,5 @@
 """`device_maps`: a cluster's device order, each device's node and each node's devices, memoised on the
-devices tuple. Its own module so that `kinds` and `placing` (which imports `kinds`) can both use it.
+devices tuple. Its own module so that `kinds` and `board` (which imports `kinds`) can both use it.
 
 Pure: no I/O, no clock.
 """

@@ -1,6 +1,6 @@
 """Moves between device kinds that trade whole nodes between trials of different sizes, for
 `kind_rebalance.rebalance` (same-size exchange cannot make them: it needs a slot of the same size on the
-other kind). Gains and losses are counted per device, in effective rates (`app.executor.policy.kinds`):
+other kind). Gains and losses are counted per device, in effective rates (`app.executor.policy.placement.kinds`):
 the unit the share layer charges in; counted per trial instead, four one-device trials outweighed any
 four-device one.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.executor.policy.device_maps import device_maps
-from app.executor.policy.kinds import Effective, KindMap
+from app.executor.policy.placement.device_maps import device_maps
+from app.executor.policy.placement.kinds import Effective, KindMap
 from app.executor.policy.types import ClusterSnapshot, TrialView
 
 # Effective-throughput gain a trial must bring to leave the devices it is resident on (a migration
@@ -26,7 +26,7 @@ MOVE_MARGIN = 0.1
 # What displacing a resident trial to a slower kind must be outweighed by, per device, when a larger trial
 # takes its node (`take_nodes`): it did not choose to move, and it may be time-sliced back soon. At
 # MOVE_MARGIN gandiva's mean JCT on b436b2's V100+K80 mix rose 4 % over not taking nodes at all; at 0.5
-# it is within 0.3 % there, and fifo keeps its gain (docs/benchmarks.md, stop 40).
+# it is within 0.3 % there, and fifo keeps its gain (measured in the trace simulator).
 EVICT_MARGIN = 0.5
 
 

@@ -16,7 +16,7 @@ charged for that gain, and fair shares stay in devices of the average kind.
 
 **Placement.** A trial is never placed on a kind where its rate is 0 (`usable`). With
 `ClusterSnapshot.kind_aware` (the default), `Board.choose` prefers, for each trial, the free kind where
-its effective rate is highest (`kind_tiers`); `app.executor.policy.kind_rebalance` then moves placed
+its effective rate is highest (`kind_tiers`); `app.executor.policy.placement.kind_rebalance` then moves placed
 trials between kinds while that raises their summed effective rate. With `kind_aware` off the choice
 among usable kinds is kind-blind (the policies' own).
 

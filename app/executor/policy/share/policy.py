@@ -58,7 +58,7 @@ plans on the snapshot itself with its own state and verdicts, exactly as it woul
 
 Device kinds (Gavel). On a cluster of several kinds, `used` is counted in *effective throughput*, not
 device-seconds: a device running trial t of kind k counts eff(t, k) (t's rate there over its rate on
-the cluster's average device, `app.executor.policy.kinds`), so fair and ideal shares, in devices, are
+the cluster's average device, `app.executor.policy.placement.kinds`), so fair and ideal shares, in devices, are
 in the same unit (an average device is 1) and a user holding the devices its trials gain most from is
 charged for the gain. A group takes unclaimed devices of the kinds its trials run on (kind-aware: gain
 most on) first, the groups with the fewest usable kinds choosing first (`assign_devices`). Each
@@ -78,51 +78,19 @@ from itertools import compress
 from operator import attrgetter, not_
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from app.executor.policy.allotment import Group, bounded_shares, fair_shares, groups_of, water_fill, whole_devices
-from app.executor.policy.device_maps import device_maps
-from app.executor.policy.kind_rebalance import rebalance
-from app.executor.policy.kinds import Effective, kind_map
-from app.executor.policy.share_accounts import SHARE_STATE, Accounts, allocation, shares_of
+from app.executor.policy.knobs import ShareKnobs
+from app.executor.policy.placement.device_maps import device_maps
+from app.executor.policy.placement.kind_rebalance import rebalance
+from app.executor.policy.placement.kinds import Effective, kind_map
+from app.executor.policy.share.accounts import SHARE_STATE, Accounts, allocation
+from app.executor.policy.share.allotment import Group, bounded_shares, fair_shares, groups_of, whole_devices
 from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
 from app.search.judge import judge
 from app.search.verdict import JudgeKnobs, Verdict
 
 GROUPS_STATE = "groups"
 
-# The allotment and the accounts live in their own modules (`allotment`, `share_accounts`); their public
-# names are this layer's too.
-__all__ = [
-    "GROUPS_STATE",
-    "SHARE_STATE",
-    "Group",
-    "ShareKnobs",
-    "SharePolicy",
-    "allocation",
-    "assign_devices",
-    "fair_shares",
-    "groups_of",
-    "shares_of",
-    "sub_snapshot",
-    "water_fill",
-    "whole_devices",
-]
-
-
-class ShareKnobs(BaseModel):
-    """The share layer's knobs: cluster-wide (not a search's: no search may choose its own share)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    window_s: float = Field(default=3600.0, gt=0, description="time constant of the device-second accounts")
-    favour_worst_rho: bool = Field(default=False, description="weigh users by their rho (Themis): worst first")
-    rho_cap: float = Field(default=4.0, ge=1, description="largest weight multiplier favour_worst_rho gives")
-    rho_bound: float | None = Field(
-        default=None,
-        ge=1,
-        description="guarantee fair shares only to users whose rho exceeds this; the rest divided by demand",
-    )
+__all__ = ["GROUPS_STATE", "SharePolicy", "assign_devices", "sub_snapshot"]
 
 
 @dataclass
