@@ -69,9 +69,17 @@ chaos: dev system-deps
 	  QUANTA_RELIABILITY_OUT=bench/results/reliability \
 	  $(VENV)/bin/pytest -q -s -p no:cacheprovider tests/chaos
 
-bench: dev
-	$(PY) bench/timeslice.py --json bench/results/timeslice.json
-	$(PY) bench/search.py --json bench/results/search.json
+# The maintained benchmarks that need nothing outside the repository, on a quiet machine (about an hour,
+# most of it the MNIST-1D race against Optuna and Ray Tune, which the `bench` extra installs). The others
+# (LCBench against Syne Tune, the trace simulator, the longer race) read data from ../shared/data or take
+# hours: docs/benchmarks.md gives each one's command.
+bench: dev system-deps
+	$(PY) -m pip install -q -e ".[bench]"
+	$(PY) bench/timeslice.py --steps 8000 --json bench/results/timeslice.json
+	$(PY) bench/start_latency.py --repeats 7 --json bench/results/start_latency.json
+	$(PY) bench/migration.py --json bench/results/migration.json
+	$(PY) bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
+	  --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
 
 clean:
 	rm -rf $(VENV) .quanta quanta.db quanta.db-wal quanta.db-shm demo-result.json test-artifacts

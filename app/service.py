@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from app.db.lease import ControllerLease
     from app.db.store import Store
     from app.devices import Device
-    from app.executor.policy.share import ShareKnobs
+    from app.executor.policy.knobs import ShareKnobs
     from app.executor.runtime.celery_runtime import CeleryRuntime
 
 log = logging.getLogger("quanta.service")

@@ -21,7 +21,7 @@ import typer
 
 if TYPE_CHECKING:  # imported where used: `quanta --help` stays fast
     from app.db.users import UserQueries
-    from app.executor.policy.share import ShareKnobs
+    from app.executor.policy.knobs import ShareKnobs
 
 WindowOption = Annotated[
     float | None,
@@ -89,7 +89,7 @@ def share_knobs(
     option and the field)."""
     from pydantic import ValidationError
 
-    from app.executor.policy.share import ShareKnobs
+    from app.executor.policy.knobs import ShareKnobs
 
     given: dict[str, float | bool] = {"favour_worst_rho": favour_worst_rho}
     if window_s is not None:

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
+from app.search.fidelity import DEFAULT_ETA, rungs_of
+from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
 from app.search.space import SpaceError, point_vals, validate_space
 
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
@@ -61,10 +63,8 @@ class MetricSpec(_Frozen):
 
 # Upper bounds: far above any real search, low enough that a typo or a hostile spec cannot make the
 # controller create millions of rows or ask for a million devices.
-MAX_TRIALS = 100_000
 MAX_PARALLELISM = 4096
 MAX_DEVICES_PER_TRIAL = 1024
-MAX_WARM_START = 100  # earlier searches one search may be warm-started from
 
 
 class BudgetSpec(_Frozen):
@@ -76,60 +76,6 @@ class BudgetSpec(_Frozen):
 
 class ResourcesSpec(_Frozen):
     devices_per_trial: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_TRIAL)
-
-
-class SearchAlgoSpec(_Frozen):
-    """How configurations are proposed. `bohb` is TPE that learns from partial learning curves
-    (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps / eta**4)
-    and grow by `eta`; `min_points` trials must have reached a rung before TPE fits (default: one more
-    than the number of hyperparameters); `rank` says how trials stopped at different rungs compare
-    (default "level", BOHB's); `random_fraction` of the asks after the start-up are random, as in BOHB
-    (default 1/3); `gamma` is TPE's; `multivariate` models the parameters jointly (off by default). The
-    default. `tpe` learns from finished trials only."""
-
-    algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
-    n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
-    min_steps: int | None = Field(default=None, ge=1, description="first rung (bohb)")
-    eta: float = Field(default=3.0, gt=1, description="rung growth factor (bohb)")
-    min_points: int | None = Field(default=None, ge=1, description="trials at a rung before TPE fits on it (bohb)")
-    # BOHB's rho, Falkner et al.'s 1/3: a model fitted on a few mediocre trials at a high rung cannot keep
-    # every proposal near them. The default since 2026-11-25 (LCBench: sooner at medium, at hard even per run
-    # but rid of the runs that settled on a mediocre region; live: no difference; docs/benchmarks.md).
-    random_fraction: float = Field(
-        default=1 / 3, ge=0, lt=1, description="share of asks after the start-up that are random (bohb; BOHB's rho)"
-    )
-    # TPE's gamma as HyperOpt defines it: the ceil(gamma * sqrt(n)) best of the n trials shape the "good"
-    # density (capped at 25). HyperOpt's 0.25 makes that 2-3 trials in a search of 50-150; larger values
-    # were later to the hard targets on LCBench (docs/benchmarks.md, stop 30).
-    gamma: float = Field(default=0.25, gt=0, le=25, description="TPE's good-quantile factor (bohb; HyperOpt's gamma)")
-    # How TPE ranks trials that stopped at different rungs (bohb): "level" (BOHB, the default) fits on the
-    # highest rung with min_points trials, the others pending; "depth" (Optuna's TPE under a pruner) ranks
-    # every trial by the deepest rung it reached, then by its loss there. With no random asks, "depth" was
-    # sooner at hard on LCBench's suite with 4-8 workers, even with 2, 12 and 16, and later on the ten held-out
-    # tasks with 4: within the seeds' spread, so the default stays (docs/benchmarks.md, stops 30 and 31).
-    rank: Literal["level", "depth"] = Field(default="level", description="how trials at different rungs rank (bohb)")
-    # One Parzen estimator over all the dimensions (Optuna's multivariate TPE; app.search.joint_tpe) rather
-    # than HyperOpt's one per dimension, which keeps no combination of values (bohb).
-    multivariate: bool = Field(default=False, description="model the dimensions jointly (bohb)")
-    points_to_evaluate: list[dict[str, Any]] = Field(
-        default_factory=list,
-        max_length=MAX_TRIALS,
-        description="configurations the first trials try, in order (each gives every parameter of the space)",
-    )
-    warm_start_from: list[int] = Field(
-        default_factory=list,
-        max_length=MAX_WARM_START,
-        description="ids of earlier searches with the same space whose trials seed the searcher",
-    )
-
-    @field_validator("warm_start_from")
-    @classmethod
-    def _warm_ids(cls, v: list[int]) -> list[int]:
-        if any(i < 1 for i in v):
-            raise ValueError("search ids are positive integers")
-        if len(set(v)) != len(v):
-            raise ValueError("names a search twice")
-        return v
 
 
 class SearchSpec(_Frozen):
@@ -166,7 +112,19 @@ class SearchSpec(_Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> SearchSpec:
+    def _cross_checks(self, info: ValidationInfo) -> SearchSpec:
+        # The rungs are set once: under a policy with rungs the searcher fits at the scheduler's. A spec
+        # stored before that rule (its search block a dump with eta 3.0) keeps what it was created with.
+        stored = bool(info.context and info.context.get("stored"))
+        if isinstance(self.scheduler, AshaKnobs) and not stored:
+            for knob in ("eta", "min_steps"):
+                ours, theirs = getattr(self.search, knob), getattr(self.scheduler, knob)
+                if ours is not None and ours != theirs:
+                    raise KnobError(
+                        f"search.{knob}",
+                        f"{ours} differs from scheduler.{knob} ({theirs}): under {self.scheduler.policy} the "
+                        f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
+                    )
         clash = set(self.space) & set(self.config)
         if clash:
             raise ValueError(f"config repeats space parameters {sorted(clash)}")
@@ -179,6 +137,16 @@ class SearchSpec(_Frozen):
         for i, point in enumerate(points):
             point_vals(self.space, point, f"search.points_to_evaluate[{i}]")  # raises naming the parameter
         return self
+
+    def searcher_rungs(self) -> tuple[int, ...]:
+        """The rungs in steps a multi-fidelity searcher (`search.algorithm: bohb`) fits at: the search
+        block's `eta` and `min_steps` where it gives them, else the scheduler's when its policy has rungs
+        (asha, hyperband: the rungs of its first bracket, so searcher and policy agree), else the defaults
+        (`app.search.fidelity.rungs_of`)."""
+        k = self.scheduler if isinstance(self.scheduler, AshaKnobs) else None
+        eta = self.search.eta if self.search.eta is not None else (k.eta if k else DEFAULT_ETA)
+        first = self.search.min_steps if self.search.min_steps is not None else (k.min_steps if k else None)
+        return rungs_of(self.budget.max_steps, eta, first)
 
     @property
     def module(self) -> str:
@@ -256,14 +224,18 @@ def decode_spec_text(
     return dict(data)
 
 
-def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = None) -> SearchSpec:
-    """Validate a spec from YAML/JSON text or an already-parsed mapping.
+def parse_spec(
+    source: str | bytes | Mapping[str, Any], *, origin: str | None = None, stored: bool = False
+) -> SearchSpec:
+    """Validate a spec from YAML/JSON text or an already-parsed mapping. `stored`: it is a stored search's
+    spec (`spec_from_stored`), written by an earlier version maybe: the rules that came later and would
+    refuse it (two blocks' rungs that differ) are not applied, so a search keeps what it was created with.
 
     Raises `SpecError` naming every bad field; never returns a partially valid spec.
     """
     data = decode_spec_text(source, origin=origin) if isinstance(source, str | bytes) else dict(source)
     try:
-        return SearchSpec.model_validate(data)
+        return SearchSpec.model_validate(data, context={"stored": stored})
     except SpaceError as exc:  # raised directly when pydantic re-raises non-ValueErrors
         raise SpecError([(exc.path, exc.reason)], origin) from None
     except ValidationError as exc:
@@ -272,6 +244,10 @@ def parse_spec(source: str | bytes | Mapping[str, Any], *, origin: str | None = 
             ctx_err = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_err, SpaceError):
                 errors.append((ctx_err.path, ctx_err.reason))
+            elif isinstance(ctx_err, KnobError):  # raised by its block: the block's path, then the knob
+                block = tuple(err["loc"])
+                path = f"{_loc(block, err['type'])}.{ctx_err.field}" if block else ctx_err.field
+                errors.append((path, ctx_err.reason))
             else:
                 msg = err["msg"].removeprefix("Value error, ")
                 errors.append((_loc(tuple(err["loc"]), err["type"]), msg))
@@ -306,7 +282,7 @@ def spec_from_stored(data: Mapping[str, Any]) -> SearchSpec:
     key = json.dumps(data, separators=(",", ":"))
     spec = _STORED.get(key)
     if spec is None:
-        spec = parse_spec(data)
+        spec = parse_spec(data, stored=True)
         with _STORED_LOCK:
             if len(_STORED) >= _STORED_MAX:
                 del _STORED[next(iter(_STORED))]  # the oldest

@@ -48,7 +48,7 @@ def targets_from(best: list[float], ranks: tuple[int, int, int], maximize: bool)
     return dict(zip(("easy", "medium", "hard"), rounded, strict=True))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", type=Path, required=True)
     ap.add_argument("--configs", type=int, default=40)
@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--ranks", default="6,4,2", help="k-th best configuration for easy,medium,hard")
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--json", type=Path, required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     ranks = tuple(int(x) for x in args.ranks.split(","))
     if len(ranks) != 3:
         raise SystemExit("--ranks: three integers, e.g. 6,4,2")
@@ -105,7 +105,7 @@ def main() -> None:
         "ranks": list(ranks),
         "best": best,
         "targets": targets,
-        "command": "python " + " ".join(sys.argv),
+        "command": "python bench/choose_targets.py " + " ".join(sys.argv[1:] if argv is None else argv),
     }
     args.json.write_text(json.dumps(out, indent=2))
 

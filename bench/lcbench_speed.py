@@ -103,7 +103,7 @@ def timed_parts() -> Iterator[dict[str, float]]:
             setattr(cls, meth, f)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="3945")
     ap.add_argument("--workers", type=int, default=4)
@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="YAHPO data folder (default: $QUANTA_YAHPO_DATA or ../shared)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--parts", action="store_true", help="also time each part of the round (PARTS)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     bench = lcbench(args.task, args.data)

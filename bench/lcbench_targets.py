@@ -1,4 +1,4 @@
-"""Per-task targets for the LCBench benchmark (issue 13), computed once and committed.
+"""Per-task targets for the LCBench benchmark, computed once and committed.
 
 For each task: 1,000 random configurations (fixed seed), each one's best val_accuracy over its 52
 epochs (curves can peak before the last epoch); medium = the 95th and hard = the 99th percentile of
@@ -75,14 +75,14 @@ def load_targets(path: Path = DEFAULT_JSON) -> dict[str, dict[str, float]]:
     return {str(k): v for k, v in tasks.items()}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=None, help="comma-separated OpenML task ids (default: the 24 of the suite)")
     ap.add_argument("--n", type=int, default=N_CONFIGS)
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--data", type=Path, default=None, help="YAHPO data folder (default ../shared/data/yahpo)")
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from rich.console import Console
     from rich.table import Table

@@ -1,4 +1,4 @@
-"""Does the LCBench search simulator agree with a live run of the same search? (issue 13, goal 2)
+"""Does the LCBench search simulator agree with a live run of the same search?
 
 The same search (task, policy, searcher, workers, seed, targets) runs twice:
 - live: `quanta`'s real controller and `LocalRuntime` on CPU devices; each trial is
@@ -211,7 +211,7 @@ def _mean(xs: list[float | None], budget_s: float) -> float:
     return statistics.fmean(budget_s if x is None else x for x in xs)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from bench.lcbench_targets import DEFAULT_JSON, load_targets
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,7 +222,7 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=2.0, help="simulated hours of budget (live: hours x scale)")
     ap.add_argument("--scale", type=float, default=0.02, help="live seconds per simulated second")
     ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
@@ -291,7 +291,7 @@ def main() -> None:
         "targets": targets,
         "runs": runs,
         "summary": summary,
-        "command": "python bench/lcbench_validate.py " + " ".join(sys.argv[1:]),
+        "command": "python bench/lcbench_validate.py " + " ".join(sys.argv[1:] if argv is None else argv),
     }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,10 @@ def _until(runtime: Any, handle: Any, predicate: Any, timeout: float, what: str)
     raise TimeoutError(f"no {what} within {timeout} s")
 
 
-def measure(broker: str, db: str, work: Path, moves: int) -> dict[str, Any]:
+def measure(broker: str, db: str, work: Path, moves: int, width: int = WIDTH, depth: int = DEPTH) -> dict[str, Any]:
+    """Start two worker nodes, then move one trial of the MLP (`width` x `depth`) between them `moves`
+    times and within one node up to `moves` times; the timings of each move, the checkpoint's size and
+    the mini-batch time."""
     from sqlmodel import select
 
     from app.db.cluster import NodeEventRow, NodeRow
@@ -121,6 +124,7 @@ def measure(broker: str, db: str, work: Path, moves: int) -> dict[str, Any]:
                 "name": "bench-migration",
                 "trainable": TRAINABLE,
                 "space": {"batch": {"choice": [8]}},
+                "config": {"width": width, "depth": depth},
                 "metric": {"name": "loss", "goal": "minimize"},
                 "budget": {"max_trials": 1, "max_steps": 10**9, "max_seconds": 36000},
                 "scheduler": {"checkpoint_every_s": 3600, "checkpoint_every_quanta": 1000},
@@ -151,14 +155,17 @@ def measure(broker: str, db: str, work: Path, moves: int) -> dict[str, Any]:
             t0 = time.time()
             runtime.apply(round_no, [Migrate(tid, (f"{target}/cpu:0",))])
 
-            def note(e: Any, seen: dict[str, float] = seen) -> None:
-                if isinstance(e, Checkpointed) and "checkpoint" not in seen:
+            # Events of the move before may still come in (the nodes' events are polled, not pushed): only
+            # what happened after this request counts.
+            def note(e: Any, seen: dict[str, float] = seen, t0: float = t0) -> None:
+                if isinstance(e, Checkpointed) and "checkpoint" not in seen and e.at >= t0:
                     seen["checkpoint"] = e.at
-                elif isinstance(e, Started):
+                elif isinstance(e, Started) and e.at >= t0:
                     seen["started"] = e.at
 
-            def ready(e: Any) -> float | None:
-                return e.at if isinstance(e, Reported) and "ready" in e.metrics and e.metrics["ready"] > 0 else None
+            def ready(e: Any, t0: float = t0) -> float | None:
+                restored = isinstance(e, Reported) and "ready" in e.metrics and e.metrics["ready"] > 0
+                return e.at if restored and e.at >= t0 else None
 
             ready_at = _until(runtime, note, ready, 60, "restored trial")
             with store.session() as s:
@@ -213,13 +220,15 @@ def _step_time(runtime: Any, tid: int) -> float:
     return 1.0 / statistics.median(rates) if rates else float("nan")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--moves", type=int, default=6, help="cross-node moves to time")
     ap.add_argument("--broker", default=None, help="use this Redis instead of starting one")
     ap.add_argument("--db", default=None, help="use this PostgreSQL database instead of starting one")
-    args = ap.parse_args()
+    ap.add_argument("--width", type=int, default=WIDTH, help="the MLP's width (default: 10.1M parameters)")
+    ap.add_argument("--depth", type=int, default=DEPTH, help="the MLP's layers")
+    args = ap.parse_args(argv)
 
     from rich.console import Console
     from rich.table import Table
@@ -235,7 +244,7 @@ def main() -> None:
         broker = args.broker or redis.url  # type: ignore[union-attr]
         db = args.db or pg.create_database("bench")  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory(prefix="quanta-bench-mig-") as tmp:
-            result = measure(broker, db, Path(tmp), args.moves)
+            result = measure(broker, db, Path(tmp), args.moves, args.width, args.depth)
     finally:
         if redis is not None:
             redis.stop()
@@ -243,7 +252,8 @@ def main() -> None:
             pg.stop()
 
     rows = result["rows"]
-    table = Table(title=f"cross-node migration, {param_count() / 1e6:.1f}M-parameter MLP + Adam, loopback")
+    params = param_count(args.width, args.depth)
+    table = Table(title=f"cross-node migration, {params / 1e6:.1f}M-parameter MLP + Adam, loopback")
     table.add_column("from the Migrate request to ...")
     for col in ("median ms", "min ms", "max ms"):
         table.add_column(col, justify="right")
@@ -272,7 +282,7 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         out = {
-            "params": param_count(),
+            "params": params,
             "checkpoint_mb": result["checkpoint_mb"],
             "step_s": result["step_s"],
             "moves": rows,

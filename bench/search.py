@@ -10,24 +10,23 @@ for it.
 
 Systems:
 - Quanta: `fifo`, `timeslice`, `gandiva` (TPE), `asha` (pause-don't-kill ASHA + multi-fidelity TPE),
-  `asha_kill` (the classic stopping variant), `asha_stop` (pause, with the stopping rule's continue
-  decision), `asha_judge` (pause ASHA reading the judge's curve fits: a condemned trial is not
-  promoted, one heading for the target goes on at once), `hyperband` (3 brackets of pause ASHA +
-  multi-fidelity TPE), `default` (what a spec that names no policy and no algorithm gets).
+  `hyperband` (3 brackets of pause ASHA + multi-fidelity TPE), `default` (what a spec that names no
+  policy and no algorithm gets), and variants of the default with knobs pinned (`QUANTA`), kept by name
+  for the runs logged with them.
 - `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
   with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
 - `ray`: Ray Tune HyperOptSearch + ASHAScheduler, one CPU per trial, `reuse_actors`.
 
-    python bench/search.py --systems fifo,gandiva,asha,default,optuna,optuna_hb,ray --seeds 0,1,2,3,4,5,6 \
-        --json bench/results/search.json
+    python bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
+        --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
 
-A benchmark longer than one sitting (the long workload: 7 seeds of 900 s searches) keeps a log of every
+A benchmark longer than one sitting (the long workload: 7 seeds of 600 s searches) keeps a log of every
 run with `--runs PATH.jsonl` and, run again with the same arguments, reads those runs back and goes on
 with the rest, still in the same per-seed order:
 
-    python bench/search.py --spec examples/mnist1d_long.yaml --systems default,fifo,optuna,optuna_hb,ray \
-        --targets 0.966,0.972,0.976 --max-seconds 900 --runs bench/results/search_long_runs.jsonl \
-        --json bench/results/search_long.json
+    python bench/search.py --spec examples/mnist1d_long.yaml --systems default,ray --seeds 0,1,2,3,4,5,6 \
+        --targets 0.966,0.972,0.976 --max-seconds 600 --runs bench/results/search_mnist1d_long_runs.jsonl \
+        --json bench/results/search_mnist1d_long.json
 
 Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
 over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
@@ -78,7 +77,6 @@ QUANTA: dict[str, dict[str, Any]] = {
     "gandiva": {"scheduler": {"policy": "gandiva"}, "search": {"algorithm": "tpe"}},
     "asha": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb"}},
     "asha_kill": {"scheduler": {"policy": "asha", "mode": "kill"}, "search": {"algorithm": "bohb"}},
-    "asha_stop": {"scheduler": {"policy": "asha", "rule": "stopping"}, "search": {"algorithm": "bohb"}},
     # A thin rung's best goes on once it has waited as long as its next rung costs (AshaKnobs.rule): the
     # default since 2026-11-25; kept by name for the logged runs. `asha_promotion`: the default before
     # (Li et al.'s promotion alone: the first trial at a rung waits for eta - 1 more).
@@ -95,8 +93,6 @@ QUANTA: dict[str, dict[str, Any]] = {
     # 2026-11-25), and the default before it (none):
     "bohb_rf33": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 1 / 3}},
     "bohb_rf0": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 0}},
-    "asha_hybrid": {"scheduler": {"policy": "asha", "rule": "hybrid"}, "search": {"algorithm": "bohb"}},
-    "asha_judge": {"scheduler": {"policy": "asha", "judge": {}}, "search": {"algorithm": "bohb"}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
     # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
@@ -106,10 +102,6 @@ QUANTA: dict[str, dict[str, Any]] = {
         "scheduler": {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10},
         "search": {},
     },
-    # Stop 30's screen: Optuna's ranking of stopped trials in TPE (SearchAlgoSpec.rank "depth"), with and
-    # without BOHB's random third, and BOHB's level without it:
-    "bohb_depth": {"scheduler": {}, "search": {"rank": "depth"}},
-    "bohb_depth_rf0": {"scheduler": {}, "search": {"rank": "depth", "random_fraction": 0}},
     "level_rf0": {"scheduler": {}, "search": {"random_fraction": 0}},  # the control: BOHB's level, no random third
     # The default before just-in-time trials (all of --parallelism alive; docs/benchmarks.md):
     "asha_p8": {"scheduler": {"policy": "asha", "lookahead": None}, "search": {"algorithm": "bohb"}},

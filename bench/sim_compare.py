@@ -10,14 +10,11 @@ What each published file is, and how it is checked:
   (`quanta simulate ...`, docs/simulation.md) in a subprocess; every summary field is compared.
 - ``sim_speed.json`` (bench/sim_speed.py): re-run with that script; the simulated fields (jobs, ticks,
   makespan, mean JCT) are compared, not the host's timings nor ``met`` (a wall-clock verdict).
-- ``sim_validate.json``, ``sim_validate_gandiva.json``, ``sim_validate_timeslice.json``
+- ``sim_validate_fifo.json``, ``sim_validate_gandiva.json``, ``sim_validate_timeslice.json``
   (bench/sim_validate.py): the real half ran real processes and is not repeatable; only the simulated
   half is re-simulated (the synthetic trace, the same policy, knobs and the mechanism costs the file
   recorded) and compared: each job's steps, arrival and simulated JCT, suspends, migrations.
-- ``sim_bounds.json`` (bench/sim_bounds.py): no simulation; recomputed from the traces and the
-  published result files (checks that the published files agree with each other).
-- ``sim_validate_*_before_tie_grain.json``: not re-simulated. They record the code *before* the
-  tie-grain change on purpose (history quoted in docs/simulation.md), so today's code must differ.
+- ``sim_users*.json`` (bench/sim_users.py): not re-simulated here (see ``ELSEWHERE``).
 
 Fields never compared: those that time the host (wall_s, jobs_per_s, load_s, met, python, machine), and
 ``ticks``, how often the controller planned, which the quiet rounds a policy promises change
@@ -30,7 +27,7 @@ written from a reference tree, since the published files hold whole runs only: e
 ``--quick-quantum`` of 600 s (the cost of a time-slicing run is its ticks, and the first jobs of a Philly
 trace span weeks), the Tiresias toy trace `60_job` on 8 GPUs at the published 60 s quantum (dense:
 gandiva packs, undoes packs and migrates there), sim_speed's command on the first jobs; the
-sim_validate and sim_bounds checks are cheap and run whole against the published files. Write the
+sim_validate checks are cheap and run whole against the published files. Write the
 baseline with the code before your change, e.g. from a worktree of main, then compare with your change:
 
     git worktree add /tmp/base main
@@ -66,22 +63,15 @@ WALL_CLOCK = frozenset({"wall_s", "jobs_per_s", "load_s", "met", "python", "mach
 # How often the controller planned: the same decisions come from fewer ticks when quiet rounds are skipped.
 NOT_COMPARED = WALL_CLOCK | {"ticks"}
 FLOAT_REL = 1e-9
-# Published on purpose with older code (docs/simulation.md quotes them as history).
-HISTORICAL = {
-    "sim_validate_gandiva_before_tie_grain": "made by the code before the tie-grain change on purpose (history)",
-    "sim_validate_timeslice_before_tie_grain": "made by the code before the tie-grain change on purpose (history)",
-}
 # Published by another script, which is what reproduces them (this check would have to re-run its
 # per-user "alone" simulations: tens of minutes a trace).
 ELSEWHERE = {
     "sim_users": "bench/sim_users.py (6c71a0, 8 users, shares); re-run it to compare",
     "sim_users_b436b2": "bench/sim_users.py (b436b2, 8 users, shares); re-run it to compare",
-    "sim_speed_merged_gandiva": "bench/sim_speed.py --trace all --gpus 500 --gpus-per-server 8 --policy gandiva "
-    "(all 15,264 merged jobs, 27 minutes of one core); re-run it to compare",
     **{
         f"sim_users_kinds_{mix}": f"bench/sim_users.py (b436b2, 300 jobs, 8 users, --kind {kind}, kind-aware "
         "against kind-blind placement); re-run it to compare"
-        for mix, kind in (("v100_only", "v100"), ("v100_p100", "v100=100,p100=100"), ("v100_k80", "v100=100,k80=100"))
+        for mix, kind in (("v100_p100", "v100=100,p100=100"), ("v100_k80", "v100=100,k80=100"))
     },
 }
 QUICK_JOBS = 30
@@ -125,9 +115,8 @@ SIM_RUNS: dict[str, SimRun] = {
 }
 # Quick mode only: a dense toy run (packs kept and undone, migrations) in a few seconds.
 QUICK_TOY = ("quick_60_job_8", SimRun("60_job", 8))
-VALIDATE_RUNS = ("sim_validate", "sim_validate_gandiva", "sim_validate_timeslice")
+VALIDATE_RUNS = ("sim_validate_fifo", "sim_validate_gandiva", "sim_validate_timeslice")
 SPEED_RUN = "sim_speed"
-BOUNDS_RUN = "sim_bounds"
 
 
 @dataclass
@@ -270,22 +259,10 @@ def validate_published(published: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def bounds_now(published: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """sim_bounds.json recomputed by bench/sim_bounds.py's own function: each floor from its trace, the
-    policies' means from the published result files."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from sim_bounds import bound_rows
-
-    from app.sim.throughputs import Throughputs
-    from app.sim.traces import throughputs_path
-
-    return bound_rows(Throughputs.load(throughputs_path()))
-
-
 @dataclass(frozen=True)
 class Task:
-    """One comparison. `kind`: sim | speed | validate | bounds (a published file, re-simulated or
-    recomputed), quick_sim | quick_speed (a short run against a baseline), skip (with `why`)."""
+    """One comparison. `kind`: sim | speed | validate (a published file, re-simulated), quick_sim |
+    quick_speed (a short run against a baseline), skip (with `why`)."""
 
     name: str
     kind: str
@@ -299,8 +276,8 @@ def plan(names: list[str], quick: bool, explicit: bool) -> list[Task]:
     tasks: list[Task] = []
     seen: set[str] = set()
     for name in names:
-        if name in HISTORICAL or name in ELSEWHERE:
-            tasks.append(Task(name, "skip", why=HISTORICAL.get(name) or ELSEWHERE[name]))
+        if name in ELSEWHERE:
+            tasks.append(Task(name, "skip", why=ELSEWHERE[name]))
         elif name in SIM_RUNS and quick:
             run = SIM_RUNS[name]
             qname = f"quick_{run.trace}_{run.gpus}" + ("" if run.kind == "v100" else "_mixed")
@@ -313,8 +290,6 @@ def plan(names: list[str], quick: bool, explicit: bool) -> list[Task]:
             tasks.append(Task(name, "quick_speed" if quick else "speed"))
         elif name in VALIDATE_RUNS:
             tasks.append(Task(name, "validate"))
-        elif name == BOUNDS_RUN:
-            tasks.append(Task(name, "bounds"))
         else:
             tasks.append(Task(name, "skip", why="unknown kind of file: teach bench/sim_compare.py about it"))
     if quick and not explicit:
@@ -368,15 +343,6 @@ def check(task: Task, quick_jobs: int, quick_quantum: float, baseline: Any) -> t
         out.how = "simulated half re-simulated (the real half ran real processes)"
         now = validate_sim(published)
         out.rows = list(compare_fields(task.name, published["policy"], validate_published(published), now))
-    elif task.kind == "bounds":
-        assert published is not None
-        out.how = "recomputed from the traces and the published results (no simulation)"
-        now = bounds_now(published)
-        for i in range(max(len(published), len(now))):
-            pub = published[i] if i < len(published) else None
-            cur = now[i] if i < len(now) else None
-            either = pub or cur
-            out.rows += compare_fields(task.name, f"{either['trace']}/{either['jobs']}", pub, cur)
     out.seconds = time.perf_counter() - t0
     return out, now
 

@@ -1,7 +1,7 @@
 """How fast the simulator replays a trace: wall seconds and jobs/s for a policy on a cluster.
 
-Targets: every Philly trace merged (15,264 jobs) on 500 GPUs in under 60 s on one core with fifo (issue
-6) and in under 120 s with gandiva (issue 14). `rounds` counts the ticks whose plan changed the placement.
+Targets: every Philly trace merged (15,264 jobs) on 500 GPUs in under 60 s on one core with fifo and in
+under 120 s with gandiva. `rounds` counts the ticks whose plan changed the placement.
 
     python bench/sim_speed.py --trace all --gpus 500 --gpus-per-server 8 --policy fifo
     python bench/sim_speed.py --trace all --gpus 500 --policy tiresias --max-jobs 3000
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from app.sim.driver import SimResult, simulate  # noqa: E402
 from app.sim.traces import TraceJob, load_trace  # noqa: E402
 
-TARGET_S = 60.0  # fifo (issue 6)
-TIMESLICED_TARGET_S = 120.0  # the time-slicing policies, gandiva above all (issue 14)
+TARGET_S = 60.0  # fifo
+TIMESLICED_TARGET_S = 120.0  # the time-slicing policies, gandiva above all
 
 
 def add_cluster_args(ap: argparse.ArgumentParser, policy: str) -> None:
@@ -55,12 +55,12 @@ def simulate_cluster(
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_args(ap, "fifo")
     ap.add_argument("--max-jobs", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_speed.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     jobs = load_trace(args.trace, args.max_jobs)

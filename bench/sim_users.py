@@ -1,20 +1,20 @@
 """Many users on one simulated cluster: per-user mean JCT, finish-time fairness (rho) and Jain's index
-for fifo, tiresias and gandiva without the share layer, and gandiva with equal shares (issue 14).
+for fifo, tiresias and gandiva without the share layer, and gandiva with equal shares.
 
     python bench/sim_users.py --trace 6c71a0 --max-jobs 300 --gpus 100 --users 8 --quantum 600
     python bench/sim_users.py --trace 6c71a0 --max-jobs 300 --gpus 200 --users 8 --kind v100=100,p100=100 \
-        --placement both --out bench/results/sim_users_v100_p100.json
+        --placement both --out bench/results/sim_users_kinds_v100_p100.json
 
 The trace's jobs are dealt to users as `quanta simulate --users N` does (`app.sim.users`: the trace's own
 users, else N users with Zipf-skewed demand); rho of a user = mean JCT on the shared cluster / mean JCT
-of the same jobs alone on its fair share (same policy); Jain's index is over min(1, 1/rho). Goals (issue 14):
+of the same jobs alone on its fair share (same policy); Jain's index is over min(1, 1/rho). Goals:
 max rho within 1.3 of the ideal (1), Jain's index >= 0.9 with shares on, and overall mean JCT within
 10 % of gandiva without shares. Prints a table and writes bench/results/sim_users.json.
 
 `--kind` takes a mix (`v100=100,k80=100`); `--placement aware|blind|both` runs kind-aware placement
 (Gavel: each job where its rate relative to the other kinds is highest; the default), kind-blind
 placement (never on a kind where a job's rate is 0, otherwise without regard to kind), or both, each
-run labelled with ` [blind]` when blind. Goal (issue 14): on a mix, >= 1.5x lower mean JCT aware than
+run labelled with ` [blind]` when blind. Goal: on a mix, >= 1.5x lower mean JCT aware than
 blind.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.executor.policy.share import ShareKnobs  # noqa: E402
+from app.executor.policy.knobs import ShareKnobs  # noqa: E402
 from app.sim.driver import simulate  # noqa: E402
 from app.sim.traces import load_trace  # noqa: E402
 from app.sim.users import assign_users, user_summary  # noqa: E402
@@ -46,7 +46,7 @@ RUNS = (
 )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", default="6c71a0")
     ap.add_argument("--max-jobs", type=int, default=300)
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--rho-bound", type=float, default=1.5, help="rho_bound of the +bound run (ShareKnobs)")
     ap.add_argument("--only", default="", help="comma-separated labels of RUNS (default: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_users.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     jobs = assign_users(load_trace(args.trace, args.max_jobs), args.users)
     wanted = {x.strip() for x in args.only.split(",") if x.strip()}

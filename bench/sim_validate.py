@@ -3,7 +3,7 @@ SimRuntime and run for real with LocalRuntime on CPU devices (each mini-batch a 
 rate, `app.sim.workload:train`), both through the same controller and policy. Reports per-job
 completion times both ways and their relative differences (goal: within 10 %).
 
-    python bench/sim_validate.py --jobs 10 --devices 2 --policy fifo
+    python bench/sim_validate.py --jobs 10 --devices 2 --policy fifo --out bench/results/sim_validate_fifo.json
     python bench/sim_validate.py --jobs 12 --devices 2 --policy timeslice --median-steps 300 \
         --interarrival 3 --calibrate --repeat 5 --out bench/results/sim_validate_timeslice.json
 
@@ -18,7 +18,7 @@ rate in the simulator.
 Gandiva is validated with packing off: the sleeping jobs of this workload run at full speed when two
 share a CPU device, which the simulator (no pair rate for them: each at half speed) cannot know.
 
-Writes bench/results/sim_validate.json (or --out).
+Writes bench/results/sim_validate_<policy>.json (or --out).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def real_run(
     return jct, costs, counts
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=10)
     ap.add_argument("--devices", type=int, default=2)
@@ -99,8 +99,10 @@ def main() -> None:
     ap.add_argument("--calibrate", action="store_true", help="simulate with the real run's measured costs")
     ap.add_argument("--repeat", type=int, default=1, help="real runs to compare with the one simulation")
     ap.add_argument("--knobs", default="{}", help='policy knobs as JSON, e.g. \'{"packing": false}\'')
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sim_validate.json")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=None, help="default bench/results/sim_validate_<policy>.json")
+    args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = ROOT / "bench" / "results" / f"sim_validate_{args.policy}.json"
     try:
         knobs = json.loads(args.knobs)
         if not isinstance(knobs, dict):

@@ -1,4 +1,4 @@
-"""Syne Tune on the LCBench surrogate, in simulated time: the peer side of bench/lcbench.py (issue 13).
+"""Syne Tune on the LCBench surrogate, in simulated time: the peer side of bench/lcbench.py.
 
 Syne Tune's documented simulator path for a blackbox of one's own: a `Blackbox` subclass
 (`LCBenchBlackbox`) run by `UserBlackboxBackend` (a `SimulatorBackend`) with a `SimulatorCallback`, so
@@ -46,6 +46,8 @@ import numpy as np
 from syne_tune.blackbox_repository.blackbox import Blackbox
 from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
 
+from bench.reach import improvements, time_to_target
+
 METRIC = "val_accuracy"
 TIME_ATTR = "time"
 RESOURCE = "epoch"
@@ -76,7 +78,7 @@ class ExactClockBackend(UserBlackboxBackend):
     starts each method by advancing the simulated clock by the real time spent outside it since its last
     call (`_advance_by_outside_time`: the tuner loop, the scheduler's `suggest` and `on_trial_result`);
     here that one step charges nothing. The hook is private to Syne Tune (0.16 here), so
-    `tests/unit/test_syne_lcbench.py` fails if a release renames it rather than letting the charge come
+    `tests/bench/test_syne_lcbench.py` fails if a release renames it rather than letting the charge come
     back unnoticed."""
 
     def _advance_by_outside_time(self) -> None:
@@ -241,8 +243,6 @@ def run_syne_method(
         for r in callback.results
         if METRIC in r and float(r[ST_TUNER_TIME]) <= budget_s
     )
-    from bench.lcbench import improvements, time_to_target
-
     trial_ids = {r["trial_id"] for r in callback.results if "trial_id" in r}
     return SyneRun(
         method=method,

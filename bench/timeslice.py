@@ -156,13 +156,13 @@ def start_ms(tmp: Path, repeats: int = 5) -> tuple[float, float]:
     return statistics.median(warm), statistics.median(cold)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--steps", type=int, default=1500, help="mini-batches per trial")
     ap.add_argument("--width", type=int, default=256, help="MLP width of the time-sliced trials")
     ap.add_argument("--quanta", default="0.5,2,10")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="quanta-bench-"))
     console = Console()
 

@@ -36,7 +36,8 @@ from app.db.warm import items_from_json, warm_items
 from app.executor.actions import Stop
 from app.executor.policy.knobs import RunToRungKnobs
 from app.executor.runtime.base import Runtime
-from app.search.searcher import HistoryItem, make_searcher
+from app.search.factory import make_searcher
+from app.search.searcher import HistoryItem
 from app.spec import SearchSpec, spec_from_stored
 from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
 
@@ -97,7 +98,10 @@ class SearchBook:
     ) -> SearchState:
         """Hold search `search_id` (of user `owner`) as running, its searcher rebuilt from `history` and
         seeded with the stored warm-start items `warm` (`app.db.warm`)."""
-        searcher = make_searcher(spec, history, items_from_json(warm or []))
+        searcher = make_searcher(
+            spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs(),
+            history=history, warm=items_from_json(warm or []),
+        )
         state = SearchState(search_id, spec, searcher, started_at, owner=owner)
         self.searches[search_id] = state
         self._runtime.warm([spec.module])

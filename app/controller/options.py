@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.executor.policy.share import ShareKnobs
+from app.executor.policy.knobs import ShareKnobs
 from app.executor.policy.types import Policy
 
 

@@ -21,8 +21,8 @@ from typing import Any
 from app.controller.state import SearchState
 from app.db.protocol import ControllerStore
 from app.executor.policy import policy_for
-from app.executor.policy.knobs import PolicyKnobs
-from app.executor.policy.share import ShareKnobs, SharePolicy
+from app.executor.policy.knobs import PolicyKnobs, ShareKnobs
+from app.executor.policy.share import SharePolicy
 from app.executor.policy.types import Plan, Policy
 
 

@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
+    "DEFAULT_ETA",
     "FIRST_RUNG_DEPTH",
     "RungRecords",
     "cutoff_sorted",
@@ -28,6 +29,7 @@ __all__ = [
     "passed_values",
     "report_values",
     "rungs",
+    "rungs_of",
     "value_at",
 ]
 
@@ -38,6 +40,8 @@ __all__ = [
 # against eta**3 live on both MNIST-1D workloads and on LCBench (docs/benchmarks.md, "The first rung one
 # factor of eta lower becomes the default").
 FIRST_RUNG_DEPTH = 4
+# The reduction factor between rungs when a spec does not set one (successive halving's usual 3).
+DEFAULT_ETA = 3.0
 
 
 def default_first_rung(max_steps: int, eta: float, depth: int = FIRST_RUNG_DEPTH) -> int:
@@ -68,6 +72,14 @@ def rungs(max_steps: int, min_steps: int, eta: float) -> tuple[int, ...]:
         r *= eta
     out.append(int(max_steps))
     return tuple(out)
+
+
+def rungs_of(max_steps: int, eta: float, min_steps: int | None = None, bracket: int = 0) -> tuple[int, ...]:
+    """The rungs of a search's rung settings: the first at `min_steps` (None: `default_first_rung`), times
+    `eta**bracket` in Hyperband bracket `bracket`, then `rungs`. What the ASHA policies give their trials
+    and the multi-fidelity searcher fits at, computed here once for both."""
+    first = min_steps if min_steps is not None else default_first_rung(max_steps, eta)
+    return rungs(max_steps, max(1, round(first * eta**bracket)), eta)
 
 
 def value_at(curve: Sequence[tuple[int, float]], rung: int) -> float | None:

@@ -16,7 +16,7 @@ carries no metric bounds: `bounds` sets them, else (`infer_bounds`) a metric who
 all lie in [0, 1] is taken as a fraction (bounds (0, 1)), so that no fit extrapolates an accuracy
 above 1. A job outside a search (a simulated trace job) reports no curve and gets no verdict.
 
-**Rungs and curves together** (`JudgeKnobs.rung_eta` set; gandiva's default): the first judgement
+**Rungs and curves together** (`JudgeKnobs.rung_eta` set, the default: 3): the first judgement
 comes at the first successive-halving rung, `max_steps / eta**3` steps (`app.search.fidelity.rungs`),
 instead of at 10 % of the steps. Every trial's loss at each rung it has passed is recorded, as ASHA
 records it (`fidelity.RungRecords`, kept after the trial ends), and a trial is *in the top* at its
@@ -84,14 +84,17 @@ def judge(snapshot: Round, knobs: JudgeKnobs, state: Mapping[str, Any] | None = 
     verdicts: dict[int, Verdict] = {}
     new: JudgeState = {}
     searches = {s.id: s for s in snapshot.searches}
-    book = _record_rungs(snapshot, searches, knobs, old) if knobs.rung_eta is not None else None
+    eta = knobs.rung_eta
+    book = _record_rungs(snapshot, searches, knobs, eta, old) if eta is not None else None
     for t in snapshot.alive():
         key = str(t.id)
         cache = old.get(key)
         search = searches.get(t.search_id)
         if search is None and not cache:
             continue  # a trace job: never judged (thousands of them a round on a simulated cluster)
-        standing = _standing(knobs, book, t, search) if book is not None and search is not None else None
+        standing = None
+        if eta is not None and book is not None and search is not None:
+            standing = _standing(knobs, eta, book, t, search)
         verdict, cache = judge_trial(knobs, t, search, cache, standing)
         verdicts[t.id] = verdict
         if cache and not verdict.kill:
@@ -111,13 +114,14 @@ class RungStanding:
     p_rank: float
 
 
-def _levels(knobs: JudgeKnobs, trial: CurveTrial, search: CurveSearch) -> tuple[int, ...]:
+def _levels(knobs: JudgeKnobs, eta: float, trial: CurveTrial, search: CurveSearch) -> tuple[int, ...]:
+    """The judge's rungs for `trial` (`knobs.rung_eta` is `eta`)."""
     max_steps = max_steps_of(trial, search)
-    return rungs(max_steps, knobs.first_rung(trial, search), knobs.rung_eta or 3.0) if max_steps > 0 else ()
+    return rungs(max_steps, knobs.first_rung(trial, search), eta) if max_steps > 0 else ()
 
 
 def _record_rungs(
-    snapshot: Round, searches: Mapping[int, CurveSearch], knobs: JudgeKnobs, old: Mapping[str, Any]
+    snapshot: Round, searches: Mapping[int, CurveSearch], knobs: JudgeKnobs, eta: float, old: Mapping[str, Any]
 ) -> RungRecords:
     """Every alive trial's losses at the rungs it has passed, added to last round's records (all are
     recorded before any is ranked, so the order of trials does not matter)."""
@@ -128,15 +132,16 @@ def _record_rungs(
             continue
         sign = -1.0 if search.goal == "maximize" else 1.0
         curve = [(s, sign * float(v)) for s, v in t.curve if _finite(s) and _finite(v)]
-        book.record(search.id, t.id, curve, _levels(knobs, t, search))
+        book.record(search.id, t.id, curve, _levels(knobs, eta, t, search))
     return book
 
 
-def _standing(knobs: JudgeKnobs, book: RungRecords, trial: CurveTrial, search: CurveSearch) -> RungStanding | None:
+def _standing(
+    knobs: JudgeKnobs, eta: float, book: RungRecords, trial: CurveTrial, search: CurveSearch
+) -> RungStanding | None:
     """The trial's standing at its highest recorded rung; None before its first rung, or while fewer
     than `eta` trials are recorded there (too few to rank)."""
-    eta = knobs.rung_eta or 3.0
-    levels = _levels(knobs, trial, search)
+    levels = _levels(knobs, eta, trial, search)
     for rung in reversed(range(len(levels) - 1)):
         recorded = book.at(search.id, rung)
         value = recorded.get(str(trial.id))

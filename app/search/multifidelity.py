@@ -1,7 +1,8 @@
 """BOHB's searcher: TPE fitted on the highest rung that enough trials have reached (`MultiFidelityTPE`).
 
-Same ask/observe/tell/restore contract as the searchers in `app.search.searcher`; `make_searcher` builds
-it for `search.algorithm: bohb` (the default). Pure: no devices, no I/O, no clock.
+Same ask/observe/tell/restore contract as the searchers in `app.search.searcher`;
+`app.search.factory.make_searcher` builds it for `search.algorithm: bohb` (the default). Pure: no devices,
+no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ from typing import Any, Self
 import numpy as np
 from hyperopt import rand
 from hyperopt.tpe import _default_gamma
-from scipy.stats import rankdata
 
 from app.search.fidelity import value_at
-from app.search.joint_tpe import encode_vals, propose
-from app.search.searcher import HistoryItem, HyperOptSearcher, _is_compiled
-from app.search.space import Dim, space_dims
+from app.search.searcher import HistoryItem, HyperOptSearcher
 
-__all__ = ["RANKS", "MultiFidelityTPE"]
-
-RANKS = ("level", "depth")
+__all__ = ["MultiFidelityTPE"]
 
 
 class MultiFidelityTPE(HyperOptSearcher):
@@ -35,22 +31,12 @@ class MultiFidelityTPE(HyperOptSearcher):
     as if it were final, compared with finished trials' finals) cannot happen: a trial is compared
     with others only by how far it got and its loss there.
 
-    Two ways to score them (`rank`); TPE reads only the order of the scores (its split into the few
-    best trials and the rest), and the start is random until some rung has `min_points` values:
-
-    - "level" (BOHB; the default): the highest rung at which at least `min_points` trials have a
-      value; those trials have that value as their loss and every other trial (in flight below it,
-      stopped below it, or failed) counts as pending, which HyperOpt's TPE scores as +inf (a
-      pessimistic liar: it spreads parallel asks away from trials that are still running).
-    - "depth" (Optuna's TPE under a pruner ranks pruned trials so): every trial that reached a rung is
-      ranked by the deepest rung it reached, then by its loss there (its best up to that rung); only
-      the trials below the first rung count as pending. The few best are the ones the policy promoted
-      furthest, as soon as one is. Without random asks it was sooner to LCBench's hard targets with 4-8
-      workers on the suite but later with 4 on the ten held-out tasks, and even elsewhere: no better
-      than "level" within the spread of 3 seeds (docs/benchmarks.md, stops 30 and 31).
-
-    `multivariate`: the fitted model is one Parzen estimator over all the dimensions
-    (`app.search.joint_tpe`) rather than HyperOpt's one per dimension; the same scores, split and start.
+    How trials are scored (BOHB's level): the highest rung at which at least `min_points` trials have a
+    value; those trials have that value as their loss and every other trial (in flight below it, stopped
+    below it, or failed) counts as pending, which HyperOpt's TPE scores as +inf (a pessimistic liar: it
+    spreads parallel asks away from trials that are still running). TPE reads only the order of the
+    scores (its split into the few best trials and the rest); the start is random until some rung has
+    `min_points` values.
 
     Final tells are kept (history, restore) but not used to suggest: the curve already holds every
     report, and a trial reports at its last step. Intermediate results arrive through
@@ -70,22 +56,8 @@ class MultiFidelityTPE(HyperOptSearcher):
         warm: Sequence[HistoryItem] = (),
         random_fraction: float = 0.0,
         gamma: float = _default_gamma,
-        rank: str = "level",
-        multivariate: bool = False,
     ):
         super().__init__(space, seed, n_startup, points=points, warm=warm)
-        # One Parzen estimator over all the dimensions (`app.search.joint_tpe`) instead of HyperOpt's one per
-        # dimension; it reads the spec's space (its kinds and bounds), not a compiled one.
-        self.multivariate = bool(multivariate)
-        self._dims: list[Dim] = []
-        if self.multivariate:
-            if not isinstance(space, Mapping) or _is_compiled(space):
-                raise ValueError("a multivariate searcher needs the spec's space, not a compiled one")
-            self._dims = space_dims(space)
-        self._rows = np.zeros((0, len(self._dims)))  # each document's encoded configuration, by position
-        if rank not in RANKS:
-            raise ValueError(f"rank must be one of {RANKS}, got {rank!r}")
-        self.rank = rank  # see the class docstring
         if not 0.0 < gamma <= 25.0:
             raise ValueError(f"gamma must be in (0, 25], got {gamma}")
         self.gamma = float(gamma)
@@ -116,7 +88,7 @@ class MultiFidelityTPE(HyperOptSearcher):
     def restore(
         cls, space: Mapping[str, Any], seed: int, n_startup: int, history: Sequence[HistoryItem], **options: Any
     ) -> Self:
-        """`_TrialsSearcher.restore` with the constructor's keywords (`levels`, `min_points`, `rank`, ...,
+        """`_TrialsSearcher.restore` with the constructor's keywords (`levels`, `min_points`, `gamma`, ...,
         `points`, `warm`) in `options`: the searcher built with them, then `history` replayed."""
         return cls(space, seed, n_startup, **options)._replay(history)
 
@@ -157,22 +129,6 @@ class MultiFidelityTPE(HyperOptSearcher):
                 return i
         return None
 
-    def _by_depth(self, n: int) -> np.ndarray:
-        """Each of the first `n` documents' score for `rank="depth"`: (rungs below the deepest, rank of its
-        loss there in (0, 1)), as one float that sorts the same; +inf below the first rung. TPE reads only
-        the order of the losses (its below/above split), so scores stand in for them."""
-        out = np.full(n, math.inf)
-        placed = np.zeros(n, dtype=bool)
-        deepest = len(self.levels) - 1
-        for i in range(deepest, -1, -1):
-            values = self._level_loss[i][:n]
-            here = np.isfinite(values) & ~placed
-            count = int(here.sum())
-            if count:
-                out[here] = (deepest - i) + rankdata(values[here]) / (count + 1)
-                placed |= here
-        return out
-
     def _model_level(self, seed: int) -> int | None:
         """The rung index this ask's model is fitted on; None when the ask is random (the start-up, no rung
         with `min_points` values yet, or the random share's coin)."""
@@ -184,17 +140,6 @@ class MultiFidelityTPE(HyperOptSearcher):
             return None
         return level
 
-    def _scores(self, level: int, n: int) -> np.ndarray:
-        """The first `n` documents' losses as the model reads them (`rank`), by position; inf: pending."""
-        return self._level_loss[level][:n] if self.rank == "level" else self._by_depth(n)
-
-    def _suggest_vals(self, number: int, seed: int) -> dict[str, list[Any]]:
-        if self.multivariate:
-            level = self._model_level(seed)
-            if level is not None:
-                return propose(self._dims, self._encoded(), self._scores(level, len(self._order)), self.gamma, seed)
-        return super()._suggest_vals(number, seed)
-
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]]
         level = self._model_level(seed)
@@ -205,26 +150,13 @@ class MultiFidelityTPE(HyperOptSearcher):
         # the level, the others pending (inf), in the order `Trials.trials` holds them: what TPE would
         # read had each document been marked done with that loss or running.
         trials = self._trials.trials
-        losses = self._scores(level, len(trials))
+        losses = self._level_loss[level][: len(trials)]
         if self._ascending and len(trials) == len(self._order):  # the documents in tid order, as TPE sorts them
             return self._posterior().suggest_in_order([number], trials, self._order, losses, self._trials, seed)
         scored = [(float(losses[self._position[doc["tid"]]]), doc) for doc in trials]
         # n_startup_jobs=0: the start-up phase was decided above by the number of asks.
         docs = self._posterior().suggest_scored([number], scored, self._trials, seed, n_startup_jobs=0)
         return docs
-
-    def _encoded(self) -> np.ndarray:
-        """Every document's `encode_vals` row, by position (a document's configuration never changes, so
-        only the ones added since the last ask are encoded)."""
-        done = len(self._rows)
-        if done < len(self._order):
-            new = [
-                encode_vals(self._dims, (self._docs.get(tid) or self._warm_docs[tid])["misc"]["vals"])
-                for tid in self._order[done:]
-            ]
-            self._rows = np.vstack([self._rows, *new])
-        return self._rows
-
 
 def _coin(seed: int) -> float:
     """A uniform draw in [0, 1) determined by an ask's seed (independent of the suggestion drawn from it)."""

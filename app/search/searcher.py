@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 from hyperopt import Trials, pyll, rand
@@ -45,12 +45,8 @@ from hyperopt.exceptions import BadSearchSpace
 from hyperopt.pyll import Apply
 from hyperopt.tpe import _default_gamma
 
-from app.search.fidelity import default_first_rung, rungs
-from app.search.space import SpaceError, compile_space, point_vals
+from app.search.space import SpaceError, compile_space
 from app.search.tpe import Posterior
-
-if TYPE_CHECKING:
-    from app.spec import SearchSpec
 
 __all__ = [
     "HistoryItem",
@@ -59,7 +55,6 @@ __all__ = [
     "Searcher",
     "Suggestion",
     "ask_seed",
-    "make_searcher",
 ]
 
 
@@ -433,35 +428,3 @@ class RandomSearcher(_TrialsSearcher):
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = rand.suggest([number], self._domain, self._trials, seed)
         return docs
-
-
-def make_searcher(spec: SearchSpec, history: Sequence[HistoryItem] = (), warm: Sequence[HistoryItem] = ()) -> Searcher:
-    """The searcher the spec asks for, rebuilt from `history` (empty: a fresh search). Its first trials
-    try the spec's `search.points_to_evaluate`; `warm` (earlier searches' trials, same space; see
-    `app.db.warm`) seeds its model. Given the same history and warm items, it asks the same."""
-    algo = spec.search
-    points = [
-        point_vals(spec.space, p, f"search.points_to_evaluate[{i}]") for i, p in enumerate(algo.points_to_evaluate)
-    ]
-    if algo.algorithm == "bohb":
-        from app.search.multifidelity import MultiFidelityTPE  # it subclasses HyperOptSearcher, defined here
-
-        max_steps = spec.budget.max_steps
-        first = algo.min_steps if algo.min_steps is not None else default_first_rung(max_steps, algo.eta)
-        levels = rungs(max_steps, first, algo.eta)
-        return MultiFidelityTPE.restore(
-            spec.space,
-            spec.seed,
-            algo.n_startup,
-            history,
-            levels=levels,
-            min_points=algo.min_points,
-            points=points,
-            warm=warm,
-            random_fraction=algo.random_fraction,
-            gamma=algo.gamma,
-            rank=algo.rank,
-            multivariate=algo.multivariate,
-        )
-    cls = HyperOptSearcher if algo.algorithm == "tpe" else RandomSearcher
-    return cls.restore(spec.space, spec.seed, algo.n_startup, history, points=points, warm=warm)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from hyperopt import hp
@@ -148,40 +147,6 @@ def compile_space(space: Mapping[str, Any]) -> dict[str, Any]:
     validate_space(space)
     compiled: dict[str, Any] = _compile(space, "")
     return compiled
-
-
-@dataclass(frozen=True)
-class Dim:
-    """One dimension of a space as the searchers label it: `label` is HyperOpt's (`_compile`'s scheme),
-    `kind` and `args` the spec's (a choice's `args` is its number of options), and `parents` the choices
-    and option indexes that must all hold for it to be active (empty: always active)."""
-
-    label: str
-    kind: str
-    args: tuple[float, ...]
-    parents: tuple[tuple[str, int], ...] = ()
-
-
-def space_dims(space: Mapping[str, Any]) -> list[Dim]:
-    """Every dimension of a valid `space`, a choice before the dimensions nested in its options."""
-    out: list[Dim] = []
-
-    def walk(node: Any, label: str, parents: tuple[tuple[str, int], ...]) -> None:
-        if is_dimension(node):
-            kind, args = next(iter(node.items()))
-            if kind == "choice":
-                out.append(Dim(label, kind, (float(len(args)),), parents))
-                for i, opt in enumerate(args):
-                    walk(opt, f"{label}/{i}", (*parents, (label, i)))
-            else:
-                out.append(Dim(label, kind, tuple(float(a) for a in args), parents))
-        elif isinstance(node, Mapping):
-            prefix = f"{label}/" if label else ""
-            for key, value in node.items():
-                walk(value, f"{prefix}{key}", parents)
-
-    walk(space, "", ())
-    return out
 
 
 # ---- points given by users (warm start) -------------------------------------------------------------

@@ -82,7 +82,7 @@ class JudgeKnobs(BaseModel):
     bounds: tuple[float, float] | None = Field(default=None, description="the metric's range, e.g. [0, 1]")
     infer_bounds: bool = Field(default=True, description="no bounds: a target and reports in [0, 1] mean bounds (0, 1)")
     rung_eta: float | None = Field(
-        default=None,
+        default=3.0,
         gt=1,
         description="judge from the first successive-halving rung (max_steps / rung_eta**3) on, by rung ranks "
         "and the curve together; None: by the curve alone, from min_steps_before_judgement",
@@ -102,11 +102,12 @@ class JudgeKnobs(BaseModel):
     def first_rung(self, trial: CurveTrial, search: CurveSearch | None) -> int:
         """The first rung in steps: `max_steps / rung_eta**3` (textbook ASHA's; the `asha` policy's default
         is one factor of eta lower, `app.search.fidelity.default_first_rung`, and was not measured under
-        gandiva), at least 1 (0 when nothing bounds the trial); the rungs follow as
-        `app.search.fidelity.rungs` makes them."""
-        eta = self.rung_eta or 3.0
+        gandiva), at least 1 (0 when nothing bounds the trial, or with `rung_eta` None: no rungs); the rungs
+        follow as `app.search.fidelity.rungs` makes them."""
         max_steps = max_steps_of(trial, search)
-        return default_first_rung(max_steps, eta, depth=3) if max_steps else 0
+        if not max_steps or self.rung_eta is None:
+            return 0
+        return default_first_rung(max_steps, self.rung_eta, depth=3)
 
     def curve_min_steps(self, trial: CurveTrial, search: CurveSearch | None) -> int:
         """Steps before the curve alone may condemn a trial: `min_steps_before_judgement`, else 10 % of

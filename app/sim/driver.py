@@ -26,7 +26,8 @@ from typing import Any
 from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.executor.policy import make_policy
-from app.executor.policy.share import ShareKnobs, SharePolicy
+from app.executor.policy.knobs import ShareKnobs
+from app.executor.policy.share import SharePolicy
 from app.executor.policy.types import Policy
 from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
 from app.sim.throughputs import Throughputs

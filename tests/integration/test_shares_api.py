@@ -15,7 +15,7 @@ from app.db.models import ClusterView, QuantumRow
 from app.db.secret import ENV
 from app.db.store import Store
 from app.devices import parse_devices
-from app.executor.policy.share import ShareKnobs
+from app.executor.policy.knobs import ShareKnobs
 from app.executor.policy.types import DeviceView
 from app.service import ControllerLoop
 from app.spec import parse_spec

@@ -9,11 +9,11 @@ import pytest
 
 from app.executor.policy import make_policy
 from app.executor.policy.asha import AshaPolicy
-from app.executor.policy.asha_held import Held, HeldSet
-from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
-from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView, Verdict
+from app.executor.policy.asha.held import Held, HeldSet
+from app.executor.policy.knobs import AshaKnobs
+from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+from app.search.factory import make_searcher
 from app.search.fidelity import default_first_rung, rungs
-from app.search.searcher import make_searcher
 from app.spec import parse_spec
 
 MAX = 270  # rungs 10, 30, 90, 270 with eta 3 and min_steps 10
@@ -198,82 +198,6 @@ def test_trace_jobs_without_a_search_run_first_come_first_served():
     assert plan.running() == {9} and plan.hold == ()
 
 
-def test_the_stopping_rule_lets_a_good_trial_go_on_at_once_and_holds_the_rest():
-    p = policy(rule="stopping")
-    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
-
-    def plan_of(ts, state):
-        return p.plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=growing, policy_state=state))
-
-    # Trial 1 reached rung 10 first (alone there: it went on); trial 2 arrives better: it goes on at once
-    # (no waiting for others at the rung), and now trial 1 is below the rung's 1/3 percentile: held.
-    state = {"allowed": {"1": 0}, "records": {"1/0/0": {"1": -0.5}}}
-    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.7, devices=["cpu:1"], running=True)]
-    plan = plan_of(ts, state)
-    assert plan.placement == {"cpu:1": (2,)} and plan.limits == {2: 30} and plan.hold == (1,)
-    # Trial 3 arrives worse than both: held too; the percentile of (0.7, 0.5, 0.3) still excludes 1.
-    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 20, 0.7, devices=["cpu:1"], running=True),
-          trial(3, 10, 0.3, devices=["cpu:0"], running=True), trial(4)]  # fmt: skip
-    plan = plan_of(ts, plan.state)
-    assert set(plan.hold) == {1, 3} and plan.running() == {2, 4}
-    # Two more arrive worse still: the percentile moves past 1 (0.5), which is promoted and resumes.
-    ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 25, 0.7, devices=["cpu:1"], running=True),
-          trial(3, 10, 0.3, devices=["cpu:0"]), trial(4, 10, 0.2, devices=["cpu:0"]),
-          trial(5, 10, 0.1, devices=["cpu:0"], running=True), trial(6)]  # fmt: skip
-    plan = plan_of(ts, plan.state)
-    assert plan.placement["cpu:0"] == (1,) and plan.limits[1] == 30 and set(plan.hold) == {3, 4, 5}
-
-
-def test_with_judge_knobs_a_condemned_trial_is_not_promoted_while_new_configurations_come():
-
-    p = policy(judge=JudgeKnobs())
-    assert p.judge_knobs == JudgeKnobs() and policy().judge_knobs is None  # verdicts only when asked
-    # The rung-10 records of test_a_trial_below_its_rung_is_held...: trial 1 tops the rung, but its curve
-    # is condemned by the judge (P(reach 0.99) below the threshold).
-    ts = [
-        trial(1, 10, 0.9, devices=["cpu:0"]),
-        trial(2, 10, 0.5, devices=["cpu:1"]),
-        trial(3, 10, 0.2, devices=["cpu:1"], running=True),
-        trial(4),
-    ]
-    verdicts = {1: Verdict(judged=True, p_reach=0.01, final=0.92, promise=0.01, kill=True)}
-
-    def plan_with(search: SearchView, knobs: dict):
-        snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(search,), verdicts=verdicts)
-        return policy(**knobs).plan(snapshot)
-
-    growing = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True)
-    plan = plan_with(growing, {"judge": JudgeKnobs()})
-    assert 1 in plan.hold and plan.running() == {4}  # not promoted: the device goes to a new configuration
-    # Without judge knobs the verdict is not read (the controller would not even judge): 1 is promoted.
-    assert plan_with(growing, {}).running() == {1, 4}
-    # Once the search will create no more trials, the idle-device rule may run it after all.
-    done = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=False)
-    assert 1 in plan_with(done, {"judge": JudgeKnobs()}).running()
-    # Kill mode: a condemned trial is stopped at its rung even at the rung's top.
-    assert 1 in plan_with(growing, {"judge": JudgeKnobs(), "mode": "kill"}).stop
-
-
-def test_with_judge_knobs_a_trial_heading_for_the_target_goes_on_without_waiting_for_the_rung():
-
-    # Trial 1 is the first at rung 10 (top floor(1/3) = 0: textbook ASHA holds it for two more).
-    ts = [trial(1, 10, 0.6, devices=["cpu:0"], running=True), trial(2, 5, devices=["cpu:1"], running=True), trial(3)]
-    assert policy().plan(snap(ts)).hold == (1,)
-    sure = {1: Verdict(judged=True, p_reach=0.8, final=0.995, promise=0.8)}
-    unsure = {1: Verdict(judged=True, p_reach=0.3, final=0.95, promise=0.3)}
-
-    def plan_with(verdicts, **knobs):
-        snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(SEARCH,), verdicts=verdicts)
-        return policy(**knobs).plan(snapshot)
-
-    go = plan_with(sure, judge=JudgeKnobs())
-    assert go.hold == () and go.placement["cpu:0"] == (1,) and go.limits[1] == 30
-    assert go.state["allowed"]["1"] == 1
-    assert plan_with(unsure, judge=JudgeKnobs()).hold == (1,)  # below go_p: it waits as before
-    assert plan_with(sure, judge=JudgeKnobs(), go_p=0.9).hold == (1,)
-    assert plan_with(sure).hold == (1,)  # no judge knobs: verdicts are not read
-
-
 def test_default_first_rung_is_shared_by_the_policy_and_the_searcher():
     """With no `min_steps` anywhere, the asha policy and the bohb searcher use the same rungs, starting at
     `max_steps / eta**4` (25 of 2,000 steps; 123 of 10,000; 1 of LCBench's 52 epochs)."""
@@ -291,31 +215,9 @@ def test_default_first_rung_is_shared_by_the_policy_and_the_searcher():
     long_trial = dataclasses.replace(trial(1), max_steps=2000)
     levels = AshaPolicy(AshaKnobs()).levels(long_trial, SearchView(id=1, goal="maximize", target=None, max_steps=2000))
     assert levels == rungs(2000, 25, 3.0) == (25, 75, 225, 675, 2000)
-    assert make_searcher(spec).levels == levels  # type: ignore[attr-defined]
-
-
-def test_the_hybrid_rule_lets_the_first_trials_at_a_rung_go_on_and_promotes_by_rank_once_eta_are_there():
-    growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
-
-    def plan_of(rule, ts, state=None):
-        return policy(rule=rule).plan(
-            ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=growing, policy_state=state or {})
-        )
-
-    # Alone at rung 10: textbook promotion holds it (top floor(1/3) = 0); hybrid lets it go on to 30.
-    first = [trial(1, 10, 0.6, devices=["cpu:0"], running=True), trial(2)]
-    assert plan_of("promotion", first).hold == (1,)
-    plan = plan_of("hybrid", first)
-    assert plan.hold == () and plan.limits[1] == 30 and plan.state["allowed"]["1"] == 1
-    # A second, worse trial at rung 10 (2 < eta recorded): the stopping rule's cut-off holds it.
-    ts = [trial(1, 12, 0.6, devices=["cpu:0"], running=True), trial(2, 10, 0.4, devices=["cpu:1"], running=True)]
-    plan = plan_of("hybrid", ts, plan.state)
-    assert plan.hold == (2,)
-    # Three recorded: promotion by rank again: 2 is not in the top floor(3/3) = 1, nor is the newcomer 3.
-    ts = [trial(1, 14, 0.6, devices=["cpu:0"], running=True), trial(2, 10, 0.4, devices=["cpu:1"]),
-          trial(3, 10, 0.5, devices=["cpu:1"], running=True), trial(4)]  # fmt: skip
-    plan = plan_of("hybrid", ts, plan.state)
-    assert set(plan.hold) == {2, 3} and plan.running() == {1, 4}
+    assert spec.searcher_rungs() == levels
+    searcher = make_searcher(spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs())
+    assert searcher.levels == levels  # type: ignore[attr-defined]
 
 
 def test_the_rent_rule_promotes_the_best_of_a_thin_rung_once_it_has_waited_its_next_rungs_cost():
@@ -347,13 +249,6 @@ def test_the_rent_rule_promotes_the_best_of_a_thin_rung_once_it_has_waited_its_n
     assert policy().plan(
         ClusterSnapshot(now=1e6, devices=DEVICES, trials=tuple(slow), searches=growing)
     ).hold == (1,)
-    # With judge knobs, a trial the judge condemns is not sent on by its wait either.
-    condemned = {1: Verdict(judged=True, p_reach=0.01, final=0.5, promise=0.01, kill=True)}
-    judged = ClusterSnapshot(
-        now=30.0, devices=DEVICES, trials=tuple(slow), searches=growing, policy_state={"held": {"1": [0, 0.0]}},
-        verdicts=condemned,
-    )  # fmt: skip
-    assert policy(rule="rent", judge=JudgeKnobs()).plan(judged).hold == (1,)
     # Once eta are recorded, rank promotion decides: the held best (top floor(3/3) = 1) goes at once.
     ts = [at(1, 10, 0.6, devices=["cpu:0"]), at(2, 10, 0.4, devices=["cpu:1"]), at(3, 10, 0.5), trial(4)]
     plan = plan_of(0.0, ts)
@@ -374,36 +269,38 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     held = [trial(1, 10, 0.3, devices=["cpu:0"]), trial(2)]
 
     def plan_of(state, **knobs):
-        # On the rung records after 20 pairs unless a test says otherwise (the defaults are reports, 10).
-        knobs = {"rung_check_on": "best", "rung_check_pairs": 20, **knobs}
+        # Decided after 20 pairs unless a test says otherwise (the default is 10).
+        knobs = {"rung_check_pairs": 20, **knobs}
         snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(held), searches=growing, policy_state=state)
         return policy(**knobs).plan(snapshot)
 
-    backwards = {"records": _records(20, agree=False)}
+    def rungs_of(n: int, agree: bool) -> dict:
+        # The records (best so far: what a hold is decided on) agree; each trial's report at each rung
+        # (what rung_check correlates) agrees or not.
+        return {"records": _records(n, agree=True), "reports": _records(n, agree=agree)}
+
+    backwards = rungs_of(20, agree=False)
     assert plan_of(backwards, rung_check=None).hold == (1,)  # without the knob: held below its rung's top third
     plan = plan_of(backwards, rung_check=0.3)
     assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
     assert any("1/0: its lowest 1 rung(s) passed over" in n for n in plan.notes)
     assert plan.running() == {1, 2} and plan.limits == {1: 30, 2: 30}  # both run to rung 30 now
+    assert plan.state["reports"]["1/0/0"]["1"] == -0.3  # the held trial's own report is recorded beside them
     # Too few trials at both rungs: the rung judges meanwhile (and nothing is decided).
-    plan = plan_of({"records": _records(19, agree=False)}, rung_check=0.3)
+    plan = plan_of(rungs_of(19, agree=False), rung_check=0.3)
     assert plan.hold == (1,) and plan.state["passed"] == {"1/0": [0, False]}
-    # A rung that ranks as the next does keeps judging, and the decision is kept: later records that
+    # A rung that ranks as the next does keeps judging, and the decision is kept: later reports that
     # disagree do not undo it.
-    plan = plan_of({"records": _records(20, agree=True)}, rung_check=0.3)
+    plan = plan_of(rungs_of(20, agree=True), rung_check=0.3)
     assert plan.hold == (1,) and plan.state["passed"] == {"1/0": [0, True]}
-    later = plan_of({"records": _records(40, agree=False), "passed": plan.state["passed"]}, rung_check=0.3)
+    later = plan_of({**rungs_of(40, agree=False), "passed": plan.state["passed"]}, rung_check=0.3)
     assert later.hold == (1,) and later.state["passed"] == {"1/0": [0, True]}
-    # On reports: the records (best so far) agree, the reports at each rung do not: passed over; the
-    # held trial's own report at rung 10 is recorded beside them.
-    on_reports = {"records": _records(20, agree=True), "reports": _records(20, agree=False)}
-    plan = plan_of(on_reports, rung_check=0.3, rung_check_on="report")
-    assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
-    assert plan.state["reports"]["1/0/0"]["1"] == -0.3
-    assert plan_of(on_reports, rung_check=0.3).hold == (1,)  # on the records it keeps judging
+    # Best-so-far records that disagree do not count: it correlates the reports, which agree here.
+    disagreeing_records = {"records": _records(20, agree=False), "reports": _records(20, agree=True)}
+    assert plan_of(disagreeing_records, rung_check=0.3).hold == (1,)
     # The defaults: 0.5 on the reports, decided after 10 pairs.
-    assert AshaKnobs().rung_check == 0.5 and AshaKnobs().rung_check_on == "report"
-    defaults = {"records": _records(10, agree=True), "reports": _records(10, agree=False)}
+    assert AshaKnobs().rung_check == 0.5 and AshaKnobs().rung_check_pairs == 10
+    defaults = rungs_of(10, agree=False)
     plan = policy().plan(
         ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(held), searches=growing, policy_state=defaults)
     )
@@ -483,3 +380,20 @@ def test_the_held_set_keeps_each_rung_sorted_and_drops_trials_whose_view_changed
     hs.remove(1)
     hs.remove(4)
     assert len(hs) == 0 and list(hs.rungs()) == [] and list(hs.groups()) == [] and hs.memory == {}
+
+
+def test_the_rules_bars_are_li_et_als_top_third_and_the_thin_rungs_best():
+    from app.executor.policy.asha.rules import held_since, promotion_bar, thin_bar
+    from app.search.fidelity import in_top_sorted
+
+    rng = np.random.default_rng(3)
+    for n in range(1, 12):
+        ranked = sorted(rng.random(n).tolist())
+        bar = promotion_bar(ranked, 3.0)
+        # Promoted exactly when in the top floor(n / eta): at or below the bar.
+        assert all((v <= bar) == in_top_sorted(v, ranked, 3.0) for v in ranked)
+        assert thin_bar(ranked, 3.0) == (ranked[0] if n < 3 else -np.inf)
+    # Rule 3's clock: kept while the trial waits at the same rung, restarted at another.
+    t = trial(7, 10, 0.5)
+    assert held_since([(0, 0.5, t)], {"7": [0, 12.0]}, now=20.0) == {7: (0, 12.0)}
+    assert held_since([(1, 0.5, t)], {"7": [0, 12.0]}, now=20.0) == {7: (1, 20.0)}

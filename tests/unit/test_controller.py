@@ -101,23 +101,27 @@ SPEC = {
 
 
 def _broken_searcher(monkeypatch):
-    """Searches named 'bad' cannot build their searcher (as a space HyperOpt refuses would)."""
+    """Searches seeded 13 (the ones named 'bad' below) cannot build their searcher (as a space HyperOpt
+    refuses would)."""
     import app.controller.book as book
 
     real = book.make_searcher
 
-    def make(spec, history=(), warm=()):
-        if spec.name == "bad":
+    def make(space, seed, search, **kw):
+        if seed == BAD_SEED:
             raise RuntimeError("the searcher refuses this space")
-        return real(spec, history, warm)
+        return real(space, seed, search, **kw)
 
     monkeypatch.setattr(book, "make_searcher", make)
+
+
+BAD_SEED = 13
 
 
 def test_a_search_that_cannot_start_fails_alone(monkeypatch):
     _broken_searcher(monkeypatch)
     ctl, rt, store = _controller()
-    bad = store.create_search("bad", parse_spec({**SPEC, "name": "bad"}).model_dump(mode="json"), 0.0)
+    bad = store.create_search("bad", parse_spec({**SPEC, "name": "bad", "seed": BAD_SEED}).model_dump(mode="json"), 0.0)
     good = store.create_search("ok", parse_spec(SPEC).model_dump(mode="json"), 0.0)
     ctl.book.sync(0.0)  # what a tick does first (the simulated runtime could not run these trials)
     rows = {r.id: r for r in store.searches()}
@@ -128,7 +132,7 @@ def test_a_search_that_cannot_start_fails_alone(monkeypatch):
 
 def test_a_search_that_cannot_be_loaded_after_a_restart_fails_alone(monkeypatch):
     ctl, rt, store = _controller()
-    bad = ctl.submit(parse_spec({**SPEC, "name": "bad"}))
+    bad = ctl.submit(parse_spec({**SPEC, "name": "bad", "seed": BAD_SEED}))
     good = ctl.submit(parse_spec(SPEC))
     ctl.book.sync(0.0)
     _broken_searcher(monkeypatch)

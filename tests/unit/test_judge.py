@@ -76,38 +76,38 @@ def test_verdicts_equal_what_gandiva_computed_before(case):
 
 def test_verdict_is_the_prediction_of_feedback():
     t = trial(1, 0.9, 300)
-    v = judge(snap([t]), JudgeKnobs()).verdicts[1]
+    v = judge(snap([t]), JudgeKnobs(rung_eta=None)).verdicts[1]
     pred = feedback.predict(t.curve, MAX, TARGET, "maximize", bounds=(0.0, 1.0))  # a fraction: bounds inferred
     assert v.judged and not v.kill
     assert (v.p_reach, v.final) == (pred.p_reach, pred.final)
     assert v.promise == feedback.priority(pred, "maximize")
-    unbounded = judge(snap([t]), JudgeKnobs(infer_bounds=False)).verdicts[1]
+    unbounded = judge(snap([t]), JudgeKnobs(rung_eta=None, infer_bounds=False)).verdicts[1]
     assert unbounded.p_reach == feedback.predict(t.curve, MAX, TARGET, "maximize").p_reach
 
 
 def test_not_judged_before_min_steps_or_without_points():
-    knobs = JudgeKnobs(min_steps_before_judgement=100)
+    knobs = JudgeKnobs(rung_eta=None, min_steps_before_judgement=100)
     got = judge(snap([trial(1, 0.7, 90), trial(2, None, 500), trial(3, 0.7, 20)]), knobs)
     assert got.verdicts[1] == got.verdicts[2] == NOT_JUDGED
     assert got.state == {}
     # Default: 10 % of max_steps; 3 points at least.
-    assert JudgeKnobs().min_steps(trial(1, 0.7, 0), SEARCH) == 100
-    assert judge(snap([trial(1, 0.7, 99)]), JudgeKnobs()).verdicts[1] == NOT_JUDGED
-    assert judge(snap([trial(1, 0.7, 100)]), JudgeKnobs()).verdicts[1].judged
+    assert JudgeKnobs(rung_eta=None).min_steps(trial(1, 0.7, 0), SEARCH) == 100
+    assert judge(snap([trial(1, 0.7, 99)]), JudgeKnobs(rung_eta=None)).verdicts[1] == NOT_JUDGED
+    assert judge(snap([trial(1, 0.7, 100)]), JudgeKnobs(rung_eta=None)).verdicts[1].judged
 
 
 def test_kill_needs_a_target_and_a_threshold():
     t = trial(1, 0.7, 300)
-    assert judge(snap([t]), JudgeKnobs(kill_threshold=0.05)).verdicts[1].kill
-    assert not judge(snap([t]), JudgeKnobs(kill_threshold=0.0)).verdicts[1].kill
+    assert judge(snap([t]), JudgeKnobs(rung_eta=None, kill_threshold=0.05)).verdicts[1].kill
+    assert not judge(snap([t]), JudgeKnobs(rung_eta=None, kill_threshold=0.0)).verdicts[1].kill
     no_target = SearchView(1, "maximize", None, MAX)
-    assert not judge(snap([t], searches=(no_target,)), JudgeKnobs(kill_threshold=0.4)).verdicts[1].kill
+    assert not judge(snap([t], searches=(no_target,)), JudgeKnobs(rung_eta=None, kill_threshold=0.4)).verdicts[1].kill
     # A killed trial's prediction is not carried (it leaves the snapshot).
-    assert judge(snap([t]), JudgeKnobs(kill_threshold=0.05)).state == {}
+    assert judge(snap([t]), JudgeKnobs(rung_eta=None, kill_threshold=0.05)).state == {}
 
 
 def test_prediction_is_cached_until_feedback_every_steps():
-    knobs = JudgeKnobs(feedback_every_steps=50, kill_threshold=0.0)
+    knobs = JudgeKnobs(rung_eta=None, feedback_every_steps=50, kill_threshold=0.0)
     first = judge(snap([trial(1, 0.95, 200)]), knobs)
     assert first.state["1"]["at"] == 200
     # 40 more steps (and a different curve): the cached prediction stands, and so does the verdict.
@@ -115,15 +115,15 @@ def test_prediction_is_cached_until_feedback_every_steps():
     assert again.state == first.state and again.verdicts == first.verdicts
     fresh = judge(snap([trial(1, 0.7, 250)]), knobs, first.state)
     assert fresh.state["1"]["at"] == 250 and fresh.verdicts[1].p_reach < 0.05
-    assert JudgeKnobs().feedback_every(trial(1, 0.7, 0), SEARCH) == 30  # 3 % of max_steps
+    assert JudgeKnobs(rung_eta=None).feedback_every(trial(1, 0.7, 0), SEARCH) == 30  # 3 % of max_steps
 
 
 def test_jobs_outside_a_search_get_no_verdict():
     jobs = [TrialView(id=i, max_steps=1000, steps_done=500, status=TrialStatus.RUNNING) for i in (1, 2)]
-    got = judge(snap(jobs, searches=()), JudgeKnobs())
+    got = judge(snap(jobs, searches=()), JudgeKnobs(rung_eta=None))
     assert got.verdicts == {} and got.state == {}
     # Their guard (not a judgement) covers the first mini-batches only.
-    assert JudgeKnobs().min_steps(jobs[0], None) == 100
+    assert JudgeKnobs(rung_eta=None).min_steps(jobs[0], None) == 100
 
 
 def test_a_restarted_controller_carries_the_judges_state():
@@ -135,7 +135,7 @@ def test_a_restarted_controller_carries_the_judges_state():
     from app.executor.policy.types import Plan
 
     store = MemoryStore()
-    knobs = JudgeKnobs(feedback_every_steps=50)
+    knobs = JudgeKnobs(rung_eta=None, feedback_every_steps=50)
     first = judge(snap([trial(1, 0.95, 200)]), knobs)
     PolicyChoice(store, None, None).remember(make_policy("gandiva"), Plan(state={"rank": [1]}), first.state)
     restarted = PolicyChoice(store, None, None)
@@ -152,11 +152,11 @@ RUNG = JudgeKnobs(rung_eta=3.0)  # rungs at 37, 111, 333 steps of MAX = 1000 (fi
 def test_first_judgement_comes_at_the_first_rung():
     assert RUNG.min_steps(trial(1, 0.7, 0), SEARCH) == 37
     assert RUNG.curve_min_steps(trial(1, 0.7, 0), SEARCH) == 100  # the curve alone condemns from 10 %
-    assert GandivaKnobs().rung_eta == 3.0 and JudgeKnobs().rung_eta is None
+    assert GandivaKnobs().rung_eta == JudgeKnobs().rung_eta == 3.0  # one default, the judge's
     # Reports every 10 steps: at 30 steps not yet past the rung; at 40, past it with 4 points.
     early = judge(snap([trial(1, 0.9, 30)]), RUNG)
     assert early.verdicts[1] == NOT_JUDGED
-    assert judge(snap([trial(1, 0.9, 40)]), JudgeKnobs()).verdicts[1] == NOT_JUDGED  # curve alone: 10 %
+    assert judge(snap([trial(1, 0.9, 40)]), JudgeKnobs(rung_eta=None)).verdicts[1] == NOT_JUDGED  # curve alone: 10 %
     got = judge(snap([trial(1, 0.9, 40)]), RUNG)
     assert got.verdicts[1].judged and got.verdicts[1].p_reach is not None
     # One trial at the rung: no rank yet, so the verdict is the curve's.

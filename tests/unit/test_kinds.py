@@ -1,4 +1,4 @@
-"""Placement by device kind (Gavel; `app.executor.policy.kinds`) on hand-built snapshots: the trial that
+"""Placement by device kind (Gavel; `app.executor.policy.placement.kinds`) on hand-built snapshots: the trial that
 gains most from a fast kind gets it, a kind where a trial's rate is 0 is never chosen, and the share
 layer counts device time in effective throughput. No training: snapshots and plans only."""
 
@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from app.executor.policy import make_policy
-from app.executor.policy.kind_rebalance import EVICT_MARGIN, MOVE_MARGIN, rebalance
-from app.executor.policy.kinds import Effective, effective_rates
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
+from app.executor.policy.placement.kind_rebalance import EVICT_MARGIN, MOVE_MARGIN, rebalance
+from app.executor.policy.placement.kinds import Effective, effective_rates
 from app.executor.policy.share import SharePolicy, allocation, shares_of
 from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
 

@@ -228,18 +228,15 @@ def test_bad_levels_are_refused():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rank", ["depth", "level"])
-def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe(rank):
+def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe():
     """Training spent (in full-budget trials) before a configuration within 0.02 of the optimum is
     proposed, 8 workers, 24 seeds: multi-fidelity TPE needs clearly less than plain TPE, which learns
     nothing until a trial has trained its full budget. Measured when written, median and total over
-    seeds 0-23 (and 24-47, not used to tune anything): "level" 1.13 and 73.5 (3.35, 116.6); "depth"
-    1.69 and 55.2 (2.22, 100.2); plain TPE 2.19 and 98.3 (6.28, 177.7)."""
+    seeds 0-23 (and 24-47, not used to tune anything): 1.13 and 73.5 (3.35, 116.6); plain TPE 2.19 and
+    98.3 (6.28, 177.7)."""
     seeds = range(24)
     mf = [
-        budgets_to_near_optimum(
-            MultiFidelityTPE(SPACE, seed=s, n_startup=6, levels=LEVELS, rank=rank), multi_fidelity=True
-        )
+        budgets_to_near_optimum(MultiFidelityTPE(SPACE, seed=s, n_startup=6, levels=LEVELS), multi_fidelity=True)
         for s in seeds
     ]
     plain = [budgets_to_near_optimum(HyperOptSearcher(SPACE, seed=s, n_startup=6), multi_fidelity=False) for s in seeds]
@@ -296,9 +293,8 @@ def test_report_values_are_the_first_reports_past_each_rung_where_passed_values_
     assert report_values(curve[:2], levels) == (0.5,)  # rung 3 not reached yet
 
 
-@pytest.mark.parametrize("rank", ["level", "depth"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_asks_in_tid_order_equal_the_generic_scored_path(seed, rank):
+def test_asks_in_tid_order_equal_the_generic_scored_path(seed):
     # MultiFidelityTPE hands TPE its documents in tid order with per-level loss arrays
     # (`Posterior.suggest_in_order`, no loop over the documents); at every ask, with warm-start trials,
     # failures, pending trials and reports arriving out of order, it must suggest what the generic path
@@ -311,7 +307,7 @@ def test_asks_in_tid_order_equal_the_generic_scored_path(seed, rank):
         HistoryItem(number=i, vals={k: [rng.random()] for k in "xyz"}, loss=rng.random(), curve=((10, rng.random()),))
         for i in range(4)
     ]
-    s = MultiFidelityTPE(SPACE, seed=seed, n_startup=3, levels=LEVELS, min_points=3, warm=warm, rank=rank)
+    s = MultiFidelityTPE(SPACE, seed=seed, n_startup=3, levels=LEVELS, min_points=3, warm=warm)
     asked: list[int] = []
     model_asks = 0
     for n in range(40):
@@ -319,12 +315,8 @@ def test_asks_in_tid_order_equal_the_generic_scored_path(seed, rank):
             model_asks += 1
             level = s._read_levels()
             docs = s._trials.trials
-            if rank == "level":
-                values = s._at_level[level]
-                scored = [(float(values.get(doc["tid"], math.inf)), doc) for doc in docs]
-            else:
-                depth = s._by_depth(len(docs))
-                scored = [(float(depth[s._position[doc["tid"]]]), doc) for doc in docs]
+            values = s._at_level[level]
+            scored = [(float(values.get(doc["tid"], math.inf)), doc) for doc in docs]
             theirs = Posterior(s._domain).suggest_scored([n], scored, s._trials, ask_seed(seed, n), n_startup_jobs=0)
             assert s.ask(n).vals == {k: v for k, v in theirs[0]["misc"]["vals"].items() if v}
         else:
@@ -338,30 +330,9 @@ def test_asks_in_tid_order_equal_the_generic_scored_path(seed, rank):
     assert s._ascending and model_asks >= 20
 
 
-def test_depth_ranks_the_deepest_rung_first_then_the_loss_there():
-    # rank="depth" (Optuna's order for pruned trials): a trial that reached a later rung ranks before every
-    # trial that stopped earlier, whatever their losses; within a rung, the lower loss first; a trial below
-    # the first rung is pending (+inf).
-    s = MultiFidelityTPE(SPACE, seed=0, n_startup=0, levels=(10, 30, 90), min_points=1, rank="depth")
-    for n in range(6):
-        s.ask(n)
-    s.observe(0, 90, 0.9)  # deepest, worst loss
-    s.observe(1, 30, 0.1)
-    s.observe(2, 30, 0.2)
-    s.observe(3, 10, 0.01)  # best loss, shallowest rung
-    s.observe(4, 5, 0.0)  # below the first rung
-    s._read_levels()
-    scores = s._by_depth(6)
-    assert list(np.argsort(scores, kind="stable")) == [0, 1, 2, 3, 4, 5]
-    assert math.isinf(scores[4]) and math.isinf(scores[5])
-    # The level rule (BOHB's) sees only the highest rung with min_points values: trial 0 alone.
-    assert s.level_losses() == (2, {0: 0.9})
-
-
-@pytest.mark.parametrize("rank", ["level", "depth"])
-def test_rank_and_gamma_restore_exactly_and_change_the_asks(rank):
+def test_gamma_restores_exactly_and_changes_the_asks():
     def grown(gamma):
-        s = MultiFidelityTPE(SPACE, seed=4, n_startup=5, levels=LEVELS, min_points=3, rank=rank, gamma=gamma)
+        s = MultiFidelityTPE(SPACE, seed=4, n_startup=5, levels=LEVELS, min_points=3, gamma=gamma)
         rng = random.Random(4)
         for n in range(40):
             s.ask(n)
@@ -369,23 +340,22 @@ def test_rank_and_gamma_restore_exactly_and_change_the_asks(rank):
         return s
 
     s = grown(1.0)
-    back = MultiFidelityTPE.restore(SPACE, 4, 5, s.history(), levels=LEVELS, min_points=3, rank=rank, gamma=1.0)
+    back = MultiFidelityTPE.restore(SPACE, 4, 5, s.history(), levels=LEVELS, min_points=3, gamma=1.0)
     assert [back.ask(n).vals for n in range(40, 50)] == [s.ask(n).vals for n in range(40, 50)]
     default = grown(0.25)
     assert [default.ask(n).vals for n in range(40, 50)] != [grown(1.0).ask(n).vals for n in range(40, 50)]
-    with pytest.raises(ValueError, match="rank"):
-        MultiFidelityTPE(SPACE, seed=0, levels=LEVELS, rank="loss")
     with pytest.raises(ValueError, match="gamma"):
         MultiFidelityTPE(SPACE, seed=0, levels=LEVELS, gamma=0)
 
 
-def test_the_specs_rank_and_gamma_reach_the_searcher_and_bad_values_name_the_field():
-    from app.search.searcher import make_searcher
+def test_the_specs_gamma_reaches_the_searcher_and_bad_values_name_the_field():
+    from app.search.factory import make_searcher
     from app.spec import parse_spec
 
     base = {"name": "s", "trainable": "examples.m:train", "metric": {"name": "acc"}, "space": SPACE, "seed": 3}
-    s = make_searcher(parse_spec({**base, "search": {"rank": "depth", "gamma": 0.5}}))
-    assert isinstance(s, MultiFidelityTPE) and s.rank == "depth" and s.gamma == 0.5
-    for bad, field in (({"rank": "loss"}, "rank"), ({"gamma": 0}, "gamma"), ({"gamma": 30}, "gamma")):
+    spec = parse_spec({**base, "search": {"gamma": 0.5}})
+    s = make_searcher(spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs())
+    assert isinstance(s, MultiFidelityTPE) and s.gamma == 0.5
+    for bad, field in (({"gamma": 0}, "gamma"), ({"gamma": 30}, "gamma")):
         with pytest.raises(Exception, match=field):
             parse_spec({**base, "search": bad})

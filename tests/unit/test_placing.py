@@ -10,7 +10,7 @@ import pytest
 from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.executor.policy import make_policy
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
 from app.sim.runtime import JobSpec, SimRuntime
 

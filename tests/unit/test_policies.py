@@ -25,6 +25,27 @@ def test_registry_knows_builtin_policies():
     assert {"fifo", "timeslice"} <= set(policy_names())
 
 
+def test_every_policy_of_the_knob_union_is_built_the_same_way_from_its_knobs():
+    """The names come from the knob models alone (`KNOBS`, read off the `PolicyKnobs` union); every one
+    has a class that plans it, built as `cls(knobs)` (and `cls()` with the defaults), which keeps the
+    knobs it was given."""
+    from typing import get_args
+
+    from app.executor.policy import policy_for, registry
+    from app.executor.policy.knobs import KNOBS, PolicyKnobs
+
+    assert policy_names() == sorted(KNOBS) == sorted(registry())
+    assert sorted(KNOBS.values(), key=lambda m: m.__name__) == sorted(get_args(PolicyKnobs), key=lambda m: m.__name__)
+    for name, model in KNOBS.items():
+        cls = registry()[name]
+        knobs = model(quantum_s=7.0)
+        policy = cls(knobs)
+        assert policy.knobs is knobs and policy.name == name
+        assert policy_for(knobs).knobs == knobs and type(policy_for(knobs)) is cls
+        assert cls().knobs == cls.Knobs()
+    assert registry()["hyperband"] is registry()["asha"]  # HyperbandKnobs extends AshaKnobs
+
+
 def test_fifo_runs_oldest_exclusively_and_never_preempts():
     trials = [
         TrialView(id=1, arrival=0, status=R, devices=("cpu:1",), running=True),

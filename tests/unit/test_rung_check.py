@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.executor.policy.rung_check import rungs_passed
+from app.executor.policy.asha.rung_check import rungs_passed
 from app.search.fidelity import RungRecords
 
 LEVELS = (1, 3, 9, 27)

@@ -14,6 +14,8 @@ import pytest
 from hyperopt import space_eval
 from hyperopt.base import JOB_STATE_DONE, JOB_STATE_RUNNING, STATUS_FAIL, STATUS_OK, spec_from_misc
 
+from app.search.factory import make_searcher
+from app.search.knobs import SearchAlgoSpec
 from app.search.searcher import (
     HistoryItem,
     HyperOptSearcher,
@@ -22,10 +24,8 @@ from app.search.searcher import (
     Suggestion,
     _plain,
     ask_seed,
-    make_searcher,
 )
 from app.search.space import SpaceError
-from app.spec import parse_spec
 
 QUAD = {"x": {"uniform": [-5, 5]}, "y": {"uniform": [-5, 5]}}
 NESTED = {
@@ -83,15 +83,15 @@ def test_implements_the_protocol(cls):
 
 
 def test_make_searcher_picks_the_algorithm_and_restores():
-    base = {"name": "s", "trainable": "examples.m:train", "metric": {"name": "acc"}, "space": QUAD, "seed": 7}
-    tpe_spec = parse_spec({**base, "search": {"algorithm": "tpe", "n_startup": 5}})
-    rand_spec = parse_spec({**base, "search": {"algorithm": "random"}})
-    a = make_searcher(tpe_spec)
+    tpe = SearchAlgoSpec(algorithm="tpe", n_startup=5)
+    a = make_searcher(QUAD, 7, tpe)
     assert isinstance(a, HyperOptSearcher) and a.seed == 7 and a.n_startup == 5
-    assert isinstance(make_searcher(rand_spec), RandomSearcher)
+    assert isinstance(make_searcher(QUAD, 7, SearchAlgoSpec(algorithm="random")), RandomSearcher)
     run(a, 12)
-    b = make_searcher(tpe_spec, a.history())
+    b = make_searcher(QUAD, 7, tpe, history=a.history())
     assert b.ask(12) == a.ask(12)
+    with pytest.raises(ValueError, match="rung"):
+        make_searcher(QUAD, 7, SearchAlgoSpec(algorithm="bohb"))  # bohb fits at rungs: they must be given
 
 
 def test_ask_seed_is_deterministic_and_distinct():

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from app.executor.policy import make_policy
+from app.executor.policy.knobs import ShareKnobs
 from app.executor.policy.share import (
-    ShareKnobs,
     SharePolicy,
     bounded_shares,
     fair_shares,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.db.store import Store
-from app.executor.policy.share import ShareKnobs
+from app.executor.policy.knobs import ShareKnobs
 from app.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
 
 

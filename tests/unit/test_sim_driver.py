@@ -294,15 +294,15 @@ def test_a_job_no_kind_of_the_cluster_can_run_is_refused_by_name():
 def test_simulate_flags_set_the_gandiva_placement_knobs():
     """`quanta simulate --sticky --gang --gang-patience N`: the knobs the flags give the policy (-1 turns
     patience off; no flag leaves the knob's default), each one a valid GandivaKnobs."""
-    from app.executor.policy.knobs import GandivaKnobs
+    from app.executor.policy.knobs import GandivaExperimental, GandivaKnobs
     from app.sim.cli import _gandiva_knobs
 
     assert _gandiva_knobs(False, False) is None
     assert _gandiva_knobs(True, False, 3) == {"sticky": True}
     assert _gandiva_knobs(True, True) == {"sticky": True, "gang": True}
-    assert GandivaKnobs(**_gandiva_knobs(True, True, 3)).gang_patience == 3
-    assert GandivaKnobs(**_gandiva_knobs(True, True, -1)).gang_patience is None
-    assert GandivaKnobs(**_gandiva_knobs(True, True)).gang_patience == GandivaKnobs().gang_patience
+    assert GandivaKnobs(**_gandiva_knobs(True, True, 3)).research.gang_patience == 3
+    assert GandivaKnobs(**_gandiva_knobs(True, True, -1)).research.gang_patience is None
+    assert GandivaKnobs(**_gandiva_knobs(True, True)).research.gang_patience == GandivaExperimental().gang_patience
 
 
 @pytest.mark.parametrize(

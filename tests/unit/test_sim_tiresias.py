@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.executor.policy import make_policy, policy_names
+from app.executor.policy.knobs import TiresiasKnobs
 from app.executor.policy.tiresias import TiresiasPolicy
 from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
 
@@ -29,7 +30,7 @@ def test_registered_with_tiresias_defaults():
     assert p.queue_limits == (3250.0, 7200.0) and p.starvation_factor == 8.0
     assert make_policy("tiresias", queue_limits=[100, 200], starvation_factor=0).queue_limits == (100.0, 200.0)
     with pytest.raises(ValueError):
-        TiresiasPolicy(queue_limits=(10, 5))
+        TiresiasPolicy(TiresiasKnobs(queue_limits=(10, 5)))
 
 
 def test_new_job_preempts_one_that_attained_more_service():
@@ -71,7 +72,7 @@ def test_multi_device_job_waits_while_smaller_ones_backfill():
 
 
 def test_starved_job_is_promoted_to_the_top_queue():
-    p = TiresiasPolicy(starvation_factor=2.0)
+    p = TiresiasPolicy(TiresiasKnobs(starvation_factor=2.0))
     hog = running(1, "n0/d0", service=5000.0, arrival=0)
     waiting = TrialView(id=2, arrival=1, device_seconds=4000.0)
     # Round at t=0: job 2 was running (state says so) and is now parked: its run lasted 100 s.
@@ -87,7 +88,7 @@ def test_starved_job_is_promoted_to_the_top_queue():
 
 
 def test_no_starvation_promotion_when_disabled():
-    p = TiresiasPolicy(starvation_factor=0)
+    p = TiresiasPolicy(TiresiasKnobs(starvation_factor=0))
     state = {"jobs": {"2": [1, 0.0, 10.0, False]}}
     waiting = TrialView(id=2, arrival=1, device_seconds=4000.0)
     plan = p.plan(snap([waiting], n_dev=0, state=state, now=1e6))

@@ -89,7 +89,7 @@ def test_a_rho_bound_lies_between_strict_shares_and_none():
     """With shares guaranteed only to users behind a bound, the light user u1 is protected less than by
     strict shares (but more than by none) and the heavy u0 capped less: each user's mean JCT lies between
     the two; invariants are checked after every event."""
-    from app.executor.policy.share import ShareKnobs
+    from app.executor.policy.knobs import ShareKnobs
 
     trace = assign_users(jobs(60, gap=5.0), 2)
     kw = dict(gpus=4, gpus_per_server=4, quantum_s=30, check=True)

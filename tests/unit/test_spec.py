@@ -138,9 +138,7 @@ KNOB_VALUES = {
     "promise_weight": 2.0,
     "swap_margin": 0.1,
     "packing": False,
-    "sticky": True,
-    "gang": True,
-    "gang_patience": 2,
+    "experimental": {"sticky": True, "gang": True, "gang_patience": 2},
     "pack_margin": 0.2,
     "pack_patience": 3,
     "grow_shrink": True,
@@ -167,7 +165,9 @@ def test_every_knob_of_every_policy_is_settable(policy):
     assert spec.scheduler.policy == policy
     for k in fields:
         default = KNOBS[policy].model_fields[k].default
-        assert getattr(spec.scheduler, k) == KNOB_VALUES[k] != default, k
+        value = getattr(spec.scheduler, k)
+        value = value.model_dump() if hasattr(value, "model_dump") else value
+        assert value == KNOB_VALUES[k] != default, k
     assert policy_for(spec.scheduler).name == policy
     assert parse_spec(spec.model_dump(mode="json")) == spec  # a stored spec reads back the same
 
@@ -265,3 +265,108 @@ def test_yaml_anchors_and_aliases_are_refused_before_expanding():
         parse_spec(bomb)
     with pytest.raises(SpecError, match="aliases"):
         parse_spec("name: x\ntrainable: *t\n")
+
+
+# ---- knobs removed or moved under `experimental` ----------------------------------------------------------
+
+BASE = {"name": "s", "trainable": "m:f", "space": {"x": {"uniform": [0, 1]}}, "metric": {"name": "acc"}}
+
+
+def _stored(spec, scheduler=None, search=None) -> dict:
+    """`spec` as a database holds it (a dump of every field), with the fields an older dump also had."""
+    data = spec.model_dump(mode="json")
+    data["scheduler"].update(scheduler or {})
+    data["search"].update(search or {})
+    return data
+
+
+@pytest.mark.parametrize("policy", ["asha", "hyperband"])
+def test_a_spec_stored_with_the_removed_knobs_at_their_defaults_loads_unchanged(policy):
+    spec = parse_spec({**BASE, "scheduler": {"policy": policy}})
+    old = _stored(
+        spec,
+        scheduler={"rule": "rent", "judge": None, "go_p": 0.5, "rung_check_on": "report"},
+        search={"rank": "level", "multivariate": False},
+    )
+    assert parse_spec(old) == spec
+    # Where a removed knob had no effect, its value is dropped too: a threshold of the judge when there was
+    # none, the records/report choice with rung_check off, the rule in kill mode (which always cut off).
+    inert = _stored(spec, scheduler={"go_p": 0.3, "rung_check": None, "rung_check_on": "best"})
+    assert parse_spec(inert).scheduler == spec.scheduler.model_copy(update={"rung_check": None})
+    killing = parse_spec({**BASE, "scheduler": {"policy": policy, "mode": "kill", "rule": "stopping"}}).scheduler
+    assert (killing.mode, killing.rule) == ("kill", "rent")
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "search", "path"),
+    [
+        ({"rule": "stopping"}, {}, "scheduler.rule"),
+        ({"policy": "hyperband", "rule": "hybrid"}, {}, "scheduler.rule"),
+        ({"judge": {}}, {}, "scheduler.judge"),
+        ({"judge": {"kill_threshold": 0.1}, "go_p": 0.3}, {}, "scheduler.judge"),
+        ({"rung_check_on": "best"}, {}, "scheduler.rung_check_on"),
+        ({}, {"rank": "depth"}, "search.rank"),
+        ({}, {"multivariate": True}, "search.multivariate"),
+    ],
+)
+def test_a_removed_knob_set_otherwise_is_refused_naming_it(scheduler, search, path):
+    with pytest.raises(SpecError) as err:
+        parse_spec({**BASE, "scheduler": scheduler, "search": search})
+    ((where, reason),) = err.value.errors
+    assert where == path and "removed" in reason, err.value.errors
+
+
+def test_gandivas_research_knobs_sit_under_experimental_and_warn(caplog):
+    plain = parse_spec({**BASE, "scheduler": {"policy": "gandiva"}})
+    assert plain.scheduler.experimental is None and not plain.scheduler.research.sticky
+    assert "experimental" not in caplog.text
+    spec = parse_spec({**BASE, "scheduler": {"policy": "gandiva", "experimental": {"sticky": True, "gang": True}}})
+    x = spec.scheduler.research
+    assert (x.sticky, x.gang, x.gang_patience) == (True, True, 1)
+    assert "scheduler.experimental (sticky=True, gang=True)" in caplog.text
+    assert parse_spec(spec.model_dump(mode="json")) == spec  # a stored spec reads back the same
+    # Specs stored while they sat beside the other knobs: moved under `experimental`, or dropped at their
+    # defaults (so the default gandiva stays without the block, and without a warning).
+    caplog.clear()
+    old = _stored(plain, scheduler={"sticky": False, "gang": False, "gang_patience": 1})
+    del old["scheduler"]["experimental"]
+    assert parse_spec(old) == plain and "experimental" not in caplog.text
+    moved = parse_spec(_stored(plain, scheduler={"sticky": True, "gang_patience": 3})).scheduler
+    assert moved.experimental is not None and (moved.research.sticky, moved.research.gang_patience) == (True, 3)
+    with pytest.raises(SpecError) as err:
+        parse_spec({**BASE, "scheduler": {"policy": "gandiva", "experimental": {"stiky": True}}})
+    assert err.value.errors[0][0] == "scheduler.experimental.stiky"
+
+
+# ---- the rungs, set once ------------------------------------------------------------------------------------
+
+
+def test_under_a_policy_with_rungs_the_searcher_fits_at_the_schedulers_rungs():
+    base = {**BASE, "budget": {"max_steps": 2000}}
+    spec = parse_spec(base)  # the default: asha, bohb
+    assert spec.searcher_rungs() == (25, 75, 225, 675, 2000) and spec.search.eta is None
+    for policy in ("asha", "hyperband"):
+        spec = parse_spec({**base, "scheduler": {"policy": policy, "eta": 4, "min_steps": 5}})
+        assert spec.searcher_rungs() == (5, 20, 80, 320, 2000)
+        # The same value in both blocks is not a second setting; a different one is refused, naming it.
+        once = {**base, "scheduler": {"policy": policy, "eta": 4}}
+        assert parse_spec({**once, "search": {"eta": 4}}).searcher_rungs() == parse_spec(once).searcher_rungs()
+        for knob, theirs, ours in (("eta", 4, 3), ("min_steps", 5, 6)):
+            with pytest.raises(SpecError) as err:
+                parse_spec({**base, "scheduler": {"policy": policy, knob: theirs}, "search": {knob: ours}})
+            ((path, reason),) = err.value.errors
+            assert path == f"search.{knob}" and f"scheduler.{knob}" in reason
+    # A policy without rungs: the search block's own, else the defaults.
+    gandiva = {**base, "scheduler": {"policy": "gandiva"}}
+    assert parse_spec({**gandiva, "search": {"eta": 4, "min_steps": 5}}).searcher_rungs() == (5, 20, 80, 320, 2000)
+    assert parse_spec(gandiva).searcher_rungs() == (25, 75, 225, 675, 2000)
+
+
+def test_a_search_stored_with_its_own_rungs_keeps_them():
+    from app.spec import spec_from_stored
+
+    spec = parse_spec({**BASE, "budget": {"max_steps": 2000}, "scheduler": {"eta": 4}})
+    old = _stored(spec, search={"eta": 3.0})  # dumped before the rule: the search block's default then
+    with pytest.raises(SpecError, match="search.eta"):
+        parse_spec(old)  # as a new spec it is refused
+    assert spec_from_stored(old).searcher_rungs() == (25, 75, 225, 675, 2000)  # stored: as it ran

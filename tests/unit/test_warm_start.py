@@ -13,11 +13,12 @@ from app.controller import Controller, ControllerOptions
 from app.db.memory import MemoryStore
 from app.db.warm import WarmStartError, check_warm_start, items_from_json, warm_items
 from app.executor.policy import make_policy
+from app.search.factory import make_searcher
 from app.search.multifidelity import MultiFidelityTPE
-from app.search.searcher import HistoryItem, HyperOptSearcher, make_searcher
+from app.search.searcher import HistoryItem, HyperOptSearcher, Searcher
 from app.search.space import SpaceError, point_vals, space_difference
 from app.sim.runtime import SimRuntime
-from app.spec import SpecError, parse_spec
+from app.spec import SearchSpec, SpecError, parse_spec
 
 NESTED = {
     "lr": {"loguniform": [1e-4, 1e-1]},
@@ -32,6 +33,11 @@ NESTED = {
     },
 }
 LINE = {"x": {"uniform": [0, 1]}}
+
+
+def searcher_of(spec: SearchSpec, history=(), warm=()) -> Searcher:
+    """The searcher the controller builds for `spec` (the factory on the spec's blocks)."""
+    return make_searcher(spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs(), history=history, warm=warm)
 
 
 def spec_of(space=None, **search) -> dict:
@@ -85,7 +91,7 @@ def test_the_spec_checks_its_points_and_warm_start_ids():
     with pytest.raises(SpecError, match="search.warm_start_from: .*twice"):
         parse_spec(spec_of(warm_start_from=[3, 3]))
     spec = parse_spec(spec_of(points_to_evaluate=[{"x": 0.25}, {"x": 0.75}], warm_start_from=[1]))
-    s = make_searcher(spec)
+    s = searcher_of(spec)
     assert [s.ask(0).params, s.ask(1).params] == [{"x": 0.25}, {"x": 0.75}]
     assert s.ask(2).params != {"x": 0.75}  # then the searcher proposes
 
@@ -138,14 +144,14 @@ def _through_json(items: list[HistoryItem]) -> list[dict]:
 def test_a_restored_searcher_replays_points_and_warm_history_exactly(algorithm):
     spec = parse_spec(spec_of(algorithm=algorithm, n_startup=3, points_to_evaluate=[{"x": 0.9}], warm_start_from=[1]))
     warm = items_from_json(_through_json(_warm_items(12)))
-    a = make_searcher(spec, warm=warm)
+    a = searcher_of(spec, warm=warm)
     for i in range(5):
         s = a.ask(i)
         a.observe(i, 30, _bowl(s.params["x"]) + 0.1)
         if i != 3:  # trial 3 stays in flight
             a.tell(i, _bowl(s.params["x"]))
     history = items_from_json(_through_json(a.history()))  # through a database and back
-    b = make_searcher(spec, history, warm=warm)
+    b = searcher_of(spec, history, warm=warm)
     assert b.history() == a.history()
     for i in range(5, 9):
         x, y = a.ask(i), b.ask(i)
@@ -153,7 +159,7 @@ def test_a_restored_searcher_replays_points_and_warm_history_exactly(algorithm):
         a.tell(i, _bowl(x.params["x"]))
         b.tell(i, _bowl(y.params["x"]))
     # Without the warm history the restored searcher would ask something else: the replay needs it.
-    assert make_searcher(spec, history).ask(5) != make_searcher(spec, history, warm=warm).ask(5)
+    assert searcher_of(spec, history).ask(5) != searcher_of(spec, history, warm=warm).ask(5)
 
 
 # ---- spaces that differ -------------------------------------------------------------------------------

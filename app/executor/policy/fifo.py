@@ -5,18 +5,22 @@ kind no earlier waiting trial could ever use (that delays none of them)."""
 
 from __future__ import annotations
 
-from app.executor.policy.knobs import JudgeKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.knobs import FifoKnobs, JudgeKnobs
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan
 
 
 class FifoPolicy:
     name = "fifo"
+    Knobs = FifoKnobs
     judge_knobs: JudgeKnobs | None = None  # plans without verdicts
     # Its plan depends only on which trials are alive and where they run, never on time or device time
     # attained: replanning between arrivals and completions changes nothing (the simulator ticks it
     # on those events only).
     event_driven = True
+
+    def __init__(self, knobs: FifoKnobs | None = None):
+        self.knobs = knobs or FifoKnobs()
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         board = Board(snapshot)

@@ -9,14 +9,18 @@ passes run. Subclasses change `weight()`; the offsets live in `Plan.state` so th
 
 from __future__ import annotations
 
-from app.executor.policy.knobs import JudgeKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.knobs import JudgeKnobs, TimesliceKnobs
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
 class TimeslicePolicy:
     name = "timeslice"
+    Knobs = TimesliceKnobs
     judge_knobs: JudgeKnobs | None = None  # plans without verdicts
+
+    def __init__(self, knobs: TimesliceKnobs | None = None):
+        self.knobs = knobs or TimesliceKnobs()
 
     def weight(self, trial: TrialView, snapshot: ClusterSnapshot) -> float:
         """Share of device time relative to others (> 0). Equal for plain time-slicing."""

@@ -27,18 +27,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
-from app.executor.policy.placing import Board, moves_nobody
+from app.executor.policy.placement.board import Board, moves_nobody
 from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
 class TiresiasPolicy:
     name = "tiresias"
+    Knobs = TiresiasKnobs
     judge_knobs: JudgeKnobs | None = None  # plans without verdicts
 
-    def __init__(self, knobs: TiresiasKnobs | None = None, /, **kw: Any):
-        """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
-        k = knobs if knobs is not None else TiresiasKnobs(**kw)
-        self.knobs = k
+    def __init__(self, knobs: TiresiasKnobs | None = None):
+        k = self.knobs = knobs or TiresiasKnobs()
         self.queue_limits = tuple(float(x) for x in k.queue_limits)
         self.starvation_factor = float(k.starvation_factor)
 

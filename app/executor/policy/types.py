@@ -117,7 +117,7 @@ class ClusterSnapshot:
     # Each user's weight in the share layer (`app.executor.policy.share`); a user not named weighs 1.
     user_weights: Mapping[str, float] = field(default_factory=dict)
     # When devices of several kinds are free, place each trial where its rate relative to its rates on
-    # the other kinds is highest (Gavel; `app.executor.policy.kinds`). False: kind-blind (a trial is still
+    # the other kinds is highest (Gavel; `app.executor.policy.placement.kinds`). False: kind-blind (a trial is still
     # never placed on a kind where its rate is 0). A cluster of one kind plans the same either way.
     kind_aware: bool = True
     # Devices of each kind in the whole cluster, when `devices` is only part of it (the share layer's

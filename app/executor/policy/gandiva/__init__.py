@@ -24,13 +24,13 @@ One round = one quantum. From the snapshot the policy decides, purely:
      `1 + promise_weight * P(reach)` (0.5 for a trial that cannot be judged, e.g. no target).
    Units are taken in rank order while devices remain; a unit that does not fit is skipped (lower
    units may backfill devices it could not use). `Plan.state["rank"]` publishes the order.
-   With `sticky` (off by default: on the Philly traces it cut moves but lengthened mean JCT, see
-   docs/simulation.md) trials are time-sliced on their own devices, as in Gandiva: a unit
+   With `experimental.sticky` (a research knob, off by default: on the Philly traces it cut moves but
+   lengthened mean JCT, see docs/simulation.md) trials are time-sliced on their own devices, as in Gandiva: a unit
    runs on the devices it is resident on when no higher-ranked unit claims them, and otherwise waits
    for its turn there, moving only when the move gains it device time (its device's queue is longer
    than the target's by more than one; newcomers in the guard move freely). So a trial is only ever
    parked because a higher-ranked unit takes its devices or the units above it fill the cluster.
-   With `gang` as well, a multi-device trial that starts or moves claims a whole aligned block of servers
+   With `experimental.gang` as well, a multi-device trial that starts or moves claims a whole aligned block of servers
    (the least loaded; lower-ranked occupants leave together) and is time-sliced there as a gang, and a
    pack is formed only from a trial parked on its host's own device (forming it moves nobody).
    Without `sticky`, units are taken cluster-wide in rank order and a trial is parked only when those

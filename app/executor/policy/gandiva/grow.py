@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import TrialView
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from app.executor.policy.gandiva.tiers import SHARED
 from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, TrialView
 
 MEASURE_FRACTION = 0.95  # a pack is measured after this fraction of a quantum together (tick jitter)

@@ -5,11 +5,11 @@ Running trials stay where they are; a trial spread over nodes is consolidated as
 hold it; parked trials resume on their own devices when free; the others move onto free devices (a
 move = `Migrate`). Multi-device trials take devices of one node when one node fits. On a cluster of
 several device kinds a unit only takes devices of kinds all its trials run on, the kinds they gain most
-on first (`Board.choose_in`, `app.executor.policy.kinds`).
+on first (`Board.choose_in`, `app.executor.policy.placement.kinds`).
 
 Which units run: `select` takes them in rank order while devices remain, wherever they are, so the
 rotation moves trials across the whole cluster (a parked trial whose devices the next unit up holds
-moves onto whatever freed). `select_sticky` (knob `sticky`, off by default) time-slices trials on their
+moves onto whatever freed). `select_sticky` (`experimental.sticky`, off) time-slices trials on their
 own devices, as Gandiva does: a unit with a home (the devices it is resident on) runs there when no
 higher-ranked unit claims them; a unit whose home is claimed waits for its turn there, unless moving
 gains it device time: its home's *load* (units resident there, itself included) exceeds the load of
@@ -20,7 +20,7 @@ rotation. Units without a home (new, released) take devices as in `select`, and 
 the movers on the least loaded free devices (of the kinds they run on: the kind-aware choice decides
 for units whose kinds restrict or order it).
 
-With `gang` (knob, on top of `sticky`), multi-device units are time-sliced as gangs on aligned blocks:
+With `experimental.gang` (on top of `sticky`), multi-device units are time-sliced as gangs on aligned blocks:
 one that starts or moves claims, in rank order, the least loaded block of whole servers (`Gang`: `k`
 consecutive servers of an aligned group when it needs `k` servers, devices of one server otherwise)
 whose devices no unit above claimed, so the lower-ranked units resident there all leave that round;
@@ -38,7 +38,7 @@ from typing import Any
 
 from app.executor.policy.gandiva.gang import Gang
 from app.executor.policy.gandiva.packs import Pack, Unit
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import TrialView
 
 

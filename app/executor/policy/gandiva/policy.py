@@ -9,16 +9,16 @@ from typing import Any
 from app.executor.policy.gandiva import grow, packs, placement, quiet, tiers
 from app.executor.policy.gandiva.gang import Gang
 from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
-from app.executor.policy.placing import Board
+from app.executor.policy.placement.board import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 
 
 class GandivaPolicy:
     name = "gandiva"
+    Knobs = GandivaKnobs
 
-    def __init__(self, knobs: GandivaKnobs | None = None, /, **kw: Any):
-        """From `knobs`, or from keyword knobs (the rest default); ValueError for a bad knob."""
-        self.knobs = knobs if knobs is not None else GandivaKnobs(**kw)
+    def __init__(self, knobs: GandivaKnobs | None = None):
+        self.knobs = knobs or GandivaKnobs()
         # The judge runs with this policy's knobs before each round (GandivaKnobs is a JudgeKnobs).
         self.judge_knobs: JudgeKnobs | None = self.knobs
         self._standings = tiers.Standings(self.knobs)
@@ -33,6 +33,7 @@ class GandivaPolicy:
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         k = self.knobs
+        x = k.research  # the experimental knobs (sticky, gang, gang_patience), all off by default
         st = snapshot.policy_state or {}
         old: Mapping[str, Mapping[str, Any]] = st.get("trials", {}) or {}
         notes: list[str] = []
@@ -68,7 +69,7 @@ class GandivaPolicy:
         # Which units run, then where.
         grown_old: Mapping[str, Mapping[str, Any]] = st.get("grown", {}) or {}
         board = Board(snapshot)
-        load = placement.loads(units, board.order, grown_old) if k.sticky else None
+        load = placement.loads(units, board.order, grown_old) if x.sticky else None
         movers: dict[int, bool] | None = None
         targets: dict[int, tuple[str, ...]] = {}
         caps: dict[int, int] = {}
@@ -77,7 +78,7 @@ class GandivaPolicy:
             guard = {tid for tid, tier in ranking.tier.items() if tier == tiers.GUARD}
             excl = {t.id for t in ranking.exclusive}
             gang = None
-            if k.gang:
+            if x.gang:
                 bound = {u[0].id for u in units if placement.kind_bound(board, u)}
                 big, small = placement.shapes(units, grown_old)
                 gang = Gang(board.order, board.node_of, bound, small)
@@ -97,9 +98,9 @@ class GandivaPolicy:
             placed.update(more)
             selected = [*selected, *(u for u in units if u[0].id in more)]
         waiting = unplaced + waiting  # (unplaced is empty unless a device vanished mid-plan)
-        if k.gang and k.gang_patience is not None and load is not None and board.n_free:
+        if x.gang and x.gang_patience is not None and load is not None and board.n_free:
             # Gangs that have waited their patience for their block take devices this round leaves idle.
-            patient = {u[0].id for u in waiting if int((old.get(str(u[0].id)) or {}).get("wait", 0)) >= k.gang_patience}
+            patient = {u[0].id for u in waiting if int((old.get(str(u[0].id)) or {}).get("wait", 0)) >= x.gang_patience}
             more = placement.idle_runs(board, waiting, patient, grown_old, notes, load)
             placed.update(more)
             selected = [*selected, *(u for u in waiting if u[0].id in more)]
@@ -108,7 +109,7 @@ class GandivaPolicy:
         # One new pack on trial when trials wait and none is on trial.
         if k.packing and waiting and not any(pk.status == "trial" for pk in live):
             new = packs.new_pack(
-                snapshot, waiting, selected, ranking.tier, placed, pack_of, bad, board, co_resident=k.sticky and k.gang
+                snapshot, waiting, selected, ranking.tier, placed, pack_of, bad, board, co_resident=x.sticky and x.gang
             )
             if new is not None:
                 joiner, host, device, why = new
@@ -140,7 +141,7 @@ class GandivaPolicy:
                     "w": standing[t.id].weight,
                     "priority": standing[t.id].promise,
                     # with gang_patience: rounds in a row it has waited
-                    **({"wait": waits(t)} if k.gang and k.gang_patience is not None else {}),
+                    **({"wait": waits(t)} if x.gang and x.gang_patience is not None else {}),
                 }
                 for t in cands
             },

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from app.executor.policy.gandiva.packs import Pack
 from app.executor.policy.gandiva.tiers import Standing
 from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placing import Board, moves_nobody
+from app.executor.policy.placement.board import Board, moves_nobody
 from app.executor.policy.types import ClusterSnapshot, TrialView
 
 
