@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from app.api.serve import serve
+from app.cli_db import db_app
 from app.cli_distributed import controller, worker
 from app.cli_export import export
 from app.cli_users import tokens_app, users_app
@@ -193,6 +194,7 @@ app.command("simulate")(simulate)
 app.command("simulate-search")(simulate_search)
 app.add_typer(users_app, name="users")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(db_app, name="db")
 app.command("export")(export)
 for _name, _command in SERVICE_COMMANDS.items():
     app.command(_name)(_command)

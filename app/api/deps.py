@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.api import auth
 from app.api.settings import Settings
 from app.db.public import UserOut
+from app.db.queries import Owner
 from app.db.store import Store
 
 bearer = HTTPBearer(auto_error=False, description="a user's API token (QUANTA_TOKEN is the first admin's)")
@@ -89,11 +90,13 @@ def require_admin(user: CurrentUser) -> UserOut:
 AdminUser = Annotated[UserOut, Depends(require_admin)]
 
 
-def owner_filter(user: UserOut) -> str | None:
-    """What a query filters on: the member's own name, nothing for an admin."""
-    return None if user.role == "admin" else user.name
+def owner_filter(user: UserOut) -> int | None:
+    """What a query filters on: the member's own user id, nothing for an admin."""
+    return None if user.role == "admin" else user.id
 
 
-def sees(user: UserOut, owner: str | None) -> bool:
-    """Whether `user` may see a search owned by `owner` (None: no such search)."""
-    return owner is not None and (user.role == "admin" or owner == user.name)
+def sees(user: UserOut, owner: Owner | None) -> bool:
+    """Whether `user` may see a search owned by `owner` (None: no such search). Ownership is by user
+    id, never by name: a user given the name of a deleted one owns none of their searches (those have
+    no owner, and ids are never re-used)."""
+    return owner is not None and (user.role == "admin" or owner.id == user.id)

@@ -33,18 +33,18 @@ def format_event(name: str, data: Any, event_id: int | None = None) -> str:
 
 
 class Poller:
-    """`owner`: only the searches (and their trials and reports) of this user; None for all."""
+    """`owner_id`: only the searches (and their trials and reports) of this user; None for all."""
 
     def __init__(
         self,
         store: Store,
         search_id: int | None = None,
         last_report_id: int | None = None,
-        owner: str | None = None,
+        owner_id: int | None = None,
     ):
         self.store = store
         self.search_id = search_id
-        self.owner = owner
+        self.owner_id = owner_id
         self.last_report_id = last_report_id
         self._searches: dict[int, tuple] = {}
         self._trials: dict[int, tuple] = {}
@@ -61,8 +61,8 @@ class Poller:
         else:
             one = store.search(self.search_id)
             rows = [one] if one is not None else []
-        if self.owner is not None:
-            rows = [r for r in rows if r.owner == self.owner]
+        if self.owner_id is not None:
+            rows = [r for r in rows if r.owner_id == self.owner_id]
         changed: list[SearchRow] = []
         watch: set[int] = set()
         for r in rows:
@@ -88,7 +88,7 @@ class Poller:
         if baseline and self.last_report_id is None:
             self.last_report_id = store.last_report_id()
             return out
-        for rep in store.reports_after(self.last_report_id or 0, self.search_id, MAX_REPORTS_PER_POLL, self.owner):
+        for rep in store.reports_after(self.last_report_id or 0, self.search_id, MAX_REPORTS_PER_POLL, self.owner_id):
             self.last_report_id = rep.id
             data = {
                 "id": rep.id,

@@ -29,16 +29,16 @@ def _busy_fraction(intervals: list[tuple[float, float]], start: float, end: floa
 
 
 class StoreCollector(Collector):
-    """`owner`: trial and search counts and best metrics of this user's searches only (None: all)."""
+    """`owner_id`: trial and search counts and best metrics of this user's searches only (None: all)."""
 
-    def __init__(self, store: Store, window_s: float = 60.0, owner: str | None = None):
+    def __init__(self, store: Store, window_s: float = 60.0, owner_id: int | None = None):
         self.store = store
         self.window_s = window_s
-        self.owner = owner
+        self.owner_id = owner_id
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
-        facts = self.store.metric_facts(now - self.window_s, self.owner)
+        facts = self.store.metric_facts(now - self.window_s, self.owner_id)
         trial_counts, search_counts = facts.trials_by_status, facts.searches_by_status
         cluster = self.store.cluster_view()
 
@@ -95,7 +95,7 @@ class StoreCollector(Collector):
         yield g
 
 
-def make_registry(store: Store, window_s: float, owner: str | None = None) -> CollectorRegistry:
+def make_registry(store: Store, window_s: float, owner_id: int | None = None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, window_s, owner))
+    registry.register(StoreCollector(store, window_s, owner_id))
     return registry

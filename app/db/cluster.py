@@ -1,10 +1,11 @@
-"""Distributed mode's tables and `DbCluster`, which implements both sides' protocols
+"""`DbCluster`, which implements both sides' protocols of distributed mode
 (`app.executor.runtime.cluster.ClusterView` for the controller, `NodeLedger` for node agents) with
 SQLModel, on PostgreSQL (SQLite works for one machine and tests).
 
-Tables: `node` (registration, heartbeat, residency), `node_event` (append-only, numbered per node),
-`assignment` (trial -> node, epoch: fencing), `applied` ((node, trial, round) a node has applied:
-redelivered tasks are ignored), `event_cursor` (per node, how far the controller has read its events).
+Its tables (in app/db/models.py, created by the migrations with the rest of the schema): `node`
+(registration, heartbeat, residency), `node_event` (append-only, numbered per node), `assignment` (trial
+-> node, epoch: fencing), `applied` ((node, trial, round) a node has applied: redelivered tasks are
+ignored), `event_cursor` (per node, how far the controller has read its events).
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, UniqueConstraint, func, or_
+from sqlalchemy import func, or_
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, Session, SQLModel, col, create_engine, select
+from sqlmodel import Session, col, select
 
+from app.db.engine import make_engine
 from app.db.launch import launch_from_db
-from app.db.models import ReportRow
-from app.db.store import make_engine
+from app.db.migrate import upgrade
+from app.db.models import AppliedRow, AssignmentRow, EventCursorRow, NodeEventRow, NodeRow, ReportRow
 from app.executor.actions import TrialLaunch
 from app.executor.wire import (
     Assignment,
@@ -37,66 +39,6 @@ from app.executor.wire import (
 
 log = logging.getLogger("quanta.db.cluster")
 
-class NodeRow(SQLModel, table=True):
-    __tablename__ = "node"
-    name: str = Field(primary_key=True)
-    incarnation: str
-    devices: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
-    beat: int = 0
-    heartbeat_at: float = 0.0
-    started_at: float = 0.0
-    residency: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    seq: int = 0
-    status: str = "up"  # up | dead | left
-
-
-class NodeEventRow(SQLModel, table=True):
-    __tablename__ = "node_event"
-    __table_args__ = (UniqueConstraint("node", "seq", name="uq_node_event_seq"),)
-    id: int | None = Field(default=None, primary_key=True)
-    node: str = Field(index=True)
-    seq: int
-    epoch: int = 0
-    trial_id: int = Field(index=True)
-    kind: str
-    data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-
-
-class AssignmentRow(SQLModel, table=True):
-    __tablename__ = "assignment"
-    trial_id: int = Field(primary_key=True)
-    node: str
-    epoch: int
-    at: float
-
-
-class EventCursorRow(SQLModel, table=True):
-    """The controller's event cursor, per node: the last event seq it has handled (stored facts are
-    idempotent up to here) and the last it has returned from `poll` (None: none yet)."""
-
-    __tablename__ = "event_cursor"
-    node: str = Field(primary_key=True)
-    handled: int | None = None
-    returned: int | None = None
-
-
-class AppliedRow(SQLModel, table=True):
-    __tablename__ = "applied"
-    __table_args__ = (UniqueConstraint("node", "trial_id", "round_no", name="uq_applied"),)
-    id: int | None = Field(default=None, primary_key=True)
-    node: str
-    trial_id: int
-    round_no: int
-    at: float
-
-
-def _engine(url: str) -> Engine:
-    if url.startswith(("postgresql://", "postgresql+psycopg://")):
-        url = "postgresql+psycopg://" + url.split("://", 1)[1]
-        # Fail fast when the database is unreachable: the node's lease clock keeps running.
-        return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 3})
-    return make_engine(url)
-
 
 class DbCluster:
     """`ClusterView` and `NodeLedger` over one engine. `workdir` is the shared checkpoint store (for
@@ -106,10 +48,10 @@ class DbCluster:
         if engine is None:
             if url is None:
                 raise ValueError("DbCluster needs a database URL or an engine")
-            engine = _engine(url)
+            engine = make_engine(url, connect_timeout_s=3)  # fail fast: the node's lease clock keeps running
         self.engine = engine
         self.workdir = Path(workdir)
-        SQLModel.metadata.create_all(self.engine)
+        upgrade(self.engine)  # a node agent may be the first to open the database
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)

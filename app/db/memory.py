@@ -67,9 +67,14 @@ class MemoryStore:
 
     # ---- searches ------------------------------------------------------------------------------
 
-    def create_search(self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN) -> SearchRow:
+    def create_search(
+        self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN, *, owner_id: int | None = None
+    ) -> SearchRow:
         search_id = self._next_id(SearchRow)
-        row = SearchRow(id=search_id, name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at, owner=owner)
+        if owner_id is None and owner in self._users:
+            owner_id = self._users[owner].id
+        row = SearchRow(id=search_id, name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
+        row.owner, row.owner_id = owner, owner_id
         self._searches[search_id] = row
         return row
 

@@ -1,4 +1,5 @@
-"""What is remembered: SQLModel tables, and the typed values some of them hold (`ClusterView`). The
+"""What is remembered: every SQLModel table (the migrations in app/db/migrations create them; a test
+checks that they create exactly these), and the typed values some of them hold (`ClusterView`). The
 database is the truth; the controller's memory is a cache of it that a restart rebuilds from here."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.status import SearchStatus, TrialStatus
@@ -17,12 +18,19 @@ from app.status import SearchStatus, TrialStatus
 FIRST_ADMIN = "admin"
 ROLES = ("admin", "member")
 
+# The ids of users, searches, trials, reports and tokens are never handed out twice, also after the
+# newest row is deleted (an id names one thing for good: in URLs, logs, checkpoints and other users'
+# bookmarks). SQLite needs AUTOINCREMENT for that (plain rowids re-use the highest freed one);
+# PostgreSQL's sequences never go back.
+NEVER_REUSED = {"sqlite_autoincrement": True}
+
 
 class UserRow(SQLModel, table=True):
     """A user of the service. `weight` is their share of device time relative to other users;
     `max_alive_trials` and `max_devices` are quotas (0 = none)."""
 
     __tablename__ = "users"  # `user` is a reserved word in PostgreSQL
+    __table_args__ = NEVER_REUSED
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True)
     role: str = "member"  # one of ROLES
@@ -33,7 +41,13 @@ class UserRow(SQLModel, table=True):
 
 
 class SearchRow(SQLModel, table=True):
+    """A search. It belongs to the user `owner_id` (None: that user was deleted, or none of that name
+    existed when the search was stored; no member owns it then, an admin sees it); `owner` keeps the
+    name it was submitted under, for display. A user's name may be given to a new user after the first
+    is deleted; an id never is."""
+
     __tablename__ = "search"
+    __table_args__ = NEVER_REUSED
     id: int | None = Field(default=None, primary_key=True)
     name: str
     spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
@@ -51,19 +65,20 @@ class SearchRow(SQLModel, table=True):
     command: str | None = Field(default=None, index=True)  # stop | pause | resume, for the controller
     error: str | None = Field(default=None, sa_column=Column(Text))
     owner: str = Field(default=FIRST_ADMIN, index=True)  # the name of the user who submitted it
+    owner_id: int | None = Field(default=None, index=True)  # that user's id; None: the user is gone
     # Why the controller holds it: a queued search not started, or a running one making no new trials,
     # because its owner is at a quota (None when nothing holds it).
     waiting: str | None = None
 
 
 # A trial's number is unique in its search (two controllers on one database once numbered trials
-# twice). Existing databases get the index from `app.db.legacy.add_missing_indexes`.
+# twice). Databases made before it get the index from a migration (app/db/migrations).
 TRIAL_NUMBER_INDEX = "uq_trial_search_number"
 
 
 class TrialRow(SQLModel, table=True):
     __tablename__ = "trial"
-    __table_args__ = (Index(TRIAL_NUMBER_INDEX, "search_id", "number", unique=True),)
+    __table_args__ = (Index(TRIAL_NUMBER_INDEX, "search_id", "number", unique=True), NEVER_REUSED)
     id: int | None = Field(default=None, primary_key=True)
     search_id: int = Field(foreign_key="search.id", index=True)
     number: int  # 0, 1, 2, ... within its search (the searcher's trial id)
@@ -90,6 +105,7 @@ class TrialRow(SQLModel, table=True):
 
 class ReportRow(SQLModel, table=True):
     __tablename__ = "report"
+    __table_args__ = NEVER_REUSED
     id: int | None = Field(default=None, primary_key=True)
     trial_id: int = Field(foreign_key="trial.id", index=True)
     search_id: int = Field(index=True)
@@ -202,15 +218,82 @@ class TokenRow(SQLModel, table=True):
     re-keyed the first time the token is used (app/db/tokens.py)."""
 
     __tablename__ = "token"
+    __table_args__ = NEVER_REUSED
     id: int | None = Field(default=None, primary_key=True)
     name: str = "default"  # a label
     token_hash: str = Field(index=True, unique=True)
     created_at: float
-    user_name: str = Field(default=FIRST_ADMIN, index=True)
+    user_name: str = Field(default=FIRST_ADMIN, index=True)  # for display: the user is `user_id`
+    user_id: int | None = Field(default=None, index=True)  # None: its user is gone (it authenticates nobody)
     prefix: str = ""
     expires_at: float | None = None
     revoked_at: float | None = None
     scheme: str = "hmac"  # hmac | sha256 (legacy, unkeyed)
+
+
+# ---- distributed mode (app/db/cluster.py: `DbCluster`) ------------------------------------------------
+
+
+class NodeRow(SQLModel, table=True):
+    """A node agent: its registration, heartbeat and residency (what runs there)."""
+
+    __tablename__ = "node"
+    name: str = Field(primary_key=True)
+    incarnation: str
+    devices: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
+    beat: int = 0
+    heartbeat_at: float = 0.0
+    started_at: float = 0.0
+    residency: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    seq: int = 0
+    status: str = "up"  # up | dead | left
+
+
+class NodeEventRow(SQLModel, table=True):
+    """A node's events, append-only, numbered per node (`seq`)."""
+
+    __tablename__ = "node_event"
+    __table_args__ = (UniqueConstraint("node", "seq", name="uq_node_event_seq"),)
+    id: int | None = Field(default=None, primary_key=True)
+    node: str = Field(index=True)
+    seq: int
+    epoch: int = 0
+    trial_id: int = Field(index=True)
+    kind: str
+    data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class AssignmentRow(SQLModel, table=True):
+    """Which node a trial is assigned to, and the assignment's epoch (fencing)."""
+
+    __tablename__ = "assignment"
+    trial_id: int = Field(primary_key=True)
+    node: str
+    epoch: int
+    at: float
+
+
+class AppliedRow(SQLModel, table=True):
+    """A (node, trial, round) a node has applied: a redelivered task is ignored."""
+
+    __tablename__ = "applied"
+    __table_args__ = (UniqueConstraint("node", "trial_id", "round_no", name="uq_applied"),)
+    id: int | None = Field(default=None, primary_key=True)
+    node: str
+    trial_id: int
+    round_no: int
+    at: float
+
+
+class EventCursorRow(SQLModel, table=True):
+    """Distributed mode's event cursor, per node (app/db/cluster.py): the last event seq the controller
+    has handled (stored facts are idempotent up to here) and the last it has returned from `poll`
+    (None: none yet)."""
+
+    __tablename__ = "event_cursor"
+    node: str = Field(primary_key=True)
+    handled: int | None = None
+    returned: int | None = None
 
 
 # ---- typed values of the controller's tables --------------------------------------------------------
@@ -285,3 +368,12 @@ class ClusterView:
             pairs=tuple(PairRates(**p) for p in row.pairs),
             notes=tuple(row.notes),
         )
+
+
+# Every table above: what the migrations build (a test compares them), and what an empty database is
+# given at once (app/db/migrate.py) before it is stamped with the newest revision.
+TABLES = (
+    UserRow, SearchRow, TrialRow, ReportRow, QuantumRow, LatencyRow, PairRow, IntentRow, ControllerRow,
+    ClusterViewRow, WarmStartRow, SearchDeletionRow, TokenRow, NodeRow, NodeEventRow, AssignmentRow, AppliedRow,
+    EventCursorRow,
+)  # fmt: skip

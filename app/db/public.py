@@ -72,7 +72,10 @@ class SearchOut(SQLModel):
     policy: str | None
     spec: dict[str, Any]
     error: str | None = None
-    owner: str = Field(description="the name of the user it belongs to")
+    owner: str = Field(description="the name of the user it belongs to, as it was submitted")
+    owner_id: int | None = Field(
+        default=None, description="the id of the user it belongs to (null: that user was deleted)"
+    )
     waiting: str | None = Field(default=None, description="why the controller holds it (its owner's quota), if it does")
 
     @classmethod
@@ -107,6 +110,7 @@ class SearchOut(SQLModel):
             spec=row.spec or {},
             error=row.error,
             owner=row.owner,
+            owner_id=row.owner_id,
             waiting=row.waiting,
         )
 
@@ -147,6 +151,7 @@ class UserCreate(BaseModel):
 
 
 class UserOut(SQLModel):
+    id: int = Field(description="never given to another user, also after this one is deleted")
     name: str
     role: Role
     weight: float
@@ -156,7 +161,9 @@ class UserOut(SQLModel):
 
     @classmethod
     def from_row(cls, row: UserRow) -> UserOut:
+        assert row.id is not None
         return cls(
+            id=row.id,
             name=row.name,
             role="admin" if row.role == "admin" else "member",
             weight=row.weight,

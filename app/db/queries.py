@@ -60,6 +60,15 @@ class MetricFacts:
     best_metrics: list[tuple[int, str, str, float]]  # (search id, search name, metric name, best value)
 
 
+@dataclass(frozen=True)
+class Owner:
+    """Who a search belongs to: the user's id (None: that user was deleted, so no member owns it) and
+    the name it was submitted under."""
+
+    id: int | None
+    name: str
+
+
 class Conflict(Exception):
     """The request does not fit the row's current state (e.g. pausing a completed search)."""
 
@@ -98,7 +107,9 @@ class ReaderQueries:
     def cluster_view(self) -> ClusterView | None:
         raise NotImplementedError
 
-    def create_search(self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN) -> SearchRow:
+    def create_search(
+        self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN, *, owner_id: int | None = None
+    ) -> SearchRow:
         raise NotImplementedError
 
     # ---- searches ------------------------------------------------------------------------------
@@ -119,21 +130,26 @@ class ReaderQueries:
         )
         return {sid: n for sid, n in s.exec(q)}
 
-    def submit_search(self, spec: SearchSpec, at: float, owner: str = FIRST_ADMIN) -> SearchOut:
-        """Insert a queued search of user `owner` (it exists whole or not at all); the controller starts it."""
-        return SearchOut.from_row(self.create_search(spec.name, spec.model_dump(mode="json"), at, owner), 0)
+    def submit_search(
+        self, spec: SearchSpec, at: float, owner: str = FIRST_ADMIN, *, owner_id: int | None = None
+    ) -> SearchOut:
+        """Insert a queued search of user `owner_id` named `owner` (without an id: the user of that name)
+        (it exists whole or not at all); the controller starts it."""
+        row = self.create_search(spec.name, spec.model_dump(mode="json"), at, owner, owner_id=owner_id)
+        return SearchOut.from_row(row, 0)
 
-    def search_owner(self, search_id: int) -> str | None:
-        """The name of the user the search belongs to (None: no such search)."""
+    def search_owner(self, search_id: int) -> Owner | None:
+        """Who the search belongs to (None: no such search)."""
         with self.session() as s:
-            return s.exec(select(SearchRow.owner).where(SearchRow.id == search_id)).first()
+            hit = s.exec(select(SearchRow.owner_id, SearchRow.owner).where(SearchRow.id == search_id)).first()
+            return Owner(*hit) if hit is not None else None
 
-    def trial_owner(self, trial_id: int) -> str | None:
-        """The name of the user the trial's search belongs to (None: no such trial, or a trial of no
-        search: a trace job)."""
+    def trial_owner(self, trial_id: int) -> Owner | None:
+        """Who the trial's search belongs to (None: no such trial, or a trial of no search: a trace job)."""
         with self.session() as s:
-            q = select(SearchRow.owner).join(TrialRow, col(TrialRow.search_id) == col(SearchRow.id))
-            return s.exec(q.where(TrialRow.id == trial_id)).first()
+            q = select(SearchRow.owner_id, SearchRow.owner).join(TrialRow, col(TrialRow.search_id) == col(SearchRow.id))
+            hit = s.exec(q.where(TrialRow.id == trial_id)).first()
+            return Owner(*hit) if hit is not None else None
 
     def has_search(self, search_id: int) -> bool:
         with self.session() as s:
@@ -152,18 +168,18 @@ class ReaderQueries:
         limit: int,
         sort: SearchSort = "-id",
         status: SearchStatus | None = None,
-        owner: str | None = None,
+        owner_id: int | None = None,
     ) -> tuple[list[SearchOut], int]:
-        """One page of searches and the number of all that match `status` and `owner` (a user's name)."""
+        """One page of searches and the number of all that match `status` and `owner_id` (a user's id)."""
         with self.session() as s:
             q = select(SearchRow)
             count = select(func.count()).select_from(SearchRow)
             if status:
                 q = q.where(SearchRow.status == status)
                 count = count.where(SearchRow.status == status)
-            if owner is not None:
-                q = q.where(SearchRow.owner == owner)
-                count = count.where(SearchRow.owner == owner)
+            if owner_id is not None:
+                q = q.where(SearchRow.owner_id == owner_id)
+                count = count.where(SearchRow.owner_id == owner_id)
             order = col(SearchRow.id).desc() if sort == "-id" else col(SearchRow.id)
             rows = list(s.exec(q.order_by(order).offset(offset).limit(limit)))
             total = s.exec(count).one()
@@ -299,16 +315,18 @@ class ReaderQueries:
             return s.exec(select(func.max(ReportRow.id))).one() or 0
 
     def reports_after(
-        self, report_id: int, search_id: int | None = None, limit: int = 1000, owner: str | None = None
+        self, report_id: int, search_id: int | None = None, limit: int = 1000, owner_id: int | None = None
     ) -> list[ReportRow]:
         """Report rows with an id above `report_id` (of one search, or all; of the searches of user
-        `owner` only, when given), oldest first, at most `limit`."""
+        `owner_id` only, when given), oldest first, at most `limit`."""
         with self.session() as s:
             q = select(ReportRow).where(col(ReportRow.id) > report_id)
             if search_id is not None:
                 q = q.where(ReportRow.search_id == search_id)
-            if owner is not None:
-                q = q.join(SearchRow, col(SearchRow.id) == col(ReportRow.search_id)).where(SearchRow.owner == owner)
+            if owner_id is not None:
+                q = q.join(SearchRow, col(SearchRow.id) == col(ReportRow.search_id)).where(
+                    SearchRow.owner_id == owner_id
+                )
             return list(s.exec(q.order_by(col(ReportRow.id)).limit(limit)))
 
     # ---- search views --------------------------------------------------------------------------
@@ -383,18 +401,19 @@ class ReaderQueries:
         with self.session() as s:
             s.connection().execute(text("SELECT 1"))
 
-    def metric_facts(self, since: float, owner: str | None = None) -> MetricFacts:
+    def metric_facts(self, since: float, owner_id: int | None = None) -> MetricFacts:
         """What the Prometheus metrics are computed from, read in one transaction; `recent` holds the
-        quanta that ended at or after `since`. With `owner`, trial and search counts and best metrics
+        quanta that ended at or after `since`. With `owner_id`, trial and search counts and best metrics
         are of that user's searches only (device figures stay the cluster's)."""
         with self.session() as s:
             tq = select(TrialRow.status, func.count())
             sq = select(SearchRow.status, func.count())
             bq = select(SearchRow).where(col(SearchRow.best_metric).is_not(None))
-            if owner is not None:
-                tq = tq.join(SearchRow, col(SearchRow.id) == col(TrialRow.search_id)).where(SearchRow.owner == owner)
-                sq = sq.where(SearchRow.owner == owner)
-                bq = bq.where(SearchRow.owner == owner)
+            if owner_id is not None:
+                mine = SearchRow.owner_id == owner_id
+                tq = tq.join(SearchRow, col(SearchRow.id) == col(TrialRow.search_id)).where(mine)
+                sq = sq.where(mine)
+                bq = bq.where(mine)
             trials = dict(s.exec(tq.group_by(TrialRow.status)).all())
             searches = dict(s.exec(sq.group_by(SearchRow.status)).all())
             quanta_total = s.exec(select(func.count()).select_from(QuantumRow)).one()
@@ -420,9 +439,9 @@ class ReaderQueries:
 
     # ---- cluster -------------------------------------------------------------------------------
 
-    def cluster_out(self, owner: str | None = None) -> ClusterOut:
+    def cluster_out(self, owner_id: int | None = None) -> ClusterOut:
         """The controller's last published view of the devices. Trials that have ended since are left
-        out (the controller stops publishing when nothing is alive); with `owner`, so are the trials
+        out (the controller stops publishing when nothing is alive); with `owner_id`, so are the trials
         and pairs of other users' searches (a member sees the devices, and only their own trials)."""
         view = self.cluster_view()
         if view is None:
@@ -432,8 +451,10 @@ class ReaderQueries:
         if ids:
             with self.session() as s:
                 q = select(TrialRow.id).where(col(TrialRow.id).in_(ids), col(TrialRow.status) == TrialStatus.RUNNING)
-                if owner is not None:
-                    q = q.join(SearchRow, col(SearchRow.id) == col(TrialRow.search_id)).where(SearchRow.owner == owner)
+                if owner_id is not None:
+                    q = q.join(SearchRow, col(SearchRow.id) == col(TrialRow.search_id)).where(
+                        SearchRow.owner_id == owner_id
+                    )
                 alive = {tid for tid in s.exec(q) if tid is not None}
         devices = [
             DeviceOut(
@@ -448,7 +469,7 @@ class ReaderQueries:
         ]
         pairs = []
         for p in view.pairs:
-            if owner is not None and not (p.a in alive and p.b in alive):
+            if owner_id is not None and not (p.a in alive and p.b in alive):
                 continue
             out = PairOut(a=p.a, b=p.b, rate_a=p.rate_a, rate_b=p.rate_b, solo_a=p.solo_a, solo_b=p.solo_b, gain=None)
             out.gain = _gain(out)

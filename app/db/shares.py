@@ -37,13 +37,16 @@ class ShareQueries:
         raise NotImplementedError
 
     def device_seconds(self, since: float, until: float) -> dict[str, float]:
-        """Device-seconds computed by each owner's trials within [since, until], from the stored quanta
-        (clipped to the window; a quantum packed with k others on its devices counts 1/(k+1))."""
+        """Device-seconds computed by each user's trials within [since, until], by user name, from the
+        stored quanta (clipped to the window; a quantum packed with k others on its devices counts
+        1/(k+1)). Searches go by their owner's id: those of a deleted user count for nobody, not for a
+        new user of the same name."""
         out: dict[str, float] = {}
         with self.session() as s:
             rows = s.exec(
-                select(QuantumRow, SearchRow.owner)
+                select(QuantumRow, UserRow.name)
                 .join(SearchRow, col(SearchRow.id) == col(QuantumRow.search_id))
+                .join(UserRow, col(UserRow.id) == col(SearchRow.owner_id))
                 .where(QuantumRow.ended_at >= since, QuantumRow.started_at <= until)
             ).all()
         for q, owner in rows:
@@ -52,11 +55,12 @@ class ShareQueries:
                 out[owner] = out.get(owner, 0.0) + seconds * _count(q.devices) / (1 + _count(q.packed_with))
         return out
 
-    def shares_out(self, now: float, window_s: float, owner: str | None = None) -> SharesOut:
+    def shares_out(self, now: float, window_s: float, user_id: int | None = None) -> SharesOut:
         """Every user's share of device time over [now - window_s, now] and the share layer's accounts
-        (`SharesOut`); with `owner`, that user's row only (the share is still of all users' time)."""
+        (`SharesOut`); with `user_id`, that user's row only (the share is still of all users' time)."""
         with self.session() as s:
-            weights = {name: weight for name, weight in s.exec(select(UserRow.name, UserRow.weight))}
+            users = s.exec(select(UserRow.id, UserRow.name, UserRow.weight)).all()
+        weights = {name: weight for _, name, weight in users}
         since = now - window_s
         used = self.device_seconds(since, now)
         total = sum(used.values())
@@ -65,8 +69,8 @@ class ShareQueries:
         books = shares_of(state)
         view = self.cluster_view()
         names = sorted(set(weights) | set(used) | set(books))
-        if owner is not None:
-            names = [n for n in names if n == owner]
+        if user_id is not None:
+            names = [name for uid, name, _ in users if uid == user_id]
         rows = []
         for name in names:
             b = books.get(name)

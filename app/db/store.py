@@ -8,19 +8,16 @@ nothing half-written.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, event, or_, update
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, SQLModel, col, create_engine, select
+from sqlalchemy import delete, or_, update
+from sqlmodel import Session, col, select
 
-from app.db.legacy import add_missing_columns, add_missing_indexes, ensure_first_admin, import_controller_state
+from app.db.engine import DEFAULT_URL, make_engine
+from app.db.migrate import upgrade
 from app.db.models import (
     FIRST_ADMIN,
     ClusterView,
@@ -34,44 +31,15 @@ from app.db.models import (
     SearchDeletionRow,
     SearchRow,
     TrialRow,
+    UserRow,
     WarmStartRow,
 )
 from app.db.queries import ReaderQueries
 from app.db.secret import server_secret
 from app.db.shares import ShareQueries
 from app.db.tokens import TokenQueries
-from app.db.users import UserQueries
+from app.db.users import UserQueries, ensure_first_admin
 from app.status import SearchStatus
-
-DEFAULT_URL = "sqlite:///quanta.db"
-
-
-def _create_private(path: Path) -> None:
-    """Create the database file readable by its owner only (0600) unless it exists. SQLite gives its
-    -wal and -shm files the database file's mode."""
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-
-
-def make_engine(url: str) -> Engine:
-    if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            _create_private(Path(path))
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _: Any) -> None:  # readers do not block the writer
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
-
-        return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return create_engine(url, pool_pre_ping=True)
 
 
 class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
@@ -89,10 +57,7 @@ class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
         self.url = url
         self._secret = secret
         self.engine = make_engine(url)
-        SQLModel.metadata.create_all(self.engine)  # new tables only: existing ones are left as they are
-        add_missing_columns(self.engine)
-        add_missing_indexes(self.engine)
-        import_controller_state(self.engine)
+        upgrade(self.engine)  # the schema at its newest revision (app/db/migrate.py)
         ensure_first_admin(self.engine, time.time())
 
     def session(self) -> Session:
@@ -105,10 +70,17 @@ class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
 
     # ---- searches ------------------------------------------------------------------------------
 
-    def create_search(self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN) -> SearchRow:
-        """A queued search belonging to the user named `owner`."""
+    def create_search(
+        self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN, *, owner_id: int | None = None
+    ) -> SearchRow:
+        """A queued search belonging to user `owner_id` named `owner` (the API passes the caller's id;
+        without one, the user who has that name now, or nobody when none has)."""
         with self.session() as s:
-            row = SearchRow(name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at, owner=owner)
+            if owner_id is None:
+                owner_id = s.exec(select(UserRow.id).where(UserRow.name == owner)).first()
+            row = SearchRow(
+                name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at, owner=owner, owner_id=owner_id
+            )
             s.add(row)
             s.commit()
             s.refresh(row)

@@ -81,13 +81,15 @@ class TokenQueries:
                 s.commit()
                 s.refresh(old)
                 return old
-            if s.exec(select(UserRow.id).where(UserRow.name == user)).first() is None:
+            user_id = s.exec(select(UserRow.id).where(UserRow.name == user)).first()
+            if user_id is None:
                 raise KeyError(f"user {user} not found")
             row = TokenRow(
                 name=name,
                 token_hash=digest,
                 created_at=at,
                 user_name=user,
+                user_id=user_id,
                 prefix=visible_prefix(token),
                 expires_at=expires_at,
                 scheme="hmac",
@@ -114,7 +116,8 @@ class TokenQueries:
             return None
         digest = self._digest()(token)
         with self.session() as s:
-            q = select(TokenRow, UserRow).join(UserRow, col(UserRow.name) == col(TokenRow.user_name))
+            # by id: a token outlives no user, and a new user of a deleted one's name gets none of theirs
+            q = select(TokenRow, UserRow).join(UserRow, col(UserRow.id) == col(TokenRow.user_id))
             hit = s.exec(q.where(TokenRow.token_hash == digest)).first()
             if hit is None:
                 hit = s.exec(q.where(TokenRow.token_hash == legacy_digest(token), TokenRow.scheme == "sha256")).first()
@@ -135,11 +138,11 @@ class TokenQueries:
             return user
 
     def tokens(self, user: str | None, now: float) -> list[TokenOut]:
-        """The tokens of `user` (of everyone when None), oldest first."""
+        """The tokens of the user named `user` (of everyone when None), oldest first."""
         with self.session() as s:
             q = select(TokenRow).order_by(col(TokenRow.id))
             if user is not None:
-                q = q.where(TokenRow.user_name == user)
+                q = q.join(UserRow, col(UserRow.id) == col(TokenRow.user_id)).where(UserRow.name == user)
             return [TokenOut.from_row(r, now) for r in s.exec(q)]
 
     def revoke_token(self, ref: str, at: float) -> TokenOut:
@@ -168,20 +171,20 @@ class TokenQueries:
             return TokenOut.from_row(row, at)
 
     def delete_user(self, name: str, at: float, *, force: bool = False) -> list[int]:
-        """Delete user `name` with their tokens, in one transaction. Their searches stay (an admin sees
-        them). `KeyError`: no such user; `Conflict`: it is the first admin, or the user has active
-        (queued, running or paused) searches and `force` is False. With `force` those searches are
-        stopped in the same transaction (queued ones at once; started ones get a stop command the
-        controller carries out at its next tick). Returns the ids of the searches stopped."""
+        """Delete user `name` with their tokens, in one transaction. Their searches stay, owned by nobody
+        (an admin sees them; a new user of the same name does not: ownership is by id, and ids are never
+        re-used), still showing the name. `KeyError`: no such user; `Conflict`: it is the first admin, or
+        the user has active (queued, running or paused) searches and `force` is False. With `force`
+        those searches are stopped in the same transaction (queued ones at once; started ones get a stop
+        command the controller carries out at its next tick). Returns the ids of the searches stopped."""
         if name == FIRST_ADMIN:
             raise Conflict(f"user {name} is the first admin (QUANTA_TOKEN's user) and cannot be deleted")
         with self.session() as s:
             user = s.exec(select(UserRow).where(UserRow.name == name)).first()
             if user is None:
                 raise KeyError(f"user {name} not found")
-            active = list(
-                s.exec(select(SearchRow.id).where(SearchRow.owner == name, col(SearchRow.status).in_(SEARCH_ACTIVE)))
-            )
+            mine = col(SearchRow.owner_id) == user.id
+            active = list(s.exec(select(SearchRow.id).where(mine, col(SearchRow.status).in_(SEARCH_ACTIVE))))
             if active and not force:
                 raise Conflict(
                     f"user {name} has {len(active)} active searches ({', '.join(map(str, active))}): "
@@ -190,15 +193,14 @@ class TokenQueries:
             if active:
                 s.execute(
                     update(SearchRow)
-                    .where(col(SearchRow.owner) == name, col(SearchRow.status) == SearchStatus.QUEUED)
+                    .where(mine, col(SearchRow.status) == SearchStatus.QUEUED)
                     .values(status=SearchStatus.STOPPED, finished_at=at, command=None, waiting=None)
                 )
                 s.execute(
-                    update(SearchRow)
-                    .where(col(SearchRow.owner) == name, col(SearchRow.status).in_(SEARCH_STARTED))
-                    .values(command="stop")
+                    update(SearchRow).where(mine, col(SearchRow.status).in_(SEARCH_STARTED)).values(command="stop")
                 )
-            s.execute(delete(TokenRow).where(col(TokenRow.user_name) == name))
+            s.execute(update(SearchRow).where(mine).values(owner_id=None))
+            s.execute(delete(TokenRow).where(col(TokenRow.user_id) == user.id))
             s.delete(user)
             s.commit()
         return [i for i in active if i is not None]

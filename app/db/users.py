@@ -11,12 +11,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from app.db.models import FIRST_ADMIN, UserRow
 from app.db.public import UserCreate, UserUpdate
 from app.db.queries import Conflict
+
+
+def ensure_first_admin(engine: Engine, at: float) -> None:
+    """Create the first admin's user row (`FIRST_ADMIN`) unless it exists; safe when two processes
+    open the same database at once (the name is unique: the second insert is dropped)."""
+    with Session(engine) as s:
+        if s.exec(select(UserRow.id).where(UserRow.name == FIRST_ADMIN)).first() is not None:
+            return
+        s.add(UserRow(name=FIRST_ADMIN, role="admin", created_at=at))
+        try:
+            s.commit()
+        except IntegrityError:
+            s.rollback()
 
 
 def checked_new(name: str, role: str, weight: float, max_alive_trials: int, max_devices: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 
 from app.db.models import FIRST_ADMIN
-from app.db.queries import Conflict
+from app.db.queries import Conflict, Owner
 from app.db.store import Store
 from app.db.tokens import legacy_digest
 from tests.conftest_services import PostgresServer
@@ -23,7 +23,8 @@ def test_users_and_tokens_on_postgresql(postgres: PostgresServer) -> None:
     except Conflict:
         pass
     sid = store.create_search("s", {}, 1.0, owner="bob").id
-    assert store.search_owner(sid) == "bob" and store.search_page(0, 10, owner="bob")[1] == 1
+    bob = store.user("bob").id
+    assert store.search_owner(sid) == Owner(bob, "bob") and store.search_page(0, 10, owner_id=bob)[1] == 1
     new = store.create_token("bob", 1.0, expires_at=100.0)
     assert store.authenticate(new.token, 50.0).name == "bob" and store.authenticate(new.token, 100.0) is None
     other = store.create_token("bob", 1.0)

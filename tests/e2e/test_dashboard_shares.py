@@ -36,6 +36,7 @@ def _history(db_url: str) -> str:
     with store.session() as s:  # finished from the start: a queued row would be started by the server
         for owner in ("ann", "bob"):
             row = SearchRow(name=owner, spec=spec, status="completed", created_at=now - 200, owner=owner)
+            row.owner_id = store.user(owner).id
             s.add(row)
             s.commit()
             ids[owner] = row.id

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.controller import Controller
 from app.db.lease import ControllerLease, LeaseHeld
+from app.db.migrate import upgrade
 from app.db.models import TRIAL_NUMBER_INDEX
 from app.db.store import Store
 from app.sim.runtime import SimRuntime
@@ -151,14 +152,25 @@ def test_a_duplicate_trial_number_is_refused(db_url: str) -> None:
 
 
 def test_an_old_database_gets_the_index_and_its_duplicates_renumbered(db_url: str) -> None:
-    """A database made before the constraint, holding the duplicates two controllers wrote."""
-    store = Store(db_url)
-    sid = store.create_search("s", parse_spec(SPEC).model_dump(mode="json"), 0.0).id
-    with store.engine.begin() as conn:
+    """A database made before the constraint, holding the duplicates two controllers wrote: the tables of
+    the last release without revisions (the first revision's), unversioned, without the index."""
+    engine = create_engine(_sa(db_url))
+    upgrade(engine, "0001_baseline")
+    spec = json.dumps(parse_spec(SPEC).model_dump(mode="json"))
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text(f"DROP INDEX {TRIAL_NUMBER_INDEX}"))
-    for number in (0, 0, 1, 1):
-        store.add_trial(sid, number, {}, {}, 0.0)  # type: ignore[arg-type]
-    store.engine.dispose()
+        sid = conn.execute(
+            text("INSERT INTO search (name, spec, status, created_at, reached, trials_created, owner) "
+                 "VALUES ('s', :spec, 'running', 0, false, 2, 'admin') RETURNING id"), {"spec": spec},
+        ).scalar_one()  # fmt: skip
+        for number in (0, 0, 1, 1):
+            conn.execute(
+                text("INSERT INTO trial (search_id, number, params, vals, status, steps, device_seconds, retries, "
+                     "devices, created_at, priority) VALUES (:s, :n, '{}', '{}', 'queued', 0, 0, 0, '', 0, 0)"),
+                {"s": sid, "n": number},
+            )  # fmt: skip
+    engine.dispose()
     assert TRIAL_NUMBER_INDEX not in {ix["name"] for ix in inspect(create_engine(_sa(db_url))).get_indexes("trial")}
 
     reopened = Store(db_url)

@@ -219,6 +219,46 @@ def test_unknown_revoked_expired_and_deleted_users_tokens_are_401(api):
     assert c.delete(f"/api/v1/users/{FIRST_ADMIN}").status_code == 409
 
 
+def test_a_new_user_given_a_deleted_users_name_owns_none_of_their_searches(api):
+    """Ownership is by user id: after `DELETE /users/carol?force=true` and a new carol, the old carol's
+    search stays (an admin sees it, still named carol, owned by nobody) and the new carol can neither
+    list, read, stop nor delete it, nor read its trials; what she submits is hers."""
+    c, store, bob, carol = api
+    old_id = c.get("/api/v1/me", headers=bearer(carol)).json()["id"]
+    old = _post(c, carol, "old carol's")
+    trial = store.add_trial(old, 0, {}, {}, time.time())
+    assert c.delete("/api/v1/users/carol", params={"force": "true"}).status_code == 204
+    assert c.post("/api/v1/users", json={"name": "carol"}).status_code == 201
+    new_token = c.post("/api/v1/users/carol/tokens", json={}).json()["token"]
+    new = bearer(new_token)
+    me = c.get("/api/v1/me", headers=new).json()
+    assert me["name"] == "carol" and me["id"] > old_id  # a user id is never given twice
+    assert c.get("/api/v1/searches", headers=new).json() == {"items": [], "total": 0}
+    assert c.get("/api/v1/searches", params={"owner": "carol"}, headers=new).json()["total"] == 0
+    assert c.get(f"/api/v1/searches/{old}", headers=new).status_code == 404
+    assert c.get(f"/api/v1/searches/{old}/curves", headers=new).status_code == 404
+    assert c.get(f"/api/v1/trials/{trial.id}", headers=new).status_code == 404
+    assert c.post(f"/api/v1/searches/{old}/stop", headers=new).status_code == 404
+    assert c.delete(f"/api/v1/searches/{old}", headers=new).status_code == 404
+    assert store.has_search(old)
+    _post(c, bob, "bob's")
+    mine = _post(c, new_token, "hers")
+    listed = c.get("/api/v1/searches", headers=new).json()
+    assert [s["id"] for s in listed["items"]] == [mine] and listed["items"][0]["owner_id"] == me["id"]
+    shown = c.get(f"/api/v1/searches/{old}").json()  # as the admin
+    assert (shown["owner"], shown["owner_id"]) == ("carol", None)
+    assert [s["id"] for s in c.get("/api/v1/searches", params={"owner": "carol"}).json()["items"]] == [mine]
+
+
+def test_the_id_of_a_deleted_newest_search_is_not_given_to_the_next(api):
+    """SQLite re-used the highest freed id: bob's deleted newest search's id (and URL) went to carol's."""
+    c, store, bob, carol = api
+    _post(c, bob, "first")
+    newest = _post(c, bob, "newest")
+    assert c.delete(f"/api/v1/searches/{newest}", headers=bearer(bob)).status_code == 204
+    assert _post(c, carol, "next") > newest
+
+
 def _quanta(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],

@@ -256,3 +256,18 @@ def test_no_import_cycle_between_modules_of_search_and_policy():
     if cycle:
         edges = [f"{a} -> {b}" for a, b in zip(cycle, cycle[1:], strict=False)]
         pytest.fail("import cycle between modules:\n  " + "\n  ".join(edges))
+
+
+# ---- modules of app/db: no import cycle between them ------------------------------------------------
+
+
+def test_no_import_cycle_between_db_modules():
+    """The modules of app/db import each other without a cycle (the engine, the tables and the
+    migrations sit beneath the store, distributed mode's ledger and the queries; a store that imported
+    a module importing the store back, as the key/value import once did through distributed mode's
+    tables, is caught here)."""
+    graph = module_graph(("db",))
+    cycle = find_cycle(graph)
+    if cycle:
+        edges = [f"{a} -> {b} ({', '.join(graph[a][b])})" for a, b in zip(cycle, cycle[1:], strict=False)]
+        pytest.fail("import cycle between app/db modules:\n  " + "\n  ".join(edges))

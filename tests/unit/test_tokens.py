@@ -129,11 +129,12 @@ def test_an_older_databases_unkeyed_token_keeps_working_and_is_rekeyed_on_first_
     assert row.prefix == token[:12]
     assert store.authenticate(token, 3.0).name == FIRST_ADMIN  # by its keyed hash now
     # A token given again (QUANTA_TOKEN at each start) whose unkeyed digest is stored is re-keyed, not doubled.
+    # (Its row as the migrations leave an older database's: the first admin's, by name and by id.)
     other_old = "qnt_also-older"
     with store.session() as s:
         s.execute(
-            text("INSERT INTO token (name, token_hash, created_at, user_name, prefix, scheme) "
-                 "VALUES ('env', :h, 1.0, 'admin', '', 'sha256')"),
+            text("INSERT INTO token (name, token_hash, created_at, user_name, user_id, prefix, scheme) "
+                 "VALUES ('env', :h, 1.0, 'admin', (SELECT id FROM users WHERE name = 'admin'), '', 'sha256')"),
             {"h": legacy_digest(other_old)},
         )  # fmt: skip
         s.commit()

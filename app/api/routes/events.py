@@ -50,7 +50,7 @@ async def events(
     resume = _event_id(last_event_id)
     if search_id is not None and not sees(caller.user, await run_in_threadpool(store.search_owner, search_id)):
         raise not_found("search", search_id)
-    poller = Poller(store, search_id, resume, owner=owner_filter(caller.user))
+    poller = Poller(store, search_id, resume, owner_id=owner_filter(caller.user))
     limit = min(max_seconds or settings.events_max_s, settings.events_max_s)
     stopping = getattr(request.app.state, "stopping", None)  # a threading.Event set on shutdown
     slots = _slots(request, settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import time
 from typing import Annotated, Any
@@ -179,7 +180,9 @@ async def create_search(request: Request, store: StoreDep, settings: SettingsDep
     body = await read_capped(request, settings.max_spec_bytes)
     spec = await run_in_threadpool(read_spec, body, request.headers.get("content-type", ""), settings)
     await run_in_threadpool(check_warm, store, user, spec)
-    return await run_in_threadpool(store.submit_search, spec, time.time(), user.name)
+    return await run_in_threadpool(
+        functools.partial(store.submit_search, spec, time.time(), user.name, owner_id=user.id)
+    )
 
 
 @router.get("", response_model=SearchList)
@@ -194,11 +197,17 @@ def list_searches(
         str | None, Query(max_length=64, description="only this user's searches (a member sees only their own)")
     ] = None,
 ) -> SearchList:
-    """Searches, newest first by default: the caller's own, or everyone's for an admin."""
-    mine = owner_filter(user)
-    if mine is not None and owner is not None and owner != mine:
+    """Searches, newest first by default: the caller's own, or everyone's for an admin. `owner` names a
+    current user (a deleted user's searches belong to nobody, whatever name they show)."""
+    owner_id = owner_filter(user)
+    if owner is not None and owner_id is None:
+        named = store.user(owner)
+        if named is None:
+            return SearchList(items=[], total=0)
+        owner_id = named.id
+    elif owner is not None and owner != user.name:
         return SearchList(items=[], total=0)
-    items, total = store.search_page(offset, limit, sort, status, mine if mine is not None else owner)
+    items, total = store.search_page(offset, limit, sort, status, owner_id)
     return SearchList(items=items, total=total)
 
 

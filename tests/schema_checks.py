@@ -1,0 +1,65 @@
+"""Checks the migration tests share on SQLite and PostgreSQL (tests/unit/test_migrations.py,
+tests/distributed/test_migrations_pg.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine
+from sqlmodel import SQLModel
+
+from app.db.migrate import upgrade
+from app.db.models import ReportRow
+from app.db.store import Store
+
+
+def schema_differences(engine: Engine) -> list:
+    """What Alembic's autogenerate finds between the database and the models (nothing: they agree)."""
+    with engine.connect() as conn:
+        return compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+
+
+def upgrade_at_once(open_engine: Callable[[], Engine], processes: int = 2) -> list[list[str]]:
+    """`upgrade` run by `processes` threads at once, each on an engine of its own (as separate processes
+    would be); the revisions each applied. Raises the first error any of them met."""
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(upgrade(open_engine()))
+        except BaseException as exc:  # noqa: BLE001  # raised below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def assert_ids_never_reused(store: Store) -> None:
+    """Delete the newest search (with its trial and report) and user (with their token), make new ones:
+    every new id is higher than the deleted one (SQLite without AUTOINCREMENT gave the same ids again)."""
+    carol = store.add_user("carol", 1.0).id
+    token = store.create_token("carol", 1.0)
+    first = store.create_search("a", {}, 1.0, owner="carol")
+    newest = store.create_search("b", {}, 2.0, owner="carol")
+    trial = store.add_trial(newest.id, 0, {}, {}, 2.0)
+    store.add_rows([ReportRow(trial_id=trial.id, search_id=newest.id, step=1, at=2.0, metrics={}, objective=0.5)])
+    report = store.search_reports(newest.id)[0]
+    store.delete_search(newest.id)
+    store.delete_user("carol", 3.0, force=True)
+    assert store.add_user("dave", 4.0).id > carol
+    again = store.create_search("c", {}, 4.0, owner="dave")
+    assert again.id > newest.id > first.id
+    t2 = store.add_trial(again.id, 0, {}, {}, 4.0)
+    store.add_rows([ReportRow(trial_id=t2.id, search_id=again.id, step=1, at=4.0, metrics={}, objective=0.5)])
+    assert t2.id > trial.id and store.search_reports(again.id)[0].id > report.id
+    assert store.create_token("dave", 5.0).id > token.id
