@@ -1,15 +1,19 @@
-"""Service wiring: the controller loops the commands run, and the runtime factory for distributed mode.
-The CLI modules (`quanta serve`, `quanta controller`) parse options and call these; they hold no wiring.
+"""Service wiring: the one loop that drives a controller, `quanta serve`'s controller thread, and the
+runtime factory for distributed mode. The commands (app/cli/) parse options and call these; they hold
+no wiring.
 
+- `ControllerLoop(ctl, store, workdir)`: steps a built controller in the calling thread until told to
+  stop. `quanta run` (until its search ends), `quanta controller` (until SIGINT/SIGTERM) and
+  `quanta serve` (in `ControllerThread`) all run it, so what a running controller does beside its tick
+  is in one place: the lease check, the deletions the API asked for, the devices shown while nothing
+  runs, and the rest while idle.
+- `ControllerThread`: `quanta serve`'s controller (with a `LocalRuntime`, or a `CeleryRuntime` when given a
+  broker). The controller is not thread-safe, so this one thread owns it (and the runtime); the API
+  threads only read and write database rows. On start it calls `Controller.load()`, so a server killed
+  in the middle of a search continues it; on `stop()` it asks resident trials for a checkpoint and
+  closes the runtime (trial processes exit), leaving searches `running` to continue at the next start.
 - `make_runtime(broker, store, checkpoints)`: a `CeleryRuntime` over the node agents registered in the
   database (`quanta controller`, `quanta serve --broker`).
-- `ControllerLoop`: `quanta serve`'s controller thread (with a `LocalRuntime`, or a `CeleryRuntime` when
-  given a broker). The controller is not thread-safe, so this one thread owns it (and the runtime): it
-  ticks, turns runtime events into rows, and carries out deletions the API requested; the API threads
-  only read and write database rows. On start it calls `Controller.load()`, so a server killed in the
-  middle of a search continues it; on `stop()` it asks resident trials for a checkpoint and closes the
-  runtime (trial processes exit), leaving searches `running` to continue at the next start.
-- `run_controller(ctl, stop)`: `quanta controller`'s loop (in the calling thread).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +31,7 @@ from app.status import SEARCH_STARTED, SearchStatus
 if TYPE_CHECKING:
     from app.controller import Controller
     from app.db.lease import ControllerLease
+    from app.db.protocol import ServiceStore
     from app.db.store import Store
     from app.devices import Device
     from app.executor.policy.knobs import ShareKnobs
@@ -33,7 +39,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("quanta.service")
 
+TICK_S = 0.5  # the longest a running controller goes without a tick: new searches and commands wait no longer
 LEASE_CHECK_S = 5.0  # how often a running controller checks that it still holds its database's lease
+SHOW_IDLE_S = 2.0  # how often an idle controller checks that the published view shows its devices empty
+RETRY_S = 1.0  # the pause after a failed round (database or broker away) before the next
+DELETE_GRACE_S = 0.3  # after a deleted search's last process has gone, for its last exit events to arrive
 
 
 def make_runtime(
@@ -49,8 +59,121 @@ def make_runtime(
 
 
 class ControllerLoop:
-    """Runs `Controller.step` in a thread of its own until `stop()`; `share`: the share layer's knobs
-    (None: its defaults)."""
+    """Steps `ctl` (whose store is `store`, whose checkpoints and logs are under `workdir`) in the calling
+    thread. `lease`: held by the caller, checked every `LEASE_CHECK_S` while the loop runs (the caller
+    releases it). `stop`: set it (from a signal handler or another thread) to end the loop within a
+    tick. `retry_failed_ticks`: a failing round is logged and retried after `RETRY_S` (a service outlives
+    its database or broker going away); False: the error ends the loop (`quanta run`)."""
+
+    def __init__(
+        self,
+        ctl: Controller,
+        store: ServiceStore,
+        workdir: Path,
+        *,
+        tick_s: float = TICK_S,
+        lease: ControllerLease | None = None,
+        stop: threading.Event | None = None,
+        retry_failed_ticks: bool = True,
+    ):
+        self.ctl = ctl
+        self.store = store
+        self.workdir = Path(workdir)
+        self.tick_s = tick_s
+        self.lease = lease
+        self.stop = stop if stop is not None else threading.Event()
+        self.retry_failed_ticks = retry_failed_ticks
+        self._deletable: dict[int, float] = {}
+        self._idle_shown_at = -float("inf")
+
+    def run(self, until: Callable[[], bool] | None = None, on_step: Callable[[], None] | None = None) -> None:
+        """Round after round until `stop` is set or `until()` is true (checked before each round):
+        check the lease when due (`LeaseHeld`, another controller took the database over, ends the loop),
+        carry out requested deletions, `ctl.step(max_wait=tick_s)`, show the devices empty while no
+        trial is alive, then `on_step()`.
+
+        `step` waits for events while a trial is alive or a search runs, and returns early when one
+        wakes it (a trial ended or parked at its step limit, freeing a device), so a busy controller is
+        never held up here. Idle (`ctl.idle()`: no trial alive, no search running) `step` returns at
+        once, and the loop rests for the rest of the tick instead of ticking back to back: a new search
+        is picked up at the next tick, within `tick_s`."""
+        checked = time.monotonic()
+        while not self.stop.is_set() and not (until is not None and until()):
+            if self.lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
+                checked = time.monotonic()
+                self._keep_lease()
+            began = time.monotonic()
+            try:
+                self._deletions()
+                self.ctl.step(max_wait=self.tick_s)
+                self.show_idle()
+            except Exception:
+                if not self.retry_failed_ticks:
+                    raise
+                log.exception("controller tick failed; retrying")
+                self.stop.wait(RETRY_S)
+                continue
+            if on_step is not None:
+                on_step()
+            if self.ctl.idle():
+                self.stop.wait(max(0.0, self.tick_s - (time.monotonic() - began)))
+
+    def show_idle(self) -> None:
+        """While no trial is alive the controller plans nothing and so publishes nothing: every
+        `SHOW_IDLE_S`, publish the runtime's devices with nothing on them, unless that is what readers
+        already see (an idle service does not write to its database)."""
+        from app.db.models import ClusterView
+
+        if self.ctl.has_alive() or time.monotonic() - self._idle_shown_at < SHOW_IDLE_S:
+            return
+        self._idle_shown_at = time.monotonic()
+        idle = ClusterView.idle(time.time(), self.ctl.runtime.devices(), self.ctl.round_no)
+        shown = self.store.cluster_view()
+        if shown is None or (shown.devices, shown.pairs, shown.notes) != (idle.devices, idle.pairs, idle.notes):
+            self.store.publish_cluster_view(idle)
+
+    def _keep_lease(self) -> None:
+        """Raise `LeaseHeld` when another controller took the database over while our lease's connection
+        was down (it is taken again when free); a database merely away is retried at the next check."""
+        from app.db.lease import LeaseHeld
+
+        assert self.lease is not None
+        try:
+            self.lease.ensure()
+        except LeaseHeld:
+            raise
+        except Exception as exc:
+            log.warning("cannot check the controller lease: %s", exc)
+
+    def _deletions(self) -> None:
+        """Carry out DELETE requests: stop the search, wait until its trial processes have exited
+        (and their last events are recorded), then delete its rows and its checkpoints."""
+        ctl = self.ctl
+        for sid in self.store.pending_deletes():
+            s = ctl.search(sid)
+            if s is not None and s.status in SEARCH_STARTED:
+                ctl.stop_search(sid, SearchStatus.STOPPED, "deleted by user")
+            resident = ctl.runtime.residency()
+            if any(t.id in resident for t in ctl.trials_of(sid)):
+                self._deletable.pop(sid, None)
+                continue
+            first = self._deletable.setdefault(sid, time.monotonic())
+            if time.monotonic() - first < DELETE_GRACE_S:
+                continue
+            ctl.handle(ctl.runtime.poll(0))
+            ctl.flush()
+            self.store.delete_search(sid)
+            ctl.forget_search(sid)
+            shutil.rmtree(self.workdir / f"search-{sid}", ignore_errors=True)
+            self._deletable.pop(sid, None)
+            log.info("search %s deleted", sid)
+
+
+class ControllerThread:
+    """`quanta serve`'s controller: `ControllerLoop` in a thread of its own until `stop()`. `devices`: this
+    machine's (a `LocalRuntime`); with `broker`, trials run on `quanta worker` nodes instead and
+    `workdir` is their shared checkpoint store. `lease`: held by the caller for this thread, released at
+    its end. `share`: the share layer's knobs (None: its defaults)."""
 
     def __init__(
         self,
@@ -58,21 +181,20 @@ class ControllerLoop:
         devices: list[Device],
         workdir: Path,
         *,
-        tick_s: float = 0.5,
+        tick_s: float = TICK_S,
         broker: str | None = None,
         lease: ControllerLease | None = None,
         share: ShareKnobs | None = None,
     ):
         self.store = store
         self.share = share
-        self.lease = lease  # held by the caller for this loop; checked while it runs, released at its end
-        self.broker = broker  # distributed mode: trials run on `quanta worker` nodes, not on `devices`
+        self.lease = lease
+        self.broker = broker
         self.devices = devices
         self.workdir = Path(workdir)
         self.tick_s = tick_s
         self._stop = threading.Event()
         self._state = "starting"
-        self._deletable: dict[int, float] = {}
         self._thread = threading.Thread(target=self._main, name="quanta-controller", daemon=True)
 
     def state(self) -> str:
@@ -89,8 +211,6 @@ class ControllerLoop:
         self._stop.set()
         self._thread.join(timeout)
 
-    # ---- the thread --------------------------------------------------------------------------
-
     def _main(self) -> None:
         from app.controller import Controller, ControllerOptions
         from app.executor.runtime.base import Runtime
@@ -99,25 +219,15 @@ class ControllerLoop:
         ctl: Controller | None = None
         runtime: Runtime | None = None
         try:
-            # Distributed: workdir is the shared checkpoint store. Local: the controller binds itself as
-            # the runtime's launcher.
+            # The controller binds itself as the runtime's launcher.
             runtime = make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
             ctl = Controller(self.store, runtime, ControllerOptions(workdir=self.workdir, share=self.share))
             ctl.load()
-            self._publish_devices(ctl)
+            loop = ControllerLoop(ctl, self.store, self.workdir, tick_s=self.tick_s, lease=self.lease, stop=self._stop)
+            loop.show_idle()  # the devices are on the dashboard before the service reports itself running
             self._state = "running"
             log.info("controller running: %d active searches", len(ctl.searches()))
-            checked = time.monotonic()
-            while not self._stop.is_set():
-                if self.lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
-                    checked = time.monotonic()
-                    self._keep_lease()
-                try:
-                    self._deletions(ctl)
-                    ctl.step(max_wait=self.tick_s)
-                except Exception:  # keep serving: the next tick starts again from the database
-                    log.exception("controller tick failed")
-                    self._stop.wait(1.0)
+            loop.run()
         except Exception:
             log.exception("controller failed")
             self._state = "failed"
@@ -130,47 +240,6 @@ class ControllerLoop:
                 self.lease.release()
             if self._state != "failed":
                 self._state = "stopped"
-
-    def _keep_lease(self) -> None:
-        """Raise (ending the loop, /healthz failing) when another controller took the database over while
-        our lease's connection was down; a database merely away is retried at the next check."""
-        from app.db.lease import LeaseHeld
-
-        assert self.lease is not None
-        try:
-            self.lease.ensure()
-        except LeaseHeld:
-            raise
-        except Exception as exc:
-            log.warning("cannot check the controller lease: %s", exc)
-
-    def _publish_devices(self, ctl: Controller) -> None:
-        """The devices with nothing on them yet (the controller publishes placements once it ticks)."""
-        from app.db.models import ClusterView
-
-        self.store.publish_cluster_view(ClusterView.idle(time.time(), ctl.runtime.devices()))
-
-    def _deletions(self, ctl: Controller) -> None:
-        """Carry out DELETE requests: stop the search, wait until its trial processes have exited
-        (and their last events are recorded), then delete its rows and its checkpoints."""
-        for sid in self.store.pending_deletes():
-            s = ctl.search(sid)
-            if s is not None and s.status in SEARCH_STARTED:
-                ctl.stop_search(sid, SearchStatus.STOPPED, "deleted by user")
-            resident = ctl.runtime.residency()
-            if any(t.id in resident for t in ctl.trials_of(sid)):
-                self._deletable.pop(sid, None)
-                continue
-            first = self._deletable.setdefault(sid, time.monotonic())
-            if time.monotonic() - first < 0.3:  # let the last exit events arrive
-                continue
-            ctl.handle(ctl.runtime.poll(0))
-            ctl.flush()
-            self.store.delete_search(sid)
-            ctl.forget_search(sid)
-            shutil.rmtree(self.workdir / f"search-{sid}", ignore_errors=True)
-            self._deletable.pop(sid, None)
-            log.info("search %s deleted", sid)
 
     def _shutdown(self, ctl: Controller, wait_s: float = 10.0) -> None:
         """Checkpoint resident trials (bounded), then close the runtime: trial processes exit."""
@@ -193,49 +262,3 @@ class ControllerLoop:
             log.exception("checkpointing before shutdown failed")
         finally:
             ctl.close()
-
-
-def _publish_idle(ctl: Controller) -> None:
-    """When nothing runs, the controller does not publish placements: show the registered devices."""
-    from app.db.models import ClusterView
-
-    published = ctl.store.cluster_view()
-    idle = ClusterView.idle(time.time(), ctl.runtime.devices(), ctl.round_no)
-    if published is None or [d.id for d in published.devices] != [d.id for d in idle.devices] or not ctl.has_alive():
-        ctl.store.publish_cluster_view(idle)
-
-
-def run_controller(
-    ctl: Controller, stop: threading.Event, tick_s: float = 0.5, lease: ControllerLease | None = None
-) -> None:
-    """Tick until `stop` is set; a failing tick (database or broker away) is logged and retried. With a
-    `lease`, check every `LEASE_CHECK_S` that it is still held (taking it again after a dropped
-    connection); `LeaseHeld` ends the loop when another controller took the database over."""
-    from app.db.lease import LeaseHeld
-
-    last_publish = 0.0
-    checked = time.monotonic()
-    while not stop.is_set():
-        if lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
-            checked = time.monotonic()
-            try:
-                lease.ensure()
-            except LeaseHeld:
-                raise
-            except Exception as exc:
-                log.warning("cannot check the controller lease: %s", exc)
-        try:
-            began = time.monotonic()
-            ctl.step(max_wait=tick_s)
-            if time.monotonic() - last_publish > 2.0:
-                last_publish = time.monotonic()
-                if not ctl.has_alive():
-                    _publish_idle(ctl)
-            if not ctl.has_alive():
-                # Nothing to wait for inside `step` (no trial alive, no search governing): without this
-                # wait an idle service ticked back to back, querying the database without pause (half a
-                # core per idle controller). New searches are still picked up within `tick_s`.
-                stop.wait(max(0.0, tick_s - (time.monotonic() - began)))
-        except Exception:
-            log.exception("controller tick failed; retrying")
-            stop.wait(1.0)

@@ -131,6 +131,11 @@ class Controller:
     def has_alive(self) -> bool:
         return bool(self._index.alive)
 
+    def idle(self) -> bool:
+        """Nothing to wait for: no trial alive and no search running. `step` then returns at once after
+        its tick; a loop around it should rest until its next tick rather than step again at once."""
+        return not self._index.alive and self.book.governing() is None
+
     @property
     def round_no(self) -> int:
         """The last round of actions recorded."""
@@ -297,7 +302,7 @@ class Controller:
         due = last + (span if max_wait is None else min(span, max_wait))
         # Whatever woke us during the tick (new trials, stops) was planned in it already.
         self._signals.wake = False
-        while not self._signals.wake and (self._index.alive or self.book.governing() is not None):
+        while not self._signals.wake and not self.idle():
             timeout = due - self.runtime.now()
             if timeout <= 0:
                 break
@@ -311,9 +316,13 @@ class Controller:
             self.step()
             if on_progress:
                 on_progress(s)
-        # Let stopping trials report their end so their rows are final.
-        deadline = self.runtime.now() + 10
+        self.settle()
+        return s
+
+    def settle(self, timeout_s: float = 10.0) -> None:
+        """After a search ended: handle events until none of our trials is resident any more (stopping
+        trials report their end, so their rows are final), for at most `timeout_s`; then store them."""
+        deadline = self.runtime.now() + timeout_s
         while any(tid in self._index.by_id for tid in self.runtime.residency()) and self.runtime.now() < deadline:
             self.handle(self.runtime.poll(0.2))
         self.flush()
-        return s

@@ -17,7 +17,7 @@ from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, Q
 from app.db.store import Store
 from app.devices import parse_devices
 from app.sdk.client import parse_sse
-from app.service import ControllerLoop
+from app.service import ControllerThread
 from app.status import SEARCH_FINAL, TRIAL_FINAL
 
 TOKEN = "api-test-token"
@@ -438,7 +438,7 @@ def test_a_posted_search_runs_to_completion_under_the_controller_loop(tmp_path):
     settings = settings_for(tmp_path, delete_wait_s=30)
     app = create_app(settings)
     store = app.state.store
-    loop = ControllerLoop(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2)
+    loop = ControllerThread(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2)
     app.state.controller_state = loop.state
     loop.start()
     try:
@@ -486,7 +486,7 @@ def test_a_posted_search_runs_to_completion_under_the_controller_loop(tmp_path):
 
 def test_healthz_fails_when_the_controller_loop_is_dead(client, tmp_path):
     """The API still answers, but a server whose controller loop died schedules nothing: 503."""
-    loop = ControllerLoop(client.app.state.store, [], tmp_path)
+    loop = ControllerThread(client.app.state.store, [], tmp_path)
     done = threading.Thread(target=lambda: None)  # a loop thread that has ended without being stopped
     done.start()
     done.join()

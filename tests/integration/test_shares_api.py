@@ -17,7 +17,7 @@ from app.db.store import Store
 from app.devices import parse_devices
 from app.executor.policy.knobs import ShareKnobs
 from app.executor.policy.types import DeviceView
-from app.service import ControllerLoop
+from app.service import ControllerThread
 from app.spec import parse_spec
 from tests.integration.test_api import SPEC, TOKEN, settings_for
 from tests.integration.test_shares_live import spec as long_spec
@@ -115,7 +115,7 @@ def test_two_users_searching_at_once_each_get_half_the_devices_live(tmp_path):
     app = create_app(settings_for(tmp_path))
     store: Store = app.state.store
     knobs = ShareKnobs(window_s=120.0)  # as `quanta serve --share-window-s 120` passes it
-    loop = ControllerLoop(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2, share=knobs)
+    loop = ControllerThread(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2, share=knobs)
     app.state.controller_state = loop.state
     loop.start()
     try:

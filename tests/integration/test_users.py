@@ -21,7 +21,7 @@ from app.db.secret import ENV
 from app.db.store import Store
 from app.devices import parse_devices
 from app.sdk.client import parse_sse
-from app.service import ControllerLoop
+from app.service import ControllerThread
 from tests.integration.live_server import ROOT, start_server
 from tests.integration.test_api import SPEC, TOKEN, settings_for
 
@@ -342,7 +342,7 @@ def test_a_revoked_token_is_refused_within_a_second_by_a_running_server(tmp_path
 def test_a_search_over_its_owners_quota_queues_with_the_reason(tmp_path):
     app = create_app(settings_for(tmp_path))
     store: Store = app.state.store
-    loop = ControllerLoop(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2)
+    loop = ControllerThread(store, parse_devices("cpu:2"), tmp_path / "work", tick_s=0.2)
     app.state.controller_state = loop.state
     loop.start()
     long = {**SPEC, "parallelism": 2, "metric": {"name": "accuracy", "target": 2.0},

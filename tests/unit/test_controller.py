@@ -177,33 +177,6 @@ def test_a_trial_the_policy_judged_is_killed_with_its_verdict_and_the_rest_are_s
     assert TrialStatus.STOPPED.final and TrialStatus.STOPPED in TRIAL_FINAL
 
 
-def test_an_idle_service_loop_waits_between_ticks_instead_of_spinning():
-    import threading
-    import time
-
-    from app.service import run_controller
-
-    ctl, _rt, store = _controller()
-    calls = 0
-    original = store.searches_needing_controller
-
-    def counted():
-        nonlocal calls
-        calls += 1
-        return original()
-
-    store.searches_needing_controller = counted  # type: ignore[method-assign]
-    stop = threading.Event()
-    loop = threading.Thread(target=run_controller, args=(ctl, stop), kwargs={"tick_s": 0.2})
-    loop.start()
-    time.sleep(1.0)
-    stop.set()
-    loop.join(5.0)
-    assert not loop.is_alive()
-    # About one tick per 0.2 s (a few more on a slow machine); spinning made thousands.
-    assert 1 <= calls <= 12, calls
-
-
 def test_a_solo_profile_measures_the_trial_s_rate_on_its_device_kind():
     rt = SimRuntime(2, 1, kinds=["v100", "k80"], max_per_device=1, profile_after_s=5.0)
     ctl = Controller(MemoryStore(), rt, ControllerOptions(policy=make_policy("fifo"), quantum_s=60.0))

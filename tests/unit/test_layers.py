@@ -7,13 +7,16 @@ Imports are read from the source (every `import`, also inside functions), except
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 APP = Path(__file__).resolve().parents[2] / "app"
 HEAVY = {"torch", "celery", "sqlmodel", "sqlalchemy", "redis", "fastapi"}
-CLI = ("app.cli", "app.cli_distributed", "app.cli_export")
+CLI = ("app.cli",)  # every `quanta` command is in the package app/cli/
 
 # Imports that break a rule below and are being removed: (importing file, imported module). Empty:
 # service wiring (`make_runtime`, the controller loop) moved out of the CLI into `app/service.py`.
@@ -130,6 +133,54 @@ def test_pure_layers_import_nothing_heavy(layer):
 )
 def test_layer_does_not_reach_up(layer, banned):
     assert violations(layer, banned) == []
+
+
+def test_only_the_cli_imports_the_cli_or_typer():
+    """The SDK, the API and every other layer import no command and need no typer."""
+    bad = []
+    for f in files():
+        if rel(f).startswith("cli/"):
+            continue
+        for m in sorted(imports(f)):
+            if m == "typer" or m.startswith("typer.") or any(m == c or m.startswith(c + ".") for c in CLI):
+                bad.append(f"{rel(f)} imports {m}")
+    assert bad == []
+
+
+def test_the_sdk_and_the_api_load_without_typer():
+    """The SDK's client, the API's app and the service wiring, imported in a fresh interpreter: neither
+    typer nor any command comes with them (every other module: `test_only_the_cli_imports_the_cli_or_typer`)."""
+    code = (
+        "import sys\n"
+        "import app.sdk, app.sdk.client, app.api.main, app.service\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer' or m.split('.')[:2] == ['app', 'cli']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(APP.parent)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=APP.parent, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def calls(path: Path) -> set[str]:
+    """The names of the methods `path` calls (`x.y(...)` -> `y`)."""
+    tree = ast.parse(path.read_text())
+    return {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+
+
+def test_one_controller_loop():
+    """`quanta run`, `quanta serve` and `quanta controller` run one loop, `app.service.ControllerLoop`: what
+    a running controller does beside its tick (the lease check, the deletions the API asked for) is called
+    there and nowhere else, so no second loop grows its own copy. (Its rest while idle is measured:
+    tests/unit/test_service_loop.py, tests/integration/test_idle_cpu.py.)"""
+    duties = {"ensure", "pending_deletes", "delete_search"}
+    outside = {
+        f"{rel(f)} calls {name}"
+        for f in files()
+        if rel(f) not in ("service.py", "controller/core.py")  # the loop; the controller's own step
+        and not rel(f).startswith("db/")  # where the lease and the deletions are kept
+        for name in calls(f) & duties
+    }
+    assert outside == set()
 
 
 def test_app_never_imports_workers():

@@ -294,8 +294,8 @@ def test_a_job_no_kind_of_the_cluster_can_run_is_refused_by_name():
 def test_simulate_flags_set_the_gandiva_placement_knobs():
     """`quanta simulate --sticky --gang --gang-patience N`: the knobs the flags give the policy (-1 turns
     patience off; no flag leaves the knob's default), each one a valid GandivaKnobs."""
+    from app.cli.simulate import _gandiva_knobs
     from app.executor.policy.knobs import GandivaExperimental, GandivaKnobs
-    from app.sim.cli import _gandiva_knobs
 
     assert _gandiva_knobs(False, False) is None
     assert _gandiva_knobs(True, False, 3) == {"sticky": True}

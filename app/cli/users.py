@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
+from app.cli.output import fail
+
 if TYPE_CHECKING:
     from app.db.public import TokenOut
-
-EXIT_ERROR = 2
 
 users_app = typer.Typer(no_args_is_help=True, help="Users of the service: add, list, change, delete.")
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens of users: create, list, revoke.")
@@ -27,13 +27,8 @@ Db = Annotated[str, typer.Option("--db", help="the service's database URL", envv
 DEFAULT_DB = "sqlite:///quanta.db"
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(EXIT_ERROR)
-
-
 def _invalid(exc: ValidationError) -> typer.Exit:
-    return _fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()))
+    return fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()))
 
 
 def _store(db: str):  # noqa: ANN202  (imported late: `quanta --help` stays fast)
@@ -42,7 +37,7 @@ def _store(db: str):  # noqa: ANN202  (imported late: `quanta --help` stays fast
     try:
         return Store(db)
     except Exception as exc:
-        raise _fail(f"cannot open database {db}: {exc}") from None
+        raise fail(f"cannot open database {db}: {exc}") from None
 
 
 def _when(t: float | None) -> str:
@@ -69,7 +64,7 @@ def users_add(
     except ValidationError as exc:
         raise _invalid(exc) from None
     except Conflict as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     typer.echo(f"added user {name} ({role})", err=True)
 
 
@@ -99,9 +94,9 @@ def users_set(
     except ValidationError as exc:
         raise _invalid(exc) from None
     except KeyError:
-        raise _fail(f"user {name} not found") from None
+        raise fail(f"user {name} not found") from None
     except Conflict as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @users_app.command("delete")
@@ -116,9 +111,9 @@ def users_delete(
     try:
         stopped = _store(db).delete_user(name, time.time(), force=force)
     except KeyError:
-        raise _fail(f"user {name} not found") from None
+        raise fail(f"user {name} not found") from None
     except Conflict as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     typer.echo(f"deleted user {name}" + (f"; stopping searches {stopped}" if stopped else ""), err=True)
 
 
@@ -135,7 +130,7 @@ def tokens_create(
     try:
         new = _store(db).create_token(name, now, name=label, expires_at=expires)
     except KeyError:
-        raise _fail(f"user {name} not found") from None
+        raise fail(f"user {name} not found") from None
     typer.echo(f"token {new.id} ({new.prefix}...) for {name}, expires {_when(new.expires_at)}", err=True)
     typer.echo(new.token)
 
@@ -150,7 +145,7 @@ def tokens_list(name: Annotated[str, typer.Argument(help="user name")], db: Db =
     """List a user's tokens: id, prefix, user, label, state, created, expires (never the tokens)."""
     store = _store(db)
     if store.user(name) is None:
-        raise _fail(f"user {name} not found")
+        raise fail(f"user {name} not found")
     typer.echo("id\tprefix\tuser\tlabel\tstate\tcreated\texpires")
     for t in store.tokens(name, time.time()):
         typer.echo(_token_line(t))
@@ -167,7 +162,7 @@ def tokens_revoke(
     try:
         t = _store(db).revoke_token(ref, time.time())
     except KeyError as exc:
-        raise _fail(str(exc.args[0])) from None
+        raise fail(str(exc.args[0])) from None
     except Conflict as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     typer.echo(f"revoked token {t.id} of {t.user}", err=True)

@@ -1,4 +1,8 @@
-"""The `quanta` command."""
+"""`quanta run SPEC`: run one search on this machine, in the foreground, until its target is reached or
+its budget is spent; print the result (and write it as JSON with --output).
+
+Exit codes: 0 target reached; 3 budget spent without reaching it; 2 bad input (or the database is
+another controller's); 130 interrupted; other: error."""
 
 from __future__ import annotations
 
@@ -6,56 +10,27 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.api.serve import serve
-from app.cli_db import db_app
-from app.cli_distributed import controller, worker
-from app.cli_export import export
-from app.cli_users import tokens_app, users_app
-from app.sdk.service_cmd import COMMANDS as SERVICE_COMMANDS
-from app.sdk.submit_cmd import submit
-from app.sim.cli import simulate, simulate_search
+from app.cli.output import EXIT_NOT_REACHED, EXIT_OK, fail, write_json_atomic
 from app.status import SearchStatus
 
 if TYPE_CHECKING:
+    from app.controller.state import SearchState
+    from app.db.lease import ControllerLease
     from app.devices import Device
     from app.executor.runtime.template import TemplateStart
     from app.spec import SearchSpec
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
-console = Console(stderr=True)
-
-EXIT_REACHED, EXIT_ERROR, EXIT_NOT_REACHED = 0, 2, 3
+EXIT_INTERRUPTED = 130
 
 
-@app.callback()
-def _root() -> None:
-    """Quanta: Gandiva-style hyperparameter search."""
-
-
-def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # a message is text, not markup
-    return typer.Exit(EXIT_ERROR)
-
-
-def _write_json_atomic(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2, default=str)
-    os.replace(tmp, path)
-
-
-@app.command()
 def run(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="search spec (.yaml or .json)")],
     devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto")] = "auto",
@@ -85,14 +60,14 @@ def run(
         try:
             spec = load_spec(spec_path)
         except SpecError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
         problem = spec.trainable_problem()
         if problem is not None:
-            raise _fail(f"{spec_path}: trainable: {problem}")
+            raise fail(f"{spec_path}: trainable: {problem}")
         try:
             devs = parse_devices(devices)
         except DeviceSpecError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
         # One controller per database: a `quanta serve` (or another run) on the same database refuses us.
         from app.db.lease import ControllerLease, LeaseHeld
 
@@ -100,37 +75,46 @@ def run(
             lease = ControllerLease(db)
             lease.acquire()
         except (LeaseHeld, ValueError) as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
     except BaseException:
         template.close()
         raise
     try:
-        _run_search(spec, devs, template, db, output, workdir)
+        _run_search(spec, devs, template, db, lease, output, workdir)
     finally:
         lease.release()
 
 
 def _run_search(
-    spec: SearchSpec, devs: list[Device], template: TemplateStart, db: str, output: Path | None, workdir: Path
+    spec: SearchSpec,
+    devs: list[Device],
+    template: TemplateStart,
+    db: str,
+    lease: ControllerLease,
+    output: Path | None,
+    workdir: Path,
 ) -> None:
     """`quanta run` once the spec is valid and the lease is held: run it, print and write the result."""
     from app.controller import Controller, ControllerOptions
     from app.db.store import Store
     from app.db.summary import search_result
+    from app.db.warm import WarmStartError
     from app.executor.runtime.local import LocalRuntime
+    from app.service import ControllerLoop
 
     # The controller binds itself as the runtime's launcher before any trial starts.
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)
-
     store = Store(db)
     ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
-    from app.db.warm import WarmStartError
-
     try:  # an earlier search to warm-start from, missing or with another space: nothing is stored
         search_id = ctl.submit(spec)
     except WarmStartError as exc:
         ctl.close()
-        raise _fail(f"{spec.name}: {exc} (in {db})") from None
+        raise fail(f"{spec.name}: {exc} (in {db})") from None
+    s = ctl.search(search_id)
+    assert s is not None
+    # A failing round ends the command with its error (a service would retry it).
+    loop = ControllerLoop(ctl, store, workdir, lease=lease, retry_failed_ticks=False)
     metric = spec.metric
     try:
         with Progress(
@@ -140,12 +124,12 @@ def _run_search(
             TextColumn("{task.fields[best]}"),
             TextColumn("{task.fields[use]}"),
             TimeElapsedColumn(),
-            console=console,
+            console=Console(stderr=True),
             transient=False,
         ) as progress:
             task = progress.add_task(spec.name, total=spec.budget.max_trials, best="best -", use="")
 
-            def show(s) -> None:  # noqa: ANN001
+            def show() -> None:
                 done = sum(1 for t in s.trials.values() if t.status.final)
                 busy = {d for r in runtime.residency().values() if r.running for d in r.devices}
                 best = f"best {metric.name}={s.best:.4f}" if s.best is not None else "best -"
@@ -153,18 +137,27 @@ def _run_search(
                     best += " [green](target reached)[/]"
                 progress.update(task, completed=done, best=best, use=f"devices busy {len(busy)}/{len(devs)}")
 
-            final = ctl.run(search_id, on_progress=show)
+            loop.run(until=lambda: s.status != SearchStatus.RUNNING, on_step=show)
+            ctl.settle()
     except KeyboardInterrupt:
         ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
         ctl.close()
-        console.print("interrupted: search stopped")
-        raise typer.Exit(130) from None
+        typer.echo("interrupted: search stopped", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     ctl.close()
     result = search_result(store, search_id)
     result["devices"] = [d.id for d in devs]
     result["db"] = db
-    table = Table(title=f"search {search_id}: {spec.name}", show_header=False)
-    table.add_row("status", final.status)
+    _print_result(search_id, s, result, db, workdir)
+    if output:
+        write_json_atomic(output, result)
+    raise typer.Exit(EXIT_OK if result["reached"] else EXIT_NOT_REACHED)
+
+
+def _print_result(search_id: int, s: SearchState, result: dict, db: str, workdir: Path) -> None:
+    metric = s.spec.metric
+    table = Table(title=f"search {search_id}: {s.spec.name}", show_header=False)
+    table.add_row("status", s.status)
     table.add_row("best metric", f"{metric.name} = {result['best_metric']}")
     table.add_row("best config", json.dumps(result["best_params"]))
     target = f"{metric.target} ({metric.goal})"
@@ -181,28 +174,3 @@ def _run_search(
     if not out_console.is_terminal:  # logs and CI: do not wrap paths at 80 columns
         out_console = Console(width=200)
     out_console.print(table)
-    if output:
-        _write_json_atomic(output, result)
-    raise typer.Exit(EXIT_REACHED if result["reached"] else EXIT_NOT_REACHED)
-
-
-app.command("serve")(serve)
-app.command("submit")(submit)
-app.command("controller")(controller)
-app.command("worker")(worker)
-app.command("simulate")(simulate)
-app.command("simulate-search")(simulate_search)
-app.add_typer(users_app, name="users")
-app.add_typer(tokens_app, name="tokens")
-app.add_typer(db_app, name="db")
-app.command("export")(export)
-for _name, _command in SERVICE_COMMANDS.items():
-    app.command(_name)(_command)
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,12 +1,14 @@
-"""The commands that talk to a running service (`--url`, default $QUANTA_URL or http://127.0.0.1:8000;
-token from --token or $QUANTA_TOKEN), through the SDK client:
+"""The commands that talk to a running service through the SDK client (`--url`, default $QUANTA_URL or
+http://127.0.0.1:8000; token from --token or $QUANTA_TOKEN):
 
-    quanta status [SEARCH]     the searches (newest first), or one search with its trials
-    quanta logs TRIAL          the trial's stdout and stderr as the service keeps them
-    quanta stop SEARCH         stop a search (its running trials are stopped)
+    quanta submit SPEC [--wait]  post a spec; with --wait, wait until the search ends
+    quanta status [SEARCH]       the searches (newest first), or one search with its trials
+    quanta logs TRIAL            the trial's stdout and stderr as the service keeps them
+    quanta stop SEARCH           stop a search (its running trials are stopped)
 
-Exit codes: 0 done; 2 bad input (no token, an unknown id, a refused request); 1 the server cannot be
-reached."""
+Exit codes (for CI): 0 done (`submit --wait`: the target was reached); 3 (`submit --wait`) the search
+ended without reaching it; 2 bad input (no token, an unreadable spec, an unknown id, a refused request);
+1 the server cannot be reached, or the wait timed out."""
 
 from __future__ import annotations
 
@@ -15,38 +17,71 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2
+from app.cli.output import EXIT_BAD_INPUT, EXIT_NOT_REACHED, EXIT_OK, EXIT_UNAVAILABLE, fail
 
 Url = Annotated[str, typer.Option(help="server URL", envvar="QUANTA_URL")]
 Token = Annotated[str | None, typer.Option(help="API token (default: QUANTA_TOKEN)", envvar="QUANTA_TOKEN")]
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
-def _fail(code: int, message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
 @contextmanager
-def _client(url: str, token: str | None) -> Iterator[Any]:
-    """The SDK client, with the server's refusals and unreachability turned into CLI errors."""
+def server_client(url: str, token: str | None) -> Iterator[Any]:
+    """The SDK client, with the server's answers turned into CLI errors: a refusal (4xx) or what the
+    server cannot do (501: a format whose library it lacks) is bad input; no answer or any other error
+    means the server is unavailable."""
     import httpx
 
     from app.sdk.client import ApiError, Client
 
     if not token:
-        raise _fail(EXIT_BAD_INPUT, "no token: pass --token or set QUANTA_TOKEN")
+        raise fail("no token: pass --token or set QUANTA_TOKEN")
     try:
         with Client(url, token) as client:
             yield client
     except ApiError as exc:
-        raise _fail(EXIT_BAD_INPUT if 400 <= exc.status_code < 500 else EXIT_UNAVAILABLE, str(exc)) from None
+        refused = 400 <= exc.status_code < 500 or exc.status_code == 501
+        raise fail(str(exc), EXIT_BAD_INPUT if refused else EXIT_UNAVAILABLE) from None
     except httpx.HTTPError as exc:
-        raise _fail(EXIT_UNAVAILABLE, f"cannot reach {url}: {exc}") from None
+        raise fail(f"cannot reach {url}: {exc}", EXIT_UNAVAILABLE) from None
+
+
+def submit(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="search spec (.yaml or .json)")],
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="wait until the search ends")] = False,
+    timeout: Annotated[float | None, typer.Option(help="seconds to wait at most")] = None,
+) -> None:
+    """Submit a search to a Quanta server. With --wait, exit 0 only if the target was reached."""
+    if not spec_path.is_file():
+        raise fail(f"{spec_path}: no such file")
+    with server_client(url, token) as client:
+        try:
+            search = client.submit(spec_path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise fail(f"{spec_path}: {exc}") from None
+        typer.echo(f"search {search.id} ({search.name}) {search.status}: {url}/?search={search.id}")
+        if not wait:
+            return
+        try:
+            search.wait(timeout=timeout, poll_s=1.0)
+        except TimeoutError as exc:
+            raise fail(str(exc), EXIT_UNAVAILABLE) from None
+    data = search.data
+    summary = {
+        "id": search.id,
+        "status": search.status,
+        "reached": search.reached,
+        "seconds_to_target": data.get("seconds_to_target"),
+        "best": data.get("best"),
+    }
+    typer.echo(json.dumps(summary, indent=2))
+    raise typer.Exit(EXIT_OK if search.reached else EXIT_NOT_REACHED)
 
 
 def _num(v: Any) -> str:
@@ -87,7 +122,7 @@ def status(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="searches listed at most")] = 20,
 ) -> None:
     """Show the searches of a running service, or one search with its trials."""
-    with _client(url, token) as client:
+    with server_client(url, token) as client:
         if search_id is None:
             searches = client.searches(limit=limit)
             if as_json:
@@ -144,7 +179,7 @@ def logs(
     tail: Annotated[int, typer.Option(min=1, help="bytes from the end at most")] = 64 * 1024,
 ) -> None:
     """Print a trial's stdout and stderr (the last --tail bytes) as the service keeps them."""
-    with _client(url, token) as client:
+    with server_client(url, token) as client:
         text = client.logs(trial_id, tail=tail)
     sys.stdout.write(text)
 
@@ -155,7 +190,7 @@ def stop(
     token: Token = None,
 ) -> None:
     """Stop a search: its running trials are stopped at the controller's next tick."""
-    with _client(url, token) as client:
+    with server_client(url, token) as client:
         search = client.search(search_id).stop()
     typer.echo(f"search {search.id} ({search.name}): stop requested ({search.status})")
 

@@ -1,5 +1,5 @@
-"""`quanta serve`: the API (uvicorn) and the controller loop (`app.service.ControllerLoop`, a thread of
-its own with a LocalRuntime) in one process.
+"""`quanta serve`: the API (uvicorn) and the controller (`app.service.ControllerThread`: the controller
+loop in a thread of its own, with a LocalRuntime) in one process.
 
 The API threads only read and write database rows; the loop's thread owns the controller. On start the
 loop calls `Controller.load()`, so a server killed in the middle of a search continues it: trials that
@@ -21,11 +21,10 @@ from typing import Annotated, Any
 
 import typer
 
-from app.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
+from app.cli.output import EXIT_BAD_INPUT, fail
+from app.cli.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
 
 log = logging.getLogger("quanta.serve")
-
-EXIT_ERROR = 2
 
 
 def _server(config: Any, stopping: threading.Event) -> Any:
@@ -73,10 +72,10 @@ def serve(
     from app.api.logs import install as redact_tokens
     from app.api.main import create_app
     from app.api.settings import Settings
+    from app.cli.share_options import ShareOptionError, apply_weights, share_options
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
-    from app.service import ControllerLoop
-    from app.share_options import ShareOptionError, apply_weights, share_options
+    from app.service import ControllerThread
     from app.syspath import drop_working_dir
 
     # Trainables come from installed packages and PYTHONPATH, never from the directory serve started in.
@@ -84,15 +83,13 @@ def serve(
     try:
         devs = parse_devices(devices)
     except DeviceSpecError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(str(exc)) from None
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
     settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
     try:
         store = Store(settings.db_url)
     except Exception as exc:
-        typer.echo(f"error: cannot open database {db}: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(f"cannot open database {db}: {exc}") from None
     # One controller per database: this server's loop is one, so a second server (or `quanta run`,
     # `quanta controller`) on the same database is refused here, before anything is served.
     from app.db.lease import ControllerLease, LeaseHeld
@@ -101,20 +98,18 @@ def serve(
     try:
         lease.acquire()
     except LeaseHeld as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(str(exc)) from None
     try:
         apply_weights(store, weights)
     except ShareOptionError as exc:
         lease.release()
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(str(exc)) from None
     token_from_env = bool(settings.token)
     if not settings.token:
         settings.token = auth.create_token(store, name=f"serve {time.strftime('%Y-%m-%d %H:%M:%S')}")
     app = create_app(settings, store=store)
 
-    loop = ControllerLoop(store, devs, workdir, broker=broker, lease=lease, share=knobs)
+    loop = ControllerThread(store, devs, workdir, broker=broker, lease=lease, share=knobs)
     app.state.controller_state = loop.state
     config = uvicorn.Config(app, host=host, port=port, log_level="info" if verbose else "warning")
     redact_tokens()  # after uvicorn set up its loggers: `?token=` of event streams stays out of the log
@@ -145,4 +140,4 @@ def serve(
         typer.echo("stopping: checkpointing trials and closing the runtime", err=True)
         loop.stop()
     if not server.started:
-        raise typer.Exit(EXIT_ERROR)
+        raise typer.Exit(EXIT_BAD_INPUT)

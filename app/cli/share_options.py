@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from app.cli.output import fail
+
 if TYPE_CHECKING:  # imported where used: `quanta --help` stays fast
     from app.db.users import UserQueries
     from app.executor.policy.knobs import ShareKnobs
@@ -121,8 +123,7 @@ def share_options(
     try:
         return share_knobs(window_s, favour_worst_rho, rho_cap, rho_bound), parse_weights(weight or [])
     except ShareOptionError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
 
 
 def parse_weights(items: Iterable[str]) -> dict[str, float]:

@@ -14,17 +14,13 @@ from typing import Annotated
 
 import typer
 
+from app.cli.output import fail
+
 EXIT_BEHIND = 1
-EXIT_ERROR = 2
 
 db_app = typer.Typer(no_args_is_help=True, help="The database's schema: upgrade it, show its revision.")
 
 Db = Annotated[str, typer.Option("--db", help="the service's database URL", envvar="QUANTA_DB_URL")]
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(EXIT_ERROR)
 
 
 @db_app.command("upgrade")
@@ -36,7 +32,7 @@ def upgrade_command(db: Db = "sqlite:///quanta.db") -> None:
     try:
         applied = upgrade(db)
     except Exception as exc:
-        raise _fail(f"cannot upgrade database {db}: {exc}") from None
+        raise fail(f"cannot upgrade database {db}: {exc}") from None
     if applied:
         typer.echo(f"{db}: applied {', '.join(applied)}; now at {head_revision()}")
     else:
@@ -51,13 +47,13 @@ def current_command(db: Db = "sqlite:///quanta.db") -> None:
 
     path = sqlite_path(db)
     if db.startswith("sqlite") and (path is None or not Path(path).exists()):
-        raise _fail(f"no database file at {db}")
+        raise fail(f"no database file at {db}")
     try:
         engine = make_engine(db)
         revision = current_revision(engine)
         engine.dispose()
     except Exception as exc:
-        raise _fail(f"cannot open database {db}: {exc}") from None
+        raise fail(f"cannot open database {db}: {exc}") from None
     head = head_revision()
     if revision == head:
         typer.echo(f"{revision} (the newest revision)")

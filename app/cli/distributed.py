@@ -1,5 +1,5 @@
 """`quanta controller` and `quanta worker`: distributed mode's commands. The wiring they use
-(`make_runtime`, `run_controller`) lives in `app.service`.
+(`make_runtime`, `ControllerLoop`) lives in `app.service`.
 
     export QUANTA_DB_URL=postgresql://quanta:PASSWORD@db:5432/quanta QUANTA_BROKER=redis://:PASSWORD@redis:6379/0
     quanta worker --node n1 --devices cuda:all --checkpoints /shared/checkpoints
@@ -21,9 +21,8 @@ from typing import Annotated
 
 import typer
 
-from app.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
-
-EXIT_ERROR = 2
+from app.cli.output import fail
+from app.cli.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
 
 
 def controller(
@@ -53,11 +52,11 @@ def controller(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from app.cli.share_options import ShareOptionError, apply_weights, share_options
     from app.controller import Controller, ControllerOptions
     from app.db.lease import ControllerLease, LeaseHeld
     from app.db.store import Store
-    from app.service import make_runtime, run_controller
-    from app.share_options import ShareOptionError, apply_weights, share_options
+    from app.service import ControllerLoop, make_runtime
     from app.syspath import drop_working_dir
 
     drop_working_dir()  # nothing is imported from the directory the controller started in
@@ -65,8 +64,7 @@ def controller(
     try:
         store = Store(db)
     except Exception as exc:
-        typer.echo(f"error: cannot open database {db}: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(f"cannot open database {db}: {exc}") from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -75,8 +73,7 @@ def controller(
         lease.acquire()
     except LeaseHeld as exc:
         if not standby:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(EXIT_ERROR) from None
+            raise fail(str(exc)) from None
         typer.echo(f"standing by: {exc}")
         sys.stdout.flush()
         try:
@@ -88,8 +85,7 @@ def controller(
         apply_weights(store, weights)
     except ShareOptionError as exc:
         lease.release()
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(str(exc)) from None
     checkpoints.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
     ctl = Controller(store, runtime, ControllerOptions(workdir=checkpoints, share=knobs))
@@ -98,10 +94,9 @@ def controller(
     typer.echo(f"quanta controller: {len(ctl.searches())} active searches; nodes: {', '.join(alive) or 'none yet'}")
     sys.stdout.flush()
     try:
-        run_controller(ctl, stop, lease=lease)
+        ControllerLoop(ctl, store, checkpoints, lease=lease, stop=stop).run()
     except LeaseHeld as exc:
-        typer.echo(f"error: lost the database to another controller: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(f"lost the database to another controller: {exc}") from None
     finally:
         ctl.close()
         lease.release()
@@ -127,11 +122,9 @@ def worker(
     try:
         parse_devices(devices)
     except DeviceSpecError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise fail(str(exc)) from None
     if "/" in node or not node.strip():
-        typer.echo(f"error: node name '{node}' must be non-empty and contain no '/'", err=True)
-        raise typer.Exit(EXIT_ERROR)
+        raise fail(f"node name '{node}' must be non-empty and contain no '/'")
     args = [
         *("--node", node, "--devices", devices),
         *("--checkpoints", str(checkpoints), "--heartbeat", str(heartbeat), "--lease", str(lease)),

@@ -3,15 +3,14 @@ replay one hyperparameter search on YAHPO Gym's LCBench surrogate (`app.sim.sear
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from app.cli.output import fail, write_json_atomic
 
 
 def simulate(
@@ -79,16 +78,14 @@ def simulate(
     try:
         jobs = load_trace(trace, max_jobs)
     except FileNotFoundError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     from app.executor.policy import policy_names
     from app.sim.driver import server_kinds
 
     try:
         server_kinds(kind, gpus, gpus_per_server)
     except ValueError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     weights: dict[str, float] | None = None
     if users or shares != "none" or favour_worst_rho or rho_bound is not None:
         from app.sim.users import assign_users, parse_shares, user_summary
@@ -101,20 +98,17 @@ def simulate(
             weights = parse_shares(shares)
             jobs = assign_users(jobs, users)
         except ValueError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(2) from None
-    from app.share_options import ShareOptionError
-    from app.share_options import share_knobs as checked_knobs
+            raise fail(str(exc)) from None
+    from app.cli.share_options import ShareOptionError
+    from app.cli.share_options import share_knobs as checked_knobs
 
     try:
         share_knobs = checked_knobs(None, favour_worst_rho, None, rho_bound)
     except ShareOptionError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     unknown = [n for n in names if n not in policy_names()]
     if unknown:
-        err.print(f"[bold red]error:[/] unknown policy {unknown} (known: {', '.join(policy_names())})")
-        raise typer.Exit(2)
+        raise fail(f"unknown policy {unknown} (known: {', '.join(policy_names())})")
     results = {}
     per_job = {}
     for name in names:
@@ -155,13 +149,12 @@ def simulate(
             res.summary["kind"] = kind
             res.summary["kind_aware"] = not kind_blind
         except (ValueError, KeyError) as exc:  # a job the cluster cannot run, a type the table lacks
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(2) from None
+            raise fail(str(exc)) from None
         results[name] = res.summary
         per_job[name] = [r["jct_s"] for r in res.jobs]
         console.print(_table(name, trace, res.summary))
     if json_out is not None:
-        _write_json(json_out, results)
+        write_json_atomic(json_out, results)
         err.print(f"wrote {json_out}")
     if plot is not None:
         _plot_cdf(plot, per_job, f"{trace}: {len(jobs)} jobs on {gpus} GPUs")
@@ -197,14 +190,6 @@ def _table(name: str, trace: str, s: dict) -> Table:
         t.add_row("max rho / Jain's index", f"{s['max_rho']:.2f} / {s['jain_index']:.3f}")
     t.add_row("simulated in", f"{s['wall_s']:.1f} s ({s['jobs_per_s']} jobs/s, {s['ticks']} ticks)")
     return t
-
-
-def _write_json(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-    os.replace(tmp, path)
 
 
 def _plot_cdf(path: Path, per_job: dict[str, list[float]], title: str) -> None:
@@ -252,10 +237,6 @@ def simulate_search(
 
     err = Console(stderr=True)
 
-    def fail(msg: str) -> typer.Exit:
-        err.print(f"[bold red]error:[/] {msg}", highlight=False)
-        return typer.Exit(2)
-
     if benchmark != "lcbench":
         raise fail(f"--benchmark: only 'lcbench' is known, not {benchmark!r}")
     if policy != "default" and policy not in policy_names():
@@ -276,7 +257,7 @@ def simulate_search(
     if json_out is not None:
         from dataclasses import asdict
 
-        _write_json(json_out, {"task": task, "workers": workers, "hours": hours, "seed": seed, **asdict(res)})
+        write_json_atomic(json_out, {"task": task, "workers": workers, "hours": hours, "seed": seed, **asdict(res)})
         err.print(f"wrote {json_out}")
 
 

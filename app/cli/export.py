@@ -7,16 +7,15 @@ is missing, a refused token); 1 the server cannot be reached."""
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2
+from app.cli.output import fail, write_atomic
+from app.cli.remote import server_client
 
 
 class ExportFormat(StrEnum):
@@ -25,55 +24,25 @@ class ExportFormat(StrEnum):
     parquet = "parquet"
 
 
-def _fail(code: int, message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder, renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _from_db(db: str, search_id: int, fmt: str) -> bytes:
     from app.db.export import ExportError, render, trial_table
     from app.db.store import Store
 
     if db.startswith("sqlite:///") and not Path(db.removeprefix("sqlite:///")).is_file():
-        raise _fail(EXIT_BAD_INPUT, f"no database at {db}")  # (opening it would create an empty one)
+        raise fail(f"no database at {db}")  # (opening it would create an empty one)
     table = trial_table(Store(db), search_id)
     if table is None:
-        raise _fail(EXIT_BAD_INPUT, f"search {search_id} not found in {db}")
+        raise fail(f"search {search_id} not found in {db}")
     try:
         return render(table, fmt)  # type: ignore[arg-type]  # one of ExportFormat's values
     except ExportError as exc:
-        raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _from_server(url: str, token: str | None, search_id: int, fmt: str) -> bytes:
-    import httpx
-
-    from app.sdk.client import ApiError, Client
-
-    if not token:
-        raise _fail(EXIT_BAD_INPUT, "no token: pass --token or set QUANTA_TOKEN")
-    try:
-        with Client(url, token) as client:
-            return client.search(search_id).export(fmt)
-    except ApiError as exc:
-        raise _fail(
-            EXIT_BAD_INPUT if 400 <= exc.status_code < 500 or exc.status_code == 501 else EXIT_UNAVAILABLE, str(exc)
-        ) from None
-    except httpx.HTTPError as exc:
-        raise _fail(EXIT_UNAVAILABLE, f"cannot reach {url}: {exc}") from None
+    with server_client(url, token) as client:
+        data: bytes = client.search(search_id).export(fmt)
+    return data
 
 
 def export(
@@ -90,9 +59,9 @@ def export(
     metric, steps and device seconds. A search without trials gives a header and no rows."""
     fmt = format.value
     if db and url:
-        raise _fail(EXIT_BAD_INPUT, "give --db or --url, not both")
+        raise fail("give --db or --url, not both")
     if output == "-" and fmt == "parquet":
-        raise _fail(EXIT_BAD_INPUT, "parquet is binary: give --output FILE")
+        raise fail("parquet is binary: give --output FILE")
     data = _from_server(url, token, search_id, fmt) if url else _from_db(db or "sqlite:///quanta.db", search_id, fmt)
     if output == "-":
         sys.stdout.write(data.decode())
@@ -101,5 +70,5 @@ def export(
     try:
         write_atomic(path, data)
     except OSError as exc:
-        raise _fail(EXIT_BAD_INPUT, f"cannot write {path}: {exc.strerror}") from None
+        raise fail(f"cannot write {path}: {exc.strerror}") from None
     typer.echo(f"search {search_id}: {path} ({fmt}, {len(data)} bytes)", err=True)
