@@ -99,8 +99,9 @@ def test_a_busy_loop_never_rests_and_a_new_search_is_picked_up_within_a_tick(tmp
         deadline = queued_at + 5
         while store.search(row.id).status == "queued" and time.monotonic() < deadline:  # type: ignore[union-attr]
             time.sleep(0.02)
-        assert store.search(row.id).status == "running"  # type: ignore[union-attr]
-        assert time.monotonic() - queued_at < 0.3 + 0.5  # one tick, and a margin for a slow machine
+        # Picked up: running, or already done (10 steps on the simulator's clock take no wall time).
+        assert store.search(row.id).status in ("running", "completed")  # type: ignore[union-attr]
+        assert time.monotonic() - queued_at < 0.3 + 1.5  # one tick, and a margin for a loaded machine
         assert len(ticks) >= 2
     finally:
         stop.set()
