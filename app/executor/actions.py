@@ -133,7 +133,9 @@ class Reported(Wire):
     """`trial.report(**metrics)` at `step` (steps done when reported). A non-finite value (NaN, +-inf:
     JSON and PostgreSQL's json type cannot hold them) travels as None in `metrics`, with what it was
     in `non_finite` (``{"loss": "nan"}``); build one with `reported()`, which does that split.
-    `replay`: sent again from the trial's spool by a later process (it may be stored already)."""
+    `replay`: sent again from the trial's spool by a later process (it may be stored already).
+    `attempt`: the trial's retries when the process that made it started (`TrialLaunch.attempt`): a step
+    run again after a restart is a report of a later attempt, stored beside the first (`ReportRow`)."""
 
     trial_id: int
     step: int
@@ -141,6 +143,7 @@ class Reported(Wire):
     at: float
     non_finite: dict[str, str] = field(default_factory=dict)
     replay: bool = False
+    attempt: int = 0
 
 
 def split_non_finite(metrics: Mapping[str, float | None]) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -158,11 +161,11 @@ def split_non_finite(metrics: Mapping[str, float | None]) -> tuple[dict[str, flo
 
 
 def reported(
-    trial_id: int, step: int, metrics: Mapping[str, float | None], at: float, replay: bool = False
+    trial_id: int, step: int, metrics: Mapping[str, float | None], at: float, replay: bool = False, attempt: int = 0
 ) -> Reported:
     """A `Reported` event whose metrics are JSON-safe (see `split_non_finite`)."""
     clean, flags = split_non_finite(metrics)
-    return Reported(trial_id, step, clean, at, flags, replay)
+    return Reported(trial_id, step, clean, at, flags, replay, attempt)
 
 
 @dataclass(frozen=True)
@@ -295,3 +298,4 @@ class TrialLaunch:
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     metric: str | None = None  # the search's objective: `trial.metric`, what integrations report
+    attempt: int = 0  # the trial's retries: its reports carry it (`Reported.attempt`)

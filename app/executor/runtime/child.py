@@ -115,6 +115,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
         metric=launch.metric,
+        attempt=launch.attempt,
     )
     status: str = TrialStatus.COMPLETED
     error: str | None = None

@@ -479,7 +479,8 @@ class LocalRuntime:
         now = time.time()
         if kind == "report":
             h.steps = max(h.steps, msg["step"])
-            self._events.put(reported(h.trial_id, msg["step"], msg["metrics"], msg["at"], bool(msg.get("replay"))))
+            replay, attempt = bool(msg.get("replay")), int(msg.get("attempt", 0))
+            self._events.put(reported(h.trial_id, msg["step"], msg["metrics"], msg["at"], replay, attempt))
         elif kind == "profile":
             h.steps = msg["step"]
             h.elastic = bool(msg.get("elastic"))
