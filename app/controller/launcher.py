@@ -27,7 +27,7 @@ class TrialLauncher:
         t = self._index.by_id[trial_id]
         s = self._book.search(t.search_id)
         if s is not None:  # the same builder node agents use from the database
-            return search_launch(s.spec, s.id, trial_id, t.params, self.workdir, t.resume, t.retries)
+            return search_launch(s.spec, s.id, trial_id, t.params, self.workdir, t.resume)
         if t.trainable is None:  # a trace job run for real needs its own trainable
             raise ValueError(f"job {trial_id} ({t.kind}) has no trainable to run")
         base = self.workdir / "jobs"
@@ -41,5 +41,4 @@ class TrialLauncher:
             checkpoint_every_quanta=MECHANISM.checkpoint_every_quanta,
             checkpoint_every_s=MECHANISM.checkpoint_every_s,
             log_path=str(base / "logs" / f"trial-{trial_id}.log"),
-            attempt=t.retries,
         )

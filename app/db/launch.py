@@ -28,17 +28,10 @@ def trial_log_path(workdir: str | Path, search_id: int, trial_id: int) -> Path:
 
 
 def search_launch(
-    spec: SearchSpec,
-    search_id: int,
-    trial_id: int,
-    params: dict[str, Any],
-    workdir: str | Path,
-    resume: bool,
-    attempt: int = 0,
+    spec: SearchSpec, search_id: int, trial_id: int, params: dict[str, Any], workdir: str | Path, resume: bool
 ) -> TrialLaunch:
     """The launch of trial `trial_id` of a search: its config is the seed, the spec's fixed config and
-    the trial's parameters; it restores from its checkpoint when `resume` (and the file exists); its
-    reports carry `attempt` (the trial's retries)."""
+    the trial's parameters; it restores from its checkpoint when `resume` (and the file exists)."""
     base = search_dir(workdir, search_id)
     return TrialLaunch(
         trial_id=trial_id,
@@ -51,7 +44,6 @@ def search_launch(
         checkpoint_every_s=spec.scheduler.checkpoint_every_s,
         log_path=str(trial_log_path(workdir, search_id, trial_id)),
         metric=spec.metric.name,
-        attempt=attempt,
     )
 
 
@@ -67,4 +59,4 @@ def launch_from_db(session: Session, trial_id: int, workdir: str | Path, *, epoc
         raise KeyError(f"trial {trial_id}: search {trial.search_id} not found (trace jobs run on one machine only)")
     spec = spec_from_stored(search.spec)
     resume = trial.checkpoint_step is not None or trial.retries > 0 or epoch > 1
-    return search_launch(spec, trial.search_id, trial_id, trial.params, workdir, resume, trial.retries)
+    return search_launch(spec, trial.search_id, trial_id, trial.params, workdir, resume)

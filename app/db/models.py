@@ -109,14 +109,15 @@ REPORT_KEY_INDEX = "uq_report_trial_step_attempt"
 
 
 class ReportRow(SQLModel, table=True):
-    """What a trial reported at `step` (mini-batches done), in its `attempt`: the trial's `retries` when
-    the process that reported started (0 for its first process; n after its process was lost n times:
-    crashed, its node lost, its server killed). A report is stored once: one delivered again (replayed
+    """What a trial reported at `step` (mini-batches done), in its `attempt`: which process of the trial
+    made it (0 for its first, one more for each process started after it, whatever started it: a
+    restart after a crash or a lost server or node, a release, a move to another node; see
+    `app.executor.runtime.child.claim_attempt`). A report is stored once: one delivered again (replayed
     from the trial's spool, redelivered after a failed round) lands on the row of its (trial, step,
     attempt), and a second report at the same step of one attempt adds its metrics to that row, later
-    values winning (`app.db.reports.merge_report`). A step run again after a restart from an older
-    checkpoint (or from the start) is a report of a later attempt: a row of its own, and readers show
-    each step once, by its latest attempt (`app.db.reports.latest_per_step`)."""
+    values winning (`app.db.reports.merge_report`). A step run again by a later process (restarted from
+    an older checkpoint, or from the start) is a report of a later attempt: a row of its own, and readers
+    show each step once, by its latest attempt (`app.db.reports.latest_per_step`)."""
 
     __tablename__ = "report"
     __table_args__ = (Index(REPORT_KEY_INDEX, "trial_id", "step", "attempt", unique=True), NEVER_REUSED)

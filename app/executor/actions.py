@@ -134,8 +134,9 @@ class Reported(Wire):
     JSON and PostgreSQL's json type cannot hold them) travels as None in `metrics`, with what it was
     in `non_finite` (``{"loss": "nan"}``); build one with `reported()`, which does that split.
     `replay`: sent again from the trial's spool by a later process (it may be stored already).
-    `attempt`: the trial's retries when the process that made it started (`TrialLaunch.attempt`): a step
-    run again after a restart is a report of a later attempt, stored beside the first (`ReportRow`)."""
+    `attempt`: which process of the trial made it (0 for its first, one more for each process started
+    after it: `app.executor.runtime.child.claim_attempt`): a step run again by a later process (restarted
+    from an older checkpoint) is a report of a later attempt, stored beside the first (`ReportRow`)."""
 
     trial_id: int
     step: int
@@ -298,4 +299,3 @@ class TrialLaunch:
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     metric: str | None = None  # the search's objective: `trial.metric`, what integrations report
-    attempt: int = 0  # the trial's retries: its reports carry it (`Reported.attempt`)

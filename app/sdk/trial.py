@@ -118,8 +118,9 @@ class Trial:
         self.config = config
         self.max_steps = max_steps
         self.metric = metric
-        # Which run of the trial this process is (its retries when it started): every report carries it,
-        # in the spool too, so that a report sent again lands on the row it was stored in.
+        # Which process of the trial this is (the runtime claims it: 0 for the first, one more for each
+        # later one). Every report carries it, in the spool too, so that a report sent again lands on the
+        # row it was stored in and a step a later process runs again is told apart.
         self._attempt = attempt
         self.elastic = False
         self.history: list[tuple[int, dict[str, float]]] = []

@@ -1,8 +1,8 @@
 """A report is stored once per (trial, step, attempt), by both stores: written again it merges into its
 row (a replay, a batch delivered again, a second report at one step), a step run again by a later attempt
 is a row of its own, and readers and the controller's curves show each step once, by its latest attempt.
-A restart that loses a trial's process counts a retry, and the trial's next process reports as the next
-attempt."""
+A restart that loses a trial's process counts a retry; each process of a trial claims an attempt of its own,
+higher than every earlier one's."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_a_batch_handled_again_by_a_restarted_controller_stores_nothing_twice(tm
     assert sorted((r.step, r.attempt) for r in store.reports(tid)) == [(0, 0), (5, 0)]
 
 
-def test_a_trial_whose_process_was_lost_with_its_controller_counts_a_retry_and_reports_as_its_next_attempt():
+def test_a_trial_whose_process_was_lost_with_its_controller_counts_a_retry():
     store = MemoryStore()
     ctl, tid = _controller(store)
     store.update_trial(tid, status=TrialStatus.RUNNING)
@@ -112,4 +112,14 @@ def test_a_trial_whose_process_was_lost_with_its_controller_counts_a_retry_and_r
     trial = again.trial(tid)
     assert (trial.status, trial.retries, store.trial(tid).retries) == (TrialStatus.QUEUED, 1, 1)
     assert trial.curve == [(0, 0.3), (5, 0.5)]  # each step once, by its latest attempt
-    assert again.launcher.launch(tid).attempt == 1
+
+
+def test_each_process_of_a_trial_claims_an_attempt_of_its_own_and_a_first_process_starts_again_at_0(tmp_path):
+    from app.executor.runtime.child import claim_attempt
+
+    ckpt = str(tmp_path / "search-1" / "checkpoints" / "trial-3.pt")
+    assert [claim_attempt(ckpt, first=i == 0) for i in range(4)] == [0, 1, 2, 3]
+    assert claim_attempt(ckpt, first=True) == 0  # another search's trial at the same paths: its own count
+    (tmp_path / "search-1" / "checkpoints" / "trial-3.pt.attempt").write_text("torn")
+    assert claim_attempt(ckpt, first=False) > 10**12  # unreadable: the time in ms, above any count
+    assert claim_attempt(None, first=False) > 10**12

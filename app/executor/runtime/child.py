@@ -18,6 +18,7 @@ a mini-batch too. Between mini-batches `Trial` notices the same and exits 3 (`Co
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import os
 import select
@@ -88,6 +89,46 @@ def end_with_runtime(conn: Connection, finishing: threading.Event) -> threading.
     return thread
 
 
+def claim_attempt(checkpoint_path: str | None, first: bool) -> int:
+    """This process's attempt: which process of the trial it is (0 for the first, then one more for each
+    process started after it, whatever started it: a restart after a crash or a lost server or node, a
+    release, a move to another node, a stale process replaced). Its reports carry it, so that a step it
+    runs again is told apart from the same step of an earlier process (`ReportRow`).
+
+    The count is kept beside the checkpoint (`<checkpoint>.attempt`, on the store every node reads),
+    read and raised under an exclusive lock, so each process of a trial gets a number of its own and a
+    later process a higher one, with no database or controller involved (the controller's count of
+    retries can lag the processes a node starts). A trial's first process (`first`: not resuming) owns
+    nothing at its paths yet and starts the count at 0 (as it starts its spool afresh). When the file
+    cannot be written (no checkpoint path, an unwritable folder), the time in milliseconds stands in:
+    above any count, and rising."""
+    fallback = int(time.time() * 1000)
+    if not checkpoint_path:
+        return fallback
+    path = checkpoint_path + ".attempt"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return fallback
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        text = b"" if first else os.pread(fd, 32, 0)
+        try:
+            attempt = int(text.decode().strip()) + 1 if text.strip() else 0
+        except ValueError:  # a torn or foreign file: the time keeps later processes above it
+            attempt = fallback
+        data = str(attempt).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        return attempt
+    except OSError:
+        return fallback
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device], sent: float | None) -> None:
     """Body of a forked trial process. Always ends the process (os._exit)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -115,7 +156,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
         metric=launch.metric,
-        attempt=launch.attempt,
+        attempt=claim_attempt(launch.checkpoint_path, first=not launch.resume),
     )
     status: str = TrialStatus.COMPLETED
     error: str | None = None
