@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,19 +274,19 @@ def measure(
     clients: int,
     streams: int,
     devices: int = 2,
-    routes: Sequence[Route] | None = None,
+    routes: Callable[[int, int], Sequence[Route]] = read_routes,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
-    """Start a server and a search, load it (`routes`, default `read_routes`), stop the search; the
-    figures, with the load average before and after and the search's status at the end."""
+    """Start a server and a search, load it (`routes(search id, trial id)`: the requests the clients pick
+    from), stop the search; the figures, with the load average before and after and the search's status
+    at the end."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="quanta-load-")))
         server = stack.enter_context(serving(workdir, devices))
         sid, trial_id = start_search(server)
         before = os.getloadavg()
-        chosen = list(routes) if routes is not None else read_routes(sid, trial_id)
-        figures = asyncio.run(run_load(server.url, server.token, chosen, seconds, clients, streams, sid))
+        figures = asyncio.run(run_load(server.url, server.token, routes(sid, trial_id), seconds, clients, streams, sid))
         after = os.getloadavg()
         with server.client() as http:
             figures["search_status_after"] = http.get(f"/api/v1/searches/{sid}").json()["status"]
