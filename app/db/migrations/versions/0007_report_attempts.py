@@ -2,7 +2,7 @@
 
 Revision ID: 0007_report_attempts
 Revises: 0006_ids_never_reused
-Create Date: 2026-11-30
+Create Date: 2026-11-29
 
 Before it, a trial that ran steps again after a restart (from an older checkpoint, or from the start when
 it had none) stored those steps again, and readers showed them twice. Every row already stored is of
