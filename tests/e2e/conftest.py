@@ -100,7 +100,9 @@ def browser():
     """Headless Chromium for the module's tests; a test opens its own context (`new_page`)."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Python Playwright is missing (pip install playwright)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Python Playwright is missing (pip install playwright)"
+    )
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:

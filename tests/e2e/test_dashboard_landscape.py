@@ -137,7 +137,7 @@ def test_importance_contour_and_slices(server, tmp_path):
             width_slice = '#slices svg.slice[data-param="width"]'
             assert page.get_attribute(width_slice, "data-kind") == "categorical"
             assert page.locator(f"{width_slice} text.xtick").all_text_contents() == WIDTHS
-            assert page.get_attribute(f'{width_slice.replace("width", "lr")}', "data-kind") == "numeric"
+            assert page.get_attribute('#slices svg.slice[data-param="lr"]', "data-kind") == "numeric"
             axis = '#parcoords g.paxis[data-param="width"]'
             assert page.get_attribute(axis, "data-kind") == "categorical"
             assert page.locator(f"{axis} text.tick").all_text_contents() == WIDTHS

@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 FINAL = ("completed", "stopped", "failed")
 
 
-def _spec(name: str, trainable: str, space: dict, *, max_trials: int, max_steps: int, policy: str = "timeslice") -> dict:
+def _spec(
+    name: str, trainable: str, space: dict, *, max_trials: int, max_steps: int, policy: str = "timeslice"
+) -> dict:
     return {
         "name": name,
         "trainable": trainable,
@@ -51,7 +53,9 @@ SPACE_B = {"lr": {"loguniform": [1e-3, 3e-2]}}
 def searches(module_server):
     """Two finished searches: (api client, id of A with 5 chatty trials, id of B with 3 linear trials)."""
     api = httpx.Client(base_url=f"{module_server.url}/api/v1", headers=module_server.headers, timeout=15)
-    a = api.post("/searches", json=_spec("pages-a", "tests.e2e.trainables:chatty", SPACE_A, max_trials=5, max_steps=150))
+    a = api.post(
+        "/searches", json=_spec("pages-a", "tests.e2e.trainables:chatty", SPACE_A, max_trials=5, max_steps=150)
+    )
     assert a.status_code == 201, a.text
     b = api.post("/searches", json=_spec("pages-b", "tests.trainables:linear", SPACE_B, max_trials=3, max_steps=100))
     assert b.status_code == 201, b.text
@@ -67,6 +71,18 @@ def searches(module_server):
     api.close()
 
 
+ROWS = "#trials tbody tr[data-trial-id]"
+
+
+def _shown(page) -> list[int]:
+    """The trial ids of the table's rows, top to bottom."""
+    return [int(x) for x in page.eval_on_selector_all(ROWS, "rs => rs.map(r => r.dataset.trialId)")]
+
+
+def _wait_rows(page, n: int) -> None:
+    page.wait_for_function("([sel, n]) => document.querySelectorAll(sel).length === n", arg=[ROWS, n])
+
+
 def _trials(api: httpx.Client, sid: int) -> list[dict]:
     return api.get(f"/searches/{sid}/trials", params={"limit": 100}).json()["items"]
 
@@ -79,6 +95,59 @@ def _flat(params: dict, prefix: str = "") -> dict:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+RULES = """async () => {
+  const tt = await import('/static/js/trialtable.js');
+  const sp = await import('/static/js/space.js');
+  const t = (id, status, metric, params, more = {}) => ({
+    id, number: id - 1, status, metric, best_metric: metric, steps: 10, device_seconds: id, retries: 0,
+    params, error: null, reason: null, ...more,
+  });
+  const trials = [
+    t(1, "completed", 0.5, { lr: 0.1, optim: { name: "sgd", momentum: 0.9 } }),
+    t(2, "killed", null, { lr: 0.01, optim: { name: "adam" } }, { reason: "curve fit: P(reach) 0.01" }),
+    t(3, "failed", 0.7, { lr: 0.001, optim: { name: "adam" } }, { error: "ValueError: boom" }),
+  ];
+  const cols = tt.columnsFor(trials, "accuracy");
+  const ids = (text) => {
+    const f = tt.parseFilter(text, cols, "accuracy");
+    return f.error ? f.error : trials.filter(f.test).map((x) => x.id);
+  };
+  const sorted = (key) => tt.sortTrials(trials, cols, key).map((x) => x.id);
+  const space = { lr: { loguniform: [1e-4, 1] }, h: { choice: [8, 16, 32] }, c: 3,
+    o: { choice: [{ name: "adam" }, { name: "sgd", m: { uniform: [0, 1] } }] } };
+  return {
+    filters: ["lr<0.05", "optim.name=ADAM", "status!=killed", "accuracy>=0.6", "boom", "optim.momentum>0",
+              "lr<0.05 adam", "lr<", "lr<abc"].map(ids),
+    unknown: ids("zz=1"),
+    sorts: ["-metric", "metric", "param:optim.name", "-device_s"].map(sorted),
+    dims: Object.fromEntries(sp.dimensions(space)),
+    cats: sp.categories({ kind: "categorical", options: [8, 16, 32] }, [32, 8, 64, 9, null]),
+  };
+}"""
+
+
+def test_filter_sort_and_axis_rules(module_server, browser):
+    """The trial table's filter and sort rules and the spec's axes, as the page's own modules compute them."""
+    errors: list[str] = []
+    page = new_page(browser, errors, TOKEN, "", module_server.url)
+    page.wait_for_selector("#searches")
+    got = page.evaluate(RULES)
+    assert got["filters"] == [
+        [2, 3], [2, 3], [1, 3], [3], [3], [1], [2, 3], "'lr<': a value must follow <", "'lr<abc': < needs a number"
+    ]  # fmt: skip
+    assert got["unknown"].startswith("no column named 'zz' (columns: id, number, status, metric, best,")
+    assert got["sorts"] == [[3, 1, 2], [1, 3, 2], [2, 3, 1], [3, 2, 1]]  # no metric: last either way
+    assert got["dims"] == {
+        "lr": {"kind": "numeric", "log": True},
+        "h": {"kind": "categorical", "options": [8, 16, 32]},
+        "c": {"kind": "categorical", "options": [3]},
+        "o.name": {"kind": "categorical", "options": ["adam", "sgd"]},
+        "o.m": {"kind": "numeric", "log": False},
+    }
+    assert got["cats"] == [8, 16, 32, 9, 64]  # the spec's order, then the others in numeric order
+    assert not errors, errors
 
 
 def test_trial_page_shows_curve_config_quanta_and_log(module_server, browser, searches):
@@ -145,36 +214,35 @@ def test_trial_table_sorts_by_any_column_and_filters(module_server, browser, sea
     trials = _trials(api, sid)
     errors: list[str] = []
     page = new_page(browser, errors, TOKEN, f"#/search/{sid}", module_server.url)
-    page.wait_for_selector("#trials tbody tr[data-trial-id]")
-    shown = lambda: [int(x) for x in page.eval_on_selector_all("#trials tbody tr[data-trial-id]", "rs => rs.map(r => r.dataset.trialId)")]  # noqa: E731
-    assert shown() == sorted((t["id"] for t in trials), reverse=True)  # newest first
+    page.wait_for_selector(ROWS)
+    assert _shown(page) == sorted((t["id"] for t in trials), reverse=True)  # newest first
 
     # A parameter is a column: a click sorts by it (descending), another click ascending.
     page.click('#trials th[data-sort="param:lr"]')
     page.wait_for_selector('#trials th.active[data-sort="param:lr"]')
     by_lr = [t["id"] for t in sorted(trials, key=lambda t: t["params"]["lr"])]
-    assert shown() == by_lr[::-1]
+    assert _shown(page) == by_lr[::-1]
     page.click('#trials th[data-sort="param:lr"]')
     page.wait_for_function("() => document.querySelector('#trials th.active')?.textContent.endsWith('▲')")
-    assert shown() == by_lr
+    assert _shown(page) == by_lr
 
     # Device time, a column the API cannot sort by.
     page.click('#trials th[data-sort="device_s"]')
     page.wait_for_selector('#trials th.active[data-sort="device_s"]')
-    assert shown() == [t["id"] for t in sorted(trials, key=lambda t: (-t["device_seconds"], t["id"]))]
+    assert _shown(page) == [t["id"] for t in sorted(trials, key=lambda t: (-t["device_seconds"], t["id"]))]
 
     # The filter box: a comparison on a parameter, a word, and a term it cannot use.
     median = sorted(t["params"]["lr"] for t in trials)[len(trials) // 2]
     page.fill("#trial-filter", f"lr<{median!r}")
     want = sorted((t["id"] for t in trials if t["params"]["lr"] < median), key=by_lr.index)
-    page.wait_for_function("([n]) => document.querySelectorAll('#trials tbody tr[data-trial-id]').length === n", arg=[len(want)])
-    assert sorted(shown()) == sorted(want) and 0 < len(want) < len(trials)
+    _wait_rows(page, len(want))
+    assert sorted(_shown(page)) == sorted(want) and 0 < len(want) < len(trials)
     assert page.text_content("#trial-count").endswith(f"{len(want)} matching, {len(trials)} trials")
 
     hidden8 = [t["id"] for t in trials if t["params"]["hidden"] == 8]
     page.fill("#trial-filter", "hidden=8")
-    page.wait_for_function("([n]) => document.querySelectorAll('#trials tbody tr[data-trial-id]').length === n", arg=[len(hidden8)])
-    assert sorted(shown()) == sorted(hidden8)
+    _wait_rows(page, len(hidden8))
+    assert sorted(_shown(page)) == sorted(hidden8)
 
     page.fill("#trial-filter", "nosuch<1")
     page.wait_for_selector("#trials td.empty:text-is('No trial matches.')")
@@ -185,7 +253,7 @@ def test_trial_table_sorts_by_any_column_and_filters(module_server, browser, sea
     options = page.eval_on_selector_all("#trial-status option", "os => os.map(o => o.textContent)")
     assert options == [f"every status ({len(trials)})", f"completed ({len(trials)})"], options
     page.select_option("#trial-status", "completed")
-    page.wait_for_function("([n]) => document.querySelectorAll('#trials tbody tr[data-trial-id]').length === n", arg=[len(trials)])
+    _wait_rows(page, len(trials))
     assert not errors, errors
 
 
@@ -215,7 +283,8 @@ def test_compare_draws_two_searches_side_by_side(module_server, browser, searche
     assert cells == [str(best[a]["trial_id"]), str(best[b]["trial_id"])]
     assert page.locator('#compare-config tr.differs[data-row="spec:budget.max_trials"]').count() == 1
     assert page.locator('#compare-config tr[data-row="spec:metric.name"]:not(.differs)').count() == 1
-    assert page.locator('#compare-config tr[data-row="spec:space.hidden.choice"] td').all_text_contents() == ["[8,16,32]", "—"]
+    hidden = page.locator('#compare-config tr[data-row="spec:space.hidden.choice"] td').all_text_contents()
+    assert hidden == ["[8,16,32]", "—"]  # a field one spec has and the other not
     page.check("#compare-diff")
     page.wait_for_selector('#compare-config tr[data-row="spec:metric.name"]', state="detached")
 

@@ -173,6 +173,7 @@ export function searchView(root, id) {
       out.push(...page.items);
     }
     st.allTrials = out;
+    st.trialsTotal = total;
     st.trials = new Map(out.map((t) => [t.id, t]));
     if (!st.search) await summary();
     drawFromTrials();
@@ -199,7 +200,7 @@ export function searchView(root, id) {
 
   function drawTable() {
     if (!st.search) return;
-    table.update(st.allTrials, { metric: st.search.metric || {}, bestId: bestId() });
+    table.update(st.allTrials, { metric: st.search.metric || {}, bestId: bestId(), total: st.trialsTotal });
   }
 
   function drawSlices() {

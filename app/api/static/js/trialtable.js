@@ -39,11 +39,22 @@ function compareValues(a, b) {
   return String(a).localeCompare(String(b), undefined, { numeric: true });
 }
 
+const flatParams = new WeakMap(); // trial -> its flattened params (a trial object is never changed: events replace it)
+
+function flatOf(t) {
+  let flat = flatParams.get(t);
+  if (!flat) {
+    flat = flatten(t.params || {});
+    flatParams.set(t, flat);
+  }
+  return flat;
+}
+
 /** Columns: the fixed ones, one per parameter (`param:<dotted name>`), then why it ended. */
 export function columnsFor(trials, metricName) {
   const names = new Set();
-  for (const t of trials) for (const k of Object.keys(flatten(t.params || {}))) names.add(k);
-  const params = [...names].sort().map((n) => [`param:${n}`, n, (t) => flatten(t.params || {})[n], n]);
+  for (const t of trials) for (const k of Object.keys(flatOf(t))) names.add(k);
+  const params = [...names].sort().map((n) => [`param:${n}`, n, (t) => flatOf(t)[n], n]);
   const fixed = FIXED.map(([k, label, get]) => [k, label ?? `${metricName || "metric"} (last)`, get]);
   return [...fixed, ...params, WHY];
 }
@@ -154,7 +165,10 @@ export class TrialTable {
     );
   }
 
-  /** New trials (every trial of the search) and what marks them: the metric, the best trial's id. */
+  /**
+   * New trials (every trial of the search the page holds) and what marks them: ctx {metric, bestId,
+   * total: how many the search has, when the page holds fewer}.
+   */
   update(trials, ctx) {
     this.trials = trials;
     this.ctx = ctx;
@@ -246,7 +260,8 @@ export class TrialTable {
 
     const total = this.trials.length;
     const shown = page.length ? `${this.offset + 1}–${this.offset + page.length} of ` : "";
-    this.count.textContent = rows.length === total ? `${shown}${total} trials` : `${shown}${rows.length} matching, ${total} trials`;
+    const more = this.ctx.total > total ? ` (the first ${total} of ${this.ctx.total})` : "";
+    this.count.textContent = (rows.length === total ? `${shown}${total} trials` : `${shown}${rows.length} matching, ${total} trials`) + more;
     clear(this.pager);
     const pages = Math.max(1, Math.ceil(rows.length / PAGE));
     const pageNo = Math.floor(this.offset / PAGE) + 1;
