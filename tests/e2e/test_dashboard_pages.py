@@ -157,7 +157,9 @@ def test_trial_page_shows_curve_config_quanta_and_log(module_server, browser, se
     reports = [p for p in detail["curve"] if p["metrics"].get("accuracy") is not None]
     assert len(reports) >= 5 and detail["quanta"], detail
     errors: list[str] = []
-    page = new_page(browser, errors, TOKEN, f"#/search/{sid}", module_server.url)
+    # A link written as `/?search=<id>` opens the search's page.
+    page = new_page(browser, errors, TOKEN, f"&search={sid}", module_server.url)
+    page.wait_for_url(f"**/#/search/{sid}")
 
     # From the search page's table: a trial's id opens its page.
     page.click(f'#trials tr[data-trial-id="{best}"] a.trial-link')
@@ -306,14 +308,25 @@ def test_cluster_panel_shows_while_a_search_runs_and_goes_when_it_ends(module_se
     r = api.post("/searches", json=long)
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
+    steps = "#trial-steps"
     try:
         page.goto(f"{module_server.url}/#/search/{sid}")
         page.wait_for_selector(".search-head .badge:text-is('running')", timeout=30_000)
         page.wait_for_selector("#cluster-panel h3:text-is('Cluster')")
         page.wait_for_selector("#cluster td:text-is('cpu:0')")
+
+        # The running trial's page follows it live: its steps grow, and it can be stopped from there.
+        tid = page.locator(ROWS).first.get_attribute("data-trial-id")
+        trial = new_page(browser, errors, TOKEN, f"#/trial/{tid}", module_server.url)
+        trial.wait_for_selector(".search-head .badge:text-is('running')", timeout=30_000)
+        assert trial.is_visible("button[data-action=stop]")
+        first = int(trial.text_content(steps))
+        trial.wait_for_function("([sel, n]) => +document.querySelector(sel)?.textContent > n", arg=[steps, first])
     finally:
         assert api.post(f"/searches/{sid}/stop").status_code == 202
-    # The page follows the search to its end, and the panel goes with it.
+    # The pages follow the search to its end, and the cluster panel goes with it.
     page.wait_for_selector(".search-head .badge:text-is('stopped')", timeout=30_000)
     page.wait_for_selector("#cluster-panel", state="hidden")
+    trial.wait_for_selector(".search-head .badge:text-is('stopped')", timeout=30_000)
+    assert not trial.is_visible("button[data-action=stop]")
     assert not errors, errors

@@ -102,7 +102,7 @@ export function trialView(root, id) {
     replace(
       stats,
       stat(`${m.name || "metric"} (last) ${goalArrow(m)}`, fmtNum(t.metric), h("div", { class: "sub" }, `best ${fmtNum(t.best_metric)}`)),
-      stat("steps", String(t.steps ?? 0), h("div", { class: "sub" }, maxSteps ? `of ${maxSteps}` : "")),
+      stat("steps", h("span", { id: "trial-steps" }, String(t.steps ?? 0)), h("div", { class: "sub" }, maxSteps ? `of ${maxSteps}` : "")),
       stat("device time", fmtDuration(t.device_seconds), h("div", { class: "sub" }, `${t.quanta.length} quanta, ${t.retries ?? 0} retries`)),
       stat("elapsed", end && t.started_at ? fmtDuration(end - t.started_at) : "—", h("div", { class: "sub" }, t.started_at ? `started ${fmtTime(t.started_at)}` : "not started")),
       stat("ended", t.finished_at ? fmtTime(t.finished_at) : "—", h("div", { class: "sub", id: "trial-why", title: why }, why.length > 160 ? `${why.slice(0, 159)}…` : why || (t.finished_at ? t.status : ""))),
