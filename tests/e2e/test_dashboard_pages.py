@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 
+from app.db.export import flatten
 from app.db.store import Store
 from tests.e2e.conftest import ARTIFACTS, TOKEN, canvas_ink, new_page
 
@@ -85,16 +86,6 @@ def _wait_rows(page, n: int) -> None:
 
 def _trials(api: httpx.Client, sid: int) -> list[dict]:
     return api.get(f"/searches/{sid}/trials", params={"limit": 100}).json()["items"]
-
-
-def _flat(params: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in params.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 RULES = """async () => {
@@ -182,7 +173,7 @@ def test_trial_page_shows_curve_config_quanta_and_log(module_server, browser, se
         r.get_attribute("data-param"): r.locator("td.value").text_content()
         for r in page.locator("#trial-config tr[data-param]").all()
     }
-    want = _flat(detail["params"])
+    want = flatten(detail["params"])
     assert set(shown) == set(want), shown
     for k, v in want.items():
         assert (float(shown[k]) == v) if isinstance(v, float) else shown[k] == str(v), (k, shown[k], v)
