@@ -204,9 +204,12 @@ export class TrialTable {
     const counts = new Map();
     for (const t of this.trials) counts.set(t.status, (counts.get(t.status) || 0) + 1);
     if (this.status && !counts.has(this.status)) counts.set(this.status, 0);
+    const options = [["", `every status (${this.trials.length})`], ...[...counts].sort().map(([st, n]) => [st, `${st} (${n})`])];
+    const key = JSON.stringify(options);
+    if (key === this.statusKey) return; // unchanged: an open drop-down stays open
+    this.statusKey = key;
     clear(this.statusSel);
-    this.statusSel.appendChild(h("option", { value: "" }, `every status (${this.trials.length})`));
-    for (const [st, n] of [...counts].sort()) this.statusSel.appendChild(h("option", { value: st }, `${st} (${n})`));
+    for (const [value, label] of options) this.statusSel.appendChild(h("option", { value }, label));
     this.statusSel.value = this.status;
   }
 
