@@ -114,7 +114,11 @@ async function start() {
   route();
 }
 
-window.addEventListener("hashchange", () => getToken() && route());
+window.addEventListener("hashchange", () => {
+  if (!getToken()) return;
+  route();
+  window.scrollTo(0, 0); // a new page starts at its top
+});
 logoutEl.addEventListener("click", () => needToken("Signed out."));
 // Poll as a fallback while the event stream is down, and slowly anyway (running bars grow with time).
 let tick = 0;
