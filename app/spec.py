@@ -42,9 +42,11 @@ class _Frozen(BaseModel):
 
 
 class MetricSpec(_Frozen):
-    name: str = Field(min_length=1)
-    goal: Literal["maximize", "minimize"] = "maximize"
-    target: float | None = None
+    name: str = Field(min_length=1, description="the reported metric the search optimises (a key of trial.report)")
+    goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
+    target: float | None = Field(
+        default=None, description="the value that counts as reached (null: none; the search runs its budget)"
+    )
 
     def better(self, a: float, b: float) -> bool:
         """True when metric value `a` is strictly better than `b`."""
@@ -68,25 +70,32 @@ MAX_DEVICES_PER_TRIAL = 1024
 
 
 class BudgetSpec(_Frozen):
-    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS)
+    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS, description="configurations tried at most")
     max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
     max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
     stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
 
 
 class ResourcesSpec(_Frozen):
-    devices_per_trial: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_TRIAL)
+    devices_per_trial: int = Field(
+        default=1, ge=1, le=MAX_DEVICES_PER_TRIAL, description="devices each trial runs on at once"
+    )
 
 
 class SearchSpec(_Frozen):
-    name: str = Field(min_length=1, max_length=200)
-    trainable: str
-    space: dict[str, Any]
-    metric: MetricSpec
-    budget: BudgetSpec = BudgetSpec()
-    resources: ResourcesSpec = ResourcesSpec()
-    parallelism: int = Field(default=4, ge=1, le=MAX_PARALLELISM)
-    search: SearchAlgoSpec = SearchAlgoSpec()
+    name: str = Field(min_length=1, max_length=200, description="shown in listings and the dashboard")
+    trainable: str = Field(description="the training function, as 'package.module:function'")
+    space: dict[str, Any] = Field(description="the hyperparameters to search (see `space` below)")
+    metric: MetricSpec = Field(description="what to optimise and the target")
+    budget: BudgetSpec = Field(default=BudgetSpec(), description="when the search ends")
+    resources: ResourcesSpec = Field(default=ResourcesSpec(), description="what one trial needs")
+    parallelism: int = Field(
+        default=4,
+        ge=1,
+        le=MAX_PARALLELISM,
+        description="trials alive at once (more than devices: time-sliced or parked)",
+    )
+    search: SearchAlgoSpec = Field(default=SearchAlgoSpec(), description="how configurations are proposed")
     scheduler: SchedulerKnobs = Field(default_factory=AshaKnobs, description="policy and its knobs")
     seed: int = Field(default=0, ge=0, lt=2**32, description="a 32-bit seed")
     config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
