@@ -150,7 +150,8 @@ def table(model: type[BaseModel], prefix: str, skip: type[BaseModel] | None = No
 
 def _doc(obj: Any) -> str:
     """An object's docstring as one paragraph."""
-    return " ".join(inspect.getdoc(obj).split()) if inspect.getdoc(obj) else ""
+    doc = inspect.getdoc(obj)
+    return " ".join(doc.split()) if doc else ""
 
 
 def _retired_rows(block: str, retired: dict[str, Retired]) -> list[str]:
