@@ -1,0 +1,29 @@
+"""API tokens as the API uses them: each belongs to a user; the store keeps only keyed hashes
+(`app.db.tokens`). `QUANTA_TOKEN` is the first admin's token (`FIRST_ADMIN`)."""
+
+from __future__ import annotations
+
+import time
+
+from app.db.models import FIRST_ADMIN, UserRow
+from app.db.store import Store
+from app.db.tokens import new_token
+
+__all__ = ["create_token", "ensure_token", "new_token", "verify"]
+
+
+def ensure_token(store: Store, token: str, name: str = "QUANTA_TOKEN") -> None:
+    """Make `token` valid as the first admin's (stores its keyed hash unless already there)."""
+    store.add_token(FIRST_ADMIN, token, time.time(), name=name)
+
+
+def create_token(store: Store, name: str = "default", user: str = FIRST_ADMIN) -> str:
+    """A new valid token of `user`; returned once, stored hashed."""
+    return store.create_token(user, time.time(), name=name).token
+
+
+def verify(store: Store, token: str | None) -> UserRow | None:
+    """The user `token` belongs to; None when it is missing, unknown, revoked or expired."""
+    if not token:
+        return None
+    return store.authenticate(token, time.time())

@@ -1,0 +1,85 @@
+"""The API's own shapes: errors, list envelopes, health. The read models it returns (`SearchOut`,
+`TrialOut`, ...) are the store's, in `app.db.public`, re-exported here."""
+
+from __future__ import annotations
+
+from sqlmodel import Field, SQLModel
+
+from app.db.public import (
+    BestCurveOut,
+    BestOut,
+    ClusterOut,
+    CurvePoint,
+    CurvesOut,
+    DeviceOut,
+    MetricOut,
+    PairOut,
+    ProgressOut,
+    QuantumOut,
+    SearchOut,
+    TimelineItem,
+    TimelineOut,
+    TrialDetail,
+    TrialOut,
+)
+
+__all__ = [
+    "BestCurveOut",
+    "BestOut",
+    "ClusterOut",
+    "CurvePoint",
+    "CurvesOut",
+    "Deleting",
+    "DeviceOut",
+    "ErrorItem",
+    "Health",
+    "Message",
+    "MetricOut",
+    "PairOut",
+    "ProgressOut",
+    "QuantumOut",
+    "SearchList",
+    "SearchOut",
+    "SpecErrors",
+    "TimelineItem",
+    "TimelineOut",
+    "TrialDetail",
+    "TrialList",
+    "TrialOut",
+]
+
+
+class Message(SQLModel):
+    detail: str
+
+
+class ErrorItem(SQLModel):
+    loc: str = Field(description="dotted path of the bad field, e.g. budget.max_steps")
+    msg: str
+
+
+class SpecErrors(SQLModel):
+    detail: list[ErrorItem]
+
+
+# ---- envelopes of the routes -----------------------------------------------------------------
+
+
+class SearchList(SQLModel):
+    items: list[SearchOut]
+    total: int
+
+
+class Deleting(SQLModel):
+    id: int
+    status: str = "deleting"
+
+
+class TrialList(SQLModel):
+    items: list[TrialOut]
+    total: int
+
+
+class Health(SQLModel):
+    status: str
+    controller: str

@@ -1,0 +1,64 @@
+"""/trials/{id}: one trial with its learning curve and quanta history; its output (logs); stopping it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse
+
+from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, sees
+from app.api.models import TrialDetail, TrialOut
+from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found, not_found
+from app.db.launch import trial_log_path
+from app.db.public import UserOut
+from app.db.queries import Conflict
+from app.executor.runtime.trial_log import LOG_CAP_BYTES
+from app.executor.runtime.trial_log import tail as log_tail
+
+router = APIRouter(prefix="/trials", tags=["trials"], dependencies=[Authenticated], responses=AUTH_ERRORS)
+
+
+def visible(store: StoreDep, user: UserOut, trial_id: int) -> None:
+    """404 unless `user` may see the trial: one of their own searches' (any trial for an admin)."""
+    if user.role != "admin" and not sees(user, store.trial_owner(trial_id)):
+        raise not_found("trial", trial_id)
+
+
+@router.get("/{trial_id}", response_model=TrialDetail, responses=NOT_FOUND)
+def get_trial(trial_id: TrialId, store: StoreDep, user: CurrentUser) -> TrialDetail:
+    visible(store, user, trial_id)
+    return found(store.trial_detail(trial_id), "trial", trial_id)
+
+
+@router.post("/{trial_id}/stop", status_code=202, response_model=TrialOut, responses={**NOT_FOUND, **CONFLICT})
+def stop_trial(trial_id: TrialId, store: StoreDep, user: CurrentUser) -> TrialOut:
+    """Stop one trial (the controller acts at its next tick); its search goes on."""
+    visible(store, user, trial_id)
+    try:
+        out = store.stop_trial(trial_id)
+    except Conflict as exc:
+        raise conflict(str(exc)) from None
+    return found(out, "trial", trial_id)
+
+
+@router.get(
+    "/{trial_id}/logs",
+    response_class=PlainTextResponse,
+    responses={**NOT_FOUND, 200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+def trial_logs(
+    trial_id: TrialId,
+    store: StoreDep,
+    settings: SettingsDep,
+    user: CurrentUser,
+    tail: Annotated[int, Query(ge=1, le=LOG_CAP_BYTES, description="bytes from the end at most")] = 64 * 1024,
+) -> PlainTextResponse:
+    """The trial's stdout and stderr as the service keeps them (under its workdir, bounded in size):
+    the last `tail` bytes, from a line start. Empty when the trial has written nothing (or not started)."""
+    visible(store, user, trial_id)
+    row = store.trial(trial_id)
+    if row is None:
+        raise not_found("trial", trial_id)
+    data = log_tail(trial_log_path(settings.workdir, row.search_id, trial_id), tail) or b""
+    return PlainTextResponse(data.decode("utf-8", errors="replace"))

@@ -1,0 +1,49 @@
+"""The `quanta` command: every subcommand lives in this package, one module per group, and nothing
+outside it imports it (the SDK and the API need no typer).
+
+    run.py            quanta run: one search on this machine, in the foreground
+    serve.py          quanta serve: the REST API, the dashboard and the controller in one process
+    distributed.py    quanta controller, quanta worker: a cluster's controller and its node agents
+    remote.py         quanta submit, status, logs, stop: a running server, through the SDK client
+    users.py          quanta users ..., quanta tokens ...: written straight into the service's database
+    db.py             quanta db upgrade, quanta db current: the database's schema version
+    export.py         quanta export: a search's trials as csv, json or parquet
+    simulate.py       quanta simulate, quanta simulate-search: traces and searches in simulated time
+    share_options.py  the share layer's knobs and users' weights as serve/controller options
+    output.py         exit codes, errors, files written atomically
+
+Heavy modules (torch, the database, the API) are imported inside the commands that use them, so
+`quanta --help` stays fast. The wiring the commands call (the controller loop, the runtime factory)
+is in `app.service`."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import db, distributed, export, remote, run, serve, simulate, users
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
+
+
+@app.callback()
+def _root() -> None:
+    """Quanta: Gandiva-style hyperparameter search."""
+
+
+app.command("run")(run.run)
+app.command("serve")(serve.serve)
+app.command("submit")(remote.submit)
+app.command("controller")(distributed.controller)
+app.command("worker")(distributed.worker)
+app.command("simulate")(simulate.simulate)
+app.command("simulate-search")(simulate.simulate_search)
+app.add_typer(users.users_app, name="users")
+app.add_typer(users.tokens_app, name="tokens")
+app.add_typer(db.db_app, name="db")
+app.command("export")(export.export)
+for _name, _command in remote.COMMANDS.items():
+    app.command(_name)(_command)
+
+
+def main() -> None:
+    app()

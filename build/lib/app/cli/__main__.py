@@ -1,0 +1,5 @@
+"""`python -m app.cli`: the `quanta` command."""
+
+from app.cli import main
+
+main()

@@ -1,0 +1,260 @@
+"""`MemoryStore`: the `Store` interface kept in process memory, for the simulator and tests.
+
+Same methods, signatures and return shapes as `app.db.store.Store` (the SQLModel row classes,
+constructed without a session), but no database: every call is a dict or list operation, so a
+simulated trace of 15,000 jobs does not pay for a transaction per fact. `tests/unit/test_store_contract.py`
+runs the same assertions against both.
+
+Differences that do not change what callers see:
+- rows are returned by reference (the SQL store returns detached copies); callers must not mutate them;
+- `save_policy_state` keeps the value it is given and does the JSON round trip (tuples become lists)
+  when it is read back, not when it is written: the controller writes it every plan and reads it once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from app.db.models import (
+    FIRST_ADMIN,
+    ClusterView,
+    IntentRow,
+    LatencyRow,
+    PairRow,
+    QuantumRow,
+    ReportRow,
+    SearchRow,
+    TrialRow,
+    UserRow,
+)
+from app.db.queries import Conflict
+from app.db.users import checked_new, checked_update
+from app.status import SearchStatus
+
+_MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
+
+
+class MemoryStore:
+    """In-memory `Store`. `keep_measurements=False` drops quantum/latency/pair rows (the simulator's
+    bulk facts) after counting them, for runs where only the trials' final figures matter; the
+    controller, seeing that attribute, does not build those rows at all."""
+
+    url = "memory://"
+
+    def __init__(self, *, keep_measurements: bool = True):
+        self.keep_measurements = keep_measurements
+        self._searches: dict[int, SearchRow] = {}
+        self._trials: dict[int, TrialRow] = {}
+        self._trials_by_search: dict[int, list[TrialRow]] = {}
+        self._trial_commands: set[int] = set()
+        self._rows: dict[type, list[Any]] = {cls: [] for cls in _MEASUREMENTS}
+        self._ids: dict[type, int] = {cls: 0 for cls in (*_MEASUREMENTS, SearchRow, TrialRow, IntentRow, UserRow)}
+        self._users: dict[str, UserRow] = {}
+        self.counts: dict[str, int] = {cls.__name__: 0 for cls in _MEASUREMENTS}
+        self._intents: list[IntentRow] = []
+        self._round_no = 0
+        self._policy_state: Mapping[str, Any] = {}
+        self._judge_state: Mapping[str, Any] = {}
+        self._cluster_view: ClusterView | None = None
+        self.add_user(FIRST_ADMIN, 0.0, role="admin")
+        self._warm: dict[int, list[dict[str, Any]]] = {}
+
+    def _next_id(self, cls: type) -> int:
+        self._ids[cls] += 1
+        return self._ids[cls]
+
+    # ---- searches ------------------------------------------------------------------------------
+
+    def create_search(
+        self, name: str, spec: dict[str, Any], at: float, owner: str = FIRST_ADMIN, *, owner_id: int | None = None
+    ) -> SearchRow:
+        search_id = self._next_id(SearchRow)
+        if owner_id is None and owner in self._users:
+            owner_id = self._users[owner].id
+        row = SearchRow(id=search_id, name=name, spec=spec, status=SearchStatus.QUEUED, created_at=at)
+        row.owner, row.owner_id = owner, owner_id
+        self._searches[search_id] = row
+        return row
+
+    def search(self, search_id: int) -> SearchRow | None:
+        return self._searches.get(search_id)
+
+    def searches(self, statuses: Sequence[str] | None = None) -> list[SearchRow]:
+        rows = [self._searches[i] for i in sorted(self._searches)]
+        return [r for r in rows if r.status in statuses] if statuses else rows
+
+    def update_search(self, search_id: int, **fields: Any) -> SearchRow:
+        row = self._searches.get(search_id)
+        if row is None:
+            raise KeyError(f"search {search_id} not found")
+        for k, v in fields.items():
+            setattr(row, k, v)
+        return row
+
+    def claim_search(self, search_id: int, at: float) -> bool:
+        row = self._searches.get(search_id)
+        if row is None or row.status != SearchStatus.QUEUED:
+            return False
+        row.status, row.started_at, row.command = SearchStatus.RUNNING, at, None
+        return True
+
+    def searches_needing_controller(self) -> list[SearchRow]:
+        if not self._searches:
+            return []
+        return [
+            self._searches[i]
+            for i in sorted(self._searches)
+            if self._searches[i].status == SearchStatus.QUEUED or self._searches[i].command is not None
+        ]
+
+    def trials_with_commands(self) -> list[TrialRow]:
+        if not self._trial_commands:
+            return []
+        return [self._trials[i] for i in sorted(self._trial_commands)]
+
+    # ---- users ---------------------------------------------------------------------------------
+
+    def add_user(
+        self,
+        name: str,
+        at: float,
+        role: str = "member",
+        weight: float = 1.0,
+        max_alive_trials: int = 0,
+        max_devices: int = 0,
+    ) -> UserRow:
+        data = checked_new(name, role, weight, max_alive_trials, max_devices)
+        if name in self._users:
+            raise Conflict(f"user {name} exists")
+        row = UserRow(id=self._next_id(UserRow), **data, created_at=at)
+        self._users[name] = row
+        return row
+
+    def user(self, name: str) -> UserRow | None:
+        return self._users.get(name)
+
+    def users(self) -> list[UserRow]:
+        return sorted(self._users.values(), key=lambda u: u.id or 0)
+
+    def update_user(self, name: str, **fields: Any) -> UserRow:
+        values = checked_update(fields)
+        if name == FIRST_ADMIN and values.get("role", "admin") != "admin":
+            raise Conflict(f"user {name} is the first admin (QUANTA_TOKEN's user) and stays an admin")
+        row = self._users.get(name)
+        if row is None:
+            raise KeyError(f"user {name} not found")
+        for k, v in values.items():
+            setattr(row, k, v)
+        return row
+
+    def user_weights(self) -> dict[str, float]:
+        return {u.name: u.weight for u in self.users()}
+
+    # ---- trials --------------------------------------------------------------------------------
+
+    def add_trial(self, search_id: int, number: int, params: dict, vals: dict, at: float) -> TrialRow:
+        trial_id = self._next_id(TrialRow)
+        row = TrialRow(id=trial_id, search_id=search_id, number=number, params=params, vals=vals, created_at=at)
+        self._trials[trial_id] = row
+        self._trials_by_search.setdefault(search_id, []).append(row)
+        search = self._searches.get(search_id)
+        if search is not None:
+            search.trials_created = max(search.trials_created, number + 1)
+        return row
+
+    def trial(self, trial_id: int) -> TrialRow | None:
+        return self._trials.get(trial_id)
+
+    def trials(self, search_id: int) -> list[TrialRow]:
+        return sorted(self._trials_by_search.get(search_id, []), key=lambda r: r.number)
+
+    def update_trial(self, trial_id: int, **fields: Any) -> None:
+        row = self._trials.get(trial_id)
+        if row is None:
+            raise KeyError(f"trial {trial_id} not found")
+        for k, v in fields.items():
+            setattr(row, k, v)
+        if "command" in fields:
+            if fields["command"] is None:
+                self._trial_commands.discard(trial_id)
+            else:
+                self._trial_commands.add(trial_id)
+
+    # ---- measurements --------------------------------------------------------------------------
+
+    def update_progress(self, rows: Sequence[tuple[int, int, float]]) -> None:
+        for trial_id, steps, device_seconds in rows:
+            row = self._trials.get(trial_id)
+            if row is not None:
+                row.steps, row.device_seconds = steps, device_seconds
+
+    def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
+        for row in rows:
+            cls = type(row)
+            self.counts[cls.__name__] += 1
+            if not self.keep_measurements and cls is not ReportRow:
+                continue
+            row.id = self._next_id(cls)
+            self._rows[cls].append(row)
+
+    def reports(self, trial_id: int) -> list[ReportRow]:
+        return [r for r in self._rows[ReportRow] if r.trial_id == trial_id]
+
+    def search_reports(self, search_id: int) -> list[ReportRow]:
+        return [r for r in self._rows[ReportRow] if r.search_id == search_id]
+
+    def quanta(self, search_id: int | None = None, trial_id: int | None = None) -> list[QuantumRow]:
+        return [
+            r
+            for r in self._rows[QuantumRow]
+            if (search_id is None or r.search_id == search_id) and (trial_id is None or r.trial_id == trial_id)
+        ]
+
+    def latencies(self, kind: str | None = None) -> list[LatencyRow]:
+        return [r for r in self._rows[LatencyRow] if not kind or r.kind == kind]
+
+    def pairs(self) -> list[PairRow]:
+        return list(self._rows[PairRow])
+
+    # ---- controller state ----------------------------------------------------------------------
+
+    def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
+        self._intents.append(IntentRow(id=self._next_id(IntentRow), round_no=round_no, at=at, actions=actions))
+        if not self.keep_measurements and len(self._intents) > 1:
+            del self._intents[0]  # only the last intent is ever read back
+
+    def last_intent(self) -> IntentRow | None:
+        return self._intents[-1] if self._intents else None
+
+    def round_no(self) -> int:
+        return self._round_no
+
+    def save_round_no(self, round_no: int) -> None:
+        self._round_no = round_no
+
+    def policy_state(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._policy_state))
+
+    def judge_state(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._judge_state))
+
+    def save_policy_state(self, policy: str, state: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> None:
+        self._policy_state = state
+        self._judge_state = judge or {}
+
+    def cluster_view(self) -> ClusterView | None:
+        return self._cluster_view
+
+    def publish_cluster_view(self, view: ClusterView) -> None:
+        self._cluster_view = view
+
+    # ---- warm start ----------------------------------------------------------------------------
+
+    def save_warm_start(self, search_id: int, items: list[dict[str, Any]]) -> None:
+        self._warm[search_id] = json.loads(json.dumps(items))  # a copy, as the SQL store keeps
+
+    def warm_start(self, search_id: int) -> list[dict[str, Any]] | None:
+        items = self._warm.get(search_id)
+        return None if items is None else json.loads(json.dumps(items))

@@ -1,0 +1,373 @@
+"""Read models: what readers of the store get (the API's JSON contract, FastAPI's "Public" models).
+
+`Store` builds them from table rows (`app.db.models`); the API returns them as they are. Their field
+names and shapes are a contract the dashboard and the SDK read: change them only with both.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PydanticField
+from sqlmodel import Field, SQLModel
+
+from app.db.models import SearchRow, TokenRow, TrialRow, UserRow
+from app.spec import SearchSpec, SpecError, spec_from_stored
+from app.status import SearchStatus, TrialStatus
+
+log = logging.getLogger("quanta.db")
+
+
+def parsed_spec(row: SearchRow) -> SearchSpec | None:
+    """The search's spec, parsed (it was validated when submitted); None when the stored one no longer
+    parses (e.g. written by another version), so readers still see the row."""
+    try:
+        return spec_from_stored(row.spec or {})
+    except SpecError:
+        log.warning("search %s: its stored spec does not parse", row.id)
+        return None
+
+
+def finite(x: float | None) -> float | None:
+    """`x`, or None when it is NaN or infinite (JSON cannot carry those)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+# ---- searches ----------------------------------------------------------------------------------
+
+
+class BestOut(SQLModel):
+    trial_id: int | None
+    metric: float | None
+    params: dict[str, Any] | None
+
+
+class ProgressOut(SQLModel):
+    trials_created: int
+    trials_done: int
+    max_trials: int | None
+
+
+class MetricOut(SQLModel):
+    name: str | None
+    goal: str | None
+    target: float | None
+
+
+class SearchOut(SQLModel):
+    id: int
+    name: str
+    status: SearchStatus
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    reached: bool
+    seconds_to_target: float | None
+    best: BestOut | None
+    progress: ProgressOut
+    metric: MetricOut
+    policy: str | None
+    spec: dict[str, Any]
+    error: str | None = None
+    owner: str = Field(description="the name of the user it belongs to, as it was submitted")
+    owner_id: int | None = Field(
+        default=None, description="the id of the user it belongs to (null: that user was deleted)"
+    )
+    waiting: str | None = Field(default=None, description="why the controller holds it (its owner's quota), if it does")
+
+    @classmethod
+    def from_row(cls, row: SearchRow, trials_done: int) -> SearchOut:
+        """`trials_done`: how many of its trials are final."""
+        assert row.id is not None
+        spec = parsed_spec(row)
+        best = None
+        if row.best_trial_id is not None:
+            best = BestOut(trial_id=row.best_trial_id, metric=row.best_metric, params=row.best_params)
+        return cls(
+            id=row.id,
+            name=row.name,
+            status=SearchStatus(row.status),
+            created_at=row.created_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            reached=bool(row.reached),
+            seconds_to_target=row.seconds_to_target,
+            best=best,
+            progress=ProgressOut(
+                trials_created=row.trials_created,
+                trials_done=trials_done,
+                max_trials=spec.budget.max_trials if spec else None,
+            ),
+            metric=MetricOut(
+                name=spec.metric.name if spec else None,
+                goal=spec.metric.goal if spec else None,
+                target=spec.metric.target if spec else None,
+            ),
+            policy=spec.scheduler.policy if spec else None,
+            spec=row.spec or {},
+            error=row.error,
+            owner=row.owner,
+            owner_id=row.owner_id,
+            waiting=row.waiting,
+        )
+
+
+# ---- users -------------------------------------------------------------------------------------
+
+# Bounds of a user's settings: the stores validate against them (`UserCreate`, `UserUpdate`) and the API
+# takes them as bodies, so a value out of range is a 422 naming the field.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
+MAX_WEIGHT = 1000.0
+MAX_QUOTA = 100_000
+Role = Literal["admin", "member"]
+
+
+class UserUpdate(BaseModel):
+    """What an admin may change about a user (fields left out stay as they are)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role | None = None
+    weight: float | None = PydanticField(
+        default=None, gt=0, le=MAX_WEIGHT, allow_inf_nan=False, description="share of device time relative to others"
+    )
+    max_alive_trials: int | None = PydanticField(default=None, ge=0, le=MAX_QUOTA, description="0 = no quota")
+    max_devices: int | None = PydanticField(default=None, ge=0, le=MAX_QUOTA, description="0 = no quota")
+
+
+class UserCreate(BaseModel):
+    """A new user; the name is unique."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = PydanticField(pattern=NAME_PATTERN, description="1-64 letters, digits, '_', '.', '@' or '-'")
+    role: Role = "member"
+    weight: float = PydanticField(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False)
+    max_alive_trials: int = PydanticField(default=0, ge=0, le=MAX_QUOTA, description="0 = no quota")
+    max_devices: int = PydanticField(default=0, ge=0, le=MAX_QUOTA, description="0 = no quota")
+
+
+class UserOut(SQLModel):
+    id: int = Field(description="never given to another user, also after this one is deleted")
+    name: str
+    role: Role
+    weight: float
+    max_alive_trials: int
+    max_devices: int
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: UserRow) -> UserOut:
+        assert row.id is not None
+        return cls(
+            id=row.id,
+            name=row.name,
+            role="admin" if row.role == "admin" else "member",
+            weight=row.weight,
+            max_alive_trials=row.max_alive_trials,
+            max_devices=row.max_devices,
+            created_at=row.created_at,
+        )
+
+
+class UserShareOut(SQLModel):
+    """One user's share of device time (`GET /shares`). From the stored quanta over the request's window:
+    `device_s`, the device-seconds the user's trials computed (a device shared by k trials counts 1/k to
+    each) and `share`, that over all users' device-seconds in the window (None when nobody computed).
+    From the share layer's accounts (`app.executor.policy.share`, as of `SharesOut.accounts_at`; None
+    when the controller has none for the user): `devices` held and `fair_devices` due at the last
+    plan, and over the accounts' decaying window the device-seconds `used_s`, `fair_s` (its
+    work-conserving fair share) and `ideal_s` (its weighted share of the cluster alone, up to its
+    demand), and `rho` = ideal_s / used_s (Themis's finish-time fairness: > 1 behind its share)."""
+
+    name: str
+    weight: float = Field(description="share of device time relative to the other users'")
+    device_s: float
+    share: float | None
+    devices: float | None = None
+    fair_devices: float | None = None
+    used_s: float | None = None
+    fair_s: float | None = None
+    ideal_s: float | None = None
+    rho: float | None = None
+
+
+class SharesOut(SQLModel):
+    """Users' shares of device time: `users` (a member gets their own row only), the stored quanta's
+    window [`since`, `at`] they were measured over, the cluster's `devices` (as last published), and the
+    share layer's accounts: when they were last brought up to date (`accounts_at`) and their time
+    constant (`accounts_window_s`), both None before the share layer first planned."""
+
+    at: float
+    since: float
+    window_s: float
+    devices: int
+    accounts_at: float | None
+    accounts_window_s: float | None
+    users: list[UserShareOut]
+
+
+class TokenOut(SQLModel):
+    """A token as listed: never the token itself, nor its hash."""
+
+    id: int
+    user: str
+    name: str
+    prefix: str = Field(description="the token's first characters (empty for a token not used since it was re-keyed)")
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    active: bool = Field(description="neither revoked nor expired")
+
+    @classmethod
+    def from_row(cls, row: TokenRow, now: float) -> TokenOut:
+        assert row.id is not None
+        expired = row.expires_at is not None and row.expires_at <= now
+        return cls(
+            id=row.id,
+            user=row.user_name,
+            name=row.name,
+            prefix=row.prefix,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+            revoked_at=row.revoked_at,
+            active=row.revoked_at is None and not expired,
+        )
+
+
+MAX_EXPIRES_DAYS = 3650
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = PydanticField(default="api", min_length=1, max_length=64, description="a label")
+    expires_days: int | None = PydanticField(
+        default=None, ge=1, le=MAX_EXPIRES_DAYS, description="days until it stops working (none: never)"
+    )
+
+
+class NewToken(TokenOut):
+    token: str = Field(description="the token: shown this once, stored only as a keyed hash")
+
+
+# ---- trials ------------------------------------------------------------------------------------
+
+
+class TrialOut(SQLModel):
+    id: int
+    search_id: int
+    number: int
+    params: dict[str, Any]
+    status: TrialStatus
+    metric: float | None
+    best_metric: float | None
+    steps: int
+    device_seconds: float
+    retries: int
+    error: str | None
+    reason: str | None = Field(
+        default=None, description="why a stopped or killed trial ended early (killed: the verdict)"
+    )
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    @classmethod
+    def from_row(cls, t: TrialRow) -> TrialOut:
+        assert t.id is not None
+        return cls(
+            id=t.id,
+            search_id=t.search_id,
+            number=t.number,
+            params=t.params,
+            status=TrialStatus(t.status),
+            metric=finite(t.metric),
+            best_metric=finite(t.best_metric),
+            steps=t.steps,
+            device_seconds=round(t.device_seconds, 3),
+            retries=t.retries,
+            error=t.error,
+            reason=t.reason,
+            created_at=t.created_at,
+            started_at=t.started_at,
+            finished_at=t.finished_at,
+        )
+
+
+class CurvePoint(SQLModel):
+    step: int
+    at: float
+    metrics: dict[str, float | None]
+    objective: float | None
+
+
+class QuantumOut(SQLModel):
+    devices: list[str]
+    started_at: float
+    ended_at: float
+    steps: int
+    rate: float
+    packed_with: list[int]
+
+
+class TrialDetail(TrialOut):
+    curve: list[CurvePoint]
+    quanta: list[QuantumOut]
+
+
+# ---- search views ------------------------------------------------------------------------------
+
+
+class CurvesOut(SQLModel):
+    trials: dict[str, list[tuple[int, float]]] = Field(description="trial id -> [[step, objective], ...]")
+    status: dict[str, str]
+
+
+class TimelineItem(SQLModel):
+    trial_id: int
+    devices: list[str]
+    started_at: float
+    ended_at: float
+    packed_with: list[int]
+
+
+class TimelineOut(SQLModel):
+    items: list[TimelineItem]
+    t0: float | None
+
+
+class BestCurveOut(SQLModel):
+    points: list[tuple[float, float]] = Field(description="[[seconds since the search started, best so far], ...]")
+
+
+# ---- cluster -----------------------------------------------------------------------------------
+
+
+class DeviceOut(SQLModel):
+    id: str
+    node: str
+    kind: str
+    memory_mb: float | None
+    running: list[int]
+    parked: list[int]
+
+
+class PairOut(SQLModel):
+    a: int
+    b: int
+    rate_a: float | None
+    rate_b: float | None
+    solo_a: float | None
+    solo_b: float | None
+    gain: float | None = Field(description="rate_a/solo_a + rate_b/solo_b: above 1 means packing pays")
+
+
+class ClusterOut(SQLModel):
+    devices: list[DeviceOut]
+    pairs: list[PairOut]
+    nodes: list[str]
+    at: float | None

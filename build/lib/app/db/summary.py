@@ -1,0 +1,49 @@
+"""A search's result as users read it (`quanta run --output`, the API): built from the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.db.protocol import ControllerStore
+from app.db.public import parsed_spec
+
+
+def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
+    """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds`, `status`, and
+    `trials`: one object per trial with `id`, `number`, `params`, `status`, `metric` (last reported
+    objective), `best_metric`, `steps`, `device_seconds`, `retries`, `error`, `reason` (why a stopped or
+    killed trial ended early)."""
+    row = store.search(search_id)
+    if row is None:
+        raise KeyError(f"search {search_id} not found")
+    spec = parsed_spec(row)
+    end = row.finished_at
+    wall = (end - row.started_at) if (end is not None and row.started_at is not None) else None
+    return {
+        "search_id": row.id,
+        "name": row.name,
+        "status": row.status,
+        "best_params": row.best_params,
+        "best_metric": row.best_metric,
+        "best_trial_id": row.best_trial_id,
+        "reached": bool(row.reached),
+        "target": spec.metric.target if spec else None,
+        "seconds_to_target": row.seconds_to_target,
+        "wall_seconds": wall,
+        "trials": [
+            {
+                "id": t.id,
+                "number": t.number,
+                "params": t.params,
+                "status": t.status,
+                "metric": t.metric,
+                "best_metric": t.best_metric,
+                "steps": t.steps,
+                "device_seconds": round(t.device_seconds, 3),
+                "retries": t.retries,
+                "error": t.error,
+                "reason": t.reason,
+            }
+            for t in store.trials(search_id)
+        ],
+    }

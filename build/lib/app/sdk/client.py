@@ -1,0 +1,300 @@
+"""`Client`: the REST client of a Quanta server (httpx).
+
+from app.sdk import Client
+
+client = Client("http://127.0.0.1:8000", token)       # token: argument or QUANTA_TOKEN
+search = client.submit("examples/digits.yaml")       # a path, YAML/JSON text, or a dict
+search.wait(timeout=600)                             # a progress bar in a terminal or Jupyter
+print(search.status, search.reached, search.best())
+search.trials()                                      # a pandas DataFrame (list of dicts without pandas)
+search.plot()                                        # best-so-far over time (matplotlib)
+for event in client.events(search_id=search.id):     # server-sent events, parsed
+    print(event.event, event.data)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.sdk.notebook import ProgressKind, make_bar, plot_best, progress_kind, progress_text, trials_frame
+from app.status import SEARCH_FINAL
+
+
+class ApiError(Exception):
+    """The server refused a request. `status_code` and `detail` are the server's answer."""
+
+    def __init__(self, status_code: int, detail: Any, method: str = "", path: str = ""):
+        self.status_code = status_code
+        self.detail = detail
+        if isinstance(detail, list):  # spec errors: [{"loc", "msg"}]
+            text = "; ".join(f"{d.get('loc')}: {d.get('msg')}" if isinstance(d, dict) else str(d) for d in detail)
+        else:
+            text = str(detail)
+        super().__init__(f"{method} {path} -> {status_code}: {text}".strip())
+
+
+@dataclass(frozen=True)
+class Event:
+    """One server-sent event: `event` is search | trial | report; `data` the parsed JSON."""
+
+    event: str
+    data: Any
+    id: str | None = None
+
+
+class Search:
+    """A search on the server. Attributes mirror the last fetched SearchOut (`refresh()` re-reads)."""
+
+    def __init__(self, client: Client, data: dict[str, Any]):
+        self._client = client
+        self.data = data
+
+    @property
+    def id(self) -> int:
+        return int(self.data["id"])
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    @property
+    def reached(self) -> bool:
+        return bool(self.data.get("reached"))
+
+    @property
+    def done(self) -> bool:
+        return self.status in SEARCH_FINAL
+
+    def __repr__(self) -> str:
+        return f"Search(id={self.id}, name={self.name!r}, status={self.status!r})"
+
+    def refresh(self) -> Search:
+        self.data = self._client._request("GET", f"/searches/{self.id}").json()
+        return self
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll_s: float = 1.0,
+        *,
+        progress: bool | ProgressKind | None = None,
+    ) -> Search:
+        """Block until the search is completed, stopped or failed. Raises `TimeoutError` after `timeout`.
+
+        `progress` shows trials done / max trials with the best metric while waiting: None (default)
+        draws tqdm's notebook bar in Jupyter, rich's bar in a terminal and nothing when output is a file
+        or a pipe; True draws one anyway; False never; "terminal" / "notebook" pick the kind."""
+        kind = progress_kind(progress)
+        bar = make_bar(kind, f"search {self.id} {self.name}") if kind is not None else None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                self.refresh()
+                if bar is not None:
+                    p = self.data.get("progress") or {}
+                    bar.update(int(p.get("trials_done") or 0), p.get("max_trials"), progress_text(self.data))
+                if self.done:
+                    return self
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"search {self.id} still {self.status} after {timeout} s")
+                time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def best(self) -> dict[str, Any] | None:
+        """{"trial_id", "metric", "params"} of the best trial so far, or None."""
+        return self.refresh().data.get("best")
+
+    def trials(self, status: str | None = None, sort: str = "id", page: int = 500, *, frame: bool | None = None) -> Any:
+        """All trials, fetched page by page: a pandas DataFrame (one row per trial, parameters flattened
+        to `params.<name>` columns) when pandas is installed, else a list of TrialOut dicts. `frame`
+        True insists on the DataFrame (ImportError without pandas), False asks for the dicts."""
+        out: list[dict[str, Any]] = []
+        while True:
+            params: dict[str, Any] = {"offset": len(out), "limit": page, "sort": sort}
+            if status:
+                params["status"] = status
+            body = self._client._request("GET", f"/searches/{self.id}/trials", params=params).json()
+            out.extend(body["items"])
+            if not body["items"] or len(out) >= body["total"]:
+                break
+        if frame is False or (frame is None and importlib.util.find_spec("pandas") is None):
+            return out
+        return trials_frame(out)
+
+    def best_curve(self) -> list[tuple[float, float]]:
+        """[(seconds since the search started, best metric so far), ...], one point per improvement."""
+        points = self._client._request("GET", f"/searches/{self.id}/best").json()["points"]
+        return [(float(t), float(v)) for t, v in points]
+
+    def plot(self, ax: Any = None) -> Any:
+        """Plot the best metric so far against time (matplotlib; in Jupyter the figure shows inline).
+        Returns the Axes; `ax` draws on an existing one."""
+        self.refresh()
+        return plot_best(self.best_curve(), self.data.get("metric") or {}, f"search {self.id}: {self.name}", ax)
+
+    def curves(self) -> dict[str, Any]:
+        return self._client._request("GET", f"/searches/{self.id}/curves").json()
+
+    def export(self, format: str = "csv") -> bytes:
+        """Every trial as one file's bytes, `format` csv, json or parquet: one row per trial with its
+        parameters flattened into `params.*` columns (see `app.db.export`)."""
+        return self._client._request("GET", f"/searches/{self.id}/trials", params={"format": format}).content
+
+    def _command(self, command: str) -> Search:
+        self.data = self._client._request("POST", f"/searches/{self.id}/{command}").json()
+        return self
+
+    def stop(self) -> Search:
+        return self._command("stop")
+
+    def pause(self) -> Search:
+        return self._command("pause")
+
+    def resume(self) -> Search:
+        return self._command("resume")
+
+    def delete(self) -> None:
+        self._client._request("DELETE", f"/searches/{self.id}")
+
+
+class Client:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        token = token or os.environ.get("QUANTA_TOKEN")
+        if not token:
+            raise ValueError("no token: pass Client(url, token) or set QUANTA_TOKEN")
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url + "/api/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        r = self._http.request(method, path, **kw)
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except (ValueError, AttributeError):
+                detail = r.text
+            raise ApiError(r.status_code, detail, method, path)
+        return r
+
+    # ---- searches ----------------------------------------------------------------------------
+
+    def submit(self, spec: dict[str, Any] | str | Path) -> Search:
+        """Post a spec: a dict, a path to a .yaml/.yml/.json file, or YAML/JSON text."""
+        if isinstance(spec, dict):
+            r = self._request("POST", "/searches", json=spec)
+            return Search(self, r.json())
+        if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and _looks_like_file(spec)):
+            path = Path(spec)
+            text = path.read_text()
+            media = "application/json" if path.suffix == ".json" else "application/yaml"
+        else:
+            text, media = str(spec), "application/yaml"
+        r = self._request("POST", "/searches", content=text.encode(), headers={"Content-Type": media})
+        return Search(self, r.json())
+
+    def search(self, search_id: int) -> Search:
+        return Search(self, self._request("GET", f"/searches/{search_id}").json())
+
+    def searches(self, status: str | None = None, limit: int = 100) -> list[Search]:
+        params: dict[str, Any] = {"limit": limit}
+        if status:
+            params["status"] = status
+        return [Search(self, d) for d in self._request("GET", "/searches", params=params).json()["items"]]
+
+    def trial(self, trial_id: int) -> dict[str, Any]:
+        """A trial with its learning curve (`curve`) and quanta history (`quanta`)."""
+        return self._request("GET", f"/trials/{trial_id}").json()
+
+    def logs(self, trial_id: int, tail: int = 64 * 1024) -> str:
+        """The trial's stdout and stderr as the server keeps them: the last `tail` bytes."""
+        return self._request("GET", f"/trials/{trial_id}/logs", params={"tail": tail}).text
+
+    def stop_trial(self, trial_id: int) -> dict[str, Any]:
+        return self._request("POST", f"/trials/{trial_id}/stop").json()
+
+    def cluster(self) -> dict[str, Any]:
+        return self._request("GET", "/cluster").json()
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def events(self, search_id: int | None = None, max_seconds: float | None = None) -> Iterator[Event]:
+        """Iterate server-sent events (`search`, `trial`, `report`) as they happen. Ends when the
+        server ends the stream (after `max_seconds`, or when it shuts down); break out to stop early."""
+        params: dict[str, Any] = {}
+        if search_id is not None:
+            params["search_id"] = search_id
+        if max_seconds is not None:
+            params["max_seconds"] = max_seconds
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        with self._http.stream("GET", "/events", params=params, timeout=timeout) as r:
+            if r.status_code >= 400:
+                r.read()
+                raise ApiError(r.status_code, r.text, "GET", "/events")
+            yield from parse_sse(r.iter_lines())
+
+
+def _looks_like_file(text: str) -> bool:
+    return text.endswith((".yaml", ".yml", ".json")) or os.path.isfile(text)
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[Event]:
+    """Events from the lines of a text/event-stream (comments and retry fields skipped)."""
+    name, ident = "message", None
+    data: list[str] = []
+    for line in lines:
+        line = line.rstrip("\r")
+        if not line:
+            if data:
+                raw = "\n".join(data)
+                try:
+                    payload: Any = json.loads(raw)
+                except ValueError:
+                    payload = raw
+                yield Event(name, payload, ident)
+            name, data, ident = "message", [], None
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            name = value
+        elif field == "data":
+            data.append(value)
+        elif field == "id":
+            ident = value

@@ -1,0 +1,299 @@
+"""The search spec: what a user posts (YAML or JSON) to start a search.
+
+`load_spec(path)` / `parse_spec(text_or_mapping)` return a validated, immutable `SearchSpec` or raise
+`SpecError` whose `errors` list names each bad field by its dotted path (``budget.max_steps``,
+``space.optimizer.choice[0].momentum``) with the reason. Nothing here touches a database or a device.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
+from app.executor.policy.knobs import upgrade as upgrade_knobs
+from app.search.fidelity import DEFAULT_ETA, rungs_of
+from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
+from app.search.space import SpaceError, point_vals, validate_space
+
+_TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+
+
+class SpecError(ValueError):
+    """A spec failed validation. `errors` is a list of (field path, reason)."""
+
+    def __init__(self, errors: list[tuple[str, str]], source: str | None = None):
+        self.errors = errors
+        self.source = source
+        where = f"{source}: " if source else ""
+        lines = "; ".join(f"{path}: {reason}" for path, reason in errors)
+        super().__init__(f"{where}invalid spec: {lines}")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricSpec(_Frozen):
+    name: str = Field(min_length=1, description="the reported metric the search optimises (a key of trial.report)")
+    goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
+    target: float | None = Field(
+        default=None, description="the value that counts as reached (null: none; the search runs its budget)"
+    )
+
+    def better(self, a: float, b: float) -> bool:
+        """True when metric value `a` is strictly better than `b`."""
+        return a > b if self.goal == "maximize" else a < b
+
+    def reaches(self, value: float | None) -> bool:
+        """True when `value` meets the target (no target: never)."""
+        if value is None or self.target is None:
+            return False
+        return value >= self.target if self.goal == "maximize" else value <= self.target
+
+    def loss(self, value: float) -> float:
+        """The value as a loss to minimise (what the searcher is told)."""
+        return -value if self.goal == "maximize" else value
+
+
+# Upper bounds: far above any real search, low enough that a typo or a hostile spec cannot make the
+# controller create millions of rows or ask for a million devices.
+MAX_PARALLELISM = 4096
+MAX_DEVICES_PER_TRIAL = 1024
+
+
+class BudgetSpec(_Frozen):
+    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS, description="configurations tried at most")
+    max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
+    max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
+    stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
+
+
+class ResourcesSpec(_Frozen):
+    devices_per_trial: int = Field(
+        default=1, ge=1, le=MAX_DEVICES_PER_TRIAL, description="devices each trial runs on at once"
+    )
+
+
+class SearchSpec(_Frozen):
+    name: str = Field(min_length=1, max_length=200, description="shown in listings and the dashboard")
+    trainable: str = Field(description="the training function, as 'package.module:function'")
+    space: dict[str, Any] = Field(description="the hyperparameters to search (see `space` below)")
+    metric: MetricSpec = Field(description="what to optimise and the target")
+    budget: BudgetSpec = Field(default=BudgetSpec(), description="when the search ends")
+    resources: ResourcesSpec = Field(default=ResourcesSpec(), description="what one trial needs")
+    parallelism: int = Field(
+        default=4,
+        ge=1,
+        le=MAX_PARALLELISM,
+        description="trials alive at once (more than devices: time-sliced or parked)",
+    )
+    search: SearchAlgoSpec = Field(default=SearchAlgoSpec(), description="how configurations are proposed")
+    scheduler: SchedulerKnobs = Field(default_factory=AshaKnobs, description="policy and its knobs")
+    seed: int = Field(default=0, ge=0, lt=2**32, description="a 32-bit seed")
+    config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
+
+    @field_validator("trainable")
+    @classmethod
+    def _trainable_shape(cls, v: str) -> str:
+        if not _TRAINABLE.fullmatch(v):  # not match(): `$` also matches before a final newline
+            raise ValueError("must look like 'package.module:function'")
+        return v
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler_policy(cls, v: Any) -> Any:
+        return upgrade_knobs(v)
+
+    @field_validator("space")
+    @classmethod
+    def _space_valid(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("must define at least one parameter")
+        validate_space(v)
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self, info: ValidationInfo) -> SearchSpec:
+        # The rungs are set once: under a policy with rungs the searcher fits at the scheduler's. A spec
+        # stored before that rule (its search block a dump with eta 3.0) keeps what it was created with.
+        stored = bool(info.context and info.context.get("stored"))
+        if isinstance(self.scheduler, AshaKnobs) and not stored:
+            for knob in ("eta", "min_steps"):
+                ours, theirs = getattr(self.search, knob), getattr(self.scheduler, knob)
+                if ours is not None and ours != theirs:
+                    raise KnobError(
+                        f"search.{knob}",
+                        f"{ours} differs from scheduler.{knob} ({theirs}): under {self.scheduler.policy} the "
+                        f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
+                    )
+        clash = set(self.space) & set(self.config)
+        if clash:
+            raise ValueError(f"config repeats space parameters {sorted(clash)}")
+        points = self.search.points_to_evaluate
+        if len(points) > self.budget.max_trials:
+            raise SpaceError(
+                "search.points_to_evaluate",
+                f"{len(points)} points, but budget.max_trials is {self.budget.max_trials}",
+            )
+        for i, point in enumerate(points):
+            point_vals(self.space, point, f"search.points_to_evaluate[{i}]")  # raises naming the parameter
+        return self
+
+    def searcher_rungs(self) -> tuple[int, ...]:
+        """The rungs in steps a multi-fidelity searcher (`search.algorithm: bohb`) fits at: the search
+        block's `eta` and `min_steps` where it gives them, else the scheduler's when its policy has rungs
+        (asha, hyperband: the rungs of its first bracket, so searcher and policy agree), else the defaults
+        (`app.search.fidelity.rungs_of`)."""
+        k = self.scheduler if isinstance(self.scheduler, AshaKnobs) else None
+        eta = self.search.eta if self.search.eta is not None else (k.eta if k else DEFAULT_ETA)
+        first = self.search.min_steps if self.search.min_steps is not None else (k.min_steps if k else None)
+        return rungs_of(self.budget.max_steps, eta, first)
+
+    @property
+    def module(self) -> str:
+        return self.trainable.split(":", 1)[0]
+
+    def trainable_problem(self) -> str | None:
+        """None when the trainable's module is found on this machine's `sys.path` and binds the function
+        at top level; otherwise why not. Nothing is imported or run (`app.trainable_ref`): the API checks
+        posted specs in the server's process. The CLI and the API check this before they store a search."""
+        from app.trainable_ref import trainable_problem
+
+        return trainable_problem(self.trainable)
+
+    def importable(self) -> bool:
+        """True when `trainable_problem()` finds nothing wrong."""
+        return self.trainable_problem() is None
+
+
+def _loc(loc: tuple[Any, ...], kind: str = "") -> str:
+    # The scheduler union puts the policy name into the path (``scheduler.gandiva.top_m``): a user
+    # wrote ``scheduler.top_m``. An unknown or missing policy is an error of ``scheduler.policy``.
+    if len(loc) >= 2 and loc[0] == "scheduler" and loc[1] in KNOBS:
+        loc = (loc[0], *loc[2:])
+    if kind.startswith("union_tag") and loc == ("scheduler",):
+        loc = ("scheduler", "policy")
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "spec"
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases. A few hundred bytes of nested aliases expand to billions of
+    nodes (the "billion laughs"): they are refused where the document is composed, before anything is
+    expanded. A spec has no use for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not accepted in a spec", event.start_mark
+            )
+        event = self.peek_event()
+        if getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, "YAML anchors (&name) are not accepted in a spec", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(text: str | bytes) -> Any:
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: plain data only
+
+
+def decode_spec_text(
+    text: str | bytes, fmt: Literal["yaml", "json", "auto"] = "auto", *, origin: str | None = None
+) -> dict[str, Any]:
+    """The mapping of fields in a spec's text: `fmt` "json" or "yaml" parses that format, "auto" parses
+    YAML (a superset of JSON, so either). The one place spec text is decoded (files, the API, strings).
+
+    Raises `SpecError` when the text does not parse, nests too deeply, or is not a mapping.
+    """
+    label = {"json": "JSON", "yaml": "YAML", "auto": "YAML or JSON"}[fmt]
+    try:
+        data = json.loads(text) if fmt == "json" else _load_yaml(text)
+    except (ValueError, yaml.YAMLError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise SpecError([("spec", f"not valid {label}: {exc}")], origin) from None
+    except RecursionError:
+        raise SpecError([("spec", "nested too deeply")], origin) from None
+    if not isinstance(data, Mapping):
+        raise SpecError([("spec", "must be a mapping of fields")], origin)
+    return dict(data)
+
+
+def parse_spec(
+    source: str | bytes | Mapping[str, Any], *, origin: str | None = None, stored: bool = False
+) -> SearchSpec:
+    """Validate a spec from YAML/JSON text or an already-parsed mapping. `stored`: it is a stored search's
+    spec (`spec_from_stored`), written by an earlier version maybe: the rules that came later and would
+    refuse it (two blocks' rungs that differ) are not applied, so a search keeps what it was created with.
+
+    Raises `SpecError` naming every bad field; never returns a partially valid spec.
+    """
+    data = decode_spec_text(source, origin=origin) if isinstance(source, str | bytes) else dict(source)
+    try:
+        return SearchSpec.model_validate(data, context={"stored": stored})
+    except SpaceError as exc:  # raised directly when pydantic re-raises non-ValueErrors
+        raise SpecError([(exc.path, exc.reason)], origin) from None
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            ctx_err = (err.get("ctx") or {}).get("error")
+            if isinstance(ctx_err, SpaceError):
+                errors.append((ctx_err.path, ctx_err.reason))
+            elif isinstance(ctx_err, KnobError):  # raised by its block: the block's path, then the knob
+                block = tuple(err["loc"])
+                path = f"{_loc(block, err['type'])}.{ctx_err.field}" if block else ctx_err.field
+                errors.append((path, ctx_err.reason))
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                errors.append((_loc(tuple(err["loc"]), err["type"]), msg))
+        raise SpecError(errors, origin) from None
+
+
+def load_spec(path: str | Path) -> SearchSpec:
+    """Read and validate a spec file (.yaml, .yml or .json)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecError([("spec", f"cannot read {p}: {exc.strerror}")], str(p)) from None
+    return parse_spec(decode_spec_text(text, "json" if p.suffix == ".json" else "auto", origin=str(p)), origin=str(p))
+
+
+_STORED: dict[str, SearchSpec] = {}  # spec_from_stored's cache, by the stored spec's JSON text
+_STORED_MAX = 256
+_STORED_LOCK = threading.Lock()
+
+
+def spec_from_stored(data: Mapping[str, Any]) -> SearchSpec:
+    """The `SearchSpec` of a stored search (its `spec` column: the `model_dump(mode="json")` written when
+    it was created). The one way a stored spec becomes a `SearchSpec`: the controller when it starts or
+    reloads a search, every node for each trial it launches.
+
+    Each distinct spec is validated once per process: the result is cached by the spec's JSON text (in
+    its stored key order, which is part of the spec: it orders the search space), so a node starting
+    many trials of a search parses its spec once. `SearchSpec` is frozen, so sharing it is safe.
+    Raises `SpecError` as `parse_spec` does (nothing is cached then).
+    """
+    key = json.dumps(data, separators=(",", ":"))
+    spec = _STORED.get(key)
+    if spec is None:
+        spec = parse_spec(data, stored=True)
+        with _STORED_LOCK:
+            if len(_STORED) >= _STORED_MAX:
+                del _STORED[next(iter(_STORED))]  # the oldest
+            _STORED[key] = spec
+    return spec

@@ -1,0 +1,156 @@
+"""Checking a trainable reference (`package.module:function`) without running any of its code.
+
+The API validates posted specs in the server's process: importing the trainable's module there would
+run it (and its parent packages' `__init__`) in the server, costing seconds for a module that imports
+torch and running code on the server's side. `trainable_problem` instead locates the module the way
+the import system would (the same finders, the parent packages' search paths) without executing a
+package, then reads the module's source and checks that it binds the function's name at top level.
+
+What the static check accepts: a top-level `def`, `async def`, `class`, assignment or import binding the
+name, also inside top-level `if`/`try`/`with` blocks (bindings made conditionally), and any module with
+`from x import *` or whose code is not Python source (an extension module): the name may be bound in
+ways a reader cannot see without running it. The trial process imports the module for real and fails
+the trial with the import's error if this check was too lenient.
+
+Parsed modules are cached by (file, modification time, size): a changed file is read again.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+
+_ANY = "*"  # the module binds names a reader cannot list (star import, extension module)
+
+
+def trainable_problem(ref: str) -> str | None:
+    """None when `ref` names a module on this machine's import path that binds the function at top
+    level; otherwise why not, as a sentence naming the module or the function. Imports nothing (a module
+    already imported is looked up in `sys.modules`)."""
+    module, _, function = ref.partition(":")
+    if not module or not function:
+        return f"'{ref}' is not of the form package.module:function"
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return None if callable(getattr(loaded, function, None)) else f"module '{module}' has no function '{function}'"
+    try:
+        spec = locate(module)
+    except (ImportError, OSError, ValueError) as exc:
+        return f"module '{module}' cannot be found: {exc}"
+    if spec is None:
+        return f"module '{module}' cannot be found on the server's import path"
+    names = _bound_names_of(spec)
+    if _ANY in names or function in names:
+        return None
+    return f"module '{module}' has no function '{function}'"
+
+
+def locate(module: str) -> ModuleSpec | None:
+    """The module's spec as the import system would find it, without importing its parent packages:
+    each package along the dotted name is located (never executed) and its search path used for the
+    next component. None when some component is not found or is not a package."""
+    path: Sequence[str] | None = None
+    parts = module.split(".")
+    spec: ModuleSpec | None = None
+    for i in range(len(parts)):
+        name = ".".join(parts[: i + 1])
+        loaded = sys.modules.get(name)
+        if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+            spec = loaded.__spec__
+        else:
+            try:
+                spec = _find(name, path)
+            except KeyError:  # a namespace package: the path finder wants its parent imported to list it
+                spec = _namespace(name, path or sys.path)
+        if spec is None:
+            return None
+        if i < len(parts) - 1:
+            if spec.submodule_search_locations is None:
+                raise ImportError(f"'{name}' is not a package")
+            path = list(spec.submodule_search_locations)
+    return spec
+
+
+def _find(fullname: str, path: Sequence[str] | None) -> ModuleSpec | None:
+    """What `importlib._bootstrap._find_spec` does for one name: ask each meta path finder in turn
+    (the standard path finder, editable installs' finders, ...). Finders locate; they do not execute."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        spec = find(fullname, path)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _namespace(name: str, path: Sequence[str]) -> ModuleSpec | None:
+    """A namespace package (PEP 420: folders without `__init__.py`) named `name`, found on `path`."""
+    tail = name.rpartition(".")[2]
+    folders = [os.path.join(p, tail) for p in path if os.path.isdir(os.path.join(p or ".", tail))]
+    if not folders:
+        return None
+    spec = ModuleSpec(name, None, is_package=True)
+    spec.submodule_search_locations = folders
+    return spec
+
+
+def _bound_names_of(spec: ModuleSpec) -> frozenset[str]:
+    origin = spec.origin
+    if spec.submodule_search_locations is not None and (origin is None or origin == "namespace"):
+        return frozenset()  # a namespace package: no code, so no function
+    if not origin or not origin.endswith(".py") or not os.path.isfile(origin):
+        return frozenset({_ANY})  # built-in, frozen or compiled: cannot be read here
+    st = os.stat(origin)
+    return _bound_names(origin, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=512)
+def _bound_names(origin: str, mtime_ns: int, size: int) -> frozenset[str]:
+    """Names the module's source binds at top level (cached per file version)."""
+    try:
+        tree = ast.parse(Path(origin).read_bytes(), filename=origin)
+    except (SyntaxError, ValueError, OSError):
+        return frozenset()  # the import would fail: no function can be found in it
+    return frozenset(_top_level(tree.body))
+
+
+def _top_level(body: Iterable[ast.stmt]) -> Iterable[str]:
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                yield from _targets(target)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            yield from _targets(node.target)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    yield _ANY
+                else:
+                    yield alias.asname or alias.name.partition(".")[0]
+        elif isinstance(node, ast.If):
+            yield from _top_level(node.body)
+            yield from _top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _top_level(node.body)
+            yield from _top_level(node.orelse)
+            yield from _top_level(node.finalbody)
+            for handler in node.handlers:
+                yield from _top_level(handler.body)
+        elif isinstance(node, ast.With):
+            yield from _top_level(node.body)
+
+
+def _targets(target: ast.expr) -> Iterable[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, ast.Tuple | ast.List):
+        for elt in target.elts:
+            yield from _targets(elt)
