@@ -148,6 +148,27 @@ def table(model: type[BaseModel], prefix: str, skip: type[BaseModel] | None = No
     return lines
 
 
+def nested_models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field holds: its type, or the models of a union such as `Block | None`."""
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [m for a in get_args(annotation) for m in nested_models(a)]
+    return []
+
+
+def block_section(model: type[BaseModel], path: str, level: str) -> list[str]:
+    """A block's heading, docstring and table, then a section for each block it holds, one level down."""
+    out = [f"{level} `{path}`", ""]
+    if model.__doc__:
+        out += [_doc(model), ""]
+    out += [*table(model, path), ""]
+    for name, field in model.model_fields.items():
+        for sub in nested_models(field.annotation):
+            out += block_section(sub, f"{path}.{name}", level + "#")
+    return out
+
+
 def _doc(obj: Any) -> str:
     """An object's docstring as one paragraph."""
     doc = inspect.getdoc(obj)
@@ -207,10 +228,7 @@ def render() -> str:
     ]
     out = [line for i, line in enumerate(out) if not (line == "" and i > 0 and out[i - 1] == "")]
     for name, model in blocks:
-        out += [f"## `{name}`", ""]
-        if model.__doc__:
-            out += [_doc(model), ""]
-        out += [*table(model, name), ""]
+        out += block_section(model, name, "##")
     out += _space_section()
     out += [
         f"## `{_SCHEDULER}`",
