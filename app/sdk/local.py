@@ -67,7 +67,7 @@ def run(
 
     Everything is checked before anything starts or is stored: pandas (ImportError naming the extra), the
     spec (`SpecError` naming each bad field, or its trainable when its module or function cannot be
-    found), the devices (`ValueError`), and the database (`RuntimeError` naming the controller that
+    found, or a tracker whose library is not installed), the devices (`ValueError`), and the database (`RuntimeError` naming the controller that
     already runs on it). Interrupted (Ctrl-C, Jupyter's stop button), the search is stopped, its trial
     processes end, and KeyboardInterrupt goes on up."""
     if importlib.util.find_spec("pandas") is None:
@@ -85,6 +85,9 @@ def run(
     problem = checked.trainable_problem()
     if problem is not None:
         raise SpecError([("trainable", problem)], checked.name)
+    problem = checked.tracking_problem()
+    if problem is not None:
+        raise SpecError([("tracking", problem)], checked.name)
     devs = parse_devices(devices)
 
     kind = progress_kind(progress)
