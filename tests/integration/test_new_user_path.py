@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,6 +22,22 @@ import yaml
 from tests.integration.test_readme_quickstart import ROOT, quickstart_blocks
 
 TORCH = "torch==2.13.0"  # the CPU build on this machine's disk (see the Makefile's TORCH_PIN)
+
+
+def _clone(dest: Path) -> Path:
+    """The repository's files as a clone has them (git's tracked files; without git, the tree less what
+    building and running leave behind), copied to `dest`: pip builds a local project in its own folder
+    (setuptools' build/ and *.egg-info), which must not be this checkout."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0 and listed.stdout:
+        for name in listed.stdout.decode().split("\0"):
+            if name and (ROOT / name).is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, dest / name)
+    else:
+        junk = shutil.ignore_patterns(".venv", "build", "*.egg-info", ".quanta", "__pycache__", ".*_cache", "*.db")
+        shutil.copytree(ROOT, dest, ignore=junk, dirs_exist_ok=True)
+    return dest
 
 
 def _clean_env() -> dict[str, str]:
@@ -48,9 +66,10 @@ def test_a_new_user_installs_quanta_and_runs_a_search(tmp_path, record_property)
     assert "include-system-site-packages = false" in cfg
     times["venv_s"] = time.monotonic() - began
 
+    source = _clone(tmp_path / "quanta")  # the user's clone of the repository
     began = time.monotonic()
     pip = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--no-compile", "--disable-pip-version-check", TORCH, str(ROOT)],
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-compile", "--disable-pip-version-check", TORCH, str(source)],
         cwd=folder,
         env=env,
         capture_output=True,
