@@ -66,10 +66,10 @@ def run(
     where one can be seen (Jupyter's in a notebook, rich's in a terminal), False none.
 
     Everything is checked before anything starts or is stored: pandas (ImportError naming the extra), the
-    spec (`SpecError` naming each bad field, or its trainable when its module or function cannot be
-    found, or a tracker whose library is not installed), the devices (`ValueError`), and the database (`RuntimeError` naming the controller that
-    already runs on it). Interrupted (Ctrl-C, Jupyter's stop button), the search is stopped, its trial
-    processes end, and KeyboardInterrupt goes on up."""
+    spec (`SpecError` naming each bad field, its trainable when its module or function cannot be found,
+    or a tracker whose library is not installed), the devices (`ValueError`), and the database
+    (`RuntimeError` naming the controller that already runs on it). Interrupted (Ctrl-C, Jupyter's stop
+    button), the search is stopped, its trial processes end, and KeyboardInterrupt goes on up."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
     from app.devices import parse_devices

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import inspect
-import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Union, get_args, get_origin
 
 from pydantic import BaseModel
 
 from app.executor.policy.knobs import KNOBS
 from app.spec import SearchSpec
-from app.spec_reference import COMMAND, main, render
+from app.spec_reference import COMMAND, main, nested_models, render
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
-
-
-def _models(annotation: object) -> list[type[BaseModel]]:
-    """The pydantic models an annotation holds (itself, or the members of a union)."""
-    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
-        return [annotation]
-    if get_origin(annotation) in (Union, types.UnionType):
-        return [m for a in get_args(annotation) for m in _models(a)]
-    return []
 
 
 def schema_fields(model: type[BaseModel] = SearchSpec, prefix: str = "") -> Iterator[tuple[str, str | None]]:
@@ -31,7 +19,7 @@ def schema_fields(model: type[BaseModel] = SearchSpec, prefix: str = "") -> Iter
     for name, field in model.model_fields.items():
         path = f"{prefix}.{name}" if prefix else name
         yield path, field.description
-        nested = list(KNOBS.values()) if path == "scheduler" else _models(field.annotation)
+        nested = list(KNOBS.values()) if path == "scheduler" else nested_models(field.annotation)
         for sub in nested:
             yield from schema_fields(sub, path)
 
