@@ -4,26 +4,10 @@ environment, tests/bench/test_peer_env.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
+from app.sim.lcbench import Curve, Param
 from bench.dehb_lcbench import run_dehb, simulate
-
-
-@dataclass(frozen=True)
-class P:
-    name: str
-    kind: str
-    low: float
-    high: float
-    log: bool
-
-
-@dataclass(frozen=True)
-class Curve:
-    time: tuple[float, ...]
-    val_accuracy: tuple[float, ...]
 
 
 class StandIn:
@@ -31,7 +15,7 @@ class StandIn:
     x * e / 6 after epoch e."""
 
     epochs = 6
-    params = (P("x", "float", 0.0, 1.0, False),)
+    params = (Param("x", "float", 0.0, 1.0, False),)
 
     def curves(self, configs):
         return [
