@@ -96,46 +96,60 @@ class Transition:
 
 @dataclass(frozen=True)
 class _Local:
-    """A transition fitted locally: at each point `g` of a grid over the scores seen at the level, a
-    kernel-weighted linear fit of the next score, with its mean `mu`, slope `b` and residual spread `s`
-    there (one pseudo-pair of the persistence prior in each). Between grid points it is interpolated;
-    beyond them, the edge's line is followed."""
+    """A transition fitted locally: at each point `g` of a grid over the scores its pairs start from
+    (widened by two kernel widths), a kernel-weighted linear fit of the next score, blended with the
+    prior (persistence plus `gain`, spread `spread`) by weight: `sw` pairs' worth of data against
+    `PRIOR_PAIRS` of prior. Between grid points it is interpolated; beyond the grid the data's weight
+    fades with the distance (a Gaussian kernel's), so a score unlike any seen falls back on the prior
+    rather than on a line extrapolated from elsewhere."""
 
     g: NDArray[np.float64]
-    mu: NDArray[np.float64]
-    b: NDArray[np.float64]
-    s: NDArray[np.float64]
+    mu: NDArray[np.float64]  # the data's mean of the next score at g (before blending)
+    b: NDArray[np.float64]  # the data's local slope
+    r: NDArray[np.float64]  # the data's residual variance
+    sw: NDArray[np.float64]  # the data's weight at g
+    h: float
+    gain: float
+    spread: float
 
     @staticmethod
-    def fit(x: NDArray[np.float64], y: NDArray[np.float64], spread: float) -> _Local:
-        lo, hi = float(np.quantile(x, 0.02)), float(x.max())
-        g = np.linspace(lo, hi, LOCAL_GRID) if hi > lo else np.array([hi])
+    def fit(x: NDArray[np.float64], y: NDArray[np.float64], gain: float, spread: float) -> _Local:
         h = max(BANDWIDTH * float(x.std()), 1e-3)
+        lo, hi = float(x.min()) - 2 * h, float(x.max()) + 2 * h
+        g = np.linspace(lo, hi, LOCAL_GRID)
         w = np.exp(-0.5 * ((x[None, :] - g[:, None]) / h) ** 2)  # (grid, pairs)
         sw = w.sum(axis=1)
-        mx = (w * x).sum(axis=1) / sw
-        my = (w * y).sum(axis=1) / sw
+        safe = np.maximum(sw, 1e-12)
+        mx = (w * x).sum(axis=1) / safe
+        my = (w * y).sum(axis=1) / safe
         dx, dy = x[None, :] - mx[:, None], y[None, :] - my[:, None]
-        vx = (w * dx * dx).sum(axis=1) / sw
-        vy = (w * dy * dy).sum(axis=1) / sw
-        cxy = (w * dx * dy).sum(axis=1) / sw
+        vx = (w * dx * dx).sum(axis=1) / safe
+        vy = (w * dy * dy).sum(axis=1) / safe
+        cxy = (w * dx * dy).sum(axis=1) / safe
         b_ols = np.clip(np.where(vx > 1e-12, cxy / np.maximum(vx, 1e-12), 1.0), 0.0, 1.5)
-        b = (sw * b_ols + 1.0) / (sw + 1.0)
+        b = (sw * b_ols + PRIOR_PAIRS) / (sw + PRIOR_PAIRS)
         mu = my + b * (g - mx)
-        resid = np.maximum(vy - 2 * b * cxy + b * b * vx, 0.0)
-        s = np.sqrt((sw * resid + spread**2) / (sw + 1.0))
-        return _Local(g, mu, b, np.maximum(s, MIN_SPREAD))
+        r = np.maximum(vy - 2 * b * cxy + b * b * vx, 0.0)
+        return _Local(g, mu, b, r, sw, h, gain, spread)
 
     def at(self, m: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """(mean, slope, spread) of the next score for current scores `m`."""
         g = self.g
         mu = np.interp(m, g, self.mu)
         b = np.interp(m, g, self.b)
-        s = np.interp(m, g, self.s)
-        above, below = m > g[-1], m < g[0]
-        mu = np.where(above, self.mu[-1] + self.b[-1] * (m - g[-1]), mu)
-        mu = np.where(below, self.mu[0] + self.b[0] * (m - g[0]), mu)
-        return mu, b, s
+        r = np.interp(m, g, self.r)
+        sw = np.interp(m, g, self.sw)
+        # Beyond the grid: the edge's line, with the edge's weight fading as a kernel would.
+        for edge, beyond in ((-1, m > g[-1]), (0, m < g[0])):
+            if beyond.any():
+                d = (m - g[edge]) / self.h
+                mu = np.where(beyond, self.mu[edge] + self.b[edge] * (m - g[edge]), mu)
+                sw = np.where(beyond, self.sw[edge] * np.exp(-0.5 * d * d), sw)
+        w0 = PRIOR_PAIRS
+        mean = (sw * mu + w0 * (m + self.gain)) / (sw + w0)
+        var = (sw * r + w0 * self.spread**2) / (sw + w0)
+        slope = (sw * b + w0) / (sw + w0)
+        return mean, slope, np.maximum(np.sqrt(var), MIN_SPREAD)
 
 
 class CurveModel:
@@ -245,7 +259,7 @@ class CurveModel:
                 a = my - b * mx
                 resid = max(vy - 2 * b * cxy + b * b * vx, 0.0)
                 s2 = (n * resid + w * spread**2) / (n + w)
-                local.append(_Local.fit(x, y, spread) if n >= LOCAL_PAIRS else None)
+                local.append(_Local.fit(x, y, gain, spread) if n >= LOCAL_PAIRS else None)
             elif n == 1:
                 (x0, y0), = pairs
                 b, a, s2 = 1.0, (y0 - x0 + w * gain) / (1 + w), spread**2

@@ -51,6 +51,13 @@ from app.search.curve_model import CurveModel, infer_unit, levels_for, score
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()  # a standard normal's nodes and weights
 _ARRIVAL = attrgetter("arrival", "id")
+EXPLORE_EVERY = 8  # one trial in this many goes on past each level to show the model what follows
+
+
+def _sampled(trial_id: int, level: int) -> bool:
+    """Whether the trial is one of the few that go on past `level` regardless (a fixed hash: the same
+    answer in every round and after a restart)."""
+    return EXPLORE_EVERY > 0 and ((trial_id * 2654435761 + level * 40503) & 0xFFFFFFFF) % EXPLORE_EVERY == 0
 
 
 @dataclass
@@ -269,6 +276,14 @@ class FreezeThawPolicy:
             else:
                 for t in fresh:
                     indices[t.id] = self._newcomer_index(model, newcomers, self._cps(entry, t), t.steps_done, bar)
+        # A few trials at each level go one level further whatever they showed, before any new
+        # configuration: the pairs the model learns from must not come only from trials that looked good
+        # (where a level ranks trials unlike the next, only such samples can show it).
+        if EXPLORE_EVERY and (fresh_index := max((indices[t.id] for t in fresh), default=0.0)) > 0.0:
+            for level, group in by_level.items():
+                for t in group:
+                    if _sampled(t.id, level) and indices.get(t.id, 0.0) < fresh_index:
+                        indices[t.id] = math.nextafter(fresh_index, math.inf)
         return indices, chances
 
     @staticmethod
