@@ -26,7 +26,7 @@ Pure: numpy and scipy's normal CDF, no devices, no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np

@@ -53,8 +53,8 @@ def learned(search: SearchView = SEARCH) -> dict:
 
 
 def test_it_is_registered_and_built_from_its_knobs():
-    p = make_policy("freeze_thaw", increment=2.0)
-    assert isinstance(p, FreezeThawPolicy) and p.knobs.increment == 2.0 and p.judge_knobs is None
+    p = make_policy("freeze_thaw", give_up_p=0.01)
+    assert isinstance(p, FreezeThawPolicy) and p.knobs.give_up_p == 0.01 and p.judge_knobs is None
 
 
 def test_before_any_report_new_trials_start_in_arrival_order_up_to_their_first_level():
@@ -111,3 +111,13 @@ def test_parked_trials_past_the_memory_budget_are_released_lowest_first():
     middling = trial(3, [0.7, 0.7, 0.7, 0.7], devices=("cpu:0",), memory=100)
     plan = FreezeThawPolicy(knobs).plan(snap([good, bad, middling], state=learned()))
     assert plan.release[0] == 2
+
+
+def test_released_trials_are_held_and_a_device_is_never_left_idle_while_a_trial_waits():
+    # Parked trials were checkpointed and freed (no devices) and look hopeless: they must not count
+    # against the search's parallelism (held), and a free device still runs the best of them until a
+    # new configuration arrives.
+    released = [trial(i, [0.5, 0.5, 0.5, 0.5]) for i in (1, 2, 3)]
+    plan = FreezeThawPolicy().plan(snap(released, state=learned(), devices=TWO))
+    assert len(plan.running()) == 2
+    assert set(plan.hold) == {1, 2, 3} - set(plan.running())

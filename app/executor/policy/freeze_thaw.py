@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from app.executor.policy.knobs import FreezeThawKnobs, JudgeKnobs
 from app.executor.policy.placement import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.curve_model import CurveModel, infer_unit, levels_for, score
+from app.search.curve_model import FIRST_FRACTION, CurveModel, infer_unit, levels_for, score
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()  # a standard normal's nodes and weights
@@ -114,7 +114,7 @@ class FreezeThawPolicy:
                 for t in trials:
                     limits[t.id] = self._first_level(search)
                 continue
-            scores_out[str(sid)] = {"unit": entry.model.unit, "log": entry.model.log()}
+            scores_out[str(sid)] = {"unit": entry.model.unit, "levels": entry.model.levels, "log": entry.model.log()}
             indices, chances = self._indices(entry, search, trials)
             model = entry.model
             incumbent = self._incumbent(model, trials)
@@ -146,11 +146,9 @@ class FreezeThawPolicy:
                 board.put(t.id, devices)
         ranked.sort(key=lambda r: (-r[0], r[1].arrival, r[1].id))
         placed: set[int] = set()
-        for index, t in ranked:
+        for _, t in ranked:
             if board.n_free == 0:
                 break
-            if index <= 0.0 and t.steps_done > 0:
-                continue  # nothing to gain from it: leave the device to something that may
             devices = board.choose(t)
             if devices is None:
                 continue
@@ -159,7 +157,14 @@ class FreezeThawPolicy:
         placement = board.placement()
         on = {i for ids in placement.values() for i in ids}
         parked = [t for _, t in ranked if t.id not in on and t.devices]
-        hold = tuple(t.id for t in alive if t.devices and not t.running and t.id not in on and t.id not in stop)
+        # Every started trial not running now is held, resident or released: held trials do not count
+        # against their search's parallelism, so a new configuration can always come when it ranks first.
+        stopped = set(stop)
+        hold = tuple(
+            t.id
+            for t in alive
+            if (t.devices or t.steps_done > 0) and not t.running and t.id not in on and t.id not in stopped
+        )
         release = self._release(parked, {t.id: i for i, t in ranked}, k.memory_budget_mb, on)
         state = {"scores": scores_out}
         self._state_out = scores_out
@@ -177,7 +182,7 @@ class FreezeThawPolicy:
     # ---- the model ---------------------------------------------------------------------------------
 
     def _first_level(self, search: SearchView) -> int:
-        return levels_for(max(1, search.max_steps), self.knobs.increment)[0]
+        return levels_for(max(1, search.max_steps))[0]
 
     def _model(self, search: SearchView, trials: Sequence[TrialView], stored: Any) -> _Search | None:
         """The search's model with every trial's new levels recorded; None while no trial has reported."""
@@ -187,10 +192,16 @@ class FreezeThawPolicy:
             if not values and not stored:
                 return None
             unit = infer_unit(values, search.target)
-            levels = levels_for(max(1, search.max_steps or max(t.max_steps for t in trials)), self.knobs.increment)
+            max_steps = max(1, search.max_steps or max(t.max_steps for t in trials))
+            # The grid starts no earlier than the first report (levels before it would all be read there).
+            first_report = min((int(s) for t in trials for s, _ in t.curve[:1]), default=1)
+            first = max(round(max_steps * FIRST_FRACTION), first_report, 1)
+            levels = levels_for(max_steps, first=min(first, max_steps))
+            if stored:  # as the model was made: its grid, its transform, what it recorded
+                unit = bool(stored.get("unit", unit))
+                levels = tuple(int(v) for v in stored.get("levels", levels))
             model = CurveModel(search.goal, unit, levels)
             if stored:
-                model.unit = bool(stored.get("unit", unit))
                 model.load(stored.get("log", ()))
             entry = self._models[search.id] = _Search(model)
         seen = entry.seen
@@ -217,7 +228,9 @@ class FreezeThawPolicy:
                 best = (max(z), t.id)
         return best[1] if best else None
 
-    def _bar(self, model: CurveModel, search: SearchView) -> float:
+    @staticmethod
+    def _bar(model: CurveModel, search: SearchView) -> float:
+        """The score to reach: the search's target, else the best score shown so far."""
         if search.target is not None:
             return score(search.target, search.goal, model.unit)
         best = model.best()
@@ -337,8 +350,8 @@ class FreezeThawPolicy:
         weights `w` (both (trials, nodes)), reaching level `at` for `first_cost` each, `cps` per step on."""
         levels = model.levels
         reached = q >= bar
-        success_now = (w * reached).sum(axis=1)
-        best = success_now / first_cost
+        success_now: NDArray[np.float64] = (w * reached).sum(axis=1)
+        best: NDArray[np.float64] = success_now / first_cost
         later = len(levels) - 1 - at
         if later <= 0:
             return best
@@ -354,7 +367,8 @@ class FreezeThawPolicy:
         rest = np.asarray(levels[at + 1 :], dtype=float) - levels[at]  # steps from level `at` to each h
         cost = first_cost[:, None, None] + ws * (cps[:, None, None] * rest[None, None, :])
         ratio = (success_now[:, None, None] + gain) / cost
-        return np.maximum(best, ratio.max(axis=(1, 2)))
+        out: NDArray[np.float64] = np.maximum(best, ratio.max(axis=(1, 2)))
+        return out
 
     @staticmethod
     def _release(

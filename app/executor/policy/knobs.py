@@ -263,9 +263,6 @@ class FreezeThawKnobs(RunToRungKnobs):
     learning-curve model per search (`app.search.curve_model`)."""
 
     policy: Literal["freeze_thaw"] = "freeze_thaw"
-    increment: float = Field(
-        default=2**0.5, gt=1, le=4, description="a trial runs from one level to the next, this factor more steps"
-    )
     give_up_p: float = Field(
         default=1e-3,
         ge=0,
