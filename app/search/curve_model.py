@@ -38,7 +38,7 @@ from app.search.fidelity import rungs, value_at
 __all__ = ["CurveModel", "Transition", "levels_for", "score"]
 
 FACTOR = math.sqrt(2.0)  # steps between levels grow by this factor
-FIRST_FRACTION = 1 / 64  # the first level, as a fraction of max_steps (at least one step)
+FIRST_FRACTION = 1 / float(__import__("os").environ.get("FT_FIRST", "64"))  # EXPERIMENT
 PRIOR_PAIRS = 3.0  # weight of the persistence prior, in pairs
 PRIOR_GAIN = 0.35  # the prior's mean gain of z from the first level to the second (logit units)
 GAIN_DECAY = 0.7  # ... and its shrinking factor from one level to the next (the steps grow, the gains shrink)
@@ -270,6 +270,10 @@ class CurveModel:
             out.append(Transition(a, b, max(math.sqrt(s2), MIN_SPREAD), n))
         self._fit, self._local, self._used = out, local, wanted
         return out
+
+    def pairs(self, level: int) -> int:
+        """How many trials have shown both `level` and the next (0 for the last level)."""
+        return len(self._pairs[level]) if level < len(self._pairs) else 0
 
     def versions(self, level: int) -> tuple[int, ...]:
         """The pair counts the fits of the transitions from `level` on use: forecasts from `level` change

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from app.executor.policy import make_policy
 from app.executor.policy.freeze_thaw import FreezeThawPolicy
@@ -121,3 +122,51 @@ def test_released_trials_are_held_and_a_device_is_never_left_idle_while_a_trial_
     plan = FreezeThawPolicy().plan(snap(released, state=learned(), devices=TWO))
     assert len(plan.running()) == 2
     assert set(plan.hold) == {1, 2, 3} - set(plan.running())
+
+
+def test_a_model_without_data_says_so_and_curves_it_cannot_use_do_not_stop_it():
+    # One trial, a constant curve with a non-finite report in it: the model leans on its prior (noted),
+    # and the round still plans.
+    lone = trial(1, [0.6, 0.6, float("nan"), 0.6], devices=("cpu:0",))
+    plan = FreezeThawPolicy().plan(snap([lone, trial(2)]))
+    assert any("leans on its prior" in n for n in plan.notes)
+    assert plan.placement  # a device is given to someone
+    # A metric that never changes across many trials: fits with no spread at all still plan.
+    flat = [trial(10 + i, [0.5] * 6, devices=("cpu:0",)) for i in range(30)]
+    plan = FreezeThawPolicy().plan(snap([*flat, trial(2)], devices=TWO))
+    assert len(plan.running()) == 2
+
+
+def test_over_a_whole_search_a_policy_rebuilt_from_the_state_plans_as_the_running_one():
+    """Rounds of a small search (trials advance one level when placed, new ones arrive when others are
+    held): at every round a fresh policy given only the stored state plans exactly as the running one."""
+    import random
+
+    rng = random.Random(5)
+    quality = {i: rng.uniform(0.5, 0.97) for i in range(1, 200)}
+
+    def acc(tid: int, epoch: int) -> float:
+        return quality[tid] * (1 - 0.5 * 0.8**epoch)
+
+    steps = {1: 0, 2: 0}
+    running: set[int] = set()
+    running_policy, state = FreezeThawPolicy(), {}
+    for _round in range(60):
+        trials = []
+        for tid, done in steps.items():
+            curve = [acc(tid, e + 1) for e in range(done)]
+            on = ("cpu:0",) if tid in running else (("cpu:1",) if done else ())
+            trials.append(trial(tid, curve, devices=on, running=tid in running))
+        snapshot = snap(trials, state=state, devices=TWO)
+        plan = running_policy.plan(snapshot)
+        fresh = FreezeThawPolicy().plan(snap(trials, state=json.loads(json.dumps(state)), devices=TWO))
+        assert (plan.placement, plan.limits, plan.hold, plan.stop) == (
+            fresh.placement, fresh.limits, fresh.hold, fresh.stop
+        ), f"round {_round}"
+        state = dict(plan.state)
+        running = set()
+        for tid in plan.running():  # each placed trial runs to its limit (its next level) this round
+            steps[tid] = min(MAX, plan.limits.get(tid, steps[tid] + 1))
+        held = set(plan.hold)
+        while sum(1 for t in steps if t not in held and steps[t] < MAX) < 3 and len(steps) < 199:
+            steps[max(steps) + 1] = 0  # the controller makes a new configuration for the freed room

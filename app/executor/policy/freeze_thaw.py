@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from app.executor.policy.knobs import FreezeThawKnobs, JudgeKnobs
 from app.executor.policy.placement import Board
 from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.curve_model import FIRST_FRACTION, CurveModel, infer_unit, levels_for, score
+from app.search.curve_model import FIRST_FRACTION, LOCAL_PAIRS, CurveModel, infer_unit, levels_for, score
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()  # a standard normal's nodes and weights
@@ -68,6 +68,7 @@ class _Search:
     model: CurveModel
     cost_per_step: float = 1.0  # median device-seconds per step of its measured trials
     seen: dict[int, int] = field(default_factory=dict)
+    noted: int = -1  # the first transition's pair count when the plan last noted the model leans on its prior
     cached: dict[int, tuple[tuple[Any, ...], float, float]] = field(default_factory=dict)
 
 
@@ -115,8 +116,22 @@ class FreezeThawPolicy:
                     limits[t.id] = self._first_level(search)
                 continue
             scores_out[str(sid)] = {"unit": entry.model.unit, "levels": entry.model.levels, "log": entry.model.log()}
-            indices, chances = self._indices(entry, search, trials)
             model = entry.model
+            try:
+                indices, chances = self._indices(entry, search, trials)
+            except (ArithmeticError, ValueError, FloatingPointError) as exc:
+                # A model that cannot decide never stops the controller: this round the search's trials go
+                # in arrival order, new configurations first (what a search with no model yet does).
+                notes.append(f"freeze_thaw: search {sid}: the curve model failed ({exc!r}); trials in arrival order")
+                indices = {t.id: (math.inf if t.steps_done == 0 else -float(t.arrival)) for t in trials}
+                chances = {}
+            first_pairs = model.pairs(0)
+            if first_pairs < LOCAL_PAIRS and entry.noted != first_pairs:
+                entry.noted = first_pairs
+                notes.append(
+                    f"freeze_thaw: search {sid}: {first_pairs} trial(s) past the first level so far: "
+                    "the curve model leans on its prior"
+                )
             incumbent = self._incumbent(model, trials)
             for t in trials:
                 passed = len(model.scores.get(t.id, ()))
