@@ -261,7 +261,7 @@ class CurveModel:
                 s2 = (n * resid + w * spread**2) / (n + w)
                 local.append(_Local.fit(x, y, gain, spread) if n >= LOCAL_PAIRS else None)
             elif n == 1:
-                (x0, y0), = pairs
+                ((x0, y0),) = pairs
                 b, a, s2 = 1.0, (y0 - x0 + w * gain) / (1 + w), spread**2
                 local.append(None)
             else:

@@ -37,9 +37,7 @@ def trial(tid: int, accs: list[float] = (), *, devices=(), running=False, arriva
 
 
 def snap(trials, *, state=None, devices=ONE, search=SEARCH) -> ClusterSnapshot:
-    return ClusterSnapshot(
-        now=0.0, devices=devices, trials=tuple(trials), searches=(search,), policy_state=state or {}
-    )
+    return ClusterSnapshot(now=0.0, devices=devices, trials=tuple(trials), searches=(search,), policy_state=state or {})
 
 
 def history(n: int = 40) -> list[TrialView]:
@@ -161,7 +159,10 @@ def test_over_a_whole_search_a_policy_rebuilt_from_the_state_plans_as_the_runnin
         plan = running_policy.plan(snapshot)
         fresh = FreezeThawPolicy().plan(snap(trials, state=json.loads(json.dumps(state)), devices=TWO))
         assert (plan.placement, plan.limits, plan.hold, plan.stop) == (
-            fresh.placement, fresh.limits, fresh.hold, fresh.stop
+            fresh.placement,
+            fresh.limits,
+            fresh.hold,
+            fresh.stop,
         ), f"round {_round}"
         state = dict(plan.state)
         running = set()
