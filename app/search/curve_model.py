@@ -38,7 +38,7 @@ from app.search.fidelity import rungs, value_at
 __all__ = ["CurveModel", "Transition", "levels_for", "score"]
 
 FACTOR = math.sqrt(2.0)  # steps between levels grow by this factor
-FIRST_FRACTION = 1 / float(__import__("os").environ.get("FT_FIRST", "64"))  # EXPERIMENT
+FIRST_FRACTION = 1 / 32  # the first level, as a fraction of max_steps (at least one step, at least the first report)
 PRIOR_PAIRS = 3.0  # weight of the persistence prior, in pairs
 PRIOR_GAIN = 0.35  # the prior's mean gain of z from the first level to the second (logit units)
 GAIN_DECAY = 0.7  # ... and its shrinking factor from one level to the next (the steps grow, the gains shrink)

@@ -16,9 +16,10 @@ def curve(values: list[float], every: int = 1) -> list[tuple[int, float]]:
 
 
 def test_levels_grow_by_the_factor_and_end_at_max_steps():
-    assert levels_for(52) == (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 52)
+    assert levels_for(52) == (2, 3, 4, 6, 8, 11, 16, 23, 32, 52)
+    assert levels_for(52, first=1)[:3] == (1, 2, 3)
     grid = levels_for(8000)
-    assert grid[0] == 125 and grid[-1] == 8000
+    assert grid[0] == 250 and grid[-1] == 8000
     assert all(b > a for a, b in zip(grid, grid[1:], strict=False))
 
 
@@ -43,7 +44,7 @@ def test_a_level_records_the_best_value_up_to_the_first_report_past_it():
 def test_without_pairs_the_prior_says_a_trial_keeps_its_score_and_gains_a_little():
     m = CurveModel("maximize", True, levels_for(52))
     mean, var = m.forecast(0, np.array([0.0, 1.0]))
-    assert mean.shape == (2, 10)
+    assert mean.shape == (2, 9)
     assert np.all(np.diff(mean, axis=1) >= 0)  # the prior's gains are positive and shrink
     assert mean[1, 0] - mean[0, 0] == pytest.approx(1.0)  # slope 1: persistence
     assert np.all(np.diff(var, axis=1) > 0)

@@ -12,7 +12,7 @@ from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, T
 from app.search.curve_model import levels_for
 
 MAX = 52
-LEVELS = levels_for(MAX)  # (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 52)
+LEVELS = levels_for(MAX)  # (2, 3, 4, 6, 8, 11, 16, 23, 32, 52)
 SEARCH = SearchView(id=1, goal="maximize", target=0.95, max_steps=MAX, more_trials=True)
 ONE = (DeviceView("cpu:0"),)
 TWO = (DeviceView("cpu:0"), DeviceView("cpu:1"))
@@ -64,7 +64,7 @@ def test_before_any_report_new_trials_start_in_arrival_order_up_to_their_first_l
 
 
 def test_a_running_trial_is_never_preempted_and_runs_to_its_next_level():
-    running = trial(1, [0.6, 0.62, 0.64], devices=("cpu:0",), running=True)  # passed levels 1, 2, 3
+    running = trial(1, [0.6, 0.62, 0.64], devices=("cpu:0",), running=True)  # passed levels 2 and 3
     plan = FreezeThawPolicy().plan(snap([running, trial(2)]))
     assert plan.placement == {"cpu:0": (1,)}
     assert plan.limits == {1: 4}
