@@ -257,6 +257,21 @@ class HyperbandKnobs(AshaKnobs):
     brackets: int = Field(default=3, ge=1, le=8, description="Hyperband brackets")
 
 
+class FreezeThawKnobs(RunToRungKnobs):
+    """Freeze-thaw (`app.executor.policy.freeze_thaw`): every freed device goes to the trial, parked or
+    new, whose next increment buys the most chance of reaching the target per device-second, by one
+    learning-curve model per search (`app.search.curve_model`)."""
+
+    policy: Literal["freeze_thaw"] = "freeze_thaw"
+    give_up_p: float = Field(
+        default=1e-3,
+        ge=0,
+        lt=1,
+        description="once no new trials will come, stop a trial (not the best) whose P(reach target) is below this",
+    )
+    memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for parked trials; 0 = no limit")
+
+
 class ShareKnobs(_Knobs):
     """The share layer's knobs: cluster-wide (not a search's: no search may choose its own share)."""
 
@@ -270,7 +285,9 @@ class ShareKnobs(_Knobs):
     )
 
 
-PolicyKnobs = FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs
+PolicyKnobs = (
+    FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs | FreezeThawKnobs
+)
 SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 # Policy name -> its knob model, read off the union (each model's `policy` literal): the one list of names.
 KNOBS: dict[str, type[PolicyKnobs]] = {m.model_fields["policy"].default: m for m in get_args(PolicyKnobs)}
