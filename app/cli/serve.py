@@ -39,6 +39,13 @@ def _server(config: Any, stopping: threading.Event) -> Any:
     return Server(config)
 
 
+def _setting_error(error: Any) -> str:
+    """One of the settings' validation errors, named by its environment variable."""
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    name = "QUANTA_" + "_".join(str(p) for p in error["loc"]).upper()
+    return msg if msg.startswith(name) else f"{name}: {msg}"
+
+
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on", envvar="QUANTA_HOST")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on", envvar="QUANTA_PORT")] = 8000,
@@ -67,6 +74,7 @@ def serve(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     import uvicorn
+    from pydantic import ValidationError
 
     from app.api import auth
     from app.api.logs import install as redact_tokens
@@ -85,7 +93,10 @@ def serve(
     except DeviceSpecError as exc:
         raise fail(str(exc)) from None
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
-    settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
+    try:  # QUANTA_TOKEN too short: refused before anything is opened
+        settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
+    except ValidationError as exc:
+        raise fail("; ".join(_setting_error(e) for e in exc.errors())) from None
     try:
         store = Store(settings.db_url)
     except Exception as exc:

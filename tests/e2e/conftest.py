@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "e2e-token-0123456789"
+TOKEN = "e2e-token-0123456789abcdefghijklmno"
 
 
 def _free_port() -> int:

@@ -14,7 +14,7 @@ from app.db.models import FIRST_ADMIN, TokenRow
 from app.db.queries import Conflict
 from app.db.secret import ENV, secret_path, server_secret
 from app.db.store import Store
-from app.db.tokens import keyed_digest, legacy_digest
+from app.db.tokens import keyed_digest, legacy_digest, visible_prefix
 from app.status import SearchStatus
 
 
@@ -38,7 +38,7 @@ def _rows(store: Store) -> list[TokenRow]:
 def test_a_token_is_stored_as_a_keyed_hash_and_names_its_user(store):
     store.add_user("bob", 1.0)
     new = store.create_token("bob", 2.0, name="laptop")
-    assert new.token.startswith("qnt_") and new.prefix == new.token[:12] and new.user == "bob" and new.active
+    assert new.token.startswith("qnt_") and new.prefix == new.token[:10] and new.user == "bob" and new.active
     [row] = _rows(store)
     assert row.token_hash == keyed_digest(store.token_secret(), new.token)
     assert row.token_hash != hashlib.sha256(new.token.encode()).hexdigest()  # not the unkeyed digest
@@ -126,7 +126,7 @@ def test_an_older_databases_unkeyed_token_keeps_working_and_is_rekeyed_on_first_
     assert store.authenticate(token, 2.0).name == FIRST_ADMIN
     [row] = _rows(store)
     assert row.scheme == "hmac" and row.token_hash == keyed_digest(store.token_secret(), token)
-    assert row.prefix == token[:12]
+    assert row.prefix == visible_prefix(token) == token[:6]  # a quarter of a short token at most
     assert store.authenticate(token, 3.0).name == FIRST_ADMIN  # by its keyed hash now
     # A token given again (QUANTA_TOKEN at each start) whose unkeyed digest is stored is re-keyed, not doubled.
     # (Its row as the migrations leave an older database's: the first admin's, by name and by id.)
@@ -139,7 +139,7 @@ def test_an_older_databases_unkeyed_token_keeps_working_and_is_rekeyed_on_first_
         )  # fmt: skip
         s.commit()
     again = store.add_token(FIRST_ADMIN, other_old, 4.0, name="QUANTA_TOKEN")
-    assert again.scheme == "hmac" and again.name == "env" and again.prefix == other_old[:12]
+    assert again.scheme == "hmac" and again.name == "env" and again.prefix == visible_prefix(other_old)
     assert [r.scheme for r in _rows(store)] == ["hmac", "hmac"]
     assert store.authenticate(other_old, 5.0).name == FIRST_ADMIN
     assert store.authenticate("qnt_other", 3.0) is None
