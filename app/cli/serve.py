@@ -73,13 +73,20 @@ def serve(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    import uvicorn
     from pydantic import ValidationError
+
+    from app.api.settings import Settings
+
+    try:  # first: a QUANTA_TOKEN too short is refused before anything is imported, opened or shown
+        settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
+    except ValidationError as exc:
+        raise fail("; ".join(_setting_error(e) for e in exc.errors())) from None
+
+    import uvicorn
 
     from app.api import auth
     from app.api.logs import install as redact_tokens
     from app.api.main import create_app
-    from app.api.settings import Settings
     from app.cli.share_options import ShareOptionError, apply_weights, share_options
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
@@ -93,10 +100,6 @@ def serve(
     except DeviceSpecError as exc:
         raise fail(str(exc)) from None
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
-    try:  # QUANTA_TOKEN too short: refused before anything is opened
-        settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
-    except ValidationError as exc:
-        raise fail("; ".join(_setting_error(e) for e in exc.errors())) from None
     try:
         store = Store(settings.db_url)
     except Exception as exc:

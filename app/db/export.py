@@ -7,8 +7,8 @@ and best value of the objective, steps, device seconds, retries, why it ended, t
 in the space's order. The parameter columns come from the spec's space, so a search without trials
 exports a header and no rows (a parameter found only in trials, e.g. from an older spec, is appended).
 
-CSV: empty cells for missing values, floats written exactly (Python's repr round-trips), text that a
-spreadsheet would run as a formula prefixed with `'` (`formula_safe`, OWASP's advice). JSON:
+CSV: empty cells for missing values, floats written exactly (Python's repr round-trips), text quoted and,
+where a spreadsheet would run it as a formula, prefixed with `'` (`formula_safe`, OWASP's advice). JSON:
 ``{"search_id", "metric", "columns", "trials": [{column: value}, ...]}``. Parquet needs pyarrow
 (`pip install 'quanta[notebook]'`; `ExportError` says so when it is missing); a parameter column whose
 values have several types (a choice of 8 and "auto") is written as text there.
@@ -147,10 +147,11 @@ def trial_table(store: ControllerStore, search_id: int) -> TrialTable | None:
 
 
 def to_csv(table: TrialTable) -> str:
-    """The table as CSV text with a header line (missing values are empty cells). Text that a spreadsheet
-    would run as a formula is escaped (`formula_safe`), in the header too."""
+    """The table as CSV text with a header line (missing values are empty cells). As OWASP recommends for
+    a file a spreadsheet may open: every text cell is quoted (numbers are not), and text that would run as
+    a formula is prefixed with `'` (`formula_safe`), in the header too."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writerow([formula_safe(c) for c in table.columns])
     for row in table.rows:
         writer.writerow(["" if row[c] is None else _cell(row[c]) for c in table.columns])
@@ -165,8 +166,8 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "
 def formula_safe(text: str) -> str:
     """`text` as OWASP recommends for a CSV cell a spreadsheet will open: prefixed with a single quote
     when it starts with a formula character (`=cmd|' /C calc'!A0` -> `'=cmd|' /C calc'!A0`), so it is
-    shown as text and never run. The csv writer quotes cells with separators, quotes or line breaks.
-    Numbers are written as numbers (a negative one is no formula)."""
+    shown as text and never run. Numbers are left to be written as numbers (a negative one is no
+    formula)."""
     return "'" + text if text.startswith(FORMULA_START) else text
 
 

@@ -184,9 +184,7 @@ class TokenQueries:
                     # The start of a stored prefix, or more of the token than its prefix (a prefix listed
                     # before prefixes were shortened; the token's first characters copied generously).
                     stored = col(TokenRow.prefix)
-                    longer = and_(
-                        func.length(stored) >= 6, func.substr(literal(ref), 1, func.length(stored)) == stored
-                    )
+                    longer = and_(func.length(stored) >= 6, func.substr(literal(ref), 1, func.length(stored)) == stored)
                     rows = list(s.exec(select(TokenRow).where(or_(stored.startswith(ref, autoescape=True), longer))))
             if not rows:
                 raise KeyError(f"no token matches {ref!r}")

@@ -176,3 +176,30 @@ def test_a_new_sqlite_database_file_is_private(tmp_path, no_env_secret):
     wal = tmp_path / "fresh.db-wal"
     if wal.exists():  # SQLite gives its log the database file's mode
         assert stat.S_IMODE(wal.stat().st_mode) & 0o077 == 0
+
+
+def test_a_tokens_visible_prefix_is_at_most_a_quarter_of_it_and_ten_characters(store):
+    from app.db.tokens import SHOWN
+
+    assert visible_prefix("qnt_" + "a" * 43) == "qnt_aaaaaa" and SHOWN == 10  # 36 of a made token's 256 bits
+    for n in (8, 16, 20, 32, 40, 100):
+        token = "t" * n
+        assert len(visible_prefix(token)) == min(SHOWN, n // 4)
+    short = "sixteen-chars-ab"  # stored before tokens had a minimum length: shown 4 characters, not 12
+    row = store.add_token(FIRST_ADMIN, short, 1.0, name="QUANTA_TOKEN")
+    assert row.prefix == "sixt" and [t.prefix for t in store.tokens(FIRST_ADMIN, 2.0)] == ["sixt"]
+    made = store.create_token(FIRST_ADMIN, 3.0)
+    assert store.revoke_token(made.token[:14], 4.0).id == made.id  # more of it than the prefix holds
+
+
+def test_a_new_quanta_token_revokes_the_one_it_replaces(store):
+    from app.api.auth import ensure_token
+
+    old, new = "o" * 40, "n" * 40
+    ensure_token(store, old)
+    other = store.create_token(FIRST_ADMIN, 1.0, name="laptop")
+    ensure_token(store, old)  # the same one at the next start: nothing changes
+    assert store.authenticate(old, 2.0) is not None
+    ensure_token(store, new)  # an operator replaced it (or it was shorter than the minimum)
+    assert store.authenticate(old, 3.0) is None and store.authenticate(new, 3.0).name == FIRST_ADMIN
+    assert store.authenticate(other.token, 3.0) is not None  # other tokens of the admin are left alone
