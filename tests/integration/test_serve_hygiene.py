@@ -115,7 +115,11 @@ def test_serve_refuses_a_quanta_token_shorter_than_32_characters(tmp_path: Path)
     db = tmp_path / "q.db"
     env = {**os.environ, "QUANTA_TOKEN": "short-token", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "app.cli", "serve", "--db", f"sqlite:///{db}", "--port", str(free_port())]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    cmd += ["--devices", "cpu:1"]
+    try:  # it exits at once (under a second); one that serves instead is stopped here
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("quanta serve started with a QUANTA_TOKEN of 11 characters") from None
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert "QUANTA_TOKEN has 11 characters; it must have at least 32" in r.stderr
     assert not db.exists()  # refused before the database was opened (nothing stored, nothing shown)
