@@ -148,11 +148,12 @@ def trial_table(store: ControllerStore, search_id: int) -> TrialTable | None:
 
 def to_csv(table: TrialTable) -> str:
     """The table as CSV text with a header line (missing values are empty cells). As OWASP recommends for
-    a file a spreadsheet may open: every text cell is quoted (numbers are not), and text that would run as
-    a formula is prefixed with `'` (`formula_safe`), in the header too."""
+    a file a spreadsheet may open: every text cell of the rows is quoted (numbers are not), and text that
+    would run as a formula is prefixed with `'` (`formula_safe`). The header's names start with a fixed
+    column's name or `params.`, never with a formula character: written plain."""
     buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([formula_safe(c) for c in table.columns])
     writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
-    writer.writerow([formula_safe(c) for c in table.columns])
     for row in table.rows:
         writer.writerow(["" if row[c] is None else _cell(row[c]) for c in table.columns])
     return buf.getvalue()
