@@ -11,8 +11,8 @@ import json
 import re
 import threading
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -42,9 +42,11 @@ class _Frozen(BaseModel):
 
 
 class MetricSpec(_Frozen):
-    name: str = Field(min_length=1)
-    goal: Literal["maximize", "minimize"] = "maximize"
-    target: float | None = None
+    name: str = Field(min_length=1, description="the reported metric the search optimises (a key of trial.report)")
+    goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
+    target: float | None = Field(
+        default=None, description="the value that counts as reached (null: none; the search runs its budget)"
+    )
 
     def better(self, a: float, b: float) -> bool:
         """True when metric value `a` is strictly better than `b`."""
@@ -77,28 +79,114 @@ MAX_OPTIONS = 4096  # options of all `choice` dimensions together (a 30,000-opti
 
 
 class BudgetSpec(_Frozen):
-    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS)
+    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS, description="configurations tried at most")
     max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
     max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
     stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
 
 
 class ResourcesSpec(_Frozen):
-    devices_per_trial: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_TRIAL)
+    devices_per_trial: int = Field(
+        default=1, ge=1, le=MAX_DEVICES_PER_TRIAL, description="devices each trial runs on at once"
+    )
+
+
+def _relative_path(value: str, what: str) -> str:
+    """`value` when it is a relative path that stays inside the folder it is resolved against (no `..`);
+    tracking output is written where the controller runs, never elsewhere on its machine."""
+    p = PurePosixPath(value)
+    if not value or p.is_absolute() or ".." in p.parts or "\x00" in value:
+        raise ValueError(f"{what} must be a relative path without '..' (under the folder the controller runs in)")
+    return value
+
+
+class TensorBoardTracking(_Frozen):
+    """TensorBoard event files (`torch.utils.tensorboard`, the `tensorboard` extra)."""
+
+    library: ClassVar[str] = "tensorboard"  # what it needs installed (the extra of the same name brings it)
+
+    dir: str = Field(
+        default="runs", max_length=1024, description="folder of event files: one subfolder per search, one per trial"
+    )
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, v: str) -> str:
+        return _relative_path(v, "dir")
+
+
+class MlflowTracking(_Frozen):
+    """MLflow runs in a local SQLite store (the `mlflow` extra: mlflow-skinny)."""
+
+    library: ClassVar[str] = "mlflow"
+
+    tracking_uri: str = Field(
+        default="sqlite:///mlflow.db",
+        max_length=1024,
+        description="a local store, sqlite:///relative/path.db (`mlflow ui --backend-store-uri` reads it)",
+    )
+    experiment: str | None = Field(
+        default=None, min_length=1, max_length=500, description="experiment name (default: the search's name)"
+    )
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _local(cls, v: str) -> str:
+        if not v.startswith("sqlite:///"):
+            raise ValueError("only a local store is written: sqlite:///relative/path.db")
+        _relative_path(v.removeprefix("sqlite:///"), "the database path")
+        return v
+
+
+class WandbTracking(_Frozen):
+    """Weights & Biases runs written offline (the `wandb` extra); `wandb sync` uploads them later."""
+
+    library: ClassVar[str] = "wandb"
+
+    project: str = Field(min_length=1, max_length=128, description="W&B project the runs belong to")
+    mode: Literal["offline"] = Field(default="offline", description="offline only: nothing is sent while a search runs")
+    dir: str = Field(default=".", max_length=1024, description="folder W&B writes its `wandb/` folder of runs into")
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, v: str) -> str:
+        return _relative_path(v, "dir")
+
+
+class TrackingSpec(_Frozen):
+    """Where each trial's reports are also written, one run per trial, by the controller as it records
+    them (`app.integrations.tracking`): its configuration as hyperparameters, each report as a step."""
+
+    tensorboard: TensorBoardTracking | None = Field(default=None, description="TensorBoard event files")
+    mlflow: MlflowTracking | None = Field(default=None, description="MLflow runs")
+    wandb: WandbTracking | None = Field(default=None, description="Weights & Biases offline runs")
+
+    def enabled(self) -> dict[str, TensorBoardTracking | MlflowTracking | WandbTracking]:
+        """The trackers the spec asks for, by name."""
+        blocks = {"tensorboard": self.tensorboard, "mlflow": self.mlflow, "wandb": self.wandb}
+        return {name: block for name, block in blocks.items() if block is not None}
 
 
 class SearchSpec(_Frozen):
-    name: str = Field(min_length=1, max_length=200)
-    trainable: str
-    space: dict[str, Any]
-    metric: MetricSpec
-    budget: BudgetSpec = BudgetSpec()
-    resources: ResourcesSpec = ResourcesSpec()
-    parallelism: int = Field(default=4, ge=1, le=MAX_PARALLELISM)
-    search: SearchAlgoSpec = SearchAlgoSpec()
+    name: str = Field(min_length=1, max_length=200, description="shown in listings and the dashboard")
+    trainable: str = Field(description="the training function, as 'package.module:function'")
+    space: dict[str, Any] = Field(description="the hyperparameters to search (see `space` below)")
+    metric: MetricSpec = Field(description="what to optimise and the target")
+    budget: BudgetSpec = Field(default=BudgetSpec(), description="when the search ends")
+    resources: ResourcesSpec = Field(default=ResourcesSpec(), description="what one trial needs")
+    parallelism: int = Field(
+        default=4,
+        ge=1,
+        le=MAX_PARALLELISM,
+        description="trials alive at once (more than devices: time-sliced or parked)",
+    )
+    search: SearchAlgoSpec = Field(default=SearchAlgoSpec(), description="how configurations are proposed")
     scheduler: SchedulerKnobs = Field(default_factory=AshaKnobs, description="policy and its knobs")
     seed: int = Field(default=0, ge=0, lt=2**32, description="a 32-bit seed")
     config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
+    tracking: TrackingSpec = Field(
+        default=TrackingSpec(), description="write each trial's reports to TensorBoard, MLflow or W&B too"
+    )
 
     @field_validator("trainable")
     @classmethod
@@ -171,6 +259,17 @@ class SearchSpec(_Frozen):
         from app.trainable_ref import trainable_problem
 
         return trainable_problem(self.trainable)
+
+    def tracking_problem(self) -> str | None:
+        """None when the library of every tracker the spec asks for is installed here; otherwise which one
+        is missing and the extra that brings it. Nothing is imported (`app.integrations.tracking`)."""
+        import importlib.util
+
+        for name, block in self.tracking.enabled().items():
+            library = block.library
+            if importlib.util.find_spec(library) is None:
+                return f"tracking.{name} needs the {library} package: pip install 'quanta[{name}]' (or {library})"
+        return None
 
     def importable(self) -> bool:
         """True when `trainable_problem()` finds nothing wrong."""
