@@ -79,7 +79,7 @@ class SearcherHost:
                 result = call(self._searcher)  # type: ignore[arg-type]  # built by the first call
             except Exception as exc:
                 if quiet:
-                    log.exception("searcher call failed")
+                    log.exception("%s: a call to the searcher failed", threading.current_thread().name)
                 future.set_exception(exc)
             else:
                 future.set_result(result)
