@@ -319,6 +319,7 @@ class ControllerThread:
 
     def _main(self) -> None:
         from app.controller import Controller, ControllerOptions
+        from app.controller.options import SERVICE_SEARCHER_WAIT_S
         from app.executor.runtime.base import Runtime
         from app.executor.runtime.local import LocalRuntime
 
@@ -327,7 +328,8 @@ class ControllerThread:
         try:
             # The controller binds itself as the runtime's launcher.
             runtime = make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
-            ctl = Controller(self.store, runtime, ControllerOptions(workdir=self.workdir, share=self.share))
+            options = ControllerOptions(workdir=self.workdir, share=self.share, searcher_wait_s=SERVICE_SEARCHER_WAIT_S)
+            ctl = Controller(self.store, runtime, options)
             ctl.load()
             loop = ControllerLoop(ctl, self.store, self.workdir, tick_s=self.tick_s, lease=self.lease, stop=self._stop)
             loop.show_idle()  # the devices are on the dashboard before the service reports itself running

@@ -35,7 +35,7 @@ from app.executor.policy.knobs import (
 )
 from app.search import space as space_module
 from app.search.knobs import SEARCH_RETIRED, Retired
-from app.spec import SearchSpec
+from app.spec import MAX_DEPTH, MAX_OPTIONS, MAX_PARAMETERS, SearchSpec
 
 COMMAND = "python -m app.spec_reference --write docs/spec.md"
 
@@ -196,6 +196,11 @@ def _space_section() -> list[str]:
         "Options of a `choice` may be nested spaces: `optimizer: {choice: [{name: sgd, momentum: {uniform: "
         "[0.0, 0.99]}}, {name: adam}]}`. A bad entry is refused with its path "
         "(`space.optimizer.choice[0].momentum: unknown kind 'unifrom'`).",
+        "",
+        f"A space has at most {MAX_PARAMETERS} parameters (every named entry, nested ones included) and "
+        f"{MAX_OPTIONS:,} `choice` options in all, and a parameter's name has no `.` (nested names are "
+        f"joined by dots: `optimizer.momentum`). A spec nests at most {MAX_DEPTH} levels of mappings and "
+        "lists (the spec itself is the first).",
         "",
     ]
 

@@ -59,7 +59,9 @@ class Controller:
         self._index = TrialIndex()
         self._rounds = Rounds(store)
         pairs = PackedRates()
-        self.book = SearchBook(store, runtime, self._index, self._rounds, self._signals)
+        self.book = SearchBook(
+            store, runtime, self._index, self._rounds, self._signals, searcher_wait_s=options.searcher_wait_s
+        )
         self.tracking = ReportTracking(self.book, self._index)
         self.recorder = EventRecorder(
             store, runtime, self.book, self._index, pairs, self._signals, on_stored=self.tracking.stored

@@ -24,7 +24,7 @@ import pytest
 from tests.integration.live_server import LiveServer, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "e2e-token-0123456789"
+TOKEN = "e2e-token-0123456789abcdefghijklmno"  # QUANTA_TOKEN has at least 32 characters
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
