@@ -12,7 +12,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 DEB_PKGS := redis-server postgresql chromium
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit chaos install dev system-deps lint bench clean
+.PHONY: demo test test-unit chaos install dev system-deps lint bench peers-old clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,14 @@ bench: dev system-deps
 	$(PY) bench/load.py --seconds 30 --clients 50 --streams 20 --json bench/results/load.json
 	$(PY) bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
 	  --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
+
+# The LCBench peers that need an environment of their own (bench/peer_env.py): Syne Tune 0.14.2 (MOBSTER,
+# Hyper-Tune, DyHPO; 0.16 dropped them) and DEHB 0.1.2, both pinning numpy < 1.27, at the exact versions in
+# bench/peer_requirements.txt. About 2 minutes. Not part of `make test`: tests/bench/test_peer_env.py skips
+# without it. bench/lcbench.py finds it here or at $QUANTA_PEER_VENV.
+PEER_VENV ?= .venv-peers
+peers-old:
+	bash bench/peer_env.sh $(PEER_VENV)
 
 clean:
 	rm -rf $(VENV) .quanta quanta.db quanta.db-wal quanta.db-shm demo-result.json test-artifacts

@@ -14,6 +14,9 @@ no wiring.
   closes the runtime (trial processes exit), leaving searches `running` to continue at the next start.
 - `make_runtime(broker, store, checkpoints)`: a `CeleryRuntime` over the node agents registered in the
   database (`quanta controller`, `quanta serve --broker`).
+- `run_search(spec, devices, db=..., workdir=...)`: one search run to its end on this machine's devices in
+  the calling thread, its result returned: the controller `quanta run` drives, for `app.sdk.run` (a
+  notebook's in-process search) and any caller that holds no typer.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.status import SEARCH_STARTED, SearchStatus
 
@@ -36,6 +40,8 @@ if TYPE_CHECKING:
     from app.devices import Device
     from app.executor.policy.knobs import ShareKnobs
     from app.executor.runtime.celery_runtime import CeleryRuntime
+    from app.executor.runtime.template import TemplateStart
+    from app.spec import SearchSpec
 
 log = logging.getLogger("quanta.service")
 
@@ -169,6 +175,106 @@ class ControllerLoop:
             log.info("search %s deleted", sid)
 
 
+@dataclass(frozen=True)
+class SearchProgress:
+    """What a search run by `run_search` has done so far, after each step of its controller: trials
+    ended (`done`) of `max_trials`, the best metric (None before the first report), whether the target
+    was reached, and how many of the runtime's devices are computing now."""
+
+    search_id: int
+    name: str
+    metric: str
+    done: int
+    max_trials: int
+    best: float | None
+    reached: bool
+    busy_devices: int
+    devices: int
+
+
+def run_search(
+    spec: SearchSpec,
+    devices: list[Device],
+    *,
+    db: str = "sqlite:///quanta.db",
+    workdir: str | Path = ".quanta",
+    lease: ControllerLease | None = None,
+    template: TemplateStart | None = None,
+    on_step: Callable[[SearchProgress], None] | None = None,
+) -> dict[str, Any]:
+    """Run the validated `spec` as a new search on `devices` (this machine's) in the calling thread until
+    it ends (target reached, budget spent), with the controller loop every command runs
+    (`ControllerLoop`), and return its result: `app.db.summary.search_result` with `devices` and `db`
+    added (what `quanta run --output` writes).
+
+    `lease`: the database's controller lease, held by the caller; None: taken here (`LeaseHeld`, naming
+    the holder, when another controller runs on `db`; nothing is stored then) and released at the end.
+    `template`: a trial template started early (`start_template`), else one is started here.
+    `on_step(progress)`: called after every step of the controller. `WarmStartError`: an earlier search
+    named in `search.warm_start_from` is missing or has another space (nothing stored). A failing round
+    ends the search with its error (no retries: there is no service to outlive it). KeyboardInterrupt:
+    the search is stopped (`interrupted`), its trial processes end, and the interrupt goes on up."""
+    from app.controller import Controller, ControllerOptions
+    from app.db.lease import ControllerLease
+    from app.db.store import Store
+    from app.db.summary import search_result
+    from app.executor.runtime.local import LocalRuntime
+
+    workdir = Path(workdir)
+    own_lease = lease is None
+    if lease is None:
+        lease = ControllerLease(db)
+        lease.acquire()
+    try:
+        # The controller binds itself as the runtime's launcher before any trial starts.
+        runtime = LocalRuntime(devices, warm_modules=[spec.module], template=template)
+        store = Store(db)
+        ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
+        try:
+            search_id = ctl.submit(spec)
+        except BaseException:
+            ctl.close()
+            raise
+        s = ctl.search(search_id)
+        assert s is not None
+        loop = ControllerLoop(ctl, store, workdir, lease=lease, retry_failed_ticks=False)
+
+        def step() -> None:
+            if on_step is None:
+                return
+            busy = {d for r in runtime.residency().values() if r.running for d in r.devices}
+            on_step(
+                SearchProgress(
+                    search_id=search_id,
+                    name=spec.name,
+                    metric=spec.metric.name,
+                    done=sum(1 for t in s.trials.values() if t.status.final),
+                    max_trials=spec.budget.max_trials,
+                    best=s.best,
+                    reached=s.reached_at is not None,
+                    busy_devices=len(busy),
+                    devices=len(devices),
+                )
+            )
+
+        try:
+            loop.run(until=lambda: s.status != SearchStatus.RUNNING, on_step=step)
+            ctl.settle()
+            step()  # the last figures: the bar ends at what the result says
+        except KeyboardInterrupt:
+            ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
+            raise
+        finally:
+            ctl.close()
+        result = search_result(store, search_id)
+        result["devices"] = [d.id for d in devices]
+        result["db"] = db
+        return result
+    finally:
+        if own_lease:
+            lease.release()
+
+
 class ControllerThread:
     """`quanta serve`'s controller: `ControllerLoop` in a thread of its own until `stop()`. `devices`: this
     machine's (a `LocalRuntime`); with `broker`, trials run on `quanta worker` nodes instead and
@@ -213,6 +319,7 @@ class ControllerThread:
 
     def _main(self) -> None:
         from app.controller import Controller, ControllerOptions
+        from app.controller.options import SERVICE_SEARCHER_WAIT_S
         from app.executor.runtime.base import Runtime
         from app.executor.runtime.local import LocalRuntime
 
@@ -221,7 +328,8 @@ class ControllerThread:
         try:
             # The controller binds itself as the runtime's launcher.
             runtime = make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
-            ctl = Controller(self.store, runtime, ControllerOptions(workdir=self.workdir, share=self.share))
+            options = ControllerOptions(workdir=self.workdir, share=self.share, searcher_wait_s=SERVICE_SEARCHER_WAIT_S)
+            ctl = Controller(self.store, runtime, options)
             ctl.load()
             loop = ControllerLoop(ctl, self.store, self.workdir, tick_s=self.tick_s, lease=self.lease, stop=self._stop)
             loop.show_idle()  # the devices are on the dashboard before the service reports itself running

@@ -11,8 +11,8 @@ import json
 import re
 import threading
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -21,7 +21,7 @@ from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.fidelity import DEFAULT_ETA, rungs_of
 from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
-from app.search.space import SpaceError, point_vals, validate_space
+from app.search.space import SpaceError, is_dimension, point_vals, validate_space
 
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
 
@@ -42,9 +42,11 @@ class _Frozen(BaseModel):
 
 
 class MetricSpec(_Frozen):
-    name: str = Field(min_length=1)
-    goal: Literal["maximize", "minimize"] = "maximize"
-    target: float | None = None
+    name: str = Field(min_length=1, description="the reported metric the search optimises (a key of trial.report)")
+    goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
+    target: float | None = Field(
+        default=None, description="the value that counts as reached (null: none; the search runs its budget)"
+    )
 
     def better(self, a: float, b: float) -> bool:
         """True when metric value `a` is strictly better than `b`."""
@@ -65,31 +67,126 @@ class MetricSpec(_Frozen):
 # controller create millions of rows or ask for a million devices.
 MAX_PARALLELISM = 4096
 MAX_DEVICES_PER_TRIAL = 1024
+# How deeply a spec may nest (mappings and lists, from the spec itself at level 1). A real spec nests a
+# handful of levels; JSON encoders and pydantic's serializer give up at a few hundred, so a deeper spec
+# stored once would break every page that shows it.
+MAX_DEPTH = 32
+# How wide a search space may be: the searcher is built and asked in time proportional to it (TPE on
+# 256 parameters: about 0.1 s to build, 0.1 s per ask after a few dozen trials; 2,000 parameters took
+# seconds), and the export and the dashboard draw one column per parameter.
+MAX_PARAMETERS = 256
+MAX_OPTIONS = 4096  # options of all `choice` dimensions together (a 30,000-option choice took 9 s to build)
 
 
 class BudgetSpec(_Frozen):
-    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS)
+    max_trials: int = Field(default=50, ge=1, le=MAX_TRIALS, description="configurations tried at most")
     max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
     max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
     stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
 
 
 class ResourcesSpec(_Frozen):
-    devices_per_trial: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_TRIAL)
+    devices_per_trial: int = Field(
+        default=1, ge=1, le=MAX_DEVICES_PER_TRIAL, description="devices each trial runs on at once"
+    )
+
+
+def _relative_path(value: str, what: str) -> str:
+    """`value` when it is a relative path that stays inside the folder it is resolved against (no `..`);
+    tracking output is written where the controller runs, never elsewhere on its machine."""
+    p = PurePosixPath(value)
+    if not value or p.is_absolute() or ".." in p.parts or "\x00" in value:
+        raise ValueError(f"{what} must be a relative path without '..' (under the folder the controller runs in)")
+    return value
+
+
+class TensorBoardTracking(_Frozen):
+    """TensorBoard event files (`torch.utils.tensorboard`, the `tensorboard` extra)."""
+
+    library: ClassVar[str] = "tensorboard"  # what it needs installed (the extra of the same name brings it)
+
+    dir: str = Field(
+        default="runs", max_length=1024, description="folder of event files: one subfolder per search, one per trial"
+    )
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, v: str) -> str:
+        return _relative_path(v, "dir")
+
+
+class MlflowTracking(_Frozen):
+    """MLflow runs in a local SQLite store (the `mlflow` extra: mlflow-skinny)."""
+
+    library: ClassVar[str] = "mlflow"
+
+    tracking_uri: str = Field(
+        default="sqlite:///mlflow.db",
+        max_length=1024,
+        description="a local store, sqlite:///relative/path.db (`mlflow ui --backend-store-uri` reads it)",
+    )
+    experiment: str | None = Field(
+        default=None, min_length=1, max_length=500, description="experiment name (default: the search's name)"
+    )
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _local(cls, v: str) -> str:
+        if not v.startswith("sqlite:///"):
+            raise ValueError("only a local store is written: sqlite:///relative/path.db")
+        _relative_path(v.removeprefix("sqlite:///"), "the database path")
+        return v
+
+
+class WandbTracking(_Frozen):
+    """Weights & Biases runs written offline (the `wandb` extra); `wandb sync` uploads them later."""
+
+    library: ClassVar[str] = "wandb"
+
+    project: str = Field(min_length=1, max_length=128, description="W&B project the runs belong to")
+    mode: Literal["offline"] = Field(default="offline", description="offline only: nothing is sent while a search runs")
+    dir: str = Field(default=".", max_length=1024, description="folder W&B writes its `wandb/` folder of runs into")
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, v: str) -> str:
+        return _relative_path(v, "dir")
+
+
+class TrackingSpec(_Frozen):
+    """Where each trial's reports are also written, one run per trial, by the controller as it records
+    them (`app.integrations.tracking`): its configuration as hyperparameters, each report as a step."""
+
+    tensorboard: TensorBoardTracking | None = Field(default=None, description="TensorBoard event files")
+    mlflow: MlflowTracking | None = Field(default=None, description="MLflow runs")
+    wandb: WandbTracking | None = Field(default=None, description="Weights & Biases offline runs")
+
+    def enabled(self) -> dict[str, TensorBoardTracking | MlflowTracking | WandbTracking]:
+        """The trackers the spec asks for, by name."""
+        blocks = {"tensorboard": self.tensorboard, "mlflow": self.mlflow, "wandb": self.wandb}
+        return {name: block for name, block in blocks.items() if block is not None}
 
 
 class SearchSpec(_Frozen):
-    name: str = Field(min_length=1, max_length=200)
-    trainable: str
-    space: dict[str, Any]
-    metric: MetricSpec
-    budget: BudgetSpec = BudgetSpec()
-    resources: ResourcesSpec = ResourcesSpec()
-    parallelism: int = Field(default=4, ge=1, le=MAX_PARALLELISM)
-    search: SearchAlgoSpec = SearchAlgoSpec()
+    name: str = Field(min_length=1, max_length=200, description="shown in listings and the dashboard")
+    trainable: str = Field(description="the training function, as 'package.module:function'")
+    space: dict[str, Any] = Field(description="the hyperparameters to search (see `space` below)")
+    metric: MetricSpec = Field(description="what to optimise and the target")
+    budget: BudgetSpec = Field(default=BudgetSpec(), description="when the search ends")
+    resources: ResourcesSpec = Field(default=ResourcesSpec(), description="what one trial needs")
+    parallelism: int = Field(
+        default=4,
+        ge=1,
+        le=MAX_PARALLELISM,
+        description="trials alive at once (more than devices: time-sliced or parked)",
+    )
+    search: SearchAlgoSpec = Field(default=SearchAlgoSpec(), description="how configurations are proposed")
     scheduler: SchedulerKnobs = Field(default_factory=AshaKnobs, description="policy and its knobs")
     seed: int = Field(default=0, ge=0, lt=2**32, description="a 32-bit seed")
     config: dict[str, Any] = Field(default_factory=dict, description="fixed values passed to every trial")
+    tracking: TrackingSpec = Field(
+        default=TrackingSpec(), description="write each trial's reports to TensorBoard, MLflow or W&B too"
+    )
 
     @field_validator("trainable")
     @classmethod
@@ -105,9 +202,12 @@ class SearchSpec(_Frozen):
 
     @field_validator("space")
     @classmethod
-    def _space_valid(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _space_valid(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         if not v:
             raise ValueError("must define at least one parameter")
+        stored = bool(info.context and info.context.get("stored"))
+        if not stored:  # a stored search keeps the space it was created with (its searcher runs off the tick)
+            space_width_check(v)
         validate_space(v)
         return v
 
@@ -160,9 +260,102 @@ class SearchSpec(_Frozen):
 
         return trainable_problem(self.trainable)
 
+    def tracking_problem(self) -> str | None:
+        """None when the library of every tracker the spec asks for is installed here; otherwise which one
+        is missing and the extra that brings it. Nothing is imported (`app.integrations.tracking`)."""
+        import importlib.util
+
+        for name, block in self.tracking.enabled().items():
+            library = block.library
+            if importlib.util.find_spec(library) is None:
+                return f"tracking.{name} needs the {library} package: pip install 'quanta[{name}]' (or {library})"
+        return None
+
     def importable(self) -> bool:
         """True when `trainable_problem()` finds nothing wrong."""
         return self.trainable_problem() is None
+
+
+def nesting_problem(data: Any, limit: int = MAX_DEPTH) -> str | None:
+    """The field path of the first mapping or list in `data` nested deeper than `limit` levels (`data`
+    itself is level 1), or None when there is none. Iterative and stops descending at the limit, so a
+    document nested thousands of levels deep costs no recursion and no more than its first levels."""
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(data, 1, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        children: Any
+        if isinstance(node, Mapping):
+            children = node.items()
+        elif isinstance(node, list | tuple):
+            children = enumerate(node)
+        else:
+            continue
+        if depth > limit:
+            return _loc(path)
+        for key, child in children:
+            if isinstance(child, Mapping | list | tuple):
+                stack.append((child, depth + 1, (*path, key)))
+    return None
+
+
+def _space_width(node: Any) -> tuple[int, int]:
+    """(parameters, choice options) of a space or of a nested space within it: every named entry is a
+    parameter (a dimension or a constant), and so is each dimension that is a choice's option; options
+    count over all choices."""
+    params = options = 0
+    entries = node.values() if isinstance(node, Mapping) and not is_dimension(node) else [node]
+    for child in entries:
+        if is_dimension(child):
+            params += 1
+            kind, args = next(iter(child.items()))
+            if kind == "choice" and isinstance(args, list | tuple):
+                options += len(args)
+                for option in args:
+                    if isinstance(option, Mapping):
+                        p, o = _space_width(option)
+                        params, options = params + p, options + o
+        elif isinstance(child, Mapping):
+            p, o = _space_width(child)
+            params, options = params + p, options + o
+        else:
+            params += 1
+    return params, options
+
+
+def space_width_check(space: Mapping[str, Any]) -> None:
+    """Raise `SpaceError` naming `space` when it has more than `MAX_PARAMETERS` parameters or more than
+    `MAX_OPTIONS` choice options in all, or names a parameter with a '.' (nested names are joined by dots
+    in exports and the dashboard, so `a.b` would be the name of both `a.b` and `a: {b}`)."""
+    params, options = _space_width(space)
+    if params > MAX_PARAMETERS:
+        raise SpaceError("space", f"{params} parameters; a search space has at most {MAX_PARAMETERS}")
+    if options > MAX_OPTIONS:
+        raise SpaceError("space", f"{options} choice options in all; a search space has at most {MAX_OPTIONS}")
+    dotted = _dotted_name(space, "space")
+    if dotted is not None:
+        raise SpaceError(
+            dotted, "a parameter name may not contain '.': nested names are joined by dots (a.b is a: {b: ...})"
+        )
+
+
+def _dotted_name(node: Any, path: str) -> str | None:
+    """The path of the first key with a '.' among the space's names (in nested spaces and choice options)."""
+    if is_dimension(node):
+        kind, args = next(iter(node.items()))
+        if kind == "choice" and isinstance(args, list | tuple):
+            for i, option in enumerate(args):
+                found = _dotted_name(option, f"{path}.choice[{i}]")
+                if found:
+                    return found
+        return None
+    if isinstance(node, Mapping):
+        for key, child in node.items():
+            if "." in str(key):
+                return f"{path}.{key}"
+            found = _dotted_name(child, f"{path}.{key}")
+            if found:
+                return found
+    return None
 
 
 def _loc(loc: tuple[Any, ...], kind: str = "") -> str:
@@ -234,6 +427,9 @@ def parse_spec(
     Raises `SpecError` naming every bad field; never returns a partially valid spec.
     """
     data = decode_spec_text(source, origin=origin) if isinstance(source, str | bytes) else dict(source)
+    too_deep = nesting_problem(data)
+    if too_deep is not None:
+        raise SpecError([(too_deep, f"nested more than {MAX_DEPTH} levels deep")], origin)
     try:
         return SearchSpec.model_validate(data, context={"stored": stored})
     except SpaceError as exc:  # raised directly when pydantic re-raises non-ValueErrors

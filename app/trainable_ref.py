@@ -6,11 +6,13 @@ torch and running code on the server's side. `trainable_problem` instead locates
 the import system would (the same finders, the parent packages' search paths) without executing a
 package, then reads the module's source and checks that it binds the function's name at top level.
 
-What the static check accepts: a top-level `def`, `async def`, `class`, assignment or import binding the
-name, also inside top-level `if`/`try`/`with` blocks (bindings made conditionally), and any module with
-`from x import *` or whose code is not Python source (an extension module): the name may be bound in
-ways a reader cannot see without running it. The trial process imports the module for real and fails
-the trial with the import's error if this check was too lenient.
+What the static check accepts: a top-level `def` or `async def`, an assignment (`train = make()`), or a
+`from x import name` that imports something other than a module, binding the name, also inside top-level
+`if`/`try`/`with` blocks (bindings made conditionally), and any module with `from x import *` or whose
+code is not Python source (an extension module): the name may be bound in ways a reader cannot see
+without running it. It refuses a name bound only to a module (`import numpy as np`, `from torch import
+nn`) or a class: a trainable is a function `train(config, trial)`. The trial process imports the module
+for real and fails the trial with the import's error if this check was too lenient.
 
 Parsed modules are cached by (file, modification time, size): a changed file is read again.
 """
@@ -24,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 
 _ANY = "*"  # the module binds names a reader cannot list (star import, extension module)
 
@@ -37,7 +40,12 @@ def trainable_problem(ref: str) -> str | None:
         return f"'{ref}' is not of the form package.module:function"
     loaded = sys.modules.get(module)
     if loaded is not None:
-        return None if callable(getattr(loaded, function, None)) else f"module '{module}' has no function '{function}'"
+        value = getattr(loaded, function, None)
+        if isinstance(value, ModuleType):
+            return _not_a_function(module, function, f"the module {value.__name__}")
+        if isinstance(value, type):
+            return _not_a_function(module, function, "a class")
+        return None if callable(value) else f"module '{module}' has no function '{function}'"
     try:
         spec = locate(module)
     except (ImportError, OSError, ValueError) as exc:
@@ -45,9 +53,58 @@ def trainable_problem(ref: str) -> str | None:
     if spec is None:
         return f"module '{module}' cannot be found on the server's import path"
     names = _bound_names_of(spec)
-    if _ANY in names or function in names:
+    if _ANY in names:
         return None
-    return f"module '{module}' has no function '{function}'"
+    bindings = names.get(function)
+    if not bindings:
+        return f"module '{module}' has no function '{function}'"
+    what = _what_not_a_function(module, spec, bindings)
+    return None if what is None else _not_a_function(module, function, what)
+
+
+def _not_a_function(module: str, function: str, what: str) -> str:
+    return (
+        f"'{function}' in module '{module}' is {what}, not a function: a trainable names a function "
+        f"of its module, module:name for a `def name(config, trial)`"
+    )
+
+
+def _what_not_a_function(module: str, spec: ModuleSpec, bindings: tuple[Binding, ...]) -> str | None:
+    """None when one of the name's top-level bindings may be a function (a `def`, an assignment, or a
+    `from` import of something that is not a module); else what it is bound to, for the error."""
+    what = None
+    for kind, target in bindings:
+        if kind in ("function", "other"):
+            return None
+        if kind == "from":
+            full = _absolute(target, module, spec)
+            try:
+                found = locate(full) if full else None
+            except (ImportError, OSError, ValueError):
+                found = None
+            if found is None:
+                return None  # not a module: a function, maybe
+            what = f"the module {full}"
+        elif kind == "module":
+            what = f"the module {target}"
+        elif what is None:
+            what = "a class"
+    return what
+
+
+def _absolute(target: str, module: str, spec: ModuleSpec) -> str | None:
+    """The absolute dotted name of a `from` import's target (`..pkg.name`, relative to `module`); None
+    when it climbs above the top package."""
+    level = len(target) - len(target.lstrip("."))
+    if level == 0:
+        return target
+    package = module if spec.submodule_search_locations is not None else module.rpartition(".")[0]
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not target.lstrip(".")):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    rest = target[level:]
+    return ".".join([*base, rest]) if rest else ".".join(base)
 
 
 def locate(module: str) -> ModuleSpec | None:
@@ -100,41 +157,62 @@ def _namespace(name: str, path: Sequence[str]) -> ModuleSpec | None:
     return spec
 
 
-def _bound_names_of(spec: ModuleSpec) -> frozenset[str]:
+# How a top-level name is bound: ("function", ""), ("class", ""), ("module", its dotted name) for
+# `import x`, ("from", the dotted name it imports, dots first when relative) for `from x import y`, or
+# ("other", "") for an assignment.
+Binding = tuple[str, str]
+Bindings = dict[str, tuple[Binding, ...]]
+
+
+def _bound_names_of(spec: ModuleSpec) -> Bindings:
     origin = spec.origin
     if spec.submodule_search_locations is not None and (origin is None or origin == "namespace"):
-        return frozenset()  # a namespace package: no code, so no function
+        return {}  # a namespace package: no code, so no function
     if not origin or not origin.endswith(".py") or not os.path.isfile(origin):
-        return frozenset({_ANY})  # built-in, frozen or compiled: cannot be read here
+        return {_ANY: ()}  # built-in, frozen or compiled: cannot be read here
     st = os.stat(origin)
     return _bound_names(origin, st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=512)
-def _bound_names(origin: str, mtime_ns: int, size: int) -> frozenset[str]:
-    """Names the module's source binds at top level (cached per file version)."""
+def _bound_names(origin: str, mtime_ns: int, size: int) -> Bindings:
+    """The names the module's source binds at top level, each with how (cached per file version; read
+    it, never change it)."""
     try:
         tree = ast.parse(Path(origin).read_bytes(), filename=origin)
     except (SyntaxError, ValueError, OSError):
-        return frozenset()  # the import would fail: no function can be found in it
-    return frozenset(_top_level(tree.body))
+        return {}  # the import would fail: no function can be found in it
+    out: dict[str, list[Binding]] = {}
+    for name, binding in _top_level(tree.body):
+        out.setdefault(name, []).append(binding)
+    return {name: tuple(found) for name, found in out.items()}
 
 
-def _top_level(body: Iterable[ast.stmt]) -> Iterable[str]:
+def _top_level(body: Iterable[ast.stmt]) -> Iterable[tuple[str, Binding]]:
     for node in body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            yield node.name
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node.name, ("function", "")
+        elif isinstance(node, ast.ClassDef):
+            yield node.name, ("class", "")
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 yield from _targets(target)
         elif isinstance(node, ast.AnnAssign | ast.AugAssign):
             yield from _targets(node.target)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    yield alias.asname, ("module", alias.name)
+                else:  # `import a.b` binds `a`
+                    yield alias.name.partition(".")[0], ("module", alias.name.partition(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            source = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name == "*":
-                    yield _ANY
+                    yield _ANY, ("other", "")
                 else:
-                    yield alias.asname or alias.name.partition(".")[0]
+                    imported = f"{source}.{alias.name}" if node.module else f"{source}{alias.name}"
+                    yield alias.asname or alias.name, ("from", imported)
         elif isinstance(node, ast.If):
             yield from _top_level(node.body)
             yield from _top_level(node.orelse)
@@ -148,9 +226,9 @@ def _top_level(body: Iterable[ast.stmt]) -> Iterable[str]:
             yield from _top_level(node.body)
 
 
-def _targets(target: ast.expr) -> Iterable[str]:
+def _targets(target: ast.expr) -> Iterable[tuple[str, Binding]]:
     if isinstance(target, ast.Name):
-        yield target.id
+        yield target.id, ("other", "")
     elif isinstance(target, ast.Tuple | ast.List):
         for elt in target.elts:
             yield from _targets(elt)

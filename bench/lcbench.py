@@ -12,6 +12,10 @@ simulated budget, and stops when it reaches the task's hard target:
   on Syne Tune's own documented clock (the tuner's real decision time charged, results looked for every
   5 s); named in `--systems` only, `syne_<method>_exact` runs it on Quanta's clock (decisions free,
   looked for every 0.1 s: `syne_lcbench.CLOCKS`).
+- Peers in an environment of their own (`bench/peer_env.py`, built by `make peers-old`), named in
+  `--systems` only, on the exact clock: `syne_mobster_exact`, `syne_hypertune_exact`,
+  `syne_dyhpo_exact` (Syne Tune 0.14.2) and `dehb_exact` (DEHB 0.1.2, `bench/dehb_lcbench.py`); each
+  run is a subprocess of that environment's Python.
 
 Targets per task come from `bench/results/lcbench_targets.json` (`bench/lcbench_targets.py`). Runs are
 interleaved per seed (seed 0: every task and system, then seed 1, ...). A run's time to a target is the
@@ -22,12 +26,14 @@ budget and is marked as a miss.
 
 Prints a table per target and writes JSON shaped {"tasks": {"<id>": {"targets": {"medium", "hard"},
 "systems": {"<name>": {"medium": {"runs_s", "missed", "median_s", "misses", "median_censored"},
-"hard": {...}, "wall_s": [...]}}, "curves" (with --curves): {"<name>": [[[t, best], ...] per seed]}}},
+"hard": {...}, "wall_s": [...], "cpu_s": [...]}}, "curves" (with --curves): {"<name>": [[[t, best], ...] per seed]}}},
 "workers", "hours", "seeds", "summary": {"hard"/"medium": {"median_ratio_best_syne", "tasks_won_vs_best_syne", "tasks",
-"median_ratio_fifo_random", "median_ratio_vs": {system: ..}, "wins_vs": {system: ..},
-"tasks_won_by": {system: ..}}, "goals": {...}}}. A ratio is peer's median time / quanta_default's
-(above 1: Quanta is faster). `--plots DIR` writes `lcbench_best_so_far.png` (median best-so-far over the
-seeds, a few tasks) and `lcbench_ratios.png` (per-task ratio of the best Syne Tune method to Quanta).
+"median_ratio_best_peer", "tasks_won_vs_best_peer", "median_ratio_fifo_random", "median_ratio_vs": {system: ..},
+"wins_vs": {system: ..}, "tasks_won_by": {system: ..}}, "goals": {...}}}. A ratio is peer's median time /
+quanta_default's (above 1: Quanta is faster); "best_syne" takes the best Syne Tune system per task, "best_peer"
+the best system that is not Quanta's (DEHB too). `--plots DIR` writes `lcbench_best_so_far.png` (median
+best-so-far over the seeds, a few tasks) and `lcbench_ratios.png` (per-task ratio of the best Syne Tune method
+to Quanta).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.peer_env import PEER_SYSTEMS  # noqa: E402
 from bench.reach import improvements  # noqa: E402
 
 TARGETS = ("medium", "hard")
@@ -137,7 +144,9 @@ GOAL_RATIO_FIFO_RANDOM = 7.0
 @dataclass
 class Run:
     """One search: a system on a task with a seed. `time_to_target` maps target name to simulated
-    seconds (None = never reached); `best_so_far` is [(simulated s, best val_accuracy so far)]."""
+    seconds (None = never reached); `best_so_far` is [(simulated s, best val_accuracy so far)]; `cpu_s`
+    the CPU seconds the run took (its process's and its subprocesses'; 0 = not measured), which a busy
+    machine does not inflate as it does `wall_s`."""
 
     system: str
     task: str
@@ -146,6 +155,7 @@ class Run:
     best_so_far: list[tuple[float, float]] = field(default_factory=list)
     wall_s: float = 0.0
     sim_s: float = 0.0
+    cpu_s: float = 0.0
 
 
 # ---- accounting (pure) ----------------------------------------------------------------------------
@@ -182,6 +192,7 @@ def tabulate(runs: Sequence[Run], targets: dict[str, dict[str, float]], budget_s
             entry: dict[str, Any] = {k: target_stats([r.time_to_target.get(k) for r in rs], budget_s) for k in TARGETS}
             entry["seeds"] = [r.seed for r in rs]
             entry["wall_s"] = [round(r.wall_s, 3) for r in rs]
+            entry["cpu_s"] = [round(r.cpu_s, 3) for r in rs]
             block["systems"][system] = entry
             block["curves"][system] = [[[round(t, 2), round(v, 6)] for t, v in r.best_so_far] for r in rs]
         tasks[task] = block
@@ -202,6 +213,8 @@ def summarize(tasks: dict[str, Any], reference: str = REFERENCE) -> dict[str, An
         wins: dict[str, int] = {}
         best_syne: list[float] = []
         best_syne_wins = 0
+        best_peer: list[float] = []
+        best_peer_wins = 0
         won_by: dict[str, int] = {}
         n = 0
         for block in tasks.values():
@@ -220,6 +233,10 @@ def summarize(tasks: dict[str, Any], reference: str = REFERENCE) -> dict[str, An
             if syne:
                 best_syne.append(_ratio(min(syne), ref))
                 best_syne_wins += ref < min(syne)
+            peers = [e[target]["median_s"] for name, e in systems.items() if not name.startswith("quanta")]
+            if peers:
+                best_peer.append(_ratio(min(peers), ref))
+                best_peer_wins += ref < min(peers)
             fastest = min(e[target]["median_s"] for e in systems.values())
             for name, e in systems.items():
                 if e[target]["median_s"] == fastest:
@@ -228,6 +245,8 @@ def summarize(tasks: dict[str, Any], reference: str = REFERENCE) -> dict[str, An
             "tasks": n,
             "median_ratio_best_syne": statistics.median(best_syne) if best_syne else None,
             "tasks_won_vs_best_syne": best_syne_wins if best_syne else None,
+            "median_ratio_best_peer": statistics.median(best_peer) if best_peer else None,
+            "tasks_won_vs_best_peer": best_peer_wins if best_peer else None,
             "median_ratio_fifo_random": statistics.median(ratios[FIFO_RANDOM]) if FIFO_RANDOM in ratios else None,
             "median_ratio_vs": {k: statistics.median(v) for k, v in sorted(ratios.items())},
             "wins_vs": dict(sorted(wins.items())),
@@ -316,6 +335,21 @@ def run_syne(
     )
 
 
+def run_in_peer_env(
+    system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
+) -> Run:
+    """A `bench/peer_env.py` system: one run in the peer environment's Python; its wall seconds include
+    that interpreter's start and imports (what the unit costs the table)."""
+    from bench.peer_env import run_peer
+
+    t0 = time.perf_counter()
+    res = run_peer(system, task, seed, workers, hours, {k: targets[k] for k in TARGETS}, targets["hard"], data)
+    wall = time.perf_counter() - t0
+    return Run(
+        system, task, seed, {k: res.time_to_target.get(k) for k in TARGETS}, res.best_so_far, wall, res.sim_seconds
+    )
+
+
 def quanta_system(name: str) -> tuple[str, str | None, dict[str, Any], dict[str, Any]]:
     """(policy, algorithm, scheduler knobs, search knobs) of a Quanta system or variant; KeyError if neither."""
     if name in VARIANTS:
@@ -334,11 +368,13 @@ def syne_method(system: str) -> tuple[str, str]:
 
 def all_systems(exact_clock: bool = False) -> list[str]:
     """Every system `--systems all` runs (Syne Tune's on its own documented clock); with `exact_clock`,
-    also Syne Tune's methods on the exact clock (named in `--systems` only)."""
+    also Syne Tune's methods on the exact clock and the peer environment's systems (named in
+    `--systems` only)."""
     from bench.syne_lcbench import METHODS
 
     suffixes = ("", EXACT_SUFFIX) if exact_clock else ("",)
-    return [*QUANTA, *(f"syne_{m}{x}" for x in suffixes for m in METHODS)]
+    peers = list(PEER_SYSTEMS) if exact_clock else []
+    return [*QUANTA, *(f"syne_{m}{x}" for x in suffixes for m in METHODS), *peers]
 
 
 def run_all(
@@ -388,8 +424,24 @@ def run_all(
 def _run_one(
     system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
 ) -> Run:
-    runner = run_quanta if system in QUANTA.keys() | VARIANTS.keys() else run_syne
-    return runner(system, task, seed, workers, hours, targets, data)
+    if system in QUANTA.keys() | VARIANTS.keys():
+        runner = run_quanta
+    elif system in PEER_SYSTEMS:
+        runner = run_in_peer_env
+    else:
+        runner = run_syne
+    cpu0 = _cpu_seconds()
+    run = runner(system, task, seed, workers, hours, targets, data)
+    run.cpu_s = _cpu_seconds() - cpu0
+    return run
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its ended subprocesses (a peer environment's run is one)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def save_run(path: Path, r: Run) -> None:
@@ -450,13 +502,15 @@ def print_tables(tasks: dict[str, Any], summary: dict[str, Any], budget_s: float
             )
         console.print(t)
         best = s["median_ratio_best_syne"]
+        peer = s["median_ratio_best_peer"]
         fifo = s["median_ratio_fifo_random"]
         console.print(
             f"{target}: best Syne Tune / {REFERENCE} median ratio "
             f"{'-' if best is None else f'{best:.2f}'}, {REFERENCE} faster on "
             f"{s['tasks_won_vs_best_syne']}/{s['tasks']} "
-            f"tasks; {FIFO_RANDOM} / {REFERENCE} {'-' if fifo is None else f'{fifo:.2f}'}; "
-            f"tasks won: {s['tasks_won_by']}"
+            f"tasks; best peer (DEHB too) {'-' if peer is None else f'{peer:.2f}'}, faster on "
+            f"{s['tasks_won_vs_best_peer']}/{s['tasks']}; {FIFO_RANDOM} / {REFERENCE} "
+            f"{'-' if fifo is None else f'{fifo:.2f}'}; tasks won: {s['tasks_won_by']}"
         )
     for name, g in summary["goals"].items():
         console.print(f"goal {name}: {g['value']} (goal {g['goal']}) {'met' if g['met'] else 'NOT met'}")
@@ -592,6 +646,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         ap.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     if args.workers < 1 or args.hours <= 0 or args.jobs < 1:
         ap.error("--workers and --jobs must be >= 1 and --hours > 0")
+    peer_systems = [s for s in systems if s in PEER_SYSTEMS]
+    if peer_systems and not args.tabulate_only:
+        from bench.peer_env import missing_reason
+
+        reason = missing_reason()
+        if reason is not None:
+            ap.error(f"--systems: {', '.join(peer_systems)} need the peer environment: {reason}")
     committed = load_targets(args.targets)
     targets: dict[str, dict[str, float]] = {}
     for task in tasks:
@@ -604,7 +665,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def progress(r: Run) -> None:
         hit = {k: ("miss" if v is None else f"{v:,.0f}s") for k, v in r.time_to_target.items()}
-        print(f"seed {r.seed} task {r.task} {r.system}: {hit} ({r.wall_s:.1f} s wall)", file=sys.stderr, flush=True)
+        cost = f"{r.wall_s:.1f} s wall, {r.cpu_s:.1f} s CPU"
+        print(f"seed {r.seed} task {r.task} {r.system}: {hit} ({cost})", file=sys.stderr, flush=True)
         if args.runs is not None and (r.system, r.task, r.seed) not in resumed:
             save_run(args.runs, r)
 

@@ -109,7 +109,7 @@ def served_runs(specs: list[SearchSpec], devices: int) -> list[float | None]:
     with tempfile.TemporaryDirectory(prefix="qstart-served-") as work:
         db = f"sqlite:///{work}/q.db"
         port = _free_port()
-        token = "bench-" + os.urandom(8).hex()
+        token = "bench-" + os.urandom(16).hex()
         # The data-set cache `quanta run` from the repository uses (examples/mnist1d.py `load_data`).
         cache = str(ROOT / ".quanta" / "cache")
         env = {**os.environ, "QUANTA_TOKEN": token, "PYTHONPATH": str(ROOT), "QUANTA_CACHE_DIR": cache}

@@ -14,9 +14,18 @@ Contract:
   `params`. `objective_function(config)` (no fidelity) returns an (epochs, 2) array of
   [val_accuracy, time] per epoch; with `fidelity={"epoch": e}` the dict of epoch e.
 - `run_syne_method(method, task, workers, hours, seed, targets, stop_at, data_path, bench=None,
-  clock="syne")` runs one Syne Tune method (a key of `METHODS`) until `hours` of simulated time have
-  passed or a report reaches `stop_at`, and returns a `SyneRun`: simulated seconds to the first report at
-  or above each target (None if never), the best-so-far curve, trials started, simulated and wall seconds.
+  clock="syne")` runs one Syne Tune method (a key of `METHODS`, or of `LEGACY_METHODS` under Syne Tune
+  0.14) until `hours` of simulated time have passed or a report reaches `stop_at`, and returns a
+  `PeerRun` (`bench/reach.py`): simulated seconds to the first report at or above each target (None
+  if never), the best-so-far curve, trials started, simulated and wall seconds.
+
+Two Syne Tune releases: 0.16 (the main environment) ships `METHODS`; MOBSTER, Hyper-Tune and DyHPO
+(`LEGACY_METHODS`) went in 0.15, so they run under 0.14.2, the last release with them, in the peer
+environment `bench/peer_env.sh` builds (its pins clash with the main one: numpy < 1.27). They are
+pause-and-resume schedulers: run as Syne Tune's own benchmarks run them, with the largest epoch a trial
+may reach in its config (`MAX_RESOURCE_ATTR`, set to the next rung by the scheduler, read by the backend)
+and a paused trial resumed from its checkpoint (the backend skips the epochs it already ran and charges
+only the new ones). `bench/peer_env.py` runs them in that environment from `bench/lcbench.py`.
 
 The two clocks (`CLOCKS`):
 - `"syne"`: Syne Tune's simulator as documented and as its own benchmarking runs it. Its backend adds
@@ -38,7 +47,6 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +54,7 @@ import numpy as np
 from syne_tune.blackbox_repository.blackbox import Blackbox
 from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
 
-from bench.reach import improvements, time_to_target
+from bench.reach import PeerRun, improvements, time_to_target
 
 METRIC = "val_accuracy"
 TIME_ATTR = "time"
@@ -118,16 +126,10 @@ class LCBenchBlackbox(Blackbox):
         return {METRIC: float(table[e - 1, 0]), TIME_ATTR: float(table[e - 1, 1])}
 
 
-@dataclass
-class SyneRun:
-    """One Syne Tune search on the simulated clock (see the module docstring)."""
-
-    method: str
-    time_to_target: dict[str, float | None]
-    best_so_far: list[tuple[float, float]] = field(default_factory=list)
-    started: int = 0
-    sim_seconds: float = 0.0
-    wall_seconds: float = 0.0
+def _not_deprecated(record: logging.LogRecord) -> bool:
+    """Drops Syne Tune 0.14's warning that the legacy schedulers are deprecated (logged at every
+    suggestion: thousands of lines a run)."""
+    return "is deprecated and will be removed" not in record.getMessage()
 
 
 def _schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
@@ -160,6 +162,38 @@ def _schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
 METHODS = ("random", "tpe", "asha", "hyperband", "bohb", "asha_bore", "asha_cqr")
 
 
+def _legacy_schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
+    """Syne Tune 0.14's model-based multi-fidelity methods by our names, set up as its own benchmarks set
+    them up (`benchmarking/examples/benchmark_dyhpo/baselines.py`: MOBSTER and Hyper-Tune in promotion
+    mode, DyHPO with its own rung system) with the arguments its `default_arguments` passes: metric, mode,
+    resource and max-resource attributes, seed. Every other knob is the published default (MOBSTER's
+    joint multi-task GP, Hyper-Tune's independent GPs, grace period 1 epoch, eta 3; DyHPO's linear rungs
+    1, 3, 5, ... and its SH-promotion probability). `debug_log` off only silences the searchers' logs."""
+    from syne_tune.optimizer import legacy_baselines as lb
+
+    def mf(cls: Any, **kw: Any) -> Callable[[dict[str, Any], int, int], Any]:
+        return lambda space, seed, epochs: cls(
+            space,
+            metric=METRIC,
+            mode="max",
+            resource_attr=RESOURCE,
+            max_resource_attr=MAX_RESOURCE_ATTR,
+            random_seed=seed,
+            search_options={"debug_log": False},
+            **kw,
+        )
+
+    return {
+        "mobster": mf(lb.MOBSTER, type="promotion"),
+        "hypertune": mf(lb.HyperTune, type="promotion"),
+        "dyhpo": mf(lb.DyHPO),
+    }
+
+
+# Only in Syne Tune 0.14 (the peer environment): pause-and-resume methods (see the module docstring).
+LEGACY_METHODS = ("mobster", "hypertune", "dyhpo")
+
+
 def run_syne_method(
     method: str,
     task: str,
@@ -172,7 +206,7 @@ def run_syne_method(
     data_path: str | Path | None = None,
     bench: Any = None,
     clock: str = "syne",
-) -> SyneRun:
+) -> PeerRun:
     """One Syne Tune search on the simulated clock (see the module docstring). `bench` replaces the real
     surrogate (`app.sim.lcbench.load_lcbench(task, data_path)`), e.g. with a stand-in in tests; `clock`
     is one of `CLOCKS`."""
@@ -182,9 +216,21 @@ def run_syne_method(
     from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
     from syne_tune.constants import ST_TUNER_TIME
 
-    factories = _schedulers()
+    legacy = method in LEGACY_METHODS
+    if legacy:
+        import syne_tune
+
+        if not syne_tune.__version__.startswith("0.14"):
+            raise ValueError(
+                f"method: {method!r} needs Syne Tune 0.14 (the peer environment: bench/peer_env.sh), "
+                f"this is {syne_tune.__version__}"
+            )
+        factories = _legacy_schedulers()
+    else:
+        factories = _schedulers()
     if method not in factories:
-        raise ValueError(f"method: unknown {method!r} (known: {', '.join(factories)})")
+        known = ", ".join([*METHODS, *LEGACY_METHODS])
+        raise ValueError(f"method: unknown {method!r} (known: {known})")
     if clock not in CLOCKS:
         raise ValueError(f"clock: unknown {clock!r} (known: {', '.join(CLOCKS)})")
     if bench is None:
@@ -195,12 +241,21 @@ def run_syne_method(
     # Syne Tune's Bracket picks a trial's bracket with numpy's global generator: seeded for determinism.
     np.random.seed(seed)
     blackbox = LCBenchBlackbox(bench)
+    # Pause-and-resume methods stop each run at the rung the scheduler writes into the config.
+    resource = {"max_resource_attr": MAX_RESOURCE_ATTR} if legacy else {}
     backend = (
-        UserBlackboxBackend(blackbox=blackbox, elapsed_time_attr=TIME_ATTR, seed=seed)
+        UserBlackboxBackend(blackbox=blackbox, elapsed_time_attr=TIME_ATTR, seed=seed, **resource)
         if clock == "syne"
-        else ExactClockBackend(blackbox=blackbox, elapsed_time_attr=TIME_ATTR, seed=seed, tuner_sleep_time=EXACT_POLL_S)
+        else ExactClockBackend(
+            blackbox=blackbox, elapsed_time_attr=TIME_ATTR, seed=seed, tuner_sleep_time=EXACT_POLL_S, **resource
+        )
     )
-    scheduler = factories[method](dict(blackbox.configuration_space), seed, blackbox.epochs)
+    space = (
+        blackbox.configuration_space_with_max_resource_attr(MAX_RESOURCE_ATTR)
+        if legacy
+        else dict(blackbox.configuration_space)
+    )
+    scheduler = factories[method](space, seed, blackbox.epochs)
     # The simulated budget is a threshold on the simulated tuner time each result carries (what
     # SimulatorCallback turns max_wallclock_time into), given directly so that the metric threshold
     # survives: SimulatorCallback rebuilds a criterion that has max_wallclock_time without it.
@@ -216,6 +271,8 @@ def run_syne_method(
         os.environ["SYNETUNE_FOLDER"] = folder  # Syne Tune's run folder (results CSV), removed afterwards
         level = logging.getLogger("syne_tune").level
         logging.getLogger("syne_tune").setLevel(logging.WARNING)
+        tuner_log = logging.getLogger("syne_tune.tuner")
+        tuner_log.addFilter(_not_deprecated)
         try:
             tuner = Tuner(
                 trial_backend=backend,
@@ -233,6 +290,7 @@ def run_syne_method(
                 tuner.run()
         finally:
             logging.getLogger("syne_tune").setLevel(level)
+            tuner_log.removeFilter(_not_deprecated)
             if old is None:
                 os.environ.pop("SYNETUNE_FOLDER", None)
             else:
@@ -244,7 +302,7 @@ def run_syne_method(
         if METRIC in r and float(r[ST_TUNER_TIME]) <= budget_s
     )
     trial_ids = {r["trial_id"] for r in callback.results if "trial_id" in r}
-    return SyneRun(
+    return PeerRun(
         method=method,
         time_to_target={k: time_to_target(reports, v) for k, v in targets.items()},
         best_so_far=improvements(reports),

@@ -13,8 +13,10 @@ __all__ = ["create_token", "ensure_token", "new_token", "verify"]
 
 
 def ensure_token(store: Store, token: str, name: str = "QUANTA_TOKEN") -> None:
-    """Make `token` valid as the first admin's (stores its keyed hash unless already there)."""
-    store.add_token(FIRST_ADMIN, token, time.time(), name=name)
+    """Make `token` valid as the first admin's (stores its keyed hash unless already there); the first
+    admin's other tokens of the same `name` are revoked (`Store.replace_token`): the QUANTA_TOKEN a
+    server starts with is the only one of that name that works."""
+    store.replace_token(FIRST_ADMIN, token, time.time(), name=name)
 
 
 def create_token(store: Store, name: str = "default", user: str = FIRST_ADMIN) -> str:

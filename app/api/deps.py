@@ -4,7 +4,9 @@ belongs to) and the ownership checks.
 Every protected route resolves `CurrentUser` (401 for a missing, unknown, revoked or expired token: the
 token is checked against the database on every request, so a revocation holds at the next one). A
 member sees only their own searches and trials: another user's is a 404, exactly as a missing one, so
-ids do not leak. An admin sees everything."""
+ids do not leak. An admin sees everything. A viewer reads everything an admin reads but the users and
+their tokens, and writes nothing: every request but GET and HEAD is a 403 for them, whatever the route
+(checked here, where the caller is resolved, so a route added later is read-only for viewers too)."""
 
 from __future__ import annotations
 
@@ -55,8 +57,18 @@ async def _user(store: Store, token: str | None) -> UserOut:
     return UserOut.from_row(row)
 
 
-async def current_user(store: StoreDep, credentials: Credentials) -> UserOut:
-    return await _user(store, credentials.credentials if credentials is not None else None)
+READS = frozenset({"GET", "HEAD"})  # what a viewer may send
+
+
+def _read_only(user: UserOut, method: str) -> None:
+    if user.role == "viewer" and method not in READS:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"user {user.name} is a viewer: read-only")
+
+
+async def current_user(request: Request, store: StoreDep, credentials: Credentials) -> UserOut:
+    user = await _user(store, credentials.credentials if credentials is not None else None)
+    _read_only(user, request.method)
+    return user
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,7 @@ class StreamCaller:
 
 
 async def stream_caller(
+    request: Request,
     store: StoreDep,
     credentials: Credentials,
     token: Annotated[str | None, Query(description="the token, for clients that cannot set headers")] = None,
@@ -76,6 +89,7 @@ async def stream_caller(
     """The header, or `?token=` (EventSource cannot set headers)."""
     given = credentials.credentials if credentials is not None else token
     user = await _user(store, given)
+    _read_only(user, request.method)
     assert given is not None
     return StreamCaller(user, given)
 
@@ -93,13 +107,18 @@ def require_admin(user: CurrentUser) -> UserOut:
 AdminUser = Annotated[UserOut, Depends(require_admin)]
 
 
+def reads_all(user: UserOut) -> bool:
+    """Whether `user` reads every search (an admin, a viewer) rather than their own only (a member)."""
+    return user.role in ("admin", "viewer")
+
+
 def owner_filter(user: UserOut) -> int | None:
-    """What a query filters on: the member's own user id, nothing for an admin."""
-    return None if user.role == "admin" else user.id
+    """What a query filters on: the member's own user id, nothing for an admin or a viewer."""
+    return None if reads_all(user) else user.id
 
 
 def sees(user: UserOut, owner: Owner | None) -> bool:
     """Whether `user` may see a search owned by `owner` (None: no such search). Ownership is by user
     id, never by name: a user given the name of a deleted one owns none of their searches (those have
     no owner, and ids are never re-used)."""
-    return owner is not None and (user.role == "admin" or owner.id == user.id)
+    return owner is not None and (reads_all(user) or owner.id == user.id)

@@ -1,7 +1,8 @@
-"""Server-sent events from database changes: `search` and `trial` when a row's visible state changes,
-`report` for each new report row. A `Poller` remembers what it has sent; each `poll()` is one short
-read of the store. The first poll only takes the baseline (clients load the current state through the
-REST routes and follow changes here), unless a `Last-Event-ID` (a report id) says where to resume.
+"""Server-sent events from database changes: `search` (a `SearchSummary`, without the spec) and `trial`
+when a row's visible state changes, `report` for each new report row. A `Poller` remembers what it has
+sent; each `poll()` is one short read of the store. The first poll only takes the baseline (clients load
+the current state through the REST routes and follow changes here), unless a `Last-Event-ID` (a report
+id) says where to resume.
 
 Every open stream polls, so their reads are shared (`SharedReads`): streams poll at the same instants
 (multiples of the poll interval), and a read another stream made a moment before is answered from it, so
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from app.db.models import ReportRow, SearchRow, TrialRow, UserRow
-from app.db.public import SearchOut, TrialOut
+from app.db.public import SearchSummary, TrialOut
 from app.db.store import Store
 from app.status import SEARCH_ACTIVE
 
@@ -151,7 +152,7 @@ class Poller:
         if changed and not baseline:
             done = store.trials_done([r.id for r in changed if r.id is not None])
             for r in changed:
-                search = SearchOut.from_row(r, done.get(r.id or 0, 0))
+                search = SearchSummary.from_row(r, done.get(r.id or 0, 0))
                 out.append(format_event("search", search.model_dump(mode="json")))
         for t in store.trials_of(sorted(watch)):
             assert t.id is not None

@@ -6,14 +6,35 @@ from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote_plus
 
-_SECRET = re.compile(r"((?:^|[?&;])(?:token|access_token)=)[^&;#\s]*", re.IGNORECASE)
+# A query parameter: its name and its value, as they appear in a request line (still percent-encoded).
+_PARAM = re.compile(r"(?P<head>(?:^|[?&;])(?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
+SECRET_NAMES = frozenset({"token", "access_token"})
 REDACTED = "[redacted]"
 
 
+def _decoded(name: str) -> str:
+    """A parameter's name as the server reads it: percent-decoded (Starlette decodes once; decoding until
+    nothing changes also catches a name encoded twice), case folded."""
+    for _ in range(4):
+        plain = unquote_plus(name)
+        if plain == name:
+            break
+        name = plain
+    return name.casefold()
+
+
+def _hide(match: re.Match[str]) -> str:
+    if _decoded(match.group("name")) in SECRET_NAMES:
+        return match.group("head") + REDACTED
+    return match.group(0)
+
+
 def redact(text: str) -> str:
-    """`text` with the values of `token=` / `access_token=` query parameters replaced."""
-    return _SECRET.sub(r"\1" + REDACTED, text)
+    """`text` with the values of `token=` / `access_token=` query parameters replaced, however their names
+    are spelled (`TOKEN=`, `%74oken=`: the server reads both as `token`)."""
+    return _PARAM.sub(_hide, text)
 
 
 class RedactTokens(logging.Filter):

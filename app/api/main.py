@@ -16,6 +16,7 @@ from app.api import auth
 from app.api.metrics import make_registry
 from app.api.routes import analysis, cluster, events, searches, system, trials, users
 from app.api.settings import Settings
+from app.db.analysis import FitCache
 from app.db.store import Store
 from app.spec import SearchSpec
 
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.state.settings = settings
     app.state.store = store
     app.state.metrics_registry = make_registry(store, settings.metrics_window_s)
+    app.state.fit_cache = FitCache()  # importance and landscape, by what they were fitted on
     app.state.stopping = threading.Event()
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented override hook
 

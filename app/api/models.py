@@ -17,6 +17,7 @@ from app.db.public import (
     ProgressOut,
     QuantumOut,
     SearchOut,
+    SearchSummary,
     TimelineItem,
     TimelineOut,
     TrialDetail,
@@ -40,6 +41,7 @@ __all__ = [
     "QuantumOut",
     "SearchList",
     "SearchOut",
+    "SearchSummary",
     "SpecErrors",
     "TimelineItem",
     "TimelineOut",
@@ -66,7 +68,7 @@ class SpecErrors(SQLModel):
 
 
 class SearchList(SQLModel):
-    items: list[SearchOut]
+    items: list[SearchSummary] = Field(description="searches without their specs (GET /searches/{id} has it)")
     total: int
 
 

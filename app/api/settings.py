@@ -4,10 +4,14 @@ variables, then the defaults below. Nothing reads the environment at import time
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.allowlist import DEFAULT, Allowlist
+
+# The shortest QUANTA_TOKEN accepted: the first admin's token is the one secret between the network and
+# everything, and a short one can be guessed (the tokens Quanta makes have 43 random characters).
+MIN_TOKEN_CHARS = 32
 
 
 class Settings(BaseSettings):
@@ -15,7 +19,9 @@ class Settings(BaseSettings):
 
     db_url: str = Field(default="sqlite:///quanta.db", description="database URL (QUANTA_DB_URL)")
     token: str | None = Field(
-        default=None, description="API token to accept (QUANTA_TOKEN); `quanta serve` makes one if unset"
+        default=None,
+        description=f"API token to accept (QUANTA_TOKEN, at least {MIN_TOKEN_CHARS} characters); `quanta serve` "
+        "makes one if unset",
     )
     trainable_allowlist: str = Field(
         default=DEFAULT,
@@ -44,6 +50,18 @@ class Settings(BaseSettings):
         default=30.0, ge=0, description="how long DELETE waits for the controller to stop trials before 202"
     )
     metrics_window_s: float = Field(default=60.0, gt=0, description="window of the device busy fraction")
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, v: str | None) -> str | None:
+        if not v:
+            return None  # unset (an empty QUANTA_TOKEN too): `quanta serve` makes one
+        if len(v) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"QUANTA_TOKEN has {len(v)} characters; it must have at least {MIN_TOKEN_CHARS} "
+                "(make one with: openssl rand -hex 24), or leave it unset and `quanta serve` makes one"
+            )
+        return v
 
     @property
     def allowlist(self) -> list[str]:

@@ -54,6 +54,7 @@ def controller(
     )
     from app.cli.share_options import ShareOptionError, apply_weights, share_options
     from app.controller import Controller, ControllerOptions
+    from app.controller.options import SERVICE_SEARCHER_WAIT_S
     from app.db.lease import ControllerLease, LeaseHeld
     from app.db.store import Store
     from app.service import ControllerLoop, make_runtime
@@ -88,7 +89,8 @@ def controller(
         raise fail(str(exc)) from None
     checkpoints.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
-    ctl = Controller(store, runtime, ControllerOptions(workdir=checkpoints, share=knobs))
+    options = ControllerOptions(workdir=checkpoints, share=knobs, searcher_wait_s=SERVICE_SEARCHER_WAIT_S)
+    ctl = Controller(store, runtime, options)
     ctl.load()
     alive = [f"{n} ({len(v['devices'])} devices)" for n, v in runtime.nodes().items() if v["alive"]]
     typer.echo(f"quanta controller: {len(ctl.searches())} active searches; nodes: {', '.join(alive) or 'none yet'}")

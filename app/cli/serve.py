@@ -39,6 +39,13 @@ def _server(config: Any, stopping: threading.Event) -> Any:
     return Server(config)
 
 
+def _setting_error(error: Any) -> str:
+    """One of the settings' validation errors, named by its environment variable."""
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    name = "QUANTA_" + "_".join(str(p) for p in error["loc"]).upper()
+    return msg if msg.startswith(name) else f"{name}: {msg}"
+
+
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on", envvar="QUANTA_HOST")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on", envvar="QUANTA_PORT")] = 8000,
@@ -66,12 +73,20 @@ def serve(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from pydantic import ValidationError
+
+    from app.api.settings import Settings
+
+    try:  # first: a QUANTA_TOKEN too short is refused before anything is imported, opened or shown
+        settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
+    except ValidationError as exc:
+        raise fail("; ".join(_setting_error(e) for e in exc.errors())) from None
+
     import uvicorn
 
     from app.api import auth
     from app.api.logs import install as redact_tokens
     from app.api.main import create_app
-    from app.api.settings import Settings
     from app.cli.share_options import ShareOptionError, apply_weights, share_options
     from app.db.store import Store
     from app.devices import DeviceSpecError, parse_devices
@@ -85,7 +100,6 @@ def serve(
     except DeviceSpecError as exc:
         raise fail(str(exc)) from None
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
-    settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
     try:
         store = Store(settings.db_url)
     except Exception as exc:

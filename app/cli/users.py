@@ -25,6 +25,7 @@ tokens_app = typer.Typer(no_args_is_help=True, help="API tokens of users: create
 
 Db = Annotated[str, typer.Option("--db", help="the service's database URL", envvar="QUANTA_DB_URL")]
 DEFAULT_DB = "sqlite:///quanta.db"
+ROLE_HELP = "member (their own searches), viewer (reads every search, writes nothing) or admin"
 
 
 def _invalid(exc: ValidationError) -> typer.Exit:
@@ -47,7 +48,7 @@ def _when(t: float | None) -> str:
 @users_app.command("add")
 def users_add(
     name: Annotated[str, typer.Argument(help="user name (letters, digits, '_', '.', '@', '-')")],
-    role: Annotated[str, typer.Option(help="member or admin")] = "member",
+    role: Annotated[str, typer.Option(help=ROLE_HELP)] = "member",
     weight: Annotated[float, typer.Option(help="share of device time relative to other users")] = 1.0,
     max_alive_trials: Annotated[int, typer.Option(help="quota: trials alive at once (0 = none)")] = 0,
     max_devices: Annotated[int, typer.Option(help="quota: devices at once (0 = none)")] = 0,
@@ -79,7 +80,7 @@ def users_list(db: Db = DEFAULT_DB) -> None:
 @users_app.command("set")
 def users_set(
     name: Annotated[str, typer.Argument(help="user name")],
-    role: Annotated[str | None, typer.Option(help="member or admin")] = None,
+    role: Annotated[str | None, typer.Option(help=ROLE_HELP)] = None,
     weight: Annotated[float | None, typer.Option(help="share of device time relative to other users")] = None,
     max_alive_trials: Annotated[int | None, typer.Option(help="quota: trials alive at once (0 = none)")] = None,
     max_devices: Annotated[int | None, typer.Option(help="quota: devices at once (0 = none)")] = None,

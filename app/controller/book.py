@@ -10,6 +10,11 @@ Contract:
   `MAX_NEW_PER_TICK` per search and tick); under a run-to-rung policy no more than the cluster's devices
   + `lookahead` (`alive_cap`).
 - `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
+- Searchers: with `searcher_wait_s` None each is built and asked on the caller's thread (the simulator,
+  tests: deterministic); with a number, each lives on a thread of its own (`SearcherHost`) and the tick
+  waits at most that long for a searcher's build and asks: a wide space or a long history delays that
+  search's new trials to a later tick, never the other searches' scheduling. A searcher that cannot be
+  built or asked fails its search alone, with the reason.
 - `add_job` creates a trial that belongs to no search (a trace job).
 - Quotas (per user, `max_alive_trials` and `max_devices`; 0 = none, read from the store at each sync):
   a user's alive trials (held ones aside, as for parallelism) never exceed `max_alive_trials`, and the
@@ -28,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.controller.rounds import Rounds
+from app.controller.searcher_host import SearcherHost
 from app.controller.state import SearchState, Signals, TrialState, objective_loss
 from app.controller.trials import TrialIndex
 from app.db.models import FIRST_ADMIN, SearchRow
@@ -38,7 +44,7 @@ from app.executor.actions import Stop
 from app.executor.policy.knobs import RunToRungKnobs
 from app.executor.runtime.base import Runtime
 from app.search.factory import make_searcher
-from app.search.searcher import HistoryItem
+from app.search.searcher import HistoryItem, Searcher, Suggestion
 from app.spec import SearchSpec, spec_from_stored
 from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
 
@@ -50,8 +56,18 @@ MAX_NEW_PER_TICK = 64
 
 
 class SearchBook:
-    def __init__(self, store: ControllerStore, runtime: Runtime, index: TrialIndex, rounds: Rounds, signals: Signals):
+    def __init__(
+        self,
+        store: ControllerStore,
+        runtime: Runtime,
+        index: TrialIndex,
+        rounds: Rounds,
+        signals: Signals,
+        *,
+        searcher_wait_s: float | None = None,
+    ):
         self._store = store
+        self._searcher_wait_s = searcher_wait_s
         self._runtime = runtime
         self._index = index
         self._rounds = rounds
@@ -98,20 +114,29 @@ class SearchBook:
         warm: list[dict[str, Any]] | None = None,
     ) -> SearchState:
         """Hold search `search_id` (of user `owner`) as running, its searcher rebuilt from `history` and
-        seeded with the stored warm-start items `warm` (`app.db.warm`)."""
-        searcher = make_searcher(
-            spec.space,
-            spec.seed,
-            spec.search,
-            rungs=spec.searcher_rungs(),
-            history=history,
-            warm=items_from_json(warm or []),
-        )
+        seeded with the stored warm-start items `warm` (`app.db.warm`): built here, or on its own thread
+        when the book hosts searchers (`searcher_wait_s`)."""
+        items = items_from_json(warm or [])
+
+        def build() -> Searcher:
+            return make_searcher(
+                spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs(), history=history, warm=items
+            )
+
+        searcher: Searcher
+        if self._searcher_wait_s is None:
+            searcher = build()
+        else:
+            searcher = SearcherHost(build, f"quanta-searcher-{search_id}", on_ready=self._wake)
         state = SearchState(search_id, spec, searcher, started_at, owner=owner)
         self.searches[search_id] = state
         self._runtime.warm([spec.module])
         self._signals.wake = True
         return state
+
+    def _wake(self) -> None:
+        """A hosted searcher finished an ask (on its thread): the controller stops waiting and ticks."""
+        self._signals.wake = True
 
     def load(self) -> None:
         """Rebuild the working set from the store (after a restart): active searches continue, their
@@ -223,9 +248,11 @@ class SearchBook:
         self._signals.wake = True
         return row.id
 
-    def _new_trial(self, s: SearchState, now: float) -> TrialState:
+    def _new_trial(self, s: SearchState, now: float, suggestion: Suggestion | None = None) -> TrialState:
+        """Trial number `s.created` of search `s`, with `suggestion` (asked of the searcher now if None)."""
         number = s.created
-        suggestion = s.searcher.ask(number)
+        if suggestion is None:
+            suggestion = s.searcher.ask(number)
         row = self._store.add_trial(s.id, number, suggestion.params, suggestion.vals, now)
         assert row.id is not None
         s.created = number + 1
@@ -425,14 +452,49 @@ class SearchBook:
         capped = room is not None and room < want
         if room is not None:
             want = min(want, room)
-        for _ in range(max(0, want)):
-            self._new_trial(s, now)
+        if isinstance(s.searcher, SearcherHost):
+            want = self._fill_hosted(s, s.searcher, max(0, want), now)
+        else:
+            for _ in range(max(0, want)):
+                self._new_trial(s, now)
         # Why it makes no more trials, as things stand after these: stored when it changes.
         waiting = self.quota_room(s.owner, spec.resources.devices_per_trial)[1] if capped else None
         if waiting != s.waiting:
             s.waiting = waiting
             self._store.update_search(s.id, waiting=waiting)
         return max(0, want)
+
+    def _fill_hosted(self, s: SearchState, host: SearcherHost, want: int, now: float) -> int:
+        """Up to `want` new trials of `s` from its hosted searcher: the suggestions it has finished, then
+        asks for what is still wanted, waited for at most `searcher_wait_s` (what comes later is taken at
+        a later tick; the host wakes the controller when it does). Returns how many were created."""
+        assert self._searcher_wait_s is not None
+        created = self._take_ready(s, host, want, now)
+        missing = want - created - host.outstanding()
+        for _ in range(max(0, missing)):
+            host.request(host.next_number(s.created))
+        if created < want and self._searcher_wait_s > 0:
+            host.wait(self._searcher_wait_s)
+            created += self._take_ready(s, host, want - created, now)
+        failure = host.failure()
+        if failure is not None and s.status == SearchStatus.RUNNING:
+            self._searcher_failed(s, failure)
+        return created
+
+    def _take_ready(self, s: SearchState, host: SearcherHost, limit: int, now: float) -> int:
+        taken = 0
+        for number, suggestion in host.ready(limit):
+            assert number == s.created, f"search {s.id}: suggestion {number} for trial {s.created}"
+            self._new_trial(s, now, suggestion)
+            taken += 1
+        return taken
+
+    def _searcher_failed(self, s: SearchState, exc: BaseException) -> None:
+        """Search `s`'s searcher could not be built or asked: the search fails alone, with the reason."""
+        log.warning("search %s: its searcher failed: %s", s.id, exc)
+        reason = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        self.finish(s, SearchStatus.FAILED, f"its searcher failed: {reason}")
+        self._store.update_search(s.id, error=f"searcher: {reason}"[:2000])
 
     def fill(self, now: float) -> int:
         """New trials for every running search whose parallelism has room (after a plan held some at a
@@ -447,9 +509,13 @@ class SearchBook:
         self._stop_trials(s.alive(), reason)
         s.waiting = None  # an ended search waits for nothing
         self._store.update_search(s.id, status=status, finished_at=now, waiting=None)
+        if isinstance(s.searcher, SearcherHost):
+            s.searcher.close()  # an ended search asks nothing more: its thread ends
         log.info("search %s %s: %s", s.id, status, reason)
 
     def forget(self, search_id: int) -> None:
         """Drop a deleted search and its trials from the working set (its rows are gone)."""
-        self.searches.pop(search_id, None)
+        gone = self.searches.pop(search_id, None)
+        if gone is not None and isinstance(gone.searcher, SearcherHost):
+            gone.searcher.close()
         self._index.forget([tid for tid, t in self._index.by_id.items() if t.search_id == search_id])

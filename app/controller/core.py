@@ -4,6 +4,7 @@ reconcile -> record intent -> runtime.apply; between ticks it turns runtime even
 The tick is a thin loop over named parts, each in its own module:
     SearchBook      (book.py)      search lifecycle and searchers; creates and finalises trials
     EventRecorder   (recorder.py)  runtime events -> trial state and stored rows
+    ReportTracking  (tracking.py)  stored reports -> the spec's trackers (TensorBoard, MLflow, W&B)
     SnapshotBuilder (snapshot.py)  the frozen ClusterSnapshot a policy plans on (view cache, pair rates,
                                    the judge's verdicts)
     PolicyChoice    (policies.py)  which policy and quantum govern, the policy's and the judge's carried state
@@ -34,6 +35,7 @@ from app.controller.recorder import EventRecorder
 from app.controller.rounds import Rounds
 from app.controller.snapshot import KnownResidency, SnapshotBuilder
 from app.controller.state import SearchState, Signals, TrialState
+from app.controller.tracking import ReportTracking
 from app.controller.trials import TrialIndex
 from app.db.protocol import ControllerStore
 from app.executor.actions import Action, Event, Run, Stop
@@ -57,8 +59,13 @@ class Controller:
         self._index = TrialIndex()
         self._rounds = Rounds(store)
         pairs = PackedRates()
-        self.book = SearchBook(store, runtime, self._index, self._rounds, self._signals)
-        self.recorder = EventRecorder(store, runtime, self.book, self._index, pairs, self._signals)
+        self.book = SearchBook(
+            store, runtime, self._index, self._rounds, self._signals, searcher_wait_s=options.searcher_wait_s
+        )
+        self.tracking = ReportTracking(self.book, self._index)
+        self.recorder = EventRecorder(
+            store, runtime, self.book, self._index, pairs, self._signals, on_stored=self.tracking.stored
+        )
         self.snapshots = SnapshotBuilder(
             runtime, self.book, self._index, pairs, cache_views=options.cache_views, kind_aware=options.kind_aware
         )
@@ -150,6 +157,7 @@ class Controller:
         except Exception:
             self.runtime.redeliver()
             raise
+        self.tracking.handled(events)
 
     def flush(self) -> None:
         """Store the buffered rows (retried; on failure they stay buffered and the runtime redelivers)."""
@@ -173,8 +181,11 @@ class Controller:
         )
 
     def close(self) -> None:
-        self.flush()
-        self.runtime.close()
+        try:
+            self.flush()
+            self.runtime.close()
+        finally:
+            self.tracking.close()  # what the trackers have queued is written
 
     # ---- the tick ------------------------------------------------------------------------------
 

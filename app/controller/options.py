@@ -15,6 +15,10 @@ from pathlib import Path
 from app.executor.policy.knobs import ShareKnobs
 from app.executor.policy.types import Policy
 
+# What a serving controller waits for a hosted searcher per tick: asks of ordinary spaces take a few ms and
+# come within it (the trial starts this tick); a slow one is taken up at a later tick.
+SERVICE_SEARCHER_WAIT_S = 0.05
+
 
 @dataclass(frozen=True)
 class ControllerOptions:
@@ -33,7 +37,11 @@ class ControllerOptions:
     kind-blind (still never on a kind where a trial's rate is 0).
     `trust_quiet`: skip planning while the last plan's `Plan.quiet_until` holds (the policy promised
     the same placement until then unless an event wakes the controller) and wait for that event rather
-    than the next quantum. Off in the service, whose planning ticks also publish progress."""
+    than the next quantum. Off in the service, whose planning ticks also publish progress.
+    `searcher_wait_s`: None builds and asks each search's searcher on the controller's thread (the
+    simulator, tests: deterministic); a number puts each on a thread of its own (`SearcherHost`) and the
+    tick waits at most that long for it, so one wide search never holds the others' scheduling (the
+    service: `SERVICE_SEARCHER_WAIT_S`)."""
 
     workdir: Path = Path(".quanta")
     policy: Policy | None = None
@@ -44,10 +52,13 @@ class ControllerOptions:
     share: ShareKnobs | None = None
     kind_aware: bool = True
     trust_quiet: bool = False
+    searcher_wait_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workdir", Path(self.workdir))  # accept a str too
         if self.poll_cap_s <= 0 or math.isnan(self.poll_cap_s):
             raise ValueError(f"poll_cap_s must be > 0, not {self.poll_cap_s}")
+        if self.searcher_wait_s is not None and not self.searcher_wait_s >= 0:
+            raise ValueError(f"searcher_wait_s must be >= 0 or None, not {self.searcher_wait_s}")
         if self.publish_every_s < 0:
             raise ValueError(f"publish_every_s must be >= 0, not {self.publish_every_s}")

@@ -18,11 +18,13 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from app.controller.book import SearchBook
 from app.controller.packed import PackedRates
 from app.controller.state import SearchState, Signals, TrialState
+from app.controller.tracking import StoredReport
 from app.controller.trials import TrialIndex
 from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
 from app.db.protocol import ControllerStore
@@ -77,8 +79,10 @@ class EventRecorder:
         index: TrialIndex,
         pairs: PackedRates,
         signals: Signals,
+        on_stored: Callable[[list[StoredReport]], None] | None = None,
     ):
         self._store = store
+        self._on_stored = on_stored  # told each report once it is stored (the spec's tracking)
         self._runtime = runtime
         self._book = book
         self._index = index
@@ -131,6 +135,8 @@ class EventRecorder:
         if not self._pending_rows:
             return
         rows = self._pending_rows
+        # Read before the write: a stored row's attributes expire with its session.
+        stored = [(r.search_id, r.trial_id, r.step, r.at, r.metrics) for r in rows if isinstance(r, ReportRow)]
         for attempt, delay in enumerate((*FLUSH_DELAYS_S, None)):
             try:
                 self._store.add_rows([_fresh(r) for r in rows] if attempt else rows)
@@ -144,6 +150,8 @@ class EventRecorder:
                 break
         self._pending_rows = self._pending_rows[len(rows) :]
         self._pending_reports.clear()
+        if stored and self._on_stored is not None:
+            self._on_stored(stored)
 
     @property
     def pending(self) -> int:

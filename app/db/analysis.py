@@ -5,9 +5,21 @@ behind the dashboard's importance, slice and contour charts), as read models for
 finished trials that say something about their parameters (`observed`: completed ones, and those stopped
 without a judgement, at their last value) and hand them to `app.search.importance` (a random forest:
 permutation importance; partial dependence over a grid). None when the search does not exist.
+
+Fitting the forest takes a good part of a second; the dashboard asks again after every trial event. With
+a `FitCache` the result is kept by a hash of what it was fitted on (the space, the metric and every
+observation), so it is fitted again only when a trial has finished since (the fit is seeded: a kept
+result is the one a new fit would give).
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from sqlmodel import Field, SQLModel
 
@@ -63,6 +75,44 @@ class LandscapeOut(SQLModel):
 
 _NO_SPEC = "the search's stored spec does not parse (written by another version?)"
 
+T = TypeVar("T")
+
+
+class FitCache:
+    """Results fitted on a search's observations, by a hash of their inputs: at most `size` of them, the
+    least recently used dropped first. Thread-safe (the API's routes share one per app); two requests
+    that miss at once may both fit, and either result is kept (they are equal)."""
+
+    def __init__(self, size: int = 64):
+        self._size = size
+        self._items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...], fit: Callable[[], T]) -> T:
+        """The result kept under `key`, else `fit()`, kept."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        result = fit()
+        with self._lock:
+            self._items[key] = result
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return result
+
+
+def fit_key(kind: str, search_id: int, spec: SearchSpec, trials: Sequence[Observed], *extra: Any) -> tuple[Any, ...]:
+    """What a result of `kind` on these inputs is kept under: the search, `extra` (the axes), and a
+    SHA-256 of the space, the metric and every observation (its parameters, value and progress)."""
+    content = [spec.space, spec.metric.model_dump(), [[t.params, t.value, t.progress] for t in trials]]
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+    return (kind, search_id, *extra, digest)
+
+
+def _fitted(cache: FitCache | None, key: tuple[Any, ...], fit: Callable[[], T]) -> T:
+    return fit() if cache is None else cache.get(key, fit)
+
 
 def observed(trial: TrialRow, max_steps: int) -> Observed | None:
     """What `trial` tells importance about its parameters: its last reported objective (`metric`) with its
@@ -104,7 +154,9 @@ def observations(store: ControllerStore, search_id: int) -> tuple[SearchSpec | N
     return spec, [o for o in found if o is not None]
 
 
-def importance_out(store: ControllerStore, search_id: int) -> ImportanceOut | None:
+def importance_out(store: ControllerStore, search_id: int, cache: FitCache | None = None) -> ImportanceOut | None:
+    """The importance of the search's parameters (None: no such search), from `cache` when it holds a
+    result fitted on the same observations."""
     found = observations(store, search_id)
     if found is None:
         return None
@@ -113,7 +165,7 @@ def importance_out(store: ControllerStore, search_id: int) -> ImportanceOut | No
         return ImportanceOut(
             search_id=search_id, metric=None, goal=None, method="", trials_used=0, params=[], r2=None, note=_NO_SPEC
         )
-    result = importance(spec.space, trials)
+    result = _fitted(cache, fit_key("importance", search_id, spec, trials), lambda: importance(spec.space, trials))
     return ImportanceOut(
         search_id=search_id,
         metric=spec.metric.name,
@@ -131,14 +183,20 @@ def _axis(a: Axis) -> AxisOut:
     return AxisOut(name=a.name, kind=a.kind, values=list(a.values), labels=list(a.labels), log=a.log)
 
 
-def landscape_out(store: ControllerStore, search_id: int, x: str, y: str | None) -> LandscapeOut | None:
+def landscape_out(
+    store: ControllerStore, search_id: int, x: str, y: str | None, cache: FitCache | None = None
+) -> LandscapeOut | None:
     """None: no such search. Raises `KeyError` naming a parameter the space does not have. Without
-    enough trials (or when `x`/`y` never varies) the grid is empty and `note` says why."""
+    enough trials (or when `x`/`y` never varies) the grid is empty and `note` says why. From `cache` when
+    it holds the landscape of `x` and `y` fitted on the same observations."""
     found = observations(store, search_id)
     if found is None:
         return None
     spec, trials = found
-    land = landscape(spec.space, trials, x, y) if spec is not None else None
+    land = None
+    if spec is not None:
+        key = fit_key("landscape", search_id, spec, trials, x, y)
+        land = _fitted(cache, key, lambda: landscape(spec.space, trials, x, y))
     if spec is None or land is None:
         return LandscapeOut(
             search_id=search_id,

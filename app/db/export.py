@@ -7,7 +7,8 @@ and best value of the objective, steps, device seconds, retries, why it ended, t
 in the space's order. The parameter columns come from the spec's space, so a search without trials
 exports a header and no rows (a parameter found only in trials, e.g. from an older spec, is appended).
 
-CSV: empty cells for missing values, floats written exactly (Python's repr round-trips). JSON:
+CSV: empty cells for missing values, floats written exactly (Python's repr round-trips), text quoted and,
+where a spreadsheet would run it as a formula, prefixed with `'` (`formula_safe`, OWASP's advice). JSON:
 ``{"search_id", "metric", "columns", "trials": [{column: value}, ...]}``. Parquet needs pyarrow
 (`pip install 'quanta[notebook]'`; `ExportError` says so when it is missing); a parameter column whose
 values have several types (a choice of 8 and "auto") is written as text there.
@@ -65,43 +66,49 @@ class TrialTable:
     rows: tuple[dict[str, Any], ...]
 
 
+def name_part(key: Any) -> str:
+    """One key as part of a flattened name: a '.' in it (a space stored before names with dots were
+    refused) is escaped as '\\.' and a backslash as '\\\\', so `{"a.b": 1}` gives `a\\.b` and never the
+    name of `{"a": {"b": 1}}`."""
+    text = str(key)
+    return text.replace("\\", "\\\\").replace(".", "\\.") if "." in text or "\\" in text else text
+
+
 def space_columns(space: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The flattened parameter names a configuration of `space` has (without the `params.` prefix), in
     the space's order: a nested space or a choice among nested spaces contributes its own names under
-    its key (`optimizer.name`, `optimizer.momentum`), everything else its key."""
-    out: list[str] = []
+    its key (`optimizer.name`, `optimizer.momentum`), everything else its key. Linear in the names."""
+    out: dict[str, None] = {}  # an ordered set: first seen first
+    _space_columns(space, prefix, out)
+    return list(out)
 
-    def add(name: str) -> None:
-        if name not in out:
-            out.append(name)
 
+def _space_columns(space: Mapping[str, Any], prefix: str, out: dict[str, None]) -> None:
     for key, node in space.items():
-        name = f"{prefix}{key}"
+        name = f"{prefix}{name_part(key)}"
         if is_dimension(node):
             kind, args = next(iter(node.items()))
             options = args if kind == "choice" else []
             nested = [o for o in options if isinstance(o, Mapping) and not is_dimension(o)]
             if len(nested) < len(options) or not nested:
-                add(name)  # some option is a plain value
+                out.setdefault(name)  # some option is a plain value
             for option in nested:
-                for sub in space_columns(option, f"{name}."):
-                    add(sub)
+                _space_columns(option, f"{name}.", out)
         elif isinstance(node, Mapping):
-            for sub in space_columns(node, f"{name}."):
-                add(sub)
+            _space_columns(node, f"{name}.", out)
         else:
-            add(name)
-    return out
+            out.setdefault(name)
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """`{"optimizer": {"name": "sgd", "momentum": 0.9}}` -> `{"optimizer.name": "sgd", "optimizer.momentum": 0.9}`."""
+    """`{"optimizer": {"name": "sgd", "momentum": 0.9}}` -> `{"optimizer.name": "sgd", "optimizer.momentum": 0.9}`
+    (keys as `name_part` writes them)."""
     out: dict[str, Any] = {}
     for key, value in params.items():
         if isinstance(value, Mapping):
-            out.update(flatten(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{name_part(key)}."))
         else:
-            out[f"{prefix}{key}"] = value
+            out[f"{prefix}{name_part(key)}"] = value
     return out
 
 
@@ -140,17 +147,35 @@ def trial_table(store: ControllerStore, search_id: int) -> TrialTable | None:
 
 
 def to_csv(table: TrialTable) -> str:
-    """The table as CSV text with a header line (missing values are empty cells)."""
+    """The table as CSV text with a header line (missing values are empty cells). As OWASP recommends for
+    a file a spreadsheet may open: every text cell of the rows is quoted (numbers are not), and text that
+    would run as a formula is prefixed with `'` (`formula_safe`). The header's names start with a fixed
+    column's name or `params.`, never with a formula character: written plain."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(table.columns)
+    csv.writer(buf, lineterminator="\n").writerow([formula_safe(c) for c in table.columns])
+    writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     for row in table.rows:
         writer.writerow(["" if row[c] is None else _cell(row[c]) for c in table.columns])
     return buf.getvalue()
 
 
+# What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection"): these first characters,
+# and their full-width forms, which some spreadsheets fold to them.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def formula_safe(text: str) -> str:
+    """`text` as OWASP recommends for a CSV cell a spreadsheet will open: prefixed with a single quote
+    when it starts with a formula character (`=cmd|' /C calc'!A0` -> `'=cmd|' /C calc'!A0`), so it is
+    shown as text and never run. Numbers are left to be written as numbers (a negative one is no
+    formula)."""
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
 def _cell(value: Any) -> Any:
-    return json.dumps(value) if isinstance(value, list | dict) else value
+    if isinstance(value, list | dict):
+        return formula_safe(json.dumps(value))
+    return formula_safe(value) if isinstance(value, str) else value
 
 
 def to_json(table: TrialTable) -> str:

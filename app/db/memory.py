@@ -31,7 +31,7 @@ from app.db.models import (
 )
 from app.db.queries import Conflict
 from app.db.reports import Key, merge_report, report_key
-from app.db.users import checked_new, checked_update
+from app.db.users import checked_new, checked_update, name_taken, taken_message
 from app.status import SearchStatus
 
 _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
@@ -128,8 +128,9 @@ class MemoryStore:
         max_devices: int = 0,
     ) -> UserRow:
         data = checked_new(name, role, weight, max_alive_trials, max_devices)
-        if name in self._users:
-            raise Conflict(f"user {name} exists")
+        same = name_taken(name, self._users)
+        if same is not None:
+            raise Conflict(taken_message(name, same))
         row = UserRow(id=self._next_id(UserRow), **data, created_at=at)
         self._users[name] = row
         return row

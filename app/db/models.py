@@ -16,7 +16,7 @@ from app.status import SearchStatus, TrialStatus
 # The user that owns what was there before users existed (searches of older databases, tokens stored
 # before they had a user) and what `QUANTA_TOKEN` and `quanta run` act as. Every store has this admin.
 FIRST_ADMIN = "admin"
-ROLES = ("admin", "member")
+ROLES = ("admin", "member", "viewer")  # app.db.public.Role says what each may do
 
 # The ids of users, searches, trials, reports and tokens are never handed out twice, also after the
 # newest row is deleted (an id names one thing for good: in URLs, logs, checkpoints and other users'

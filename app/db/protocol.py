@@ -33,6 +33,7 @@ from app.db.public import (
     CurvesOut,
     NewToken,
     SearchOut,
+    SearchSummary,
     TimelineOut,
     TokenOut,
     TrialDetail,
@@ -136,7 +137,7 @@ class ServiceStore(ControllerStore, Protocol):
         sort: SearchSort = "-id",
         status: SearchStatus | None = None,
         owner_id: int | None = None,
-    ) -> tuple[list[SearchOut], int]: ...
+    ) -> tuple[list[SearchSummary], int]: ...
     def search_owner(self, search_id: int) -> Owner | None: ...
     def trial_owner(self, trial_id: int) -> Owner | None: ...
     def trials_done(self, search_ids: Sequence[int]) -> dict[int, int]: ...

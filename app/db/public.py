@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 from sqlmodel import Field, SQLModel
 
 from app.db.models import SearchRow, TokenRow, TrialRow, UserRow
-from app.spec import SearchSpec, SpecError, spec_from_stored
+from app.spec import MAX_DEPTH, SearchSpec, SpecError, spec_from_stored
 from app.status import SearchStatus, TrialStatus
 
 log = logging.getLogger("quanta.db")
@@ -29,6 +29,22 @@ def parsed_spec(row: SearchRow) -> SearchSpec | None:
     except SpecError:
         log.warning("search %s: its stored spec does not parse", row.id)
         return None
+
+
+NESTED_TOO_DEEPLY = "[nested too deeply to show]"
+
+
+def shown(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """`value` as a reader is sent it: mappings and lists nested deeper than `limit` levels are replaced by
+    `NESTED_TOO_DEEPLY`. Specs are refused deeper than that when posted, but a row stored before the
+    bound must not make every page that shows it fail (JSON encoders give up a few hundred levels down)."""
+    if not isinstance(value, dict | list):
+        return value
+    if limit <= 0:
+        return NESTED_TOO_DEEPLY
+    if isinstance(value, dict):
+        return {k: shown(v, limit - 1) for k, v in value.items()}
+    return [shown(v, limit - 1) for v in value]
 
 
 def finite(x: float | None) -> float | None:
@@ -57,7 +73,9 @@ class MetricOut(SQLModel):
     target: float | None
 
 
-class SearchOut(SQLModel):
+class SearchSummary(SQLModel):
+    """A search as lists and event streams show it: everything but its spec (`SearchOut` adds it)."""
+
     id: int
     name: str
     status: SearchStatus
@@ -70,7 +88,6 @@ class SearchOut(SQLModel):
     progress: ProgressOut
     metric: MetricOut
     policy: str | None
-    spec: dict[str, Any]
     error: str | None = None
     owner: str = Field(description="the name of the user it belongs to, as it was submitted")
     owner_id: int | None = Field(
@@ -79,14 +96,16 @@ class SearchOut(SQLModel):
     waiting: str | None = Field(default=None, description="why the controller holds it (its owner's quota), if it does")
 
     @classmethod
-    def from_row(cls, row: SearchRow, trials_done: int) -> SearchOut:
+    def from_row(cls, row: SearchRow, trials_done: int) -> Self:
         """`trials_done`: how many of its trials are final."""
         assert row.id is not None
         spec = parsed_spec(row)
         best = None
         if row.best_trial_id is not None:
-            best = BestOut(trial_id=row.best_trial_id, metric=row.best_metric, params=row.best_params)
+            best = BestOut(trial_id=row.best_trial_id, metric=row.best_metric, params=shown(row.best_params))
+        extra = {"spec": shown(row.spec or {})} if "spec" in cls.model_fields else {}
         return cls(
+            **extra,
             id=row.id,
             name=row.name,
             status=SearchStatus(row.status),
@@ -107,12 +126,17 @@ class SearchOut(SQLModel):
                 target=spec.metric.target if spec else None,
             ),
             policy=spec.scheduler.policy if spec else None,
-            spec=row.spec or {},
             error=row.error,
             owner=row.owner,
             owner_id=row.owner_id,
             waiting=row.waiting,
         )
+
+
+class SearchOut(SearchSummary):
+    """A search with its spec (`GET /searches/{id}`, what a POST returns)."""
+
+    spec: dict[str, Any] = Field(description="the spec as validated and stored (with every default filled in)")
 
 
 # ---- users -------------------------------------------------------------------------------------
@@ -122,7 +146,10 @@ class SearchOut(SQLModel):
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
 MAX_WEIGHT = 1000.0
 MAX_QUOTA = 100_000
-Role = Literal["admin", "member"]
+# admin: everything; member: their own searches, read and write; viewer: every search, read only (a
+# write is a 403), for sharing a view without sharing an admin's token. Spelled exactly so (`Admin` is
+# refused, not read as `admin`): one role has one name.
+Role = Literal["admin", "member", "viewer"]
 
 
 class UserUpdate(BaseModel):
@@ -165,7 +192,7 @@ class UserOut(SQLModel):
         return cls(
             id=row.id,
             name=row.name,
-            role="admin" if row.role == "admin" else "member",
+            role="admin" if row.role == "admin" else "viewer" if row.role == "viewer" else "member",
             weight=row.weight,
             max_alive_trials=row.max_alive_trials,
             max_devices=row.max_devices,
@@ -283,7 +310,7 @@ class TrialOut(SQLModel):
             id=t.id,
             search_id=t.search_id,
             number=t.number,
-            params=t.params,
+            params=shown(t.params),
             status=TrialStatus(t.status),
             metric=finite(t.metric),
             best_metric=finite(t.best_metric),

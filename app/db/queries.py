@@ -26,6 +26,7 @@ from app.db.public import (
     PairOut,
     QuantumOut,
     SearchOut,
+    SearchSummary,
     TimelineItem,
     TimelineOut,
     TrialDetail,
@@ -170,8 +171,10 @@ class ReaderQueries:
         sort: SearchSort = "-id",
         status: SearchStatus | None = None,
         owner_id: int | None = None,
-    ) -> tuple[list[SearchOut], int]:
-        """One page of searches and the number of all that match `status` and `owner_id` (a user's id)."""
+    ) -> tuple[list[SearchSummary], int]:
+        """One page of searches (without their specs: a page of large specs is megabytes, and the list is
+        fetched again after each event) and the number of all that match `status` and `owner_id` (a
+        user's id)."""
         with self.session() as s:
             q = select(SearchRow)
             count = select(func.count()).select_from(SearchRow)
@@ -185,7 +188,7 @@ class ReaderQueries:
             rows = list(s.exec(q.order_by(order).offset(offset).limit(limit)))
             total = s.exec(count).one()
             done = self._trials_done(s, [r.id for r in rows if r.id is not None])
-        return [SearchOut.from_row(r, done.get(r.id or 0, 0)) for r in rows], total
+        return [SearchSummary.from_row(r, done.get(r.id or 0, 0)) for r in rows], total
 
     def command_search(self, search_id: int, command: SearchCommand, at: float) -> SearchOut | None:
         """Ask the controller to stop/pause/resume a search (None: no such search). A queued search the

@@ -17,7 +17,7 @@ import hmac
 import secrets
 from collections.abc import Callable
 
-from sqlalchemy import delete, update
+from sqlalchemy import and_, delete, func, literal, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -27,7 +27,9 @@ from app.db.queries import Conflict
 from app.status import SEARCH_ACTIVE, SEARCH_STARTED, SearchStatus
 
 TOKEN_PREFIX = "qnt_"
-SHOWN = 12  # characters of a token kept in clear to name it ("qnt_" and 8 random ones: 48 bits)
+# Characters of a token kept in clear to name it: "qnt_" and 6 random ones of the 43 (36 of its 256 bits),
+# and never more than a quarter of a token, whatever its length (QUANTA_TOKEN is set by a person).
+SHOWN = 10
 
 
 def new_token() -> str:
@@ -45,7 +47,9 @@ def legacy_digest(token: str) -> str:
 
 
 def visible_prefix(token: str) -> str:
-    return token[:SHOWN]
+    """What is stored and listed in clear to name `token`: its first `SHOWN` characters, at most a quarter
+    of it."""
+    return token[: min(SHOWN, len(token) // 4)]
 
 
 class TokenQueries:
@@ -103,6 +107,25 @@ class TokenQueries:
             s.refresh(row)
             return row
 
+    def replace_token(self, user: str, token: str, at: float, *, name: str) -> TokenRow:
+        """Store `token` for `user` as `add_token` does, and revoke the user's other active tokens of the
+        same `name`: `QUANTA_TOKEN`'s, when the server starts with another one (a token an operator
+        replaced, or one shorter than the server now accepts, stops working)."""
+        row = self.add_token(user, token, at, name=name)
+        with self.session() as s:
+            s.execute(
+                update(TokenRow)
+                .where(
+                    col(TokenRow.user_id) == row.user_id,
+                    col(TokenRow.name) == name,
+                    col(TokenRow.id) != row.id,
+                    col(TokenRow.revoked_at).is_(None),
+                )
+                .values(revoked_at=at)
+            )
+            s.commit()
+        return row
+
     def create_token(self, user: str, at: float, *, name: str = "default", expires_at: float | None = None) -> NewToken:
         """A new token for `user` (`KeyError`: no such user), returned with the token itself, once."""
         token = new_token()
@@ -146,8 +169,9 @@ class TokenQueries:
             return [TokenOut.from_row(r, now) for r in s.exec(q)]
 
     def revoke_token(self, ref: str, at: float) -> TokenOut:
-        """Revoke the token named by `ref`: its id, the start of its prefix (at least 6 characters), or
-        the token itself. `KeyError`: none matches; `Conflict`: a prefix matches several."""
+        """Revoke the token named by `ref`: its id, the start of its prefix or more of the token than the
+        prefix holds (at least 6 characters either way), or the token itself. `KeyError`: none matches;
+        `Conflict`: a prefix matches several."""
         ref = ref.strip()
         with self.session() as s:
             rows: list[TokenRow]
@@ -157,7 +181,11 @@ class TokenQueries:
             else:
                 rows = list(s.exec(select(TokenRow).where(TokenRow.token_hash == self._digest()(ref))))
                 if not rows and len(ref) >= 6:
-                    rows = list(s.exec(select(TokenRow).where(col(TokenRow.prefix).startswith(ref, autoescape=True))))
+                    # The start of a stored prefix, or more of the token than its prefix (a prefix listed
+                    # before prefixes were shortened; the token's first characters copied generously).
+                    stored = col(TokenRow.prefix)
+                    longer = and_(func.length(stored) >= 6, func.substr(literal(ref), 1, func.length(stored)) == stored)
+                    rows = list(s.exec(select(TokenRow).where(or_(stored.startswith(ref, autoescape=True), longer))))
             if not rows:
                 raise KeyError(f"no token matches {ref!r}")
             if len(rows) > 1:

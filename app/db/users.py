@@ -1,19 +1,21 @@
 """`UserQueries`: the users of the service, in SQL (part of `Store`; `MemoryStore` keeps the same
 methods in memory, and tests/unit/test_store_contract.py runs the same tests on both).
 
-A user has a unique name, a role (`admin` or `member`), a weight (their share of device time relative
-to the other users') and two quotas (`max_alive_trials`, `max_devices`; 0 = none). Values are checked
-against `UserCreate` / `UserUpdate` (app.db.public) before anything is written: a bad one raises
-pydantic's `ValidationError` (a `ValueError`) naming the field, and nothing is stored.
+A user has a name unique regardless of case, a role (`admin`, `member` or `viewer`: `app.db.public.Role`),
+a weight (their share of device time relative to the other users') and two quotas (`max_alive_trials`,
+`max_devices`; 0 = none). Values are checked against `UserCreate` / `UserUpdate` (app.db.public) before
+anything is written: a bad one raises pydantic's `ValidationError` (a `ValueError`) naming the field, and
+nothing is stored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from app.db.models import FIRST_ADMIN, UserRow
 from app.db.public import UserCreate, UserUpdate
@@ -40,6 +42,17 @@ def checked_new(name: str, role: str, weight: float, max_alive_trials: int, max_
     ).model_dump()
 
 
+def name_taken(name: str, existing: Iterable[str]) -> str | None:
+    """The name among `existing` that `name` would be taken for: the same name, or one differing only in
+    case (`Admin` beside `admin`: one person would read them as one user), else None."""
+    folded = name.casefold()
+    return next((other for other in existing if other.casefold() == folded), None)
+
+
+def taken_message(name: str, other: str) -> str:
+    return f"user {name} exists" if other == name else f"user {other} exists: names differ in more than case"
+
+
 def checked_update(fields: dict[str, Any]) -> dict[str, Any]:
     """`fields` validated as a `UserUpdate` (unknown names and out-of-range values raise), without the
     ones left None."""
@@ -61,10 +74,14 @@ class UserQueries:
         max_alive_trials: int = 0,
         max_devices: int = 0,
     ) -> UserRow:
-        """A new user. `Conflict` when the name is taken; `ValueError` naming the field when a value is
-        out of range."""
+        """A new user. `Conflict` when the name is taken, also in another case (`name_taken`); `ValueError`
+        naming the field when a value is out of range."""
         data = checked_new(name, role, weight, max_alive_trials, max_devices)
         with self.session() as s:
+            # Names are ASCII (NAME_PATTERN), so SQL's lower() folds case as casefold() does.
+            same = s.exec(select(UserRow.name).where(func.lower(UserRow.name) == name.lower())).first()
+            if same is not None:
+                raise Conflict(taken_message(name, same))
             row = UserRow(**data, created_at=at)
             s.add(row)
             try:

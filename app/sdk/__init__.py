@@ -1,5 +1,6 @@
-"""What users import: `Trial` (inside a trainable), `Client` (the REST client), and the states a
-search or trial reports (`SearchStatus`, `TrialStatus`, from `app.status`).
+"""What users import: `Trial` (inside a trainable), `Client` (the REST client), `run` (a search run in
+this process, for notebooks: `app.sdk.local`), and the states a search or trial reports (`SearchStatus`,
+`TrialStatus`, from `app.status`).
 
 Names are imported on first use (module `__getattr__`): `from app.sdk import Trial` inside a trial
 process does not import httpx, and `from app.sdk import Client` (or the `quanta` command) does not
@@ -12,10 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.sdk.client import ApiError, Client, Search
+    from app.sdk.local import LocalRun, run
     from app.sdk.trial import ControllerGone, Trial, TrialStopped
     from app.status import SearchStatus, TrialStatus
 
-__all__ = ["ApiError", "Client", "ControllerGone", "Search", "SearchStatus", "Trial", "TrialStatus", "TrialStopped"]
+__all__ = [
+    "ApiError",
+    "Client",
+    "ControllerGone",
+    "LocalRun",
+    "Search",
+    "SearchStatus",
+    "Trial",
+    "TrialStatus",
+    "TrialStopped",
+    "run",
+]
 
 _HOME = {
     "Trial": "app.sdk.trial",
@@ -24,6 +37,8 @@ _HOME = {
     "Client": "app.sdk.client",
     "Search": "app.sdk.client",
     "ApiError": "app.sdk.client",
+    "run": "app.sdk.local",
+    "LocalRun": "app.sdk.local",
     "SearchStatus": "app.status",
     "TrialStatus": "app.status",
 }

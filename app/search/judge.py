@@ -29,6 +29,10 @@ highest rung when it is among the best `floor(n / eta)` of the `n` trials record
   yet: a rank can only hold a trial back, never put it ahead of a fitted curve);
 - a kill still needs the curve: P(reach) below `kill_threshold` once 10 % of the steps are done (the
   curve alone, as without rungs), or earlier when the trial is also outside the top at its rung.
+
+Whatever the fits say, a search's best trial alive (the best value reported so far) is never killed: a
+parametric fit is pessimistic on a slowly rising curve, and killing every trial on such fits once ended a
+search with no trial run to the end while plain FIFO on the same configurations reached the target.
 The records ride in the judge's state under the key `"rungs"` (only for searches still running).
 
 The last prediction of each alive trial is the judge's state (`JudgeState`, JSON: string keys): it
@@ -86,6 +90,7 @@ def judge(snapshot: Round, knobs: JudgeKnobs, state: Mapping[str, Any] | None = 
     searches = {s.id: s for s in snapshot.searches}
     eta = knobs.rung_eta
     book = _record_rungs(snapshot, searches, knobs, eta, old) if eta is not None else None
+    incumbents = _incumbents(snapshot, searches)
     for t in snapshot.alive():
         key = str(t.id)
         cache = old.get(key)
@@ -96,12 +101,33 @@ def judge(snapshot: Round, knobs: JudgeKnobs, state: Mapping[str, Any] | None = 
         if eta is not None and book is not None and search is not None:
             standing = _standing(knobs, eta, book, t, search)
         verdict, cache = judge_trial(knobs, t, search, cache, standing)
+        if verdict.kill and incumbents.get(t.search_id) == t.id:
+            # The search's best trial is never killed on a fit: when every fit is pessimistic (a slowly
+            # rising curve), killing them all would end the search with nothing run to the end.
+            verdict = dataclasses.replace(verdict, kill=False)
         verdicts[t.id] = verdict
         if cache and not verdict.kill:
             new[key] = cache
     if book is not None and (kept := book.keep(searches)):
         new[RUNGS] = kept
     return Judged(verdicts, new)
+
+
+def _incumbents(snapshot: Round, searches: Mapping[int, CurveSearch]) -> dict[int, int]:
+    """Per search, its alive trial with the best value reported so far (ties: the earliest id)."""
+    best: dict[int, tuple[float, int]] = {}
+    for t in snapshot.alive():
+        search = searches.get(t.search_id)
+        if search is None:
+            continue
+        sign = 1.0 if search.goal == "maximize" else -1.0
+        values = [sign * float(v) for _, v in t.curve if _finite(v)]
+        if not values:
+            continue
+        key = (max(values), -t.id)
+        if t.search_id not in best or key > best[t.search_id]:
+            best[t.search_id] = key
+    return {sid: -key[1] for sid, key in best.items()}
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,11 @@ class SearchAlgoSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    algorithm: Literal["tpe", "random", "bohb"] = "bohb"  # the default: it learns from every curve
-    n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS)
+    algorithm: Literal["tpe", "random", "bohb"] = Field(  # the default: it learns from every curve
+        default="bohb",
+        description="bohb: TPE on partial learning curves (BOHB-like); tpe: TPE on finished trials; random",
+    )
+    n_startup: int = Field(default=20, ge=0, le=MAX_TRIALS, description="random configurations before TPE fits")
     # The searcher's own rungs, for a policy without rungs: under asha and hyperband it fits at the
     # scheduler's (`SearchSpec.searcher_rungs`), and a spec may not set them differently here.
     min_steps: int | None = Field(

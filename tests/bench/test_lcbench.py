@@ -173,11 +173,23 @@ def test_tabulate_and_summarize_scripted_runs():
     assert goals["ratio_fifo_random_hard"]["met"] is False  # 3 < 7
 
 
+def test_the_best_peer_counts_every_system_that_is_not_quantas_dehb_too():
+    targets = {"A": {"medium": 0.9, "hard": 0.95}, "B": {"medium": 0.8, "hard": 0.85}}
+    # DEHB beats every Syne Tune method on B (300 s, against 600): best peer B 300 / 1000 = 0.3.
+    runs = scripted() + [_run("dehb_exact", t, seed, 5, 300) for t in "AB" for seed in range(3)]
+    hard = summarize(tabulate(runs, targets, budget_s=1000.0))["hard"]
+    assert hard["median_ratio_best_syne"] == pytest.approx((2.5 + 0.6) / 2)  # DEHB is not Syne Tune
+    # best peer: A min(500, 900, 300) / 200 = 1.5, B 300 / 1000 = 0.3; Quanta sooner on A only
+    assert hard["median_ratio_best_peer"] == pytest.approx((1.5 + 0.3) / 2)
+    assert hard["tasks_won_vs_best_peer"] == 1
+    assert "quanta_fifo_random" in hard["median_ratio_vs"]  # Quanta's own systems are not peers
+
+
 def test_summary_without_the_reference_or_peers_says_none():
     tasks = tabulate([_run("syne_asha", "A", 0, 1, 2)], {"A": {"medium": 0.5, "hard": 0.6}}, 10.0)
     s = summarize(tasks)
     assert s["hard"]["tasks"] == 0
-    assert s["hard"]["median_ratio_best_syne"] is None
+    assert s["hard"]["median_ratio_best_syne"] is None and s["hard"]["median_ratio_best_peer"] is None
     assert s["goals"]["ratio_best_syne_hard"]["met"] is False
 
 

@@ -149,3 +149,10 @@ def test_the_exact_clock_hooks_a_method_syne_tune_still_has_and_unknown_clocks_a
     assert callable(getattr(SimulatorBackend, "_advance_by_outside_time", None))
     with pytest.raises(ValueError, match="clock"):
         run_syne_method("random", "x", workers=1, hours=1, seed=0, targets={}, bench=StandIn(), clock="wall")
+
+
+@pytest.mark.parametrize("method", ["mobster", "hypertune", "dyhpo"])
+def test_the_methods_syne_tune_dropped_are_refused_here_naming_the_peer_environment(method):
+    # They run under Syne Tune 0.14 in the peer environment (bench/peer_env.py, tests/bench/test_peer_env.py).
+    with pytest.raises(ValueError, match="peer environment"):
+        run_syne_method(method, "x", workers=1, hours=1, seed=0, targets={}, bench=StandIn(), clock="exact")

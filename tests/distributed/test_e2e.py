@@ -41,7 +41,7 @@ def digits_spec(policy: str) -> dict:
 def test_gandiva_search_on_two_nodes_reaches_target(cluster: Cluster) -> None:
     policy = "gandiva"
     cluster.stop("controller")  # one controller per database: serve brings its own
-    port, token = free_port(), "e2e-token"
+    port, token = free_port(), "e2e-token-0123456789abcdefghijklmno"
     cluster.serve(port, token)
     api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"})
     try:

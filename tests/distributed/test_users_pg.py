@@ -9,7 +9,7 @@ import psycopg
 from app.db.models import FIRST_ADMIN
 from app.db.queries import Conflict, Owner
 from app.db.store import Store
-from app.db.tokens import legacy_digest
+from app.db.tokens import legacy_digest, visible_prefix
 from tests.conftest_services import PostgresServer
 
 
@@ -58,6 +58,6 @@ def test_a_postgresql_database_from_before_users_migrates(postgres: PostgresServ
     store = Store(url, secret=b"pg-secret")
     assert store.search(1).owner == FIRST_ADMIN and store.search_out(1).waiting is None
     assert store.authenticate(token, 2.0).name == FIRST_ADMIN
-    assert [(t.user, t.prefix) for t in store.tokens(None, 3.0)] == [(FIRST_ADMIN, token[:12])]
+    assert [(t.user, t.prefix) for t in store.tokens(None, 3.0)] == [(FIRST_ADMIN, visible_prefix(token))]
     Store(url, secret=b"pg-secret")  # reopened: nothing added twice
     assert [u.name for u in store.users()] == [FIRST_ADMIN]

@@ -1,5 +1,11 @@
-"""The e2e tests' server: `quanta serve` as a real subprocess on a free port with a temporary SQLite
-database (`tmp_path/q.db`, which a test may also open) and two CPU devices."""
+"""The e2e tests' server and browser.
+
+`server`: `quanta serve` as a real subprocess on a free port with a temporary SQLite database
+(`tmp_path/q.db`, which a test may also open) and two CPU devices, one per test. `module_server`: the
+same, one per test module (`tests.integration.live_server`), for modules whose tests share a search.
+`browser`: Debian's headless Chromium driven by Playwright, one per module (each test opens its own
+context). Skipped where Chromium or Playwright is missing.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,28 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.integration.live_server import LiveServer, start_server
+
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "e2e-token-0123456789"
+TOKEN = "e2e-token-0123456789abcdefghijklmno"  # QUANTA_TOKEN has at least 32 characters
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(os.environ.get("QUANTA_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
 def _free_port() -> int:
@@ -61,3 +82,56 @@ def server(tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory) -> Iterator[LiveServer]:
+    """One `quanta serve` for the module's tests (token TOKEN, two CPU devices, `tests.` trainables)."""
+    live = start_server(tmp_path_factory.mktemp("serve"), token=TOKEN)
+    try:
+        live.wait_ready(60)
+        yield live
+    finally:
+        live.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for the module's tests; a test opens its own context (`new_page`)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Python Playwright is missing (pip install playwright)"
+    )
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def new_page(browser, errors: list[str], token: str | None = None, path: str = "", base: str = ""):
+    """A page in a fresh context that records script errors and failed requests into `errors`; with
+    `token`, opened signed in at `base/?token=...path` (path: a `#/...` route)."""
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    if token is not None:
+        page.goto(f"{base}/?token={token}{path}")
+    return page
+
+
+def canvas_ink(page, selector: str) -> int:
+    """How many pixels of a chart's canvas are painted (uPlot draws series and axes there)."""
+    return page.evaluate(
+        """(sel) => {
+            const c = document.querySelector(sel);
+            if (!c || !c.width || !c.height) return 0;
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+            return n;
+        }""",
+        selector,
+    )

@@ -10,30 +10,18 @@ that user-provided strings are shown as text. Saves test-artifacts/dashboard.png
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import TOKEN  # the `server` fixture is in conftest.py
+# the `server` fixture is in conftest.py
+from tests.e2e.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN
+from tests.e2e.conftest import canvas_ink as _canvas_ink
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(os.environ.get("QUANTA_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 EVIL = "<img src=x onerror=alert(1)>"
 
 if not Path(CHROMIUM).exists():
@@ -61,21 +49,6 @@ def _spec(name: str, *, max_trials: int, max_steps: int, parallelism: int) -> di
         "seed": 1,
         "config": {"report_every": 10, "sleep_s": 0.002},
     }
-
-
-def _canvas_ink(page, selector: str) -> int:
-    """How many pixels of the chart's canvas are painted (uPlot draws series and axes there)."""
-    return page.evaluate(
-        """(sel) => {
-            const c = document.querySelector(sel);
-            if (!c || !c.width || !c.height) return 0;
-            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-            let n = 0;
-            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
-            return n;
-        }""",
-        selector,
-    )
 
 
 def test_dashboard(server, tmp_path):

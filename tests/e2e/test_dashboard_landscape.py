@@ -3,7 +3,9 @@ against a real `quanta serve`.
 
 The search is a finished one written into the server's database (40 completed trials whose accuracy
 depends almost only on `lr`), so the charts have settled data without training anything: the test is
-about what the page draws from /importance and /landscape. Saves test-artifacts/dashboard-landscape.png.
+about what the page draws from /importance and /landscape. A `choice` of numbers (`width`) is drawn on
+categorical axes with its options in the spec's order, never as a numeric range. Saves
+test-artifacts/dashboard-landscape.png.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ SPACE = {
     "lr": {"loguniform": [1e-4, 1e-1]},
     "dropout": {"uniform": [0.0, 0.5]},
     "optim": {"choice": [{"name": "adam"}, {"name": "sgd", "momentum": {"uniform": [0.5, 0.99]}}]},
+    "width": {"choice": [64, 128, 256]},  # sorted as text these would read 128, 256, 64
 }
+WIDTHS = ["64", "128", "256"]
 N = 40
 
 
@@ -54,8 +58,10 @@ def _finished_search(db_url: str) -> int:
         lr = 10 ** rng.uniform(-4, -1)
         dropout = rng.uniform(0, 0.5)
         optim = {"name": "adam"} if rng.random() < 0.5 else {"name": "sgd", "momentum": rng.uniform(0.5, 0.99)}
-        acc = 0.95 - 0.2 * (math.log10(lr) + 2) ** 2 - 0.02 * dropout
-        t = store.add_trial(sid, n, {"lr": lr, "dropout": dropout, "optim": optim}, {}, now - 60 + n)
+        width = (64, 128, 256)[n % 3]
+        acc = 0.95 - 0.2 * (math.log10(lr) + 2) ** 2 - 0.02 * dropout - 0.01 * (width == 64)
+        params = {"lr": lr, "dropout": dropout, "optim": optim, "width": width}
+        t = store.add_trial(sid, n, params, {}, now - 60 + n)
         store.update_trial(
             t.id,
             status="completed",
@@ -126,6 +132,28 @@ def test_importance_contour_and_slices(server, tmp_path):
             assert sorted(dots) == sorted(f"trial {i} (completed)" for i in range(1, N + 1)), dots
             sgd = page.locator('#slices svg.slice[data-param="optim.momentum"] circle.pt').count()
             assert 0 < sgd < N  # only the trials that chose sgd have a momentum
+
+            # A choice of numbers is categorical everywhere: its options, in the spec's order, as labels.
+            width_slice = '#slices svg.slice[data-param="width"]'
+            assert page.get_attribute(width_slice, "data-kind") == "categorical"
+            assert page.locator(f"{width_slice} text.xtick").all_text_contents() == WIDTHS
+            assert page.get_attribute('#slices svg.slice[data-param="lr"]', "data-kind") == "numeric"
+            axis = '#parcoords g.paxis[data-param="width"]'
+            assert page.get_attribute(axis, "data-kind") == "categorical"
+            assert page.locator(f"{axis} text.tick").all_text_contents() == WIDTHS
+            assert page.get_attribute('#parcoords g.paxis[data-param="lr"]', "data-kind") == "log"
+            page.select_option("#contour-x", "width")
+            page.select_option("#contour-y", "lr")
+            page.wait_for_function(
+                "() => document.querySelector('#contour svg.contour')?.dataset.x === 'width'"
+                " && document.querySelector('#contour svg.contour')?.dataset.y === 'lr'",
+                timeout=15_000,
+            )
+            svg = page.locator("#contour svg.contour")
+            assert (svg.get_attribute("data-x-kind"), svg.get_attribute("data-y-kind")) == ("categorical", "numeric")
+            assert page.locator("#contour text.xtick").all_text_contents() == WIDTHS
+            land = api.get(f"/searches/{sid}/landscape", params={"x": "width", "y": "lr"}).json()
+            assert page.locator("#contour rect.cell").count() == 3 * len(land["z"])
 
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.locator("#importance").scroll_into_view_if_needed()

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "test-token-0123456789"
+TOKEN = "test-token-0123456789abcdefghijklmn"
 
 
 def free_port() -> int:

@@ -20,7 +20,7 @@ from app.sdk.client import parse_sse
 from app.service import ControllerThread
 from app.status import SEARCH_FINAL, TRIAL_FINAL
 
-TOKEN = "api-test-token"
+TOKEN = "api-test-token-0123456789abcdefghij"  # 32 characters at least (QUANTA_TOKEN's minimum)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 SPEC = {

@@ -4,7 +4,7 @@ Workload: logistic regression (tests/trainables_feedback.py:logreg) where only t
 {0.003, 0.01, 0.03, 0.3} reaches accuracy 0.9 within 400 steps. Random search with seed 7 proposes
 0.3 first as trial number 6, so both policies see the same configurations in the same order: FIFO runs
 the six hopeless ones to their full budget before it gets there; gandiva judges each after 10 % of its
-steps, kills it and moves on.
+steps, kills it and moves on (all but the search's best trial of the moment, which a fit never kills).
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ def test_gandiva_reaches_the_target_with_fewer_total_steps_than_fifo(tmp_path):
     # FIFO ran the hopeless configurations ahead of the good one to their full budget (trial 5 may
     # share the devices with trial 6 and be stopped when 6 reaches the target).
     assert all(r.steps >= MAX_STEPS for r in fifo_rows if r.number < 5)
-    # Gandiva judged and killed them early.
+    # Gandiva judged and killed them early, but for the search's best trial at each moment: a fit never
+    # kills the incumbent, so one hopeless trial may run on until a better one (the good one) appears.
     hopeless = [r for r in gandiva_rows if r.params["lr"] != GOOD_LR and r.steps > 0]
-    assert hopeless and all(r.steps < MAX_STEPS / 2 for r in hopeless)
+    assert hopeless and sum(1 for r in hopeless if r.steps >= MAX_STEPS / 2) <= 1
     # Judged hopeless and killed, unless the search reached its target first (the last one judged may
     # still be alive then, and ends `stopped`: the search ended, not the policy).
     assert all(r.status == "killed" for r in hopeless if r.status != "stopped")

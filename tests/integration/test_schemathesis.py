@@ -16,7 +16,7 @@ from app.api.main import create_app
 from app.api.settings import Settings
 from app.db.models import QuantumRow, ReportRow
 
-TOKEN = "schemathesis-token"
+TOKEN = "schemathesis-token-0123456789abcdef"
 
 
 def make_app(tmp_path):

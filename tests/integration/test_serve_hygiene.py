@@ -1,11 +1,17 @@
 """A real `quanta serve -v` started in a directory holding a module named like an allowed trainable:
 that module is never imported (trainables come from the installed packages and PYTHONPATH), the
-`?token=` of event streams never reaches the access log, and concurrent event streams are capped per
-token and in all (429 beyond)."""
+`?token=` of event streams never reaches the access log (nor `?%74oken=`, which the server reads as
+`token`), concurrent event streams are capped per token and in all (429 beyond), and a trial's log is
+readable by the server's user only. A `QUANTA_TOKEN` shorter than 32 characters stops `quanta serve`
+before it opens anything."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +19,7 @@ import httpx
 
 from app.api import auth
 from app.db.store import Store
-from tests.integration.live_server import TOKEN, start_server
+from tests.integration.live_server import ROOT, TOKEN, free_port, start_server
 
 SHADOW = """
 from pathlib import Path
@@ -54,7 +60,7 @@ def test_serve_imports_nothing_from_its_directory_keeps_tokens_out_of_logs_and_c
     server = start_server(tmp_path, cwd=here, verbose=True, allowlist="examples.", devices="cpu:1", env=caps)
     try:
         server.wait_ready()
-        other = "second-token-0123456789"
+        other = "second-token-0123456789abcdefghijk"
         auth.ensure_token(Store(server.db_url), other, "second")
 
         # Streams: two per token, three in all.
@@ -79,6 +85,9 @@ def test_serve_imports_nothing_from_its_directory_keeps_tokens_out_of_logs_and_c
                 return r.status_code == 200
 
             _wait(reopened, 15, "a closed stream's slot to come back")
+            # The name percent-encoded: the server takes it as `token` (Starlette decodes query names).
+            encoded = client.get(f"{server.url}/api/v1/events?%74oken={other}&max_seconds=0.3")
+            assert encoded.status_code == 200
 
         # The allowed trainable is the installed one, not the file in the working directory.
         r = server.post("/api/v1/searches", json=SPEC)
@@ -92,8 +101,25 @@ def test_serve_imports_nothing_from_its_directory_keeps_tokens_out_of_logs_and_c
         assert row["status"] == "completed", (row, trials, server.log()[-3000:])
         assert [t["steps"] for t in trials] == [60], trials
         assert not marker.exists(), "a module of the working directory was imported"
+        log_file = server.workdir / f"search-{sid}" / "logs" / f"trial-{trials[0]['id']}.log"
+        assert stat.S_IMODE(log_file.stat().st_mode) == 0o600  # like the database: its owner only
     finally:
         server.stop()
     log = server.log()
     assert "GET /api/v1/events?token=[redacted]" in log, log[-3000:]
+    assert "GET /api/v1/events?%74oken=[redacted]" in log, log[-3000:]
     assert TOKEN not in log and other not in log, "a token reached the log"
+
+
+def test_serve_refuses_a_quanta_token_shorter_than_32_characters(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    env = {**os.environ, "QUANTA_TOKEN": "short-token", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--db", f"sqlite:///{db}", "--port", str(free_port())]
+    cmd += ["--devices", "cpu:1"]
+    try:  # it exits at once (under a second); one that serves instead is stopped here
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("quanta serve started with a QUANTA_TOKEN of 11 characters") from None
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "QUANTA_TOKEN has 11 characters; it must have at least 32" in r.stderr
+    assert not db.exists()  # refused before the database was opened (nothing stored, nothing shown)

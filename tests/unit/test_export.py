@@ -125,3 +125,26 @@ def test_quanta_export_writes_a_file_from_a_database(tmp_path):
     assert res.exit_code == 2 and "search 99 not found" in res.output and not (tmp_path / "none.csv").exists()
     res = CliRunner().invoke(cli, ["export", "1", "--db", f"sqlite:///{tmp_path}/missing.db"])
     assert res.exit_code == 2 and "no database at" in res.output and not (tmp_path / "missing.db").exists()
+
+
+def test_space_columns_is_linear_in_the_names():
+    """Quadratic before: 2.6 s for 10,000 names (a membership test on a list per name)."""
+    import time
+
+    space = {f"p{i}": {"uniform": [0, 1]} for i in range(20_000)}
+    t0 = time.perf_counter()
+    names = space_columns(space)
+    assert time.perf_counter() - t0 < 1.0  # about 0.02 s; the quadratic version took tens of seconds
+    assert names == [f"p{i}" for i in range(20_000)]
+
+
+def test_formula_cells_are_escaped_and_dotted_keys_kept_apart():
+    from app.db.export import formula_safe, name_part
+
+    for text in ("=1+1", "+1", "-1", "@x", "\tx", "\rx", "＝1", "＋1", "－1", "＠x"):
+        assert formula_safe(text) == "'" + text
+    for text in ("1", "plain", "a=b", "", " =1"):
+        assert formula_safe(text) == text
+    assert flatten({"a.b": 1, "a": {"b": 2}, "c\\d": 3}) == {"a\\.b": 1, "a.b": 2, "c\\\\d": 3}
+    assert space_columns({"a.b": 1, "a": {"b": {"uniform": [0, 1]}}}) == ["a\\.b", "a.b"]
+    assert name_part("plain") == "plain"

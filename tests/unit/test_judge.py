@@ -97,13 +97,24 @@ def test_not_judged_before_min_steps_or_without_points():
 
 
 def test_kill_needs_a_target_and_a_threshold():
-    t = trial(1, 0.7, 300)
-    assert judge(snap([t]), JudgeKnobs(rung_eta=None, kill_threshold=0.05)).verdicts[1].kill
-    assert not judge(snap([t]), JudgeKnobs(rung_eta=None, kill_threshold=0.0)).verdicts[1].kill
+    t, better = trial(1, 0.7, 300), trial(2, 0.99, 300)
+    assert judge(snap([t, better]), JudgeKnobs(rung_eta=None, kill_threshold=0.05)).verdicts[1].kill
+    assert not judge(snap([t, better]), JudgeKnobs(rung_eta=None, kill_threshold=0.0)).verdicts[1].kill
     no_target = SearchView(1, "maximize", None, MAX)
-    assert not judge(snap([t], searches=(no_target,)), JudgeKnobs(rung_eta=None, kill_threshold=0.4)).verdicts[1].kill
+    knobs = JudgeKnobs(rung_eta=None, kill_threshold=0.4)
+    assert not judge(snap([t, better], searches=(no_target,)), knobs).verdicts[1].kill
     # A killed trial's prediction is not carried (it leaves the snapshot).
-    assert judge(snap([t]), JudgeKnobs(rung_eta=None, kill_threshold=0.05)).state == {}
+    assert "1" not in judge(snap([t, better]), JudgeKnobs(rung_eta=None, kill_threshold=0.05)).state
+
+
+def test_the_best_trial_of_a_search_is_never_killed_whatever_its_fit_says():
+    # Every curve heads well below the target (the fits are pessimistic for all of them): the judge
+    # condemns all but the best, which goes on (it may yet reach the target, and a search needs one).
+    trials = [trial(i, c, 300) for i, c in enumerate((0.7, 0.72, 0.74), start=1)]
+    got = judge(snap(trials), JudgeKnobs(rung_eta=None, kill_threshold=0.05))
+    assert all(got.verdicts[i].p_reach < 0.05 for i in (1, 2, 3))
+    assert [i for i, v in got.verdicts.items() if v.kill] == [1, 2]
+    assert "3" in got.state  # its prediction is carried on
 
 
 def test_prediction_is_cached_until_feedback_every_steps():
@@ -218,5 +229,5 @@ def test_before_ten_percent_only_curve_and_rung_together_kill():
     # Alone at the rung (no rank), a hopeless curve is not killed before 10 % of the steps...
     alone = judge(snap([trial(3, 0.7, 50)]), knobs)
     assert not alone.verdicts[3].kill
-    # ...and is from there on, as without rungs.
-    assert judge(snap([trial(3, 0.7, 100)]), knobs).verdicts[3].kill
+    # ...and is from there on, as without rungs (beside a better trial: the best one is never killed).
+    assert judge(snap([trial(3, 0.7, 100), trial(7, 0.96, 100)]), knobs).verdicts[3].kill

@@ -370,3 +370,44 @@ def test_a_search_stored_with_its_own_rungs_keeps_them():
     with pytest.raises(SpecError, match="search.eta"):
         parse_spec(old)  # as a new spec it is refused
     assert spec_from_stored(old).searcher_rungs() == (25, 75, 225, 675, 2000)  # stored: as it ran
+
+
+# ---- depth and width: bounds a spec file and a posted spec meet alike ----------------------------------
+
+
+def test_a_spec_nested_deeper_than_the_bound_is_refused_naming_the_path(tmp_path):
+    from app.spec import MAX_DEPTH, nesting_problem
+
+    base = yaml.safe_load(GOOD)
+    deep: object = 1
+    for _ in range(MAX_DEPTH - 1):  # the spec is level 1, config level 2: lists to level MAX_DEPTH are fine
+        deep = [deep]
+    assert parse_spec({**base, "config": {"x": deep[0]}}).config  # type: ignore[index]
+    with pytest.raises(SpecError) as info:
+        parse_spec({**base, "config": {"x": [deep]}})
+    [(path, reason)] = info.value.errors
+    assert path == "config.x" + "[0]" * (MAX_DEPTH - 2) and reason == f"nested more than {MAX_DEPTH} levels deep"
+    file = tmp_path / "deep.json"  # `quanta run spec.json` meets the same bound
+    file.write_text(json.dumps({**base, "space": {"lr": {"choice": [{"a": [deep]}]}}}))
+    with pytest.raises(SpecError) as info:
+        load_spec(file)
+    assert info.value.errors[0][0].startswith("space.lr.choice[0].a")
+    very: object = 1
+    for _ in range(100_000):  # walked without recursion
+        very = [very]
+    assert nesting_problem({"config": very}) == "config" + "[0]" * (MAX_DEPTH - 1)
+
+
+def test_a_space_with_too_many_parameters_or_options_or_a_dotted_name_is_refused():
+    from app.spec import MAX_OPTIONS, MAX_PARAMETERS
+
+    base = yaml.safe_load(GOOD)
+    nested = {"opt": {"choice": [{f"k{i}": {"uniform": [0, 1]} for i in range(MAX_PARAMETERS)}]}}
+    assert errors_of({**base, "space": nested}) == {
+        "space": f"{MAX_PARAMETERS + 1} parameters; a search space has at most {MAX_PARAMETERS}"
+    }  # the choice and the parameters of its nested space
+    many = {f"c{i}": {"choice": list(range(MAX_OPTIONS // 4 + 1))} for i in range(4)}
+    assert "choice options in all" in errors_of({**base, "space": many})["space"]
+    assert list(errors_of({**base, "space": {"opt": {"choice": [{"a.b": 1}]}}})) == ["space.opt.choice[0].a.b"]
+    wide = {f"p{i}": {"uniform": [0, 1]} for i in range(MAX_PARAMETERS + 1)}
+    assert len(parse_spec({**base, "space": wide}, stored=True).space) == MAX_PARAMETERS + 1  # kept as stored

@@ -54,6 +54,20 @@ def test_searches_create_update_and_filter(store):
         store.update_search(9999, status="x")
 
 
+def test_a_user_name_or_a_role_in_another_case_is_refused(store):
+    store.add_user("bob", 1.0)
+    for name, message in (("Admin", "user admin exists: names differ in more than case"),
+                          ("BOB", "user bob exists: names differ in more than case"),
+                          ("bob", "user bob exists")):  # fmt: skip
+        with pytest.raises(Conflict, match=message):
+            store.add_user(name, 2.0)
+    for role in ("Admin", "VIEWER", "Member"):
+        with pytest.raises(ValueError, match="role"):
+            store.add_user("carol", 3.0, role=role)
+    assert store.add_user("vera", 4.0, role="viewer").role == "viewer"
+    assert [u.name for u in store.users()] == [FIRST_ADMIN, "bob", "vera"]
+
+
 def test_users_start_with_the_first_admin_and_keep_weights_and_quotas(store):
     assert [(u.name, u.role, u.weight, u.max_alive_trials, u.max_devices) for u in store.users()] == [
         (FIRST_ADMIN, "admin", 1.0, 0, 0)

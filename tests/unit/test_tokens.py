@@ -14,7 +14,7 @@ from app.db.models import FIRST_ADMIN, TokenRow
 from app.db.queries import Conflict
 from app.db.secret import ENV, secret_path, server_secret
 from app.db.store import Store
-from app.db.tokens import keyed_digest, legacy_digest
+from app.db.tokens import keyed_digest, legacy_digest, visible_prefix
 from app.status import SearchStatus
 
 
@@ -38,7 +38,7 @@ def _rows(store: Store) -> list[TokenRow]:
 def test_a_token_is_stored_as_a_keyed_hash_and_names_its_user(store):
     store.add_user("bob", 1.0)
     new = store.create_token("bob", 2.0, name="laptop")
-    assert new.token.startswith("qnt_") and new.prefix == new.token[:12] and new.user == "bob" and new.active
+    assert new.token.startswith("qnt_") and new.prefix == new.token[:10] and new.user == "bob" and new.active
     [row] = _rows(store)
     assert row.token_hash == keyed_digest(store.token_secret(), new.token)
     assert row.token_hash != hashlib.sha256(new.token.encode()).hexdigest()  # not the unkeyed digest
@@ -126,7 +126,7 @@ def test_an_older_databases_unkeyed_token_keeps_working_and_is_rekeyed_on_first_
     assert store.authenticate(token, 2.0).name == FIRST_ADMIN
     [row] = _rows(store)
     assert row.scheme == "hmac" and row.token_hash == keyed_digest(store.token_secret(), token)
-    assert row.prefix == token[:12]
+    assert row.prefix == visible_prefix(token) == token[:6]  # a quarter of a short token at most
     assert store.authenticate(token, 3.0).name == FIRST_ADMIN  # by its keyed hash now
     # A token given again (QUANTA_TOKEN at each start) whose unkeyed digest is stored is re-keyed, not doubled.
     # (Its row as the migrations leave an older database's: the first admin's, by name and by id.)
@@ -139,7 +139,7 @@ def test_an_older_databases_unkeyed_token_keeps_working_and_is_rekeyed_on_first_
         )  # fmt: skip
         s.commit()
     again = store.add_token(FIRST_ADMIN, other_old, 4.0, name="QUANTA_TOKEN")
-    assert again.scheme == "hmac" and again.name == "env" and again.prefix == other_old[:12]
+    assert again.scheme == "hmac" and again.name == "env" and again.prefix == visible_prefix(other_old)
     assert [r.scheme for r in _rows(store)] == ["hmac", "hmac"]
     assert store.authenticate(other_old, 5.0).name == FIRST_ADMIN
     assert store.authenticate("qnt_other", 3.0) is None
@@ -176,3 +176,30 @@ def test_a_new_sqlite_database_file_is_private(tmp_path, no_env_secret):
     wal = tmp_path / "fresh.db-wal"
     if wal.exists():  # SQLite gives its log the database file's mode
         assert stat.S_IMODE(wal.stat().st_mode) & 0o077 == 0
+
+
+def test_a_tokens_visible_prefix_is_at_most_a_quarter_of_it_and_ten_characters(store):
+    from app.db.tokens import SHOWN
+
+    assert visible_prefix("qnt_" + "a" * 43) == "qnt_aaaaaa" and SHOWN == 10  # 36 of a made token's 256 bits
+    for n in (8, 16, 20, 32, 40, 100):
+        token = "t" * n
+        assert len(visible_prefix(token)) == min(SHOWN, n // 4)
+    short = "sixteen-chars-ab"  # stored before tokens had a minimum length: shown 4 characters, not 12
+    row = store.add_token(FIRST_ADMIN, short, 1.0, name="QUANTA_TOKEN")
+    assert row.prefix == "sixt" and [t.prefix for t in store.tokens(FIRST_ADMIN, 2.0)] == ["sixt"]
+    made = store.create_token(FIRST_ADMIN, 3.0)
+    assert store.revoke_token(made.token[:14], 4.0).id == made.id  # more of it than the prefix holds
+
+
+def test_a_new_quanta_token_revokes_the_one_it_replaces(store):
+    from app.api.auth import ensure_token
+
+    old, new = "o" * 40, "n" * 40
+    ensure_token(store, old)
+    other = store.create_token(FIRST_ADMIN, 1.0, name="laptop")
+    ensure_token(store, old)  # the same one at the next start: nothing changes
+    assert store.authenticate(old, 2.0) is not None
+    ensure_token(store, new)  # an operator replaced it (or it was shorter than the minimum)
+    assert store.authenticate(old, 3.0) is None and store.authenticate(new, 3.0).name == FIRST_ADMIN
+    assert store.authenticate(other.token, 3.0) is not None  # other tokens of the admin are left alone

@@ -37,7 +37,13 @@ def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         + "made = lambda config, trial: None\n"
         + "if js:\n    conditional = made\n"
         + "try:\n    from os.path import join as joined\nexcept ImportError:\n    pass\n"
+        + "import os.path\n"
+        + "from importlib import util as imported_module\n"
+        + "from . import helpers\n"
+        + "class Model:\n    pass\n"
+        + "if js:\n    def either(config, trial):\n        pass\nelse:\n    import json as either\n"
     )
+    (root / "heavypkg" / "helpers.py").write_text("")
     (root / "heavypkg" / "star.py").write_text("from os.path import *\n")
     (root / "heavypkg" / "broken.py").write_text("def train(:\n")
     (root / "heavypkg" / "sub").mkdir()  # a namespace package inside: no code, no function
@@ -58,7 +64,7 @@ def test_validating_a_spec_runs_none_of_the_trainables_code(pkg: Path) -> None:
     assert "heavypkg" not in sys.modules and "heavypkg.trainer" not in sys.modules
 
 
-@pytest.mark.parametrize("name", ["train", "atrain", "made", "conditional", "joined", "js"])
+@pytest.mark.parametrize("name", ["train", "atrain", "made", "conditional", "joined", "either"])
 def test_every_kind_of_top_level_binding_is_found(pkg: Path, name: str) -> None:
     assert trainable_problem(f"heavypkg.trainer:{name}") is None
     assert ran(pkg) == []
@@ -79,6 +85,38 @@ def test_what_is_wrong_is_named(pkg: Path, ref: str, words: str) -> None:
     problem = trainable_problem(ref)
     assert problem is not None and words in problem, problem
     assert ran(pkg) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("js", "the module json"),  # import json as js
+        ("os", "the module os"),  # import os.path binds os
+        ("imported_module", "the module importlib.util"),  # from importlib import util
+        ("helpers", "the module heavypkg.helpers"),  # from . import helpers
+        ("Model", "a class"),
+    ],
+)
+def test_a_name_bound_only_to_a_module_or_a_class_is_no_trainable(pkg: Path, name: str, what: str) -> None:
+    problem = trainable_problem(f"heavypkg.trainer:{name}")
+    assert problem is not None and f"'{name}' in module 'heavypkg.trainer' is {what}, not a function" in problem
+    assert ran(pkg) == []
+
+
+def test_an_examples_import_is_refused_with_a_clear_error() -> None:
+    """`examples.digits:np` was accepted (its module imports numpy as np) and every trial failed."""
+    problem = trainable_problem("examples.digits:np")
+    assert problem == (
+        "'np' in module 'examples.digits' is the module numpy, not a function: a trainable names a function of "
+        "its module, module:name for a `def name(config, trial)`"
+    )
+    assert trainable_problem("examples.digits:nn") is not None  # from torch import nn: a module too
+    assert trainable_problem("examples.digits:train") is None
+    assert trainable_problem("json:JSONDecoder") == (  # imported already: a class, looked up in sys.modules
+        "'JSONDecoder' in module 'json' is a class, not a function: a trainable names a function of its module, "
+        "module:name for a `def name(config, trial)`"
+    )
+    assert trainable_problem("os:path") is not None and "the module posixpath" in trainable_problem("os:path")
 
 
 def test_a_star_import_or_an_imported_module_is_taken_on_trust(pkg: Path) -> None:

@@ -43,3 +43,26 @@ def test_the_watch_thread_cuts_a_growing_log(tmp_path, monkeypatch):
     while path.stat().st_size > 500 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert path.stat().st_size <= 500 and path.read_bytes().startswith(trial_log.CUT_MARK)
+
+
+def test_a_trials_log_is_created_private_and_an_older_one_made_private(tmp_path):
+    """0600 like the database: a trial's output may print its configuration, paths and data."""
+    import os
+    import stat
+
+    path = tmp_path / "search-1" / "logs" / "trial-1.log"
+    old_umask = os.umask(0o022)  # the usual one: it would let 0644 through
+    try:
+        fd = trial_log.open_log(path, fresh=True)
+        os.write(fd, b"hello\n")
+        os.close(fd)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        older = tmp_path / "older.log"
+        older.write_bytes(b"before\n")
+        older.chmod(0o644)  # as an earlier version left it
+        fd = trial_log.open_log(older, fresh=False)
+        os.write(fd, b"after\n")
+        os.close(fd)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(older.stat().st_mode) == 0o600 and older.read_bytes() == b"before\nafter\n"

@@ -13,5 +13,5 @@ router = APIRouter(tags=["cluster"], dependencies=[Authenticated], responses=AUT
 
 @router.get("/cluster", response_model=ClusterOut)
 def get_cluster(store: StoreDep, user: CurrentUser) -> ClusterOut:
-    """The devices and what runs or is parked on each: every trial for an admin, a member's own only."""
+    """The devices and what runs or is parked on each: every trial for an admin or a viewer, a member's own only."""
     return store.cluster_out(owner_filter(user))

@@ -32,14 +32,14 @@ from app.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
 from app.db.public import UserOut
 from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
 from app.db.warm import WarmStartError, check_warm_start
-from app.spec import SearchSpec, SpecError, decode_spec_text, parse_spec
+from app.spec import MAX_DEPTH, SearchSpec, SpecError, decode_spec_text, nesting_problem, parse_spec
 from app.status import SearchStatus, TrialStatus
 
 router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 
 
 def visible(store: StoreDep, user: UserOut, search_id: int) -> None:
-    """404 unless the search exists and `user` may see it (their own, or any for an admin): another
+    """404 unless the search exists and `user` may see it (their own, or any for an admin or a viewer): another
     user's search answers exactly as a missing one."""
     if not sees(user, store.search_owner(search_id)):
         raise not_found("search", search_id)
@@ -121,6 +121,9 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
         data = decode_spec_text(text, "json" if media in JSON_TYPES else "yaml")
     except SpecError as exc:
         raise _spec_error(exc.errors) from None
+    too_deep = nesting_problem(data)  # first: the walks below recurse
+    if too_deep is not None:
+        raise _spec_error([(too_deep, f"nested more than {MAX_DEPTH} levels deep")])
     bad = _non_finite(data)
     if bad:
         raise _spec_error([(bad, "must be a finite number")])
@@ -197,7 +200,7 @@ def list_searches(
         str | None, Query(max_length=64, description="only this user's searches (a member sees only their own)")
     ] = None,
 ) -> SearchList:
-    """Searches, newest first by default: the caller's own, or everyone's for an admin. `owner` names a
+    """Searches, newest first by default: the caller's own, or everyone's for an admin or a viewer. `owner` names a
     current user (a deleted user's searches belong to nobody, whatever name they show)."""
     owner_id = owner_filter(user)
     if owner is not None and owner_id is None:

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
-from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, sees
+from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, reads_all, sees
 from app.api.models import TrialDetail, TrialOut
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found, not_found
 from app.db.launch import trial_log_path
@@ -20,8 +20,8 @@ router = APIRouter(prefix="/trials", tags=["trials"], dependencies=[Authenticate
 
 
 def visible(store: StoreDep, user: UserOut, trial_id: int) -> None:
-    """404 unless `user` may see the trial: one of their own searches' (any trial for an admin)."""
-    if user.role != "admin" and not sees(user, store.trial_owner(trial_id)):
+    """404 unless `user` may see the trial: one of their own searches' (any trial for an admin or a viewer)."""
+    if not reads_all(user) and not sees(user, store.trial_owner(trial_id)):
         raise not_found("trial", trial_id)
 
 

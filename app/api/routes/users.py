@@ -1,5 +1,5 @@
 """/me, /shares, /users and /tokens: who the caller is and their share of device time; users (with their
-weight and quotas) and their tokens, managed by admins (a member gets 403 on these; /me and /shares
+weight and quotas) and their tokens, managed by admins (a member or a viewer gets 403 on these; /me and /shares
 answer everyone, /shares a member with their own figures only)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def shares(
 ) -> SharesOut:
     """Each user's weight, share of device time over the last `window_s` seconds (from the stored
     quanta), and the share layer's accounts: devices held and due, and rho (Themis's finish-time
-    fairness: ideal / had device time; above 1 means behind the fair share). An admin gets every user,
+    fairness: ideal / had device time; above 1 means behind the fair share). An admin or a viewer gets every user,
     a member their own row only."""
     return store.shares_out(time.time(), window_s, owner_filter(user))
 

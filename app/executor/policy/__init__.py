@@ -21,11 +21,12 @@ def _policy_classes() -> tuple[Any, ...]:
     """Every policy class (each has `Knobs`, its knob model, and is built as `cls(knobs)`)."""
     from app.executor.policy.asha import AshaPolicy
     from app.executor.policy.fifo import FifoPolicy
+    from app.executor.policy.freeze_thaw import FreezeThawPolicy
     from app.executor.policy.gandiva import GandivaPolicy
     from app.executor.policy.timeslice import TimeslicePolicy
     from app.executor.policy.tiresias import TiresiasPolicy
 
-    return (FifoPolicy, TimeslicePolicy, GandivaPolicy, TiresiasPolicy, AshaPolicy)
+    return (FifoPolicy, TimeslicePolicy, GandivaPolicy, TiresiasPolicy, AshaPolicy, FreezeThawPolicy)
 
 
 @functools.cache

@@ -42,7 +42,9 @@ class MechanismKnobs(_Knobs):
     """Knobs of the mechanism every policy runs on (the controller and the runtimes read them)."""
 
     quantum_s: float = Field(default=2.0, gt=0, description="scheduling quantum, seconds")
-    checkpoint_every_quanta: int = Field(default=10, ge=1)
+    checkpoint_every_quanta: int = Field(
+        default=10, ge=1, description="checkpoint a running trial every this many quanta"
+    )
     checkpoint_every_s: float = Field(default=60.0, gt=0, description="checkpoint a trial that never parks")
     max_retries: int = Field(default=2, ge=0, description="restarts from checkpoint after a crash")
 
@@ -114,7 +116,7 @@ class GandivaKnobs(MechanismKnobs, JudgeKnobs):
     top_m: int | None = Field(default=None, ge=0, description="exclusive trials; default: half the devices")
     promise_weight: float = Field(default=4.0, ge=0, description="stride weight = 1 + promise_weight * P(reach)")
     swap_margin: float = Field(default=0.02, ge=0, description="extra promise an exclusive incumbent keeps")
-    packing: bool = True
+    packing: bool = Field(default=True, description="pack light trials onto one device when measured rates say it pays")
     pack_margin: float = Field(default=0.05, ge=0, description="keep a pack whose summed normalised rate > 1 + this")
     pack_patience: int = Field(default=8, ge=1, description="rounds a pack on trial may wait for a measurement")
     grow_shrink: bool = Field(default=False, description="lend devices idle for idle_grow_s to elastic trials")
@@ -255,6 +257,21 @@ class HyperbandKnobs(AshaKnobs):
     brackets: int = Field(default=3, ge=1, le=8, description="Hyperband brackets")
 
 
+class FreezeThawKnobs(RunToRungKnobs):
+    """Freeze-thaw (`app.executor.policy.freeze_thaw`): every freed device goes to the trial, parked or
+    new, whose next increment buys the most chance of reaching the target per device-second, by one
+    learning-curve model per search (`app.search.curve_model`)."""
+
+    policy: Literal["freeze_thaw"] = "freeze_thaw"
+    give_up_p: float = Field(
+        default=1e-3,
+        ge=0,
+        lt=1,
+        description="once no new trials will come, stop a trial (not the best) whose P(reach target) is below this",
+    )
+    memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for parked trials; 0 = no limit")
+
+
 class ShareKnobs(_Knobs):
     """The share layer's knobs: cluster-wide (not a search's: no search may choose its own share)."""
 
@@ -268,7 +285,9 @@ class ShareKnobs(_Knobs):
     )
 
 
-PolicyKnobs = FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs
+PolicyKnobs = (
+    FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs | FreezeThawKnobs
+)
 SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 # Policy name -> its knob model, read off the union (each model's `policy` literal): the one list of names.
 KNOBS: dict[str, type[PolicyKnobs]] = {m.model_fields["policy"].default: m for m in get_args(PolicyKnobs)}

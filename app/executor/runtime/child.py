@@ -50,8 +50,7 @@ def _redirect_output(path: str | None, fresh: bool) -> None:
     first (`fresh`), since a log already there is another search's (see `app.sdk.trial`'s spool)."""
     if not path:
         return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if fresh else 0), 0o644)
+    fd = trial_log.open_log(path, fresh)  # 0600
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)

@@ -33,8 +33,9 @@ export function adoptTokenFromUrl() {
   return true;
 }
 
-export async function api(path, { method = "GET", body } = {}) {
-  const headers = { Authorization: `Bearer ${getToken() || ""}`, Accept: "application/json" };
+/** A request to the API; the answer's JSON (its text with `text: true`), or an error with its `status`. */
+export async function api(path, { method = "GET", body, text = false } = {}) {
+  const headers = { Authorization: `Bearer ${getToken() || ""}`, Accept: text ? "text/plain" : "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(API + path, {
     method,
@@ -60,7 +61,7 @@ export async function api(path, { method = "GET", body } = {}) {
     throw err;
   }
   if (resp.status === 204) return null;
-  return resp.json();
+  return text ? resp.text() : resp.json();
 }
 
 /** Check a token against the API without storing it. */

@@ -200,3 +200,97 @@ export class CurvesChart extends Chart {
     );
   }
 }
+
+/** One trial's reported values of one metric versus step (the trial page), with the target when it is the objective. */
+export class TrialChart extends Chart {
+  constructor(container) {
+    super(container, 280);
+  }
+
+  /** points: [[step, value], ...]; target: a number or null. */
+  update(points, name, target) {
+    const pts = (points || []).filter((p) => p && typeof p[1] === "number").sort((a, b) => a[0] - b[0]);
+    if (!pts.length) return this.empty(`No ${name || "metric"} reported yet.`);
+    const xs = pts.map((p) => p[0]);
+    const data = [xs, pts.map((p) => p[1])];
+    const hasTarget = typeof target === "number";
+    if (hasTarget) data.push(xs.map(() => target));
+    this.draw(
+      `trial|${name}|${hasTarget}`,
+      () => ({
+        class: "chart-trial",
+        legend: { show: true, live: true },
+        cursor: { drag: { x: true, y: false } },
+        scales: { x: { time: false } },
+        axes: [
+          { ...axisFont(), label: "step" },
+          { ...axisFont(), label: name, size: 60, values: (u, v) => v.map((x) => fmtNum(x, 3)) },
+        ],
+        series: [
+          { label: "step" },
+          { label: name, stroke: "#2f5fd0", width: 2, points: { show: pts.length < 60, size: 4 }, value: (u, v) => (v === null ? "—" : fmtNum(v)) },
+          ...(hasTarget ? [{ label: "target", stroke: "#2a9d8f", width: 1.5, dash: [6, 4], points: { show: false } }] : []),
+        ],
+      }),
+      data,
+    );
+  }
+}
+
+/** Several searches' best-so-far curves on one time axis (the compare page): one stepped line each. */
+export class CompareChart extends Chart {
+  constructor(container) {
+    super(container, 320);
+  }
+
+  /** runs: [{label, points: [[seconds, best], ...], until: seconds or null}]; yLabel names the metric. */
+  update(runs, yLabel) {
+    const drawn = runs.filter((r) => (r.points || []).some((p) => p && typeof p[1] === "number"));
+    if (!drawn.length) return this.empty("No search has reported its metric yet.");
+    const tables = drawn.map((r) => {
+      const pts = r.points.filter((p) => p && typeof p[1] === "number");
+      const xs = pts.map((p) => p[0]);
+      const ys = pts.map((p) => p[1]);
+      if (r.until && r.until > xs[xs.length - 1]) {
+        xs.push(r.until); // each best holds until its search ended (or now)
+        ys.push(ys[ys.length - 1]);
+      }
+      return [xs, ys];
+    });
+    const data = uPlot.join(tables);
+    this.draw(
+      `compare|${yLabel}|${drawn.map((r) => r.label).join("|")}`,
+      () => ({
+        class: "chart-compare",
+        legend: { show: true, live: true },
+        cursor: { drag: { x: true, y: false } },
+        scales: { x: { time: false, range: (u, min, max) => [0, max > 0 ? max : 1] } }, // from each search's start
+        axes: [
+          { ...axisFont(), label: "seconds since start", values: (u, v) => v.map((x) => fmtNum(x, 3)) },
+          { ...axisFont(), label: yLabel, size: 60, values: (u, v) => v.map((x) => fmtNum(x, 3)) },
+        ],
+        series: [
+          { label: "t (s)", value: (u, v) => (v === null ? "—" : fmtNum(v, 3)) },
+          ...drawn.map((r, i) => ({
+            label: r.label,
+            stroke: compareColor(i),
+            width: 2.2,
+            spanGaps: true,
+            paths: uPlot.paths.stepped({ align: 1 }),
+            points: { show: true, size: 4 },
+            value: (u, v) => (v === null ? "—" : fmtNum(v)),
+          })),
+        ],
+      }),
+      data,
+    );
+    return drawn.length;
+  }
+}
+
+const COMPARE = ["#2f5fd0", "#d98c00", "#2a9d8f", "#b42323", "#7c3aed", "#0f766e", "#a16207", "#be185d"];
+
+/** The colour of the i-th search on the compare page (the chart's line and its column's key). */
+export function compareColor(i) {
+  return COMPARE[i % COMPARE.length];
+}

@@ -1,10 +1,12 @@
 // Parameters versus metric: importance bars (from /importance: a random forest's permutation
 // importance), a slice plot per parameter (each trial's value of that parameter against its metric),
 // and a contour plot of any two (from /landscape: the forest's prediction over a grid, in eight bands,
-// with the trials it was fitted on as dots). Plain SVG; every string reaches the page as text.
+// with the trials it was fitted on as dots). A `choice` parameter is categorical in all three: its
+// options, in the spec's order, each a column (or row) of its own, never a numeric range. Plain SVG;
+// every string reaches the page as text.
 
 import { s, stitle, h, replace, flatten, fmtNum } from "./dom.js";
-import { logScaled } from "./parcoords.js";
+import { categories, dimensions, optionKey, optionLabel } from "./space.js";
 
 const BANDS = 8;
 
@@ -15,6 +17,12 @@ function goodnessOf(metric, lo, hi) {
     const g = (v - lo) / (hi - lo);
     return metric && metric.goal === "minimize" ? 1 - g : g;
   };
+}
+
+/** A spread of -0.5..0.5 that is the same for a trial on every redraw (dots of one option apart). */
+function jitter(id) {
+  const x = Math.sin(Number(id) * 12.9898) * 43758.5453;
+  return x - Math.floor(x) - 0.5;
 }
 
 function shade(g, alpha = 1) {
@@ -89,7 +97,7 @@ export function renderSlices(container, trials, metric, space, order = []) {
     const ib = order.indexOf(b);
     return (ia < 0 ? 1e9 : ia) - (ib < 0 ? 1e9 : ib) || a.localeCompare(b);
   });
-  const logKeys = logScaled(space);
+  const dims = dimensions(space);
   const values = withMetric.map((t) => t.metric);
   const mlo = Math.min(...values);
   const mhi = Math.max(...values);
@@ -100,29 +108,46 @@ export function renderSlices(container, trials, metric, space, order = []) {
   const B = 30;
   const T = 18;
   const plots = varying.map((key) => {
-    const svg = s("svg", { class: "slice", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "data-param": key });
     const xs = flat.map((f) => f[key]);
-    const nums = xs.filter((v) => typeof v === "number");
+    const present = xs.filter((v) => v !== undefined && v !== null);
+    const nums = present.filter((v) => typeof v === "number");
+    const dim = dims.get(key);
+    const categorical = dim?.kind === "categorical" || !nums.length || nums.length !== present.length;
+    const svg = s("svg", { class: "slice", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "data-param": key, "data-kind": categorical ? "categorical" : "numeric" });
     const y = numericScale(mlo, mhi, false, H - B, T);
     let xmap;
     let xticks;
-    if (nums.length && nums.length === xs.filter((v) => v !== undefined && v !== null).length) {
-      const sc = numericScale(Math.min(...nums), Math.max(...nums), logKeys.has(key), L, W - 10);
+    if (!categorical) {
+      const sc = numericScale(Math.min(...nums), Math.max(...nums), dim?.kind === "numeric" && dim.log, L, W - 10);
       xmap = (v) => (typeof v === "number" ? sc.map(v) : null);
       xticks = sc.ticks.map((v) => [sc.map(v), fmtNum(v, 3)]);
     } else {
-      const cats = [...new Set(xs.filter((v) => v !== undefined && v !== null).map(String))].sort();
+      // One column per option; a trial's dot spread across its column so that equal values stay apart.
+      const cats = categories(dim, present);
+      const index = new Map(cats.map((c, i) => [optionKey(c), i]));
       const step = (W - 10 - L) / Math.max(1, cats.length);
-      xmap = (v) => (v === undefined || v === null ? null : L + step * (cats.indexOf(String(v)) + 0.5));
-      xticks = cats.map((c, i) => [L + step * (i + 0.5), c.length > 8 ? `${c.slice(0, 7)}…` : c]);
+      xmap = (v, id) => {
+        const i = v === undefined || v === null ? undefined : index.get(optionKey(v));
+        return i === undefined ? null : L + step * (i + 0.5 + 0.5 * jitter(id));
+      };
+      xticks = cats.map((c, i) => {
+        const label = optionLabel(c);
+        return [L + step * (i + 0.5), label.length > 8 ? `${label.slice(0, 7)}…` : label];
+      });
     }
     svg.appendChild(s("text", { x: L, y: 12, class: "slice-title" }, key.length > 28 ? `${key.slice(0, 27)}…` : key));
     svg.appendChild(s("line", { x1: L, x2: W - 10, y1: H - B, y2: H - B, class: "axis" }));
     svg.appendChild(s("line", { x1: L, x2: L, y1: T, y2: H - B, class: "axis" }));
-    for (const [px, label] of xticks) svg.appendChild(s("text", { x: px, y: H - B + 14, "text-anchor": "middle", class: "tick" }, label));
+    if (categorical) {
+      for (let i = 1; i < xticks.length; i++) {
+        const px = (xticks[i - 1][0] + xticks[i][0]) / 2;
+        svg.appendChild(s("line", { x1: px, x2: px, y1: T, y2: H - B, class: "sep" }));
+      }
+    }
+    for (const [px, label] of xticks) svg.appendChild(s("text", { x: px, y: H - B + 14, "text-anchor": "middle", class: "tick xtick" }, label));
     for (const v of y.ticks) svg.appendChild(s("text", { x: L - 4, y: y.map(v) + 3, "text-anchor": "end", class: "tick" }, fmtNum(v, 3)));
     withMetric.forEach((t, i) => {
-      const px = xmap(xs[i]);
+      const px = xmap(xs[i], t.id);
       if (px === null) return;
       const c = s("circle", { cx: px.toFixed(1), cy: y.map(t.metric).toFixed(1), r: 3.5, class: `pt st-${t.status}`, fill: shade(good(t.metric), 0.85), "data-trial-id": t.id });
       c.appendChild(stitle(`trial ${t.id} (${t.status}): ${key}=${typeof xs[i] === "number" ? fmtNum(xs[i]) : String(xs[i])}, ${metric?.name || "metric"} ${fmtNum(t.metric)}`));
@@ -158,12 +183,22 @@ export function renderContour(container, land, metric) {
   const good = goodnessOf(metric, lo, hi);
   const band = (v) => Math.min(BANDS - 1, Math.floor(good(v) * BANDS)) / (BANDS - 1);
 
-  // Cell edges: halfway between grid positions (in the axis's own scale: log for log axes).
+  // A numeric axis: cells from halfway to halfway between grid positions (in the axis's own scale: log
+  // for log axes), coloured in bands like a contour map. A categorical axis (a `choice`): one block per
+  // option with a gap between blocks, coloured by the value itself (options have no order to band along),
+  // the trials' dots spread across their option's block.
+  const anyCategorical = land.x.kind === "categorical" || land.y.kind === "categorical";
+  const colour = (v) => shade(anyCategorical ? good(v) : band(v));
   const edges = (axis, a, b) => {
     const n = axis.values.length;
     if (axis.kind === "categorical") {
       const step = (b - a) / n;
-      return { centre: (i) => a + step * (i + 0.5), edge: (i) => a + step * i, pos: (v) => a + step * (v + 0.5) };
+      const gap = Math.min(3, Math.abs(step) * 0.06) * Math.sign(step);
+      return {
+        centre: (i) => a + step * (i + 0.5),
+        cell: (i) => [a + step * i + gap, a + step * (i + 1) - gap],
+        pos: (v, id) => a + step * (v + 0.5 + 0.6 * jitter(id)),
+      };
     }
     const f = axis.log ? Math.log10 : (v) => v;
     const fv = axis.values.map(f);
@@ -172,48 +207,69 @@ export function renderContour(container, land, metric) {
     e.push(fv[n - 1]);
     const span = fv[n - 1] - fv[0] || 1;
     const toPx = (u) => a + ((u - fv[0]) / span) * (b - a);
-    return { centre: (i) => toPx(fv[i]), edge: (i) => toPx(e[i]), pos: (v) => toPx(f(v)) };
+    return { centre: (i) => toPx(fv[i]), cell: (i) => [toPx(e[i]), toPx(e[i + 1])], pos: (v) => toPx(f(v)) };
   };
   const ex = edges(land.x, L, width - R);
   const ey = edges(land.y, height - B, T);
-  const svg = s("svg", { class: "contour", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "data-x": land.x.name, "data-y": land.y.name });
+  const svg = s("svg", {
+    class: "contour",
+    width,
+    height,
+    viewBox: `0 0 ${width} ${height}`,
+    role: "img",
+    "data-x": land.x.name,
+    "data-y": land.y.name,
+    "data-x-kind": land.x.kind,
+    "data-y-kind": land.y.kind,
+  });
+  const label = (axis, i) => (axis.kind === "categorical" ? axis.labels[i] ?? String(i) : fmtNum(axis.values[i]));
   const cells = s("g", { class: "cells" });
   land.z.forEach((row, j) => {
     row.forEach((v, i) => {
-      const x0 = ex.edge(i);
-      const x1 = ex.edge(i + 1);
-      const y0 = ey.edge(j);
-      const y1 = ey.edge(j + 1);
+      const [x0, x1] = ex.cell(i);
+      const [y0, y1] = ey.cell(j);
       const rect = s("rect", {
         x: Math.min(x0, x1).toFixed(1),
         y: Math.min(y0, y1).toFixed(1),
         width: Math.abs(x1 - x0).toFixed(1),
         height: Math.abs(y1 - y0).toFixed(1),
-        fill: shade(band(v)),
+        fill: colour(v),
         class: "cell",
       });
-      rect.appendChild(stitle(`${land.x.name}=${fmtNum(land.x.labels[i] ?? land.x.values[i])}, ${land.y.name}=${fmtNum(land.y.labels[j] ?? land.y.values[j])}: predicted ${metric?.name || "metric"} ${fmtNum(v)}`));
+      rect.appendChild(stitle(`${land.x.name}=${label(land.x, i)}, ${land.y.name}=${label(land.y, j)}: predicted ${metric?.name || "metric"} ${fmtNum(v)}`));
       cells.appendChild(rect);
+      // Two categorical axes make a small table: each block says its value.
+      if (land.x.kind === "categorical" && land.y.kind === "categorical" && Math.abs(x1 - x0) > 44 && Math.abs(y1 - y0) > 18) {
+        const dark = good(v) > 0.55;
+        cells.appendChild(s("text", { x: ((x0 + x1) / 2).toFixed(1), y: ((y0 + y1) / 2 + 4).toFixed(1), "text-anchor": "middle", class: `cell-value${dark ? " on-dark" : ""}` }, fmtNum(v, 3)));
+      }
     });
   });
   svg.appendChild(cells);
   const pts = s("g", { class: "points" });
-  for (const [px, py, v] of land.points) {
-    if (px === null || py === null) continue;
-    const c = s("circle", { cx: ex.pos(px).toFixed(1), cy: ey.pos(py).toFixed(1), r: 3.5, class: "pt", fill: shade(good(v)), stroke: "#fff" });
-    c.appendChild(stitle(`trial: ${land.x.name}=${fmtNum(px)}, ${land.y.name}=${fmtNum(py)}, ${metric?.name || "metric"} ${fmtNum(v)}`));
+  land.points.forEach(([px, py, v], k) => {
+    if (px === null || py === null) return;
+    const c = s("circle", { cx: ex.pos(px, k).toFixed(1), cy: ey.pos(py, k + 0.5).toFixed(1), r: 3.5, class: "pt", fill: shade(good(v)), stroke: "#fff" });
+    const at = (axis, p) => (axis.kind === "categorical" ? axis.labels[p] ?? String(p) : fmtNum(p));
+    c.appendChild(stitle(`trial: ${land.x.name}=${at(land.x, px)}, ${land.y.name}=${at(land.y, py)}, ${metric?.name || "metric"} ${fmtNum(v)}`));
     pts.appendChild(c);
-  }
+  });
   svg.appendChild(pts);
   const tickIdx = (axis) => (axis.kind === "categorical" ? axis.values.map((_, i) => i) : [0, Math.floor((axis.values.length - 1) / 2), axis.values.length - 1]);
   const tickText = (axis, i) => (axis.kind === "categorical" ? axis.labels[i] ?? String(i) : fmtNum(axis.values[i], 3));
-  for (const i of tickIdx(land.x)) svg.appendChild(s("text", { x: ex.centre(i), y: height - B + 14, "text-anchor": "middle", class: "tick" }, tickText(land.x, i)));
-  for (const j of tickIdx(land.y)) svg.appendChild(s("text", { x: L - 4, y: ey.centre(j) + 3, "text-anchor": "end", class: "tick" }, tickText(land.y, j)));
+  for (const i of tickIdx(land.x)) svg.appendChild(s("text", { x: ex.centre(i), y: height - B + 14, "text-anchor": "middle", class: "tick xtick" }, tickText(land.x, i)));
+  for (const j of tickIdx(land.y)) svg.appendChild(s("text", { x: L - 4, y: ey.centre(j) + 3, "text-anchor": "end", class: "tick ytick" }, tickText(land.y, j)));
   svg.appendChild(s("text", { x: (L + width - R) / 2, y: height - 6, "text-anchor": "middle", class: "aname" }, land.x.name));
   svg.appendChild(s("text", { x: 12, y: (T + height - B) / 2, "text-anchor": "middle", class: "aname", transform: `rotate(-90 12 ${(T + height - B) / 2})` }, land.y.name));
   replace(
     container,
     svg,
-    h("div", { class: "hint" }, `predicted ${metric?.name || "metric"} (random forest at full training, averaged over the other parameters), in ${BANDS} bands from ${fmtNum(lo)} to ${fmtNum(hi)}; darker = better; dots: the trials it was fitted on`),
+    h(
+      "div",
+      { class: "hint" },
+      `predicted ${metric?.name || "metric"} (random forest at full training, averaged over the other parameters), ` +
+        (anyCategorical ? `one block per option of a choice, from ${fmtNum(lo)} to ${fmtNum(hi)}` : `in ${BANDS} bands from ${fmtNum(lo)} to ${fmtNum(hi)}`) +
+        "; darker = better; dots: the trials it was fitted on",
+    ),
   );
 }

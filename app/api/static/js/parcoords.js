@@ -1,9 +1,12 @@
 // Parallel coordinates of params versus metric. Nested params are flattened to dotted names
-// ("optimizer.momentum"); numbers get a linear axis (log when they span decades and are positive),
-// strings and booleans a categorical axis; a param a trial does not have (a branch of a choice it did
-// not take) sits on the axis's "n/a" mark under the axis. The last axis is the trial's best metric.
+// ("optimizer.momentum"); a `choice` parameter gets a categorical axis with the spec's options in the
+// spec's order (numbers included: {choice: [8, 16, 32]} is three options, not a range), other numbers a
+// linear axis (log when the spec samples them log-uniformly, or they span decades), strings and
+// booleans a categorical axis; a param a trial does not have (a branch of a choice it did not take)
+// sits on the axis's "n/a" mark under the axis. The last axis is the trial's best metric.
 
 import { s, stitle, h, replace, flatten, fmtNum } from "./dom.js";
+import { categories, dimensions, optionKey, optionLabel } from "./space.js";
 
 const TOP = 34;
 const BOTTOM = 40;
@@ -15,27 +18,13 @@ function trialMetric(t) {
   return t.best_metric ?? t.metric;
 }
 
-/** Dotted names of the params the spec draws on a log scale (loguniform, qloguniform). */
-export function logScaled(space, prefix = "", out = new Set()) {
-  if (!space || typeof space !== "object" || Array.isArray(space)) return out;
-  const keys = Object.keys(space);
-  if (keys.length === 1 && (keys[0] === "loguniform" || keys[0] === "qloguniform")) {
-    out.add(prefix);
-    return out;
-  }
-  if (keys.length === 1 && keys[0] === "choice" && Array.isArray(space.choice)) {
-    for (const option of space.choice) logScaled(option, prefix, out);
-    return out;
-  }
-  for (const k of keys) logScaled(space[k], prefix ? `${prefix}.${k}` : k, out);
-  return out;
-}
-
-function makeAxis(name, values, logHint = false) {
+/** An axis for `values` (one per trial); `dim` is what the spec says about the parameter (or undefined). */
+function makeAxis(name, values, dim) {
   const present = values.filter((v) => v !== undefined && v !== null);
   const nums = present.filter((v) => typeof v === "number" && Number.isFinite(v));
   const missing = present.length < values.length;
-  if (present.length && nums.length === present.length) {
+  const logHint = dim?.kind === "numeric" && dim.log;
+  if (dim?.kind !== "categorical" && present.length && nums.length === present.length) {
     let lo = Math.min(...nums);
     let hi = Math.max(...nums);
     const log = lo > 0 && (logHint ? hi / lo > 1.5 : hi / lo >= 100);
@@ -55,17 +44,19 @@ function makeAxis(name, values, logHint = false) {
       ticks: log ? logTicks(lo, hi) : [lo, (lo + hi) / 2, hi],
     };
   }
-  const cats = [...new Set(present.map((v) => String(v)))].sort();
+  const cats = categories(dim, present);
+  const index = new Map(cats.map((c, i) => [optionKey(c), i]));
   return {
     name,
-    kind: "category",
+    kind: "categorical",
     missing,
     pos: (v) => {
       if (v === undefined || v === null) return null;
-      const i = cats.indexOf(String(v));
+      const i = index.get(optionKey(v));
+      if (i === undefined) return null;
       return cats.length === 1 ? 0.5 : i / (cats.length - 1);
     },
-    ticks: cats,
+    ticks: cats.map((c) => ({ value: c, label: optionLabel(c) })),
   };
 }
 
@@ -97,8 +88,8 @@ export function renderParcoords(container, trials, metric, bestId, onPick, space
   const varying = keys.filter((k) => new Set(flat.map((f) => JSON.stringify(f[k] ?? null))).size > 1);
   const paramKeys = varying.length ? varying : keys;
   const mname = (metric && metric.name) || "metric";
-  const logKeys = logScaled(space);
-  const axes = paramKeys.map((k) => makeAxis(k, flat.map((f) => f[k]), logKeys.has(k)));
+  const dims = dimensions(space);
+  const axes = paramKeys.map((k) => makeAxis(k, flat.map((f) => f[k]), dims.get(k)));
   const mAxis = makeAxis(mname, withMetric.map(trialMetric));
   mAxis.isMetric = true;
   axes.push(mAxis);
@@ -158,7 +149,7 @@ export function renderParcoords(container, trials, metric, bestId, onPick, space
   const axesG = s("g", { class: "axes" });
   axes.forEach((a, j) => {
     const x = ax(j);
-    const g = s("g", { class: a.isMetric ? "paxis metric" : "paxis" });
+    const g = s("g", { class: a.isMetric ? "paxis metric" : "paxis", "data-param": a.isMetric ? null : a.name, "data-kind": a.kind });
     g.appendChild(s("line", { x1: x, x2: x, y1: TOP, y2: TOP + plotH }));
     const label = s(
       "text",
@@ -170,9 +161,10 @@ export function renderParcoords(container, trials, metric, bestId, onPick, space
       s("g", { class: "alabel" }, stitle(`${a.name} (${a.kind}${a.isMetric ? `, best per trial, ${metric?.goal || ""}` : ""})`), label),
     );
     for (const tv of a.ticks) {
-      const y = ypos(a, tv);
+      const categorical = typeof tv === "object";
+      const y = ypos(a, categorical ? tv.value : tv);
       g.appendChild(s("line", { x1: x - 3, x2: x + 3, y1: y, y2: y }));
-      const text = typeof tv === "number" ? fmtNum(tv, 3) : tv.length > 12 ? `${tv.slice(0, 11)}…` : tv;
+      const text = !categorical ? fmtNum(tv, 3) : tv.label.length > 12 ? `${tv.label.slice(0, 11)}…` : tv.label;
       g.appendChild(s("text", { x: x + 5, y: y + 3, class: "tick" }, text));
     }
     if (a.missing) g.appendChild(s("text", { x: x + 5, y: TOP + plotH + NA_GAP + 3, class: "tick na" }, "n/a"));

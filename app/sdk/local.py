@@ -1,0 +1,109 @@
+"""`run(spec)`: a search run in this Python process, on this machine's devices, until it ends, as
+Optuna's `study.optimize` runs one in a notebook: no server, no shell. It returns the result (what
+`quanta run --output` writes) and the trials as a pandas DataFrame.
+
+    from app.sdk import run
+
+    result, trials = run("spec.yaml", devices="cpu:2")
+    result["best_params"], result["best_metric"]
+    trials.sort_values("best_metric").tail()
+
+It drives the same controller as `quanta run` (`app.service.run_search`): trials are processes forked
+from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
+working directory or on `sys.path`, not a function defined in a notebook cell). The DataFrame needs the
+`notebook` extra (pandas): without it `run` refuses before anything starts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from app.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
+from app.spec import SearchSpec, SpecError, load_spec, parse_spec
+
+NO_PANDAS = "app.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
+
+
+class LocalRun(NamedTuple):
+    """What `run` returns: `result` (search id, status, best params and metric, whether and when the target
+    was reached, every trial: the JSON `quanta run --output` writes) and `trials` (one row per trial,
+    parameters flattened to `params.<name>` columns)."""
+
+    result: dict[str, Any]
+    trials: Any  # a pandas DataFrame (pandas is optional, so not named in the annotation)
+
+
+def as_spec(spec: SearchSpec | Mapping[str, Any] | str | Path) -> SearchSpec:
+    """A validated spec from a `SearchSpec`, a mapping of fields, a path to a .yaml/.json file, or the
+    YAML text itself (a string with a line break). Raises `SpecError` naming each bad field."""
+    if isinstance(spec, SearchSpec):
+        return spec
+    if isinstance(spec, Mapping):
+        return parse_spec(spec)
+    if isinstance(spec, str) and "\n" in spec:
+        return parse_spec(spec, origin="spec")
+    return load_spec(Path(spec))
+
+
+def run(
+    spec: SearchSpec | Mapping[str, Any] | str | Path,
+    *,
+    devices: str = "auto",
+    db: str = "sqlite:///quanta.db",
+    workdir: str | Path = ".quanta",
+    progress: bool | ProgressKind | None = None,
+) -> LocalRun:
+    """Run `spec` (see `as_spec`) on this machine's `devices` (`cpu:N`, `cuda:0,1`, `cuda:all`, `auto`)
+    until its target is reached or its budget is spent, and return `LocalRun(result, trials)`.
+
+    The search is stored in `db` (SQLite by default, beside the notebook; `postgresql://...` works) and
+    its checkpoints and trial logs go under `workdir`, as with `quanta run`. `progress`: None draws a bar
+    where one can be seen (Jupyter's in a notebook, rich's in a terminal), False none.
+
+    Everything is checked before anything starts or is stored: pandas (ImportError naming the extra), the
+    spec (`SpecError` naming each bad field, its trainable when its module or function cannot be found,
+    or a tracker whose library is not installed), the devices (`ValueError`), and the database
+    (`RuntimeError` naming the controller that already runs on it). Interrupted (Ctrl-C, Jupyter's stop
+    button), the search is stopped, its trial processes end, and KeyboardInterrupt goes on up."""
+    if importlib.util.find_spec("pandas") is None:
+        raise ImportError(NO_PANDAS)
+    from app.devices import parse_devices
+    from app.service import run_search
+
+    # Trials are forked from a template that imports the trainable by module name from this process's
+    # sys.path (absolute entries only): the working directory, where a notebook's modules sit, goes on it
+    # as `quanta run` puts it on its own.
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    checked = as_spec(spec)
+    problem = checked.trainable_problem()
+    if problem is not None:
+        raise SpecError([("trainable", problem)], checked.name)
+    problem = checked.tracking_problem()
+    if problem is not None:
+        raise SpecError([("tracking", problem)], checked.name)
+    devs = parse_devices(devices)
+
+    kind = progress_kind(progress)
+    bar = make_bar(kind, checked.name) if kind is not None else None
+
+    def show(p: Any) -> None:
+        if bar is None:
+            return
+        text = f"best {p.metric}={p.best:.4g}" if p.best is not None else "best -"
+        if p.reached:
+            text += " · target reached"
+        bar.update(p.done, p.max_trials, f"{text} · devices busy {p.busy_devices}/{p.devices}")
+
+    try:
+        result = run_search(checked, devs, db=db, workdir=workdir, on_step=show)
+    finally:
+        if bar is not None:
+            bar.close()
+    return LocalRun(result, trials_frame(result["trials"]))
