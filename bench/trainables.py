@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from app.sdk import Trial
@@ -33,3 +35,27 @@ def mlp(config: dict, trial: Trial) -> None:
 
 def param_count(width: int, depth: int) -> int:
     return 256 * width + width + (depth - 2) * (width * width + width) + width * 10 + 10
+
+
+def paced(config: dict, trial: Trial) -> None:
+    """A small logistic regression that waits `sleep_s` after each mini-batch (as a trial waiting on its
+    input pipeline or on an accelerator does): a search that keeps running, reporting `accuracy` every
+    `report_every` steps, while leaving the CPU mostly to others (the API under load, bench/load.py)."""
+    torch.manual_seed(config.get("seed", 0))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 16, generator=g)
+    y = (x @ torch.randn(16, 1, generator=g) > 0).float()
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=float(config.get("lr", 0.01)))
+    trial.track(model=model, optimizer=opt)
+    sleep, every = float(config.get("sleep_s", 0.005)), int(config.get("report_every", 20))
+    for step in trial.steps(config.get("steps")):
+        idx = torch.randint(0, 256, (32,), generator=torch.Generator().manual_seed(step))
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        time.sleep(sleep)
+        if step % every == 0:
+            with torch.no_grad():
+                trial.report(accuracy=((model(x) > 0).float() == y).float().mean().item(), loss=loss.item())

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlmodel import SQLModel
 
+from app.db.engine import make_engine
 from app.db.migrate import upgrade
 from app.db.models import ReportRow
 from app.db.store import Store
@@ -63,3 +64,36 @@ def assert_ids_never_reused(store: Store) -> None:
     store.add_rows([ReportRow(trial_id=t2.id, search_id=again.id, step=1, at=4.0, metrics={}, objective=0.5)])
     assert t2.id > trial.id and store.search_reports(again.id)[0].id > report.id
     assert store.create_token("dave", 5.0).id > token.id
+
+
+def assert_reports_deduplicated_on_upgrade(url: str) -> None:
+    """A database at the revision before report attempts, holding a step its trial reported twice (a
+    trial that ran steps again after a restart) and another reported once, is upgraded: the first stored
+    of each (trial, step) is kept, every kept row is of attempt 0, and from then on a report is stored
+    once per (trial, step, attempt): the same one written again merges, a later attempt's is a row of its
+    own, and the curves show each step once."""
+    engine = make_engine(url)
+    upgrade(engine, "0006_ids_never_reused")
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO search (name, spec, status, created_at, reached, trials_created, owner) "
+                       "VALUES ('s', '{}', 'running', 1, false, 1, 'admin')"))  # fmt: skip
+        c.execute(text("INSERT INTO trial (search_id, number, params, vals, status, steps, device_seconds, "
+                       "retries, devices, created_at, priority) "
+                       "VALUES (1, 0, '{}', '{}', 'running', 20, 0, 0, '', 1, 0)"))  # fmt: skip
+        for step, at, value in ((0, 1.0, 0.1), (10, 2.0, 0.2), (0, 3.0, 0.15), (10, 4.0, 0.25), (20, 5.0, 0.3)):
+            c.execute(
+                text("INSERT INTO report (trial_id, search_id, step, at, metrics, objective) "
+                     "VALUES (1, 1, :step, :at, :m, :v)"),
+                {"step": step, "at": at, "m": f'{{"acc": {value}}}', "v": value},
+            )  # fmt: skip
+    assert upgrade(engine)[-1] == "0007_report_attempts"
+    store = Store(url, secret=b"s")
+    assert schema_differences(store.engine) == []
+    kept = [(r.step, r.attempt, r.at, r.objective) for r in store.reports(1)]
+    assert kept == [(0, 0, 1.0, 0.1), (10, 0, 2.0, 0.2), (20, 0, 5.0, 0.3)]
+    again = ReportRow(trial_id=1, search_id=1, step=20, at=5.0, metrics={"acc": 0.3}, objective=0.3)
+    store.add_rows([again])  # the same report written again: nothing new
+    rerun = ReportRow(trial_id=1, search_id=1, step=20, attempt=1, at=6.0, metrics={"acc": 0.4}, objective=0.4)
+    store.add_rows([rerun])  # the step run again by the trial's next attempt
+    assert [(r.step, r.attempt) for r in store.reports(1)] == [(0, 0), (10, 0), (20, 0), (20, 1)]
+    assert store.curves(1, 100).trials["1"] == [(0, 0.1), (10, 0.2), (20, 0.4)]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from pathlib import Path
 
 import torch
 
@@ -108,3 +110,16 @@ def chatty(config: dict, trial: Trial) -> None:
         print(f"chatty trial {trial.id} stdout step {step}", flush=True)
         print(f"chatty trial {trial.id} stderr step {step}", file=sys.stderr, flush=True)
         trial.report(accuracy=step / max(1, trial.max_steps))
+
+
+def long_batches(config: dict, trial: Trial) -> None:
+    """Mini-batches of `batch_s` seconds of computing each (a busy loop: a trial stays in the middle of
+    one for long), after starting a process of its own (`sleep`, as a data loader worker would be).
+    Writes "<its pid> <that process's pid>" to `<pid_dir>/trial-<id>-<pid>` before its first step."""
+    helper = subprocess.Popen(["sleep", "600"])
+    Path(config["pid_dir"], f"trial-{trial.id}-{os.getpid()}").write_text(f"{os.getpid()} {helper.pid}")
+    for step in trial.steps():
+        end = time.monotonic() + float(config["batch_s"])
+        while time.monotonic() < end:
+            pass
+        trial.report(step=float(step))

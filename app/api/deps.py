@@ -26,11 +26,14 @@ from app.db.store import Store
 bearer = HTTPBearer(auto_error=False, description="a user's API token (QUANTA_TOKEN is the first admin's)")
 
 
-def get_store(request: Request) -> Store:
+# Coroutines, though they only read the app's state: FastAPI runs a plain function dependency on its thread
+# pool, and every route needs the store, so a request would queue for a thread (behind the other requests
+# under load) just to be handed it.
+async def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 

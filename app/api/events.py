@@ -2,20 +2,94 @@
 when a row's visible state changes, `report` for each new report row. A `Poller` remembers what it has
 sent; each `poll()` is one short read of the store. The first poll only takes the baseline (clients load
 the current state through the REST routes and follow changes here), unless a `Last-Event-ID` (a report
-id) says where to resume."""
+id) says where to resume.
+
+Every open stream polls, so their reads are shared (`SharedReads`): streams poll at the same instants
+(multiples of the poll interval), and a read another stream made a moment before is answered from it, so
+twenty streams cost the database about what one does instead of taking the API's threads from requests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from app.db.models import SearchRow
+from app.db.models import ReportRow, SearchRow, TrialRow, UserRow
 from app.db.public import SearchSummary, TrialOut
 from app.db.store import Store
 from app.status import SEARCH_ACTIVE
 
 MAX_REPORTS_PER_POLL = 1000
+T = TypeVar("T")
+
+
+class SharedReads:
+    """The store's reads a `Poller` makes (same names and arguments), shared by every stream of a server:
+    a read asked for again within `fresh_s` of the last time it was made is answered with that result,
+    and of the streams asking at once one reads while the others wait for its answer. `verify` checks a
+    stream's token the same way (a revoked token is refused at most `fresh_s` later than by a request).
+    Thread-safe; the rows it hands out are shared, so readers must not change them (a Poller does not)."""
+
+    def __init__(self, store: Store, fresh_s: float):
+        self.store = store
+        self.fresh_s = fresh_s
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[Any, ...], tuple[float, Any]] = {}
+        self._gates: dict[tuple[Any, ...], threading.Lock] = {}
+
+    def _shared(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is not None and time.monotonic() - hit[0] < self.fresh_s:
+                return hit[1]
+            gate = self._gates.setdefault(key, threading.Lock())
+        with gate:  # one reader per key at a time: the others take its answer
+            with self._lock:
+                hit = self._memo.get(key)
+                if hit is not None and time.monotonic() - hit[0] < self.fresh_s:
+                    return hit[1]
+            started = time.monotonic()  # fresh from when the read began: nothing newer is missed
+            value = read()
+            with self._lock:
+                self._memo[key] = (started, value)
+                if len(self._memo) > 512:  # keys of past report positions and gone streams
+                    old = [k for k, (at, _) in self._memo.items() if started - at >= self.fresh_s]
+                    for k in old:
+                        del self._memo[k]
+                        self._gates.pop(k, None)
+            return value
+
+    def searches(self) -> list[SearchRow]:
+        return self._shared(("searches",), self.store.searches)
+
+    def search(self, search_id: int) -> SearchRow | None:
+        return self._shared(("search", search_id), lambda: self.store.search(search_id))
+
+    def trials_done(self, search_ids: Sequence[int]) -> dict[int, int]:
+        ids = tuple(search_ids)
+        return self._shared(("trials_done", ids), lambda: self.store.trials_done(ids))
+
+    def trials_of(self, search_ids: Sequence[int]) -> list[TrialRow]:
+        ids = tuple(search_ids)
+        return self._shared(("trials_of", ids), lambda: self.store.trials_of(ids))
+
+    def last_report_id(self) -> int:
+        return self._shared(("last_report_id",), self.store.last_report_id)
+
+    def reports_after(
+        self, report_id: int, search_id: int | None = None, limit: int = 1000, owner_id: int | None = None
+    ) -> list[ReportRow]:
+        key = ("reports_after", report_id, search_id, limit, owner_id)
+        return self._shared(key, lambda: self.store.reports_after(report_id, search_id, limit, owner_id))
+
+    def verify(self, token: str) -> UserRow | None:
+        """The token's user, as `app.api.auth.verify` says (None: refused)."""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        return self._shared(("verify", digest), lambda: self.store.authenticate(token, time.time()))
 
 
 def _clean(x: Any) -> Any:
@@ -38,7 +112,7 @@ class Poller:
 
     def __init__(
         self,
-        store: Store,
+        store: Store | SharedReads,
         search_id: int | None = None,
         last_report_id: int | None = None,
         owner_id: int | None = None,

@@ -3,7 +3,7 @@
 Contract:
 - `submit` persists a new search and starts it; `load` rebuilds the active searches and their trials
   from the store after a restart (searchers from stored history; trials that were resident and are not
-  any more go back to the queue, to resume from their checkpoints).
+  any more go back to the queue, to resume from their checkpoints, with one more retry counted).
 - `sync(now)` picks up what users asked through the database (new searches, stop/pause/resume,
   trial stops), ends searches whose target or budget says so, and asks each running search's searcher
   for new trials up to its parallelism (trials the last plan `held` at a rung do not count; at most
@@ -38,6 +38,7 @@ from app.controller.state import SearchState, Signals, TrialState, objective_los
 from app.controller.trials import TrialIndex
 from app.db.models import FIRST_ADMIN, SearchRow
 from app.db.protocol import ControllerStore
+from app.db.reports import latest_per_step
 from app.db.warm import items_from_json, warm_items
 from app.executor.actions import Stop
 from app.executor.policy.knobs import RunToRungKnobs
@@ -167,7 +168,8 @@ class SearchBook:
         curves: dict[int, list[tuple[int, float]]] = {}  # by trial number (unique in a search)
         for t in trials:
             assert t.id is not None
-            curves[t.number] = [(r.step, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
+            points = [(r.step, r.attempt, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
+            curves[t.number] = latest_per_step(points)  # a step run again: by its latest attempt
         history = [
             HistoryItem(
                 t.number,
@@ -195,8 +197,11 @@ class SearchBook:
             ts.curve = curves[t.number]
             ts.resume = t.checkpoint_step is not None
             if ts.status == TrialStatus.RUNNING and t.id not in resident:
+                # Its process was lost with the previous controller: a retry (counted, and its reports are
+                # a new attempt's), never a failure (it was not the trial's fault).
                 ts.status, ts.resume = TrialStatus.QUEUED, True
-                self._store.update_trial(t.id, status=TrialStatus.QUEUED)
+                ts.retries += 1
+                self._store.update_trial(t.id, status=TrialStatus.QUEUED, retries=ts.retries)
             self.track(s, ts)
 
     # ---- trials --------------------------------------------------------------------------------

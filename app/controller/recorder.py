@@ -6,7 +6,8 @@ target) and the searcher (`observe`); profiles update measured rates (solo, pack
 exit ends the trial (completed, stopped, failed) or queues it again to resume from its checkpoint (after
 a crash, within its retries, or after a release); a trial that parked itself at its step limit wakes
 the controller to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction`
-notes a round's own latency. Rows are
+notes a round's own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a
+later attempt reports again replaces its point in the trial's curve. Rows are
 buffered and written by `flush()` (at the end of each `handle`). A solo profile on devices of one
 kind also updates the trial's rate on that kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies,
 pairs) are built only for a store that keeps them.
@@ -14,6 +15,7 @@ pairs) are built only for a store that keeps them.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Callable
@@ -48,6 +50,19 @@ RELEASED = "released"  # an `Exited` status: see app.executor.actions.Release
 # Waits between tries of a failed write (a database restarting, a brief network fault): about 3.5 s in
 # all before the error is raised to the controller loop, which tries again on its next round.
 FLUSH_DELAYS_S = (0.1, 0.4, 1.0, 2.0)
+
+
+def _put_point(curve: list[tuple[int, float]], step: int, value: float) -> None:
+    """Put (step, value) into a curve held in step order: a step reported again (by a later attempt, after
+    a restart from an older checkpoint) replaces its point, as readers show it (`latest_per_step`)."""
+    if not curve or curve[-1][0] < step:
+        curve.append((step, value))  # the usual case: a new step
+        return
+    i = bisect.bisect_left(curve, step, key=lambda point: point[0])
+    if i < len(curve) and curve[i][0] == step:
+        curve[i] = (step, value)
+    else:
+        curve.insert(i, (step, value))
 
 
 def _fresh(row: Any) -> Any:
@@ -174,6 +189,7 @@ class EventRecorder:
                 trial_id=t.id,
                 search_id=t.search_id,
                 step=e.step,
+                attempt=e.attempt,
                 at=e.at,
                 metrics=metrics,
                 objective=objective,
@@ -185,7 +201,7 @@ class EventRecorder:
             return
         spec = s.spec
         t.metric = objective
-        t.curve.append((e.step, objective))
+        _put_point(t.curve, e.step, objective)
         s.searcher.observe(t.number, e.step, spec.metric.loss(objective))  # multi-fidelity searchers learn
         if t.best is None or spec.metric.better(objective, t.best):
             t.best = objective

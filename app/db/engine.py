@@ -49,7 +49,11 @@ def make_engine(url: str, *, connect_timeout_s: int | None = None) -> Engine:
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             _create_private(Path(path))
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # The API's request threads (40), its event streams' and the controller's all hold a connection at
+        # once under load: a file's connections are cheap, so none waits for one (the default pool holds
+        # 15). An in-memory database keeps SQLAlchemy's pool of one connection per thread.
+        pool: dict[str, Any] = {"pool_size": 16, "max_overflow": 48} if path else {}
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **pool)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _: Any) -> None:  # readers do not block the writer

@@ -30,6 +30,7 @@ from app.db.models import (
     UserRow,
 )
 from app.db.queries import Conflict
+from app.db.reports import Key, merge_report, report_key
 from app.db.users import checked_new, checked_update, name_taken, taken_message
 from app.status import SearchStatus
 
@@ -50,6 +51,7 @@ class MemoryStore:
         self._trials_by_search: dict[int, list[TrialRow]] = {}
         self._trial_commands: set[int] = set()
         self._rows: dict[type, list[Any]] = {cls: [] for cls in _MEASUREMENTS}
+        self._report_keys: dict[Key, ReportRow] = {}  # one report per (trial, step, attempt), as `Store`
         self._ids: dict[type, int] = {cls: 0 for cls in (*_MEASUREMENTS, SearchRow, TrialRow, IntentRow, UserRow)}
         self._users: dict[str, UserRow] = {}
         self.counts: dict[str, int] = {cls.__name__: 0 for cls in _MEASUREMENTS}
@@ -192,11 +194,19 @@ class MemoryStore:
                 row.steps, row.device_seconds = steps, device_seconds
 
     def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
+        """As `Store.add_rows`: a report of a (trial, step, attempt) held already is merged into it."""
         for row in rows:
             cls = type(row)
             self.counts[cls.__name__] += 1
             if not self.keep_measurements and cls is not ReportRow:
                 continue
+            if cls is ReportRow:
+                assert isinstance(row, ReportRow)
+                held = self._report_keys.get(report_key(row))
+                if held is not None:
+                    merge_report(held, row)
+                    continue
+                self._report_keys[report_key(row)] = row
             row.id = self._next_id(cls)
             self._rows[cls].append(row)
 

@@ -103,13 +103,29 @@ class TrialRow(SQLModel, table=True):
     command: str | None = Field(default=None, index=True)  # stop, for the controller
 
 
+# One report row per (trial, step, attempt): see `ReportRow`. Databases made before it get the index from
+# a migration, which first keeps only the first stored of each (trial, step) (app/db/migrations).
+REPORT_KEY_INDEX = "uq_report_trial_step_attempt"
+
+
 class ReportRow(SQLModel, table=True):
+    """What a trial reported at `step` (mini-batches done), in its `attempt`: which process of the trial
+    made it (0 for its first, one more for each process started after it, whatever started it: a
+    restart after a crash or a lost server or node, a release, a move to another node; see
+    `app.executor.runtime.child.claim_attempt`). A report is stored once: one delivered again (replayed
+    from the trial's spool, redelivered after a failed round) lands on the row of its (trial, step,
+    attempt), and a second report at the same step of one attempt adds its metrics to that row, later
+    values winning (`app.db.reports.merge_report`). A step run again by a later process (restarted from
+    an older checkpoint, or from the start) is a report of a later attempt: a row of its own, and readers
+    show each step once, by its latest attempt (`app.db.reports.latest_per_step`)."""
+
     __tablename__ = "report"
-    __table_args__ = NEVER_REUSED
+    __table_args__ = (Index(REPORT_KEY_INDEX, "trial_id", "step", "attempt", unique=True), NEVER_REUSED)
     id: int | None = Field(default=None, primary_key=True)
     trial_id: int = Field(foreign_key="trial.id", index=True)
     search_id: int = Field(index=True)
     step: int
+    attempt: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     at: float
     # A non-finite value is stored as null, and what it was in `non_finite` ({"loss": "nan"}).
     metrics: dict[str, float | None] = Field(sa_column=Column(JSON, nullable=False))

@@ -34,6 +34,7 @@ from app.db.public import (
     finite,
     parsed_spec,
 )
+from app.db.reports import latest_per_step
 from app.spec import SearchSpec
 from app.status import SEARCH_STARTED, TRIAL_ACTIVE, TRIAL_FINAL, SearchStatus, TrialStatus
 
@@ -335,21 +336,23 @@ class ReaderQueries:
     # ---- search views --------------------------------------------------------------------------
 
     def curves(self, search_id: int, max_points: int) -> CurvesOut:
-        """Every trial's (step, objective) points, thinned to `max_points` each, and its status."""
+        """Every trial's (step, objective) points, each step once (by its latest attempt: a step run again
+        after a restart, see `ReportRow`), thinned to `max_points` each, and its status."""
         with self.session() as s:
             status = {
                 str(tid): st
                 for tid, st in s.exec(select(TrialRow.id, TrialRow.status).where(TrialRow.search_id == search_id))
             }
             rows = s.exec(
-                select(ReportRow.trial_id, ReportRow.step, ReportRow.objective)
+                select(ReportRow.trial_id, ReportRow.step, ReportRow.attempt, ReportRow.objective)
                 .where(ReportRow.search_id == search_id, col(ReportRow.objective).is_not(None))
                 .order_by(col(ReportRow.id))
             )
-            per: dict[str, list[tuple[int, float]]] = {tid: [] for tid in status}
-            for tid, step, objective in rows:
+            points: dict[str, list[tuple[int, int, float]]] = {tid: [] for tid in status}
+            for tid, step, attempt, objective in rows:
                 if objective is not None and math.isfinite(objective):
-                    per.setdefault(str(tid), []).append((step, objective))
+                    points.setdefault(str(tid), []).append((step, attempt, objective))
+        per = {tid: latest_per_step(p) for tid, p in points.items()}
         return CurvesOut(trials={k: _thin(v, max_points) for k, v in per.items()}, status=status)
 
     def timeline(self, search_id: int) -> TimelineOut | None:

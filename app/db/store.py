@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import delete, or_, update
+from sqlalchemy import delete, or_, tuple_, update
 from sqlmodel import Session, col, select
 
 from app.db.engine import DEFAULT_URL, make_engine
@@ -35,11 +35,15 @@ from app.db.models import (
     WarmStartRow,
 )
 from app.db.queries import ReaderQueries
+from app.db.reports import fold_batch, merge_report, report_key
 from app.db.secret import server_secret
 from app.db.shares import ShareQueries
 from app.db.tokens import TokenQueries
 from app.db.users import UserQueries, ensure_first_admin
 from app.status import SearchStatus
+
+# Stored report keys are looked up this many at a time (three bound values each: SQLite allows 32766).
+_KEYS_PER_QUERY = 500
 
 
 class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
@@ -183,11 +187,23 @@ class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
     # ---- measurements --------------------------------------------------------------------------
 
     def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
+        """Store the rows in one transaction. Reports are stored once per (trial, step, attempt) (see
+        `ReportRow`): one whose key is stored already, or repeats one before it in `rows`, is merged into
+        that row (`app.db.reports.merge_report`) instead of added, so writing the same report again is a
+        no-op."""
         rows = list(rows)
         if not rows:
             return
+        reports = fold_batch(r for r in rows if isinstance(r, ReportRow))
         with self.session() as s:
-            s.add_all(rows)
+            s.add_all([r for r in rows if not isinstance(r, ReportRow)])
+            keys = list(reports)
+            for i in range(0, len(keys), _KEYS_PER_QUERY):
+                key = tuple_(col(ReportRow.trial_id), col(ReportRow.step), col(ReportRow.attempt))
+                for stored in s.exec(select(ReportRow).where(key.in_(keys[i : i + _KEYS_PER_QUERY]))):
+                    merge_report(stored, reports.pop(report_key(stored)))
+                    s.add(stored)
+            s.add_all(reports.values())
             s.commit()
 
     def reports(self, trial_id: int) -> list[ReportRow]:

@@ -133,7 +133,10 @@ class Reported(Wire):
     """`trial.report(**metrics)` at `step` (steps done when reported). A non-finite value (NaN, +-inf:
     JSON and PostgreSQL's json type cannot hold them) travels as None in `metrics`, with what it was
     in `non_finite` (``{"loss": "nan"}``); build one with `reported()`, which does that split.
-    `replay`: sent again from the trial's spool by a later process (it may be stored already)."""
+    `replay`: sent again from the trial's spool by a later process (it may be stored already).
+    `attempt`: which process of the trial made it (0 for its first, one more for each process started
+    after it: `app.executor.runtime.child.claim_attempt`): a step run again by a later process (restarted
+    from an older checkpoint) is a report of a later attempt, stored beside the first (`ReportRow`)."""
 
     trial_id: int
     step: int
@@ -141,6 +144,7 @@ class Reported(Wire):
     at: float
     non_finite: dict[str, str] = field(default_factory=dict)
     replay: bool = False
+    attempt: int = 0
 
 
 def split_non_finite(metrics: Mapping[str, float | None]) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -158,11 +162,11 @@ def split_non_finite(metrics: Mapping[str, float | None]) -> tuple[dict[str, flo
 
 
 def reported(
-    trial_id: int, step: int, metrics: Mapping[str, float | None], at: float, replay: bool = False
+    trial_id: int, step: int, metrics: Mapping[str, float | None], at: float, replay: bool = False, attempt: int = 0
 ) -> Reported:
     """A `Reported` event whose metrics are JSON-safe (see `split_non_finite`)."""
     clean, flags = split_non_finite(metrics)
-    return Reported(trial_id, step, clean, at, flags, replay)
+    return Reported(trial_id, step, clean, at, flags, replay, attempt)
 
 
 @dataclass(frozen=True)

@@ -112,11 +112,16 @@ class Trial:
         profile_every_s: float = 1.0,
         until: int | None = None,
         metric: str | None = None,
+        attempt: int = 0,
     ):
         self.id = trial_id
         self.config = config
         self.max_steps = max_steps
         self.metric = metric
+        # Which process of the trial this is (the runtime claims it: 0 for the first, one more for each
+        # later one). Every report carries it, in the spool too, so that a report sent again lands on the
+        # row it was stored in and a step a later process runs again is told apart.
+        self._attempt = attempt
         self.elastic = False
         self.history: list[tuple[int, dict[str, float]]] = []
         self._devices = devices
@@ -209,7 +214,7 @@ class Trial:
         self.history.append((self._step, clean))
         at = time.time()
         self._spool(self._step, clean, at)
-        self._send("report", step=self._step, metrics=clean, at=at)
+        self._send("report", step=self._step, metrics=clean, at=at, attempt=self._attempt)
         if self._until is not None and self._step >= self._until:
             self._limit_reported = True
 
@@ -278,7 +283,8 @@ class Trial:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # A first process truncates what another search left at this path; later ones append.
                 self._spool_fh = open(path, "a" if self._resume else "w")  # noqa: SIM115 (open for the process's life)
-            self._spool_fh.write(json.dumps({"step": step, "metrics": metrics, "at": at}) + "\n")
+            line = {"step": step, "metrics": metrics, "at": at, "attempt": self._attempt}
+            self._spool_fh.write(json.dumps(line) + "\n")
             self._spool_fh.flush()  # in the OS's hands: survives this process being killed
         except OSError as exc:  # a full disk must not fail the trial: the report still goes out
             print(f"quanta: trial {self.id}: cannot spool a report ({exc})", file=sys.stderr)
@@ -298,9 +304,10 @@ class Trial:
                 try:
                     rec = json.loads(line)
                     step, metrics, at = int(rec["step"]), dict(rec["metrics"]), float(rec["at"])
-                except (ValueError, KeyError, TypeError):
+                    attempt = int(rec.get("attempt", 0))  # a line spooled before attempts: the first
+                except (ValueError, KeyError, TypeError, AttributeError):
                     continue
-                self._send("report", step=step, metrics=metrics, at=at, replay=True)
+                self._send("report", step=step, metrics=metrics, at=at, replay=True, attempt=attempt)
 
     def _send(self, kind: str, **payload: Any) -> None:
         if self._conn is not None:

@@ -1,8 +1,9 @@
 """Chaos: a distributed search on two worker nodes while faults are injected at random moments — a trial
 process killed with SIGKILL, a worker killed with SIGKILL (and started again), the controller killed
 with SIGKILL (and started again), Redis restarted empty. At the end every report each trial wrote to its
-own log (`tests.distributed.trainables:guarded`) must be stored, none twice, every trial number exists
-once, no trial ran twice at once, and the search completes.
+own log (`tests.distributed.trainables:guarded`) must be stored, none twice (by its nonce, and by its
+(trial, step, attempt)), the curves show every step once, every trial number exists once, no trial ran
+twice at once, and the search completes.
 
 A report stored but missing from the trial's log is allowed only for a process that was killed: the
 trainable logs a report just after `trial.report` returns, so a kill in between leaves it unlogged.
@@ -119,13 +120,21 @@ def test_a_search_survives_random_kills_without_losing_a_report(cluster: Cluster
     assert not unfinished, f"trials not run to their end: {unfinished}"
     assert cluster.doubles(audit) == [], "a trial ran twice at once"
 
-    logged = Counter(
-        r["nonce"] for recs in cluster.audit_records(audit).values() for r in recs if r["event"] == "report"
-    )
-    stored = Counter(r.metrics["nonce"] for r in cluster.store.search_reports(sid))
+    records = cluster.audit_records(audit)
+    logged = Counter(r["nonce"] for recs in records.values() for r in recs if r["event"] == "report")
+    reports = cluster.store.search_reports(sid)
+    stored = Counter(r.metrics["nonce"] for r in reports)
     lost = set(logged) - set(stored)
     doubled = [k for k, v in stored.items() if v > 1]
     unlogged = set(stored) - set(logged)
+    # By what a report is, not only by its nonce: one row per (trial, step, attempt). A step a later
+    # attempt ran again (restarted from an older checkpoint) is a row of its own; the curves show it once.
+    per_key = Counter((r.trial_id, r.step, r.attempt) for r in reports)
+    per_step = Counter((r.trial_id, r.step) for r in reports)
+    twice = [k for k, n in per_key.items() if n > 1]
+    rerun = [k for k, n in per_step.items() if n > 1]
+    curves = cluster.store.curves(sid, 10**6).trials
+    curve_twice = sum(len(points) - len({step for step, _ in points}) for points in curves.values())
     figures = {
         "seed": seed,
         "faults_planned": len(plan),
@@ -137,6 +146,9 @@ def test_a_search_survives_random_kills_without_losing_a_report(cluster: Cluster
         "reports_stored": sum(stored.values()),
         "reports_lost": len(lost),
         "reports_stored_twice": len(doubled),
+        "reports_stored_twice_per_trial_step_attempt": len(twice),
+        "steps_stored_by_two_attempts": len(rerun),
+        "curve_points_twice": curve_twice,
         "reports_unlogged": len(unlogged),
         "trial_processes_killed": processes_killed,
         "retries": sum(t.retries for t in rows),
@@ -144,7 +156,16 @@ def test_a_search_survives_random_kills_without_losing_a_report(cluster: Cluster
     }
     publish("chaos", figures)
     assert logged, "the trials reported nothing"
-    assert not lost, f"{len(lost)} reports lost: {figures}"
+    if lost:  # where each was made, and what is stored at its (trial, step)
+        made = {r["nonce"]: (tid, r["step"]) for tid, recs in records.items() for r in recs if r["event"] == "report"}
+        at = {
+            k: [(r.attempt, r.metrics["nonce"], r.at) for r in reports if (r.trial_id, r.step) == k]
+            for k in made.values()
+        }
+        where = [(made[n], at[made[n]]) for n in sorted(lost)]
+        raise AssertionError(f"{len(lost)} reports lost: {where} {figures}")
     assert not doubled, f"{len(doubled)} reports stored twice: {figures}"
+    assert not twice, f"{len(twice)} (trial, step, attempt) stored twice: {twice[:5]} {figures}"
+    assert curve_twice == 0, f"the curves show a step twice: {figures}"
     # Only a killed process can have reported without logging it (killed between the two).
     assert len(unlogged) <= processes_killed, f"reports nobody made: {figures}"

@@ -1,7 +1,9 @@
 """The schema's migrations on SQLite (PostgreSQL: tests/distributed/test_migrations_pg.py): a database
 written by the last release without revisions is upgraded with every row kept; the revisions build
 exactly the tables the models declare; two processes upgrading at once migrate once; a failed upgrade
-leaves the database as it was; ids are never re-used; `quanta db upgrade` and `quanta db current`."""
+leaves the database as it was; ids are never re-used; reports stored twice are de-duplicated, the first
+stored kept, and a report is stored once per (trial, step, attempt); `quanta db upgrade` and `quanta db
+current`."""
 
 from __future__ import annotations
 
@@ -14,11 +16,23 @@ from alembic import command
 from sqlalchemy import create_engine, text
 
 from app.db.cluster import DbCluster
-from app.db.migrate import UnknownRevision, alembic_config, current_revision, head_revision, upgrade
+from app.db.migrate import (
+    UnknownRevision,
+    alembic_config,
+    current_revision,
+    head_revision,
+    revisions_between,
+    upgrade,
+)
 from app.db.models import FIRST_ADMIN
 from app.db.store import Store
 from tests.data.make_release_db import BOB_TOKEN, CAROL_TOKEN, SECRET, T0
-from tests.schema_checks import assert_ids_never_reused, schema_differences, upgrade_at_once
+from tests.schema_checks import (
+    assert_ids_never_reused,
+    assert_reports_deduplicated_on_upgrade,
+    schema_differences,
+    upgrade_at_once,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RELEASE_DB = DATA / "release-before-migrations.db"
@@ -122,7 +136,8 @@ def test_two_processes_opening_an_old_database_at_once_migrate_it_once(tmp_path)
     url = release_copy(tmp_path)
     before = row_counts(url)
     results = upgrade_at_once(lambda: create_engine(url, connect_args={"timeout": 30}))
-    assert sorted(map(len, results)) == [0, 6]  # one applied the six revisions; the other found them done
+    every = len(revisions_between(None, head_revision()))
+    assert sorted(map(len, results)) == [0, every]  # one applied every revision; the other found them done
     after = row_counts(url)
     assert all(after[t] == n for t, n in before.items()) and after["alembic_version"] == 1
 
@@ -151,6 +166,10 @@ def test_ids_are_never_reused_after_the_newest_row_is_deleted(tmp_path):
     """SQLite re-used the highest freed rowid: a deleted newest search's id went to the next search (and
     its trials', reports' and tokens' ids likewise; a deleted user's id to the next user)."""
     assert_ids_never_reused(Store(f"sqlite:///{tmp_path / 'q.db'}", secret=b"s"))
+
+
+def test_reports_a_step_repeated_are_deduplicated_by_the_upgrade_keeping_the_first_stored(tmp_path):
+    assert_reports_deduplicated_on_upgrade(f"sqlite:///{tmp_path / 'q.db'}")
 
 
 def test_quanta_db_upgrade_and_current(tmp_path):

@@ -6,19 +6,21 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from app.api import auth
 from app.api.deps import SettingsDep, StoreDep, StreamCaller, owner_filter, sees, stream_caller
-from app.api.events import Poller
+from app.api.events import Poller, SharedReads
 from app.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, not_found
 from app.api.settings import Settings
 from app.api.streams import StreamSlots
+from app.db.store import Store
 
-# How often an open stream checks that its token is still valid: a revoked token's stream ends within this.
+# How often an open stream checks that its token is still valid: a revoked token's stream ends within this
+# (and the shared reads' freshness, half the poll interval).
 RECHECK_S = 0.5
 
 router = APIRouter(tags=["events"], responses=AUTH_ERRORS)
@@ -50,7 +52,8 @@ async def events(
     resume = _event_id(last_event_id)
     if search_id is not None and not sees(caller.user, await run_in_threadpool(store.search_owner, search_id)):
         raise not_found("search", search_id)
-    poller = Poller(store, search_id, resume, owner_id=owner_filter(caller.user))
+    reads, limiter = _shared(request, settings, store)
+    poller = Poller(reads, search_id, resume, owner_id=owner_filter(caller.user))
     limit = min(max_seconds or settings.events_max_s, settings.events_max_s)
     stopping = getattr(request.app.state, "stopping", None)  # a threading.Event set on shutdown
     slots = _slots(request, settings)
@@ -82,9 +85,9 @@ async def events(
         while True:
             if loop.time() - checked >= RECHECK_S:
                 checked = loop.time()
-                if await run_in_threadpool(auth.verify, store, caller.token) is None:
+                if await anyio.to_thread.run_sync(reads.verify, caller.token, limiter=limiter) is None:
                     return
-            chunks = await run_in_threadpool(poller.poll)
+            chunks = await anyio.to_thread.run_sync(poller.poll, limiter=limiter)
             for chunk in chunks:
                 yield chunk
             now = loop.time()
@@ -95,7 +98,10 @@ async def events(
                 yield ": keepalive\n\n"
             if now >= end or (stopping is not None and stopping.is_set()) or await request.is_disconnected():
                 return
-            await asyncio.sleep(min(settings.events_poll_s, max(0.0, end - now)))
+            # Every stream polls at the same instants (multiples of the interval), so that their reads
+            # are shared (`SharedReads`) instead of spread over the interval.
+            every = settings.events_poll_s
+            await asyncio.sleep(min(every - now % every, max(0.0, end - now)))
 
     return StreamingResponse(
         stream(),
@@ -103,6 +109,20 @@ async def events(
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         background=BackgroundTask(give_back),  # also when the body was never iterated
     )
+
+
+# Threads the streams' polls may take at once, apart from the API's pool: with their reads shared most polls
+# only format events, and however many streams are open they never take the threads requests need.
+STREAM_THREADS = 4
+
+
+def _shared(request: Request, settings: Settings, store: Store) -> tuple[SharedReads, anyio.CapacityLimiter]:
+    """The app's shared stream reads and the streams' own thread limiter (made on first use, in the loop)."""
+    state = request.app.state
+    if getattr(state, "event_reads", None) is None:
+        state.event_reads = SharedReads(store, settings.events_poll_s / 2)
+        state.event_threads = anyio.CapacityLimiter(STREAM_THREADS)
+    return state.event_reads, state.event_threads
 
 
 def _slots(request: Request, settings: Settings) -> StreamSlots:

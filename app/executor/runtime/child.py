@@ -7,19 +7,27 @@ Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
                     ("done", {"status": completed|killed|failed, "steps", "error"})
   runtime -> trial: ("suspend", {"sent", "checkpoint"}), ("resume", {"devices", "sent"}),
                     ("checkpoint", {}), ("stop", {"reason"})
-Exit codes: 0 after "done"; 3 when the runtime's connection closed (controller gone).
+Exit codes: 0 after "done"; 3 when the runtime's connection closed (controller gone) at a boundary.
+
+A trial process ends with its runtime, busy or not: it leads a process group of its own, and a thread
+(`end_with_runtime`) waits for the runtime's end of the connection to close and then kills that group
+(the trial and whatever it started: data loader workers, a tool it launched) at once, in the middle of
+a mini-batch too. Between mini-batches `Trial` notices the same and exits 3 (`ControllerGone`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import os
+import select
 import signal
 import sys
+import threading
 import time
 import traceback
-from multiprocessing.connection import Client
+from multiprocessing.connection import Client, Connection
 from typing import Any
 
 from app.devices import Device, bind_process
@@ -50,10 +58,82 @@ def _redirect_output(path: str | None, fresh: bool) -> None:
     os.close(fd)
 
 
+# What `poll` reports when the other end of a stream socket is gone (POLLHUP, POLLERR and POLLNVAL are
+# reported whether asked for or not; POLLIN, an ordinary message, is not asked for).
+_HANGUP = select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def end_with_runtime(conn: Connection, finishing: threading.Event) -> threading.Thread:
+    """Start a daemon thread that kills this process's group (SIGKILL: this process and everything it
+    started) as soon as the runtime's end of `conn` closes, unless `finishing` is set by then (the trial
+    is saying "done", after which the runtime may close first). It only polls the socket for a hang-up,
+    reading nothing, so the trial's own sends and receives are untouched; the kernel wakes it, so it
+    needs no CPU until then and reacts within milliseconds however busy the machine is."""
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLRDHUP)
+        while True:
+            events = poller.poll()
+            if finishing.is_set():
+                return
+            if any(mask & _HANGUP for _, mask in events):
+                # Its own group only: never the group it came from (the runtime's, when setpgid failed).
+                if os.getpgrp() == os.getpid():
+                    os.killpg(0, signal.SIGKILL)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="quanta-runtime-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def claim_attempt(checkpoint_path: str | None, first: bool) -> int:
+    """This process's attempt: which process of the trial it is (0 for the first, then one more for each
+    process started after it, whatever started it: a restart after a crash or a lost server or node, a
+    release, a move to another node, a stale process replaced). Its reports carry it, so that a step it
+    runs again is told apart from the same step of an earlier process (`ReportRow`).
+
+    The count is kept beside the checkpoint (`<checkpoint>.attempt`, on the store every node reads),
+    read and raised under an exclusive lock, so each process of a trial gets a number of its own and a
+    later process a higher one, with no database or controller involved (the controller's count of
+    retries can lag the processes a node starts). A trial's first process (`first`: not resuming) owns
+    nothing at its paths yet and starts the count at 0 (as it starts its spool afresh). When the file
+    cannot be written (no checkpoint path, an unwritable folder), the time in milliseconds stands in:
+    above any count, and rising."""
+    fallback = int(time.time() * 1000)
+    if not checkpoint_path:
+        return fallback
+    path = checkpoint_path + ".attempt"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return fallback
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        text = b"" if first else os.pread(fd, 32, 0)
+        try:
+            attempt = int(text.decode().strip()) + 1 if text.strip() else 0
+        except ValueError:  # a torn or foreign file: the time keeps later processes above it
+            attempt = fallback
+        data = str(attempt).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        return attempt
+    except OSError:
+        return fallback
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device], sent: float | None) -> None:
     """Body of a forked trial process. Always ends the process (os._exit)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError):  # a group of its own, led by it (the template does the same)
+        os.setpgid(0, 0)
     _redirect_output(launch.log_path, fresh=not launch.resume)
     if launch.log_path:  # bounded: cut to its tail at start and while it runs
         trial_log.keep_bounded(launch.log_path)
@@ -62,6 +142,8 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         conn = Client(address, family="AF_UNIX", authkey=authkey)
     except OSError:
         os._exit(3)
+    finishing = threading.Event()
+    end_with_runtime(conn, finishing)
     trial = Trial(
         launch.trial_id,
         {**launch.config},
@@ -73,6 +155,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
         metric=launch.metric,
+        attempt=claim_attempt(launch.checkpoint_path, first=not launch.resume),
     )
     status: str = TrialStatus.COMPLETED
     error: str | None = None
@@ -95,6 +178,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         error = "".join(traceback.format_exception(exc)).strip()[-8000:]
         with contextlib.suppress(Exception):
             print(error, file=sys.stderr, flush=True)
+    finishing.set()
     try:
         conn.send(("done", {"status": status, "steps": trial.step, "error": error, "at": time.time()}))
         conn.close()

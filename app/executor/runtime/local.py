@@ -15,7 +15,6 @@ import logging
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -44,7 +43,7 @@ from app.executor.actions import (
 )
 from app.executor.policy.types import DeviceView
 from app.executor.runtime.base import Launcher
-from app.executor.runtime.template import TemplateStart, start_template
+from app.executor.runtime.template import TemplateStart, kill_group, start_template
 
 log = logging.getLogger("quanta.runtime")
 
@@ -412,8 +411,7 @@ class LocalRuntime:
                 f"(QUANTA_TRIAL_MAX_RSS_MB): killed"
             )
             log.warning("trial %s: %s", h.trial_id, h.over_memory)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(h.pid, signal.SIGKILL)
+            kill_group(h.pid)  # with what it started
 
     def _drain(self, conn: Connection) -> None:
         try:
@@ -481,7 +479,8 @@ class LocalRuntime:
         now = time.time()
         if kind == "report":
             h.steps = max(h.steps, msg["step"])
-            self._events.put(reported(h.trial_id, msg["step"], msg["metrics"], msg["at"], bool(msg.get("replay"))))
+            replay, attempt = bool(msg.get("replay")), int(msg.get("attempt", 0))
+            self._events.put(reported(h.trial_id, msg["step"], msg["metrics"], msg["at"], replay, attempt))
         elif kind == "profile":
             h.steps = msg["step"]
             h.elastic = bool(msg.get("elastic"))
