@@ -39,11 +39,11 @@ def defer_hyperopt_atpe() -> None:
         # Dunder probes (the import system's, inspect's, pickle's) must not run the module's code.
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        del module.__getattr__  # type: ignore[attr-defined]
+        delattr(module, "__getattr__")
         loader.exec_module(module)
         return getattr(module, name)
 
-    module.__getattr__ = load  # type: ignore[attr-defined]
+    setattr(module, "__getattr__", load)  # noqa: B010 (a module's PEP 562 hook)
     sys.modules["hyperopt.atpe"] = module
 
 
