@@ -115,7 +115,10 @@ def test_a_running_trial_moves_between_cpu_devices_at_once_without_a_park(rt_fac
     assert not any(isinstance(e, Parked) for e in events)
     assert sum(isinstance(e, Resumed) for e in events) == 1  # the trial's own reply is not announced again
     reports = [e.metrics["cores"] for e in events if isinstance(e, Reported)]
-    assert reports == [mask["cpu:0"], mask["cpu:1"], mask["cpu:1"]]
+    # On cpu:0 until the move, on cpu:1 from the mini-batch it was moved in (the second, unless a very
+    # busy machine delivered the first report late) to the end.
+    assert len(reports) == 3 and reports[0] == mask["cpu:0"] and reports[-1] == mask["cpu:1"]
+    assert reports == sorted(reports, key=lambda m: m == mask["cpu:1"])
     assert next(e for e in events if isinstance(e, Exited)).status == "completed"
 
 
