@@ -18,9 +18,16 @@ is in `app.service`."""
 
 from __future__ import annotations
 
-import typer
+import sys
 
-from app.cli import db, distributed, export, remote, run, serve, simulate, users
+from app.cli.prestart import start_early
+
+# First, before the imports below: a cold `quanta run`'s template imports torch meanwhile.
+start_early(sys.argv)
+
+import typer  # noqa: E402
+
+from app.cli import db, distributed, export, remote, run, serve, simulate, users  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 
