@@ -48,9 +48,16 @@ def start_early(argv: list[str]) -> None:
     spec = run_spec(argv)
     if spec is None or _started is not None:
         return
-    sys.path.insert(0, os.getcwd())  # the trainable's module may be in the working directory (as in run)
-    module = spec_module(spec)
-    _started = start_template([module] if module else [])
+    # The trainable's module may be in the working directory: on the template's path (as `run` puts it),
+    # and off this process's again until `run` puts it there, so that the CLI's own imports below do
+    # not see the user's files.
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
+    try:
+        module = spec_module(spec)
+        _started = start_template([module] if module else [])
+    finally:
+        sys.path.remove(cwd)
     atexit.register(_close_unclaimed)
 
 
