@@ -65,7 +65,7 @@ def submit(
             search = client.submit(spec_path)
         except (OSError, UnicodeDecodeError) as exc:
             raise fail(f"{spec_path}: {exc}") from None
-        typer.echo(f"search {search.id} ({search.name}) {search.status}: {url}/?search={search.id}")
+        typer.echo(f"search {search.id} ({search.name}) {search.status}: {search.dashboard_url}")
         if not wait:
             return
         try:

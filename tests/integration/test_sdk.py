@@ -162,6 +162,53 @@ def test_example_script(server, tmp_path):
     r = _run(["examples/sdk_submit.py", str(spec), "--url", server.url], {"QUANTA_TOKEN": TOKEN})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "target reached: True" in r.stdout and "top 3" in r.stdout
+    assert f"dashboard: {server.url}/#/search/" in r.stdout  # the dashboard routes on the fragment
+
+
+def test_quanta_submit_prints_the_searchs_dashboard_link(server, client, tmp_path):
+    path = tmp_path / "link.yaml"
+    path.write_text(yaml.safe_dump({**SLOW, "name": "link"}))
+    r = _run(["-m", "app.cli", "submit", str(path), "--url", server.url + "/"], {"QUANTA_TOKEN": TOKEN})
+    assert r.returncode == 0, r.stdout + r.stderr
+    sid = int(r.stdout.split()[1])
+    assert f"{server.url}/#/search/{sid}" in r.stdout.split(), r.stdout  # one slash, the fragment route
+    assert "?search=" not in r.stdout
+    client.search(sid).stop().wait(timeout=60, poll_s=0.3)
+
+
+def test_pause_returns_the_paused_search(client):
+    search = client.submit({**SLOW, "name": "pause"})
+    deadline = time.monotonic() + 60
+    while search.refresh().status != "running":
+        assert time.monotonic() < deadline, search.status
+        time.sleep(0.2)
+    assert search.pause(timeout=30) is search
+    assert search.status == "paused" and search.data["status"] == "paused"
+    assert client.search(search.id).status == "paused"  # what the server says too
+    search.stop()
+    assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
+
+
+def test_trials_without_pandas_raise_naming_the_extra(client, server):
+    search = client.submit({**UNREACHABLE, "name": "no-pandas"}).wait(timeout=120, poll_s=0.3)
+    script = (
+        "import sys\n"
+        "sys.modules['pandas'] = None  # as without the notebook extra: `import pandas` raises ImportError\n"
+        "from app.sdk import Client\n"
+        f"search = Client({server.url!r}).search({search.id})\n"
+        "print(len(search.trials(frame=False)))\n"
+        "try:\n"
+        "    search.trials()\n"
+        "except ImportError as exc:\n"
+        "    print('ImportError:', exc)\n"
+        "else:\n"
+        "    print('no error')\n"
+    )
+    r = _run(["-c", script], {"QUANTA_TOKEN": TOKEN})
+    assert r.returncode == 0, r.stdout + r.stderr
+    count, error = r.stdout.splitlines()
+    assert count == "2"
+    assert error.startswith("ImportError:") and "pip install 'quanta[notebook]'" in error, error
 
 
 # ---- the CLI against the service: status, logs, stop, export -------------------------------------
