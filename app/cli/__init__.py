@@ -18,6 +18,8 @@ is in `app.service`."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from app.cli import db, distributed, export, remote, run, serve, simulate, users
@@ -25,8 +27,31 @@ from app.cli import db, distributed, export, remote, run, serve, simulate, users
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 
 
+def version() -> str:
+    """The installed distribution's version (`quanta --version`), or a note when Quanta runs from a
+    source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("quanta")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e . in the repository)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"quanta {version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="print Quanta's version and exit", callback=_show_version, is_eager=True),
+    ] = False,
+) -> None:
     """Quanta: Gandiva-style hyperparameter search."""
 
 

@@ -33,10 +33,17 @@ EXIT_INTERRUPTED = 130
 
 def run(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="search spec (.yaml or .json)")],
-    devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto")] = "auto",
-    db: Annotated[str, typer.Option(help="database URL")] = "sqlite:///quanta.db",
+    devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto", envvar="QUANTA_DEVICES")] = "auto",
+    db: Annotated[str, typer.Option(help="database URL", envvar="QUANTA_DB_URL")] = "sqlite:///quanta.db",
     output: Annotated[Path | None, typer.Option(help="write the result as JSON here")] = None,
-    workdir: Annotated[Path, typer.Option(help="checkpoints and trial logs")] = Path(".quanta"),
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="checkpoints and trial logs (default: a folder of the database's own under .quanta/)",
+            envvar="QUANTA_WORKDIR",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a search on this machine until its target is reached or its budget is spent.
@@ -53,7 +60,7 @@ def run(
     early = spec_module(spec_path)
     template = start_template([early] if early else [])
     try:
-        from app.devices import DeviceSpecError, parse_devices
+        from app.devices import DeviceSpecError, oversubscription, parse_devices
         from app.spec import SpecError, load_spec
 
         # Validate everything before anything is persisted.
@@ -68,6 +75,9 @@ def run(
             devs = parse_devices(devices)
         except DeviceSpecError as exc:
             raise fail(str(exc)) from None
+        crowded = oversubscription(devs)
+        if crowded:
+            typer.echo(f"{typer.style('warning:', fg='yellow', bold=True)} {crowded}", err=True)
         # One controller per database: a `quanta serve` (or another run) on the same database refuses us.
         from app.db.lease import ControllerLease, LeaseHeld
 
@@ -76,11 +86,20 @@ def run(
             lease.acquire()
         except (LeaseHeld, ValueError) as exc:
             raise fail(str(exc)) from None
+        # One workdir per database: searches are numbered per database, their files by that number.
+        from app.workdir import WorkdirTaken, claim_workdir, workdir_for
+
+        work = workdir_for(db, workdir)
+        try:
+            claim_workdir(work, db)
+        except (WorkdirTaken, OSError) as exc:
+            lease.release()
+            raise fail(str(exc)) from None
     except BaseException:
         template.close()
         raise
     try:
-        _run_search(spec, devs, template, db, lease, output, workdir)
+        _run_search(spec, devs, template, db, lease, output, work)
     finally:
         lease.release()
 

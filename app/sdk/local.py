@@ -55,15 +55,17 @@ def run(
     *,
     devices: str = "auto",
     db: str = "sqlite:///quanta.db",
-    workdir: str | Path = ".quanta",
+    workdir: str | Path | None = None,
     progress: bool | ProgressKind | None = None,
 ) -> LocalRun:
     """Run `spec` (see `as_spec`) on this machine's `devices` (`cpu:N`, `cuda:0,1`, `cuda:all`, `auto`)
     until its target is reached or its budget is spent, and return `LocalRun(result, trials)`.
 
     The search is stored in `db` (SQLite by default, beside the notebook; `postgresql://...` works) and
-    its checkpoints and trial logs go under `workdir`, as with `quanta run`. `progress`: None draws a bar
-    where one can be seen (Jupyter's in a notebook, rich's in a terminal), False none.
+    its checkpoints and trial logs go under `workdir`, as with `quanta run` (None: a folder of the
+    database's own under `.quanta/`; a workdir another database claimed is refused with `ValueError`).
+    `progress`: None draws a bar where one can be seen (Jupyter's in a notebook, rich's in a terminal),
+    False none.
 
     Everything is checked before anything starts or is stored: pandas (ImportError naming the extra), the
     spec (`SpecError` naming each bad field, its trainable when its module or function cannot be found,
@@ -74,6 +76,7 @@ def run(
         raise ImportError(NO_PANDAS)
     from app.devices import parse_devices
     from app.service import run_search
+    from app.workdir import claim_workdir, workdir_for
 
     # Trials are forked from a template that imports the trainable by module name from this process's
     # sys.path (absolute entries only): the working directory, where a notebook's modules sit, goes on it
@@ -89,6 +92,8 @@ def run(
     if problem is not None:
         raise SpecError([("tracking", problem)], checked.name)
     devs = parse_devices(devices)
+    work = workdir_for(db, workdir)
+    claim_workdir(work, db)  # WorkdirTaken (a ValueError) when another database's
 
     kind = progress_kind(progress)
     bar = make_bar(kind, checked.name) if kind is not None else None
@@ -102,7 +107,7 @@ def run(
         bar.update(p.done, p.max_trials, f"{text} · devices busy {p.busy_devices}/{p.devices}")
 
     try:
-        result = run_search(checked, devs, db=db, workdir=workdir, on_step=show)
+        result = run_search(checked, devs, db=db, workdir=work, on_step=show)
     finally:
         if bar is not None:
             bar.close()
