@@ -211,7 +211,9 @@ def run_search(
     the holder, when another controller runs on `db`; nothing is stored then) and released at the end.
     `template`: a trial template started early (`start_template`), else one is started here.
     `on_step(progress)`: called after every step of the controller. `WarmStartError`: an earlier search
-    named in `search.warm_start_from` is missing or has another space (nothing stored). A failing round
+    named in `search.warm_start_from` is missing or has another space (nothing stored). `SpecError` on
+    `trainable`: its module fails to import in the trial template (a package it needs is missing; nothing
+    stored, no trial started). A failing round
     ends the search with its error (no retries: there is no service to outlive it). KeyboardInterrupt:
     the search is stopped (`interrupted`), its trial processes end, and the interrupt goes on up."""
     from app.controller import Controller, ControllerOptions
@@ -219,6 +221,7 @@ def run_search(
     from app.db.store import Store
     from app.db.summary import search_result
     from app.executor.runtime.local import LocalRuntime
+    from app.spec import SpecError
 
     workdir = Path(workdir)
     own_lease = lease is None
@@ -228,6 +231,10 @@ def run_search(
     try:
         # The controller binds itself as the runtime's launcher before any trial starts.
         runtime = LocalRuntime(devices, warm_modules=[spec.module], template=template)
+        problem = runtime.import_problem(spec.module)  # before any trial: a missing package fails them all
+        if problem is not None:
+            runtime.close()
+            raise SpecError([("trainable", problem.sentence())], spec.name)
         store = Store(db)
         ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
         try:

@@ -10,7 +10,8 @@ Optuna's `study.optimize` runs one in a notebook: no server, no shell. It return
 
 It drives the same controller as `quanta run` (`app.service.run_search`): trials are processes forked
 from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
-working directory or on `sys.path`, not a function defined in a notebook cell). The DataFrame needs the
+working directory, beside the spec file or on `sys.path`, or named by its path relative to the spec:
+not a function defined in a notebook cell). The DataFrame needs the
 `notebook` extra (pandas): without it `run` refuses before anything starts.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from app.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
-from app.spec import SearchSpec, SpecError, load_spec, parse_spec
+from app.spec import SearchSpec, SpecError, load_spec, parse_spec, place_locally
 
 NO_PANDAS = "app.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
 
@@ -85,9 +86,10 @@ def run(
     if here not in sys.path:
         sys.path.insert(0, here)
     checked = as_spec(spec)
-    problem = checked.trainable_problem()
-    if problem is not None:
-        raise SpecError([("trainable", problem)], checked.name)
+    # A spec file's trainable may sit beside it or be named by its path relative to it; a spec given as
+    # data is read as if from a file in the working directory.
+    from_file = isinstance(spec, str | Path) and "\n" not in str(spec)
+    checked = place_locally(checked, Path(str(spec)).parent if from_file else Path(here))
     problem = checked.tracking_problem()
     if problem is not None:
         raise SpecError([("tracking", problem)], checked.name)

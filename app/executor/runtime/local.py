@@ -44,6 +44,7 @@ from app.executor.actions import (
 from app.executor.policy.types import DeviceView
 from app.executor.runtime.base import Launcher
 from app.executor.runtime.template import TemplateStart, kill_group, start_template
+from app.import_check import ImportProblem
 
 log = logging.getLogger("quanta.runtime")
 
@@ -143,6 +144,8 @@ class LocalRuntime:
         self._template_ready = threading.Event()
         self._template_lock = threading.Lock()
         self._warm_errors: dict[str, str | None] = {}
+        self._import_failures: dict[str, dict[str, Any] | None] = {}  # by module: the import's failure
+        self._warm_done = threading.Condition()  # notified as each module's "warmed" arrives
         self._warmed: set[str] = set(warm_modules) | set(self._template_start.warm_modules)
         # The template imports torch and warms its modules in the background; the first fork waits for
         # it (see _send_template), so a caller can do its own start-up meanwhile. Modules a pre-started
@@ -172,6 +175,27 @@ class LocalRuntime:
         if new:
             self._warmed.update(new)
             self._send_template("warm", {"modules": new})
+
+    def import_problem(self, module: str, timeout: float = 120.0) -> ImportProblem | None:
+        """Wait until the template has imported `module` (warming it, as it does before any trial starts)
+        and return why that import failed, or None: it imported (a `prepare()` that failed is only
+        logged), or no answer came within `timeout` or the template is gone (the trials then report
+        what happened). A module the template was not told about is warmed now."""
+        deadline = time.monotonic() + timeout
+        try:
+            self.warm([module])
+            self.wait_ready(timeout)
+        except RuntimeError as exc:
+            log.warning("cannot check that %s imports: %s", module, exc)
+            return None
+        with self._warm_done:
+            while module not in self._import_failures:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closing or self._template.poll() is not None:
+                    return None
+                self._warm_done.wait(min(left, 0.5))
+            failure = self._import_failures[module]
+        return ImportProblem.of(module, failure) if failure else None
 
     def apply(self, round_no: int, actions: Sequence[Action]) -> None:
         with self._apply_lock:
@@ -453,9 +477,13 @@ class LocalRuntime:
                     if h.conn is None and h.state != "exited":
                         h.lost_at = time.monotonic()  # died before it ever connected
         elif kind == "warmed":
-            self._warm_errors[msg["module"]] = msg["error"]
-            if msg["error"]:
-                log.warning("warming %s failed: %s", msg["module"], msg["error"])
+            with self._warm_done:
+                self._warm_errors[msg["module"]] = msg["error"]
+                self._import_failures[msg["module"]] = msg.get("import")
+                self._warm_done.notify_all()
+            if msg["error"]:  # a failed import is `import_problem`'s to report (quanta run stops on it)
+                level = logging.INFO if msg.get("import") else logging.WARNING
+                log.log(level, "warming %s failed: %s", msg["module"], msg["error"])
 
     def _accrue(self, h: _Handle) -> None:
         if h.run_since is not None:
