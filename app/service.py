@@ -231,7 +231,11 @@ def run_search(
     try:
         # The controller binds itself as the runtime's launcher before any trial starts.
         runtime = LocalRuntime(devices, warm_modules=[spec.module], template=template)
-        problem = runtime.import_problem(spec.module)  # before any trial: a missing package fails them all
+        try:  # before any trial: a module that fails to import (a missing package) fails them all
+            problem = runtime.import_problem(spec.module)
+        except BaseException:
+            runtime.close()
+            raise
         if problem is not None:
             runtime.close()
             raise SpecError([("trainable", problem.sentence())], spec.name)

@@ -145,7 +145,11 @@ def _run_search(
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)
     # The template imports the trainable's module before any trial starts: a missing package stops the
     # run here, named with the extra that brings it, instead of failing every trial of the budget.
-    problem = runtime.import_problem(spec.module)
+    try:
+        problem = runtime.import_problem(spec.module)
+    except BaseException:  # Ctrl-C while the template imports: no process outlives the command
+        runtime.close()
+        raise
     if problem is not None:
         runtime.close()
         raise fail(f"trainable '{spec.trainable}': {problem.sentence()}")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,3 +145,28 @@ def test_the_lightning_example_without_lightning_names_the_extra(tmp_path):
     assert "No module named 'lightning'" in output
     assert "it comes with Quanta's `integrations` extra: pip install 'quanta[integrations]'" in output
     assert not out.exists() and not (tmp_path / "e.db").exists()
+
+
+def test_app_sdk_run_finds_the_module_beside_its_spec_and_refuses_a_missing_package(tmp_path, monkeypatch):
+    """The notebook's in-process run places trainables as `quanta run` does."""
+    from app.sdk import run
+    from app.spec import SpecError
+
+    pytest.importorskip("pandas")
+    monkeypatch.setattr(sys, "path", sys.path[:])  # the spec's folder goes on it: keep it to this test
+    monkeypatch.chdir(tmp_path)  # the default workdir: .quanta/<the database's folder>/ here
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "nb_wine.py").write_text(TRAINABLE.format(helpers="nb_helpers"))
+    (project / "nb_helpers.py").write_text(HELPERS)
+    (project / "spec.yaml").write_text(yaml.safe_dump(spec("nb_wine:train")))
+    result, trials = run(project / "spec.yaml", devices="cpu:1", db=f"sqlite:///{tmp_path}/f.db", progress=False)
+    assert result["reached"] and len(trials) >= 1 and all(t["error"] is None for t in result["trials"])
+    assert list((tmp_path / ".quanta").glob("f-*/search-1/logs/trial-*.log"))
+
+    (project / "nb_missing.py").write_text(
+        "import quanta_no_such_package_xyz\n\n\ndef train(config, trial):\n    pass\n"
+    )
+    (project / "spec.yaml").write_text(yaml.safe_dump(spec("nb_missing:train")))
+    with pytest.raises(SpecError, match="the quanta_no_such_package_xyz package is not installed"):
+        run(project / "spec.yaml", devices="cpu:1", db=f"sqlite:///{tmp_path}/g.db", progress=False)
