@@ -43,10 +43,8 @@ def test_search_page_counts_parked_trials_and_warns_about_a_missing_metric(modul
     try:
         page.wait_for_selector("#trial-counts:has-text('parked')", timeout=60_000)
         # The bar counts trials ended or judged at a rung: it moves while trials wait at their rung.
-        page.wait_for_function(
-            "() => { const t = document.querySelector('.stat .progress .ptext'); return t && +t.textContent.split('/')[0] > 0; }",
-            timeout=60_000,
-        )
+        moved = "() => +(document.querySelector('.stat .progress .ptext')?.textContent.split('/')[0] ?? 0) > 0"
+        page.wait_for_function(moved, timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "dashboard-counts.png"), full_page=True)
     finally:
         assert api.post(f"/searches/{sid}/stop").status_code == 202
