@@ -411,6 +411,9 @@ class SearchBook:
         if warning is not None:
             log.warning("search %s: %s", s.id, warning)
             self._store.update_search(s.id, warning=warning[:2000])
+        elif s.health.retracted():
+            log.info("search %s: metric '%s' reported after all: its warning is withdrawn", s.id, metric)
+            self._store.update_search(s.id, warning=None)
         problem = s.health.verdict(metric, in_row)
         if problem is not None:
             self.fail(s, problem)

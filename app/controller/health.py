@@ -9,7 +9,7 @@ Two ways a search cannot succeed, each counted as trials end:
   limit of a policy with rungs: the policy judges them there), having reported other metrics but never
   `metric.name` (a typo: `acc` against a trainable that reports `accuracy`). Once any trial reports the
   metric this rule is off for good. The first such trial raises a warning, once, naming the reported
-  metrics.
+  metrics (withdrawn if the metric comes after all).
 And when the budget is spent: a search all of whose trials failed, or whose trials reported other metrics
 but never its own, failed.
 
@@ -37,6 +37,7 @@ class SearchHealth:
     _reporters: set[int] = field(default_factory=set)  # trials that reported, while the metric was not
     _counted: set[int] = field(default_factory=set)  # of those, the ones counted in `without_metric`
     _warned: bool = False
+    _retract: bool = False
 
     @classmethod
     def restored(cls, *, metric_seen: bool, warned: bool, ended: Iterable[tuple[int, TrialStatus]]) -> SearchHealth:
@@ -57,6 +58,7 @@ class SearchHealth:
             self.metric_seen = True
             self._reporters.clear()
             self._counted.clear()
+            self._retract = self._warned  # the warning said it had not come: it has now
             return
         self.names |= names
         if names:
@@ -90,6 +92,12 @@ class SearchHealth:
             f"metric '{metric}' has not been reported: trials report {_names(self.names)}"
             f" (metric.name must be a name the trainable passes to trial.report)"
         )
+
+    def retracted(self) -> bool:
+        """True once (then False) when the metric arrived after `warning` had said it had not: the warning
+        no longer holds."""
+        retract, self._retract = self._retract, False
+        return retract
 
     def verdict(self, metric: str, limit: int, trials: int | None = None) -> str | None:
         """Why the search must end failed now, or None. `limit`: `budget.max_consecutive_failures` (0: the

@@ -42,6 +42,9 @@ def test_a_metric_never_reported_is_warned_once_then_ends_the_search():
     assert h.verdict("acc", 2) is not None and "2 trials reported only 'accuracy', 'loss'" in h.verdict("acc", 2)
     h.ended(3, C)  # reported nothing: not counted
     assert h.without_metric == 2
+    assert not h.retracted()
+    h.reported(4, ["acc"], "acc")  # it comes after all: the warning is withdrawn, once
+    assert h.retracted() and not h.retracted() and h.verdict("acc", 2) is None
 
 
 def test_once_the_metric_arrives_the_metric_rules_are_off():
