@@ -60,8 +60,8 @@ def submit(
 ) -> None:
     """Submit a search to a Quanta server.
 
-    With --wait, exit code 0: target reached, or no target and the budget spent; 3: the target was not
-    reached; 4: the search failed."""
+    With --wait, exit codes: 0 target reached (or no target, and the budget
+    spent); 3 target not reached; 4 the search failed."""
     if not spec_path.is_file():
         raise fail(f"{spec_path}: no such file")
     with server_client(url, token) as client:

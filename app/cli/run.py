@@ -43,9 +43,10 @@ def run(
 ) -> None:
     """Run a search on this machine until its target is reached or its budget is spent.
 
-    Exit code 0: target reached, or no target and the budget spent; 3: the target was not reached; 4: the
-    search failed (trials failing in a row, its metric never reported, every trial failed); 2: bad input;
-    130: interrupted."""
+    Exit codes: 0 target reached (or no target, and the budget spent);
+    3 target not reached; 4 the search failed (trials failing in a row,
+    its metric never reported, every trial failed); 2 bad input;
+    130 interrupted."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
