@@ -97,7 +97,7 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     # The first rung later (2 or 3 epochs instead of 52 / 3**4 = 1), over the default's other knobs:
     "quanta_r2": ("default", None, {"min_steps": 2}, {"min_steps": 2}),
     "quanta_r3": ("default", None, {"min_steps": 3}, {"min_steps": 3}),
-    # ... on each trial's report at each rung rather than the best-so-far records (stop 28)
+    # ... on each trial's report at each rung rather than the best-so-far records
     "quanta_rung_check_rep50": ("default", None, {"rung_check": 0.5, "rung_check_on": "report"}, {}),
     "quanta_rung_check_rep50_p10": (
         "default", None, {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10}, {},
@@ -109,7 +109,7 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_bohb_g50": ("default", None, {}, {"gamma": 0.5}),
     "quanta_bohb_g100": ("default", None, {}, {"gamma": 1.0}),
     "quanta_bohb_g200": ("default", None, {}, {"gamma": 2.0}),
-    # The default before rung_check on the reports became it (2026-11-25, stop 29): every rung judges.
+    # The default before rung_check on the reports became it (2026-11-25): every rung judges.
     "quanta_no_rung_check": ("default", None, {"rung_check": None}, {}),
 }
 
@@ -132,7 +132,7 @@ def _searched_as_logged(knobs: dict[str, Any]) -> dict[str, Any]:
 VARIANTS = {name: (p, a, _as_logged(sk), _searched_as_logged(k)) for name, (p, a, sk, k) in VARIANTS.items()}
 
 # BOHB's level with its random third over today's default scheduler: today's default searcher, named with
-# its knobs pinned so that its logged runs (stop 31's screen by workers) keep their meaning if the default moves.
+# its knobs pinned so that its logged runs (the screen by workers) keep their meaning if the default moves.
 VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_fraction": 1 / 3})
 
 # The goals quanta_default is held to at the hard target (docs/benchmarks.md, LCBench).

@@ -133,7 +133,7 @@ QUANTA: dict[str, dict[str, Any]] = {
     },
 }
 # Every ASHA/Hyperband system above but `default` and `rung_check_rep50_p10` was logged while rung_check
-# was off by default (until 2026-11-25, stop 29): they keep it off, so a name means what its runs ran.
+# was off by default (until 2026-11-25): they keep it off, so a name means what its runs ran.
 # Every system that uses BOHB's searcher ranks by BOHB's level with a random third of asks unless it says
 # otherwise (the defaults when they were logged; pinned so that a change of default keeps their meaning).
 for _name, _override in QUANTA.items():

@@ -37,8 +37,8 @@ __all__ = [
 # max_steps / eta**4 (25 of MNIST-1D's 2,000 steps, 123 of the longer workload's 10,000, 1 of LCBench's
 # 52 epochs). One factor deeper than textbook ASHA's eta**3 because finding the configuration, not
 # training it, dominates the time to target: a cheaper first look screens more configurations. Measured
-# against eta**3 live on both MNIST-1D workloads and on LCBench (docs/benchmarks.md, "The first rung one
-# factor of eta lower becomes the default").
+# against eta**3 live on both MNIST-1D workloads and on LCBench (docs/decisions.md, "The first rung is
+# max_steps / eta**4").
 FIRST_RUNG_DEPTH = 4
 # The reduction factor between rungs when a spec does not set one (successive halving's usual 3).
 DEFAULT_ETA = 3.0

@@ -62,7 +62,8 @@ MAX_TRIALS = 100_000
 MAX_WARM_START = 100  # earlier searches one search may be warm-started from
 
 
-# Knobs the search block had and lost to their measurements (LCBench, docs/benchmarks.md).
+# Knobs the search block had and lost to their measurements (docs/decisions.md, "TPE ranks trials by
+# BOHB's level, not by depth" and "One density per parameter, not a joint one").
 SEARCH_RETIRED = {
     # Optuna's ranking of stopped trials (deepest rung first, then the loss there): no sooner than BOHB's
     # "level" by more than the seeds' spread on LCBench, and later on the held-out tasks with 4 workers.

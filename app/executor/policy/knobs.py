@@ -60,7 +60,7 @@ class RunToRungKnobs(MechanismKnobs):
     most (the cluster's devices / devices per trial) + `lookahead` trials running or waiting to start
     (trials held at a rung aside), fewer if its `parallelism` says so. On MNIST-1D with 2 devices and
     parallelism 8, pause ASHA's trials waited up to 15 s to start; with the cap its search reached the
-    medium target 1.28x sooner over 7 seeds (docs/benchmarks.md, the third 7-seed run)."""
+    medium target 1.28x sooner over 7 seeds (docs/decisions.md, "Trials are made just in time")."""
 
     lookahead: int | None = Field(
         default=1,
@@ -208,7 +208,7 @@ class AshaKnobs(RunToRungKnobs):
     eta: float = Field(default=DEFAULT_ETA, gt=1, description="reduction factor: the top 1/eta of a rung goes on")
     min_steps: int | None = Field(default=None, ge=1, description="first rung in steps; default max_steps / eta**4")
     mode: Literal["pause", "kill"] = Field(default="pause", description="pause: park below a rung; kill: stop")
-    # `rent` cut the winners' waits at thin rungs on the longer MNIST-1D workload (docs/benchmarks.md, "A thin
+    # `rent` cut the winners' waits at thin rungs on the longer MNIST-1D workload (docs/decisions.md, "A thin
     # rung's best waits only as long as its next rung costs").
     rule: Literal["promotion", "rent"] = Field(
         default="rent",
@@ -219,7 +219,7 @@ class AshaKnobs(RunToRungKnobs):
     brackets: int = Field(default=1, ge=1, le=8, description="Hyperband brackets (1 = ASHA)")
     # 0.5 on each rung's own report, after 10 pairs: on LCBench's 24 tasks it changed 15 of 72 hard runs (hard
     # geo-mean 0.936x the time before), and live, 7 seeds on each MNIST-1D workload, it was no slower on any
-    # target and sooner at hard (docs/benchmarks.md, "rung_check on each rung's report becomes the default").
+    # target and sooner at hard (docs/decisions.md, "rung_check on each rung's report is on by default").
     # Where the first rung ranks well (most live runs) it never fires.
     rung_check: float | None = Field(
         default=0.5,
@@ -292,7 +292,7 @@ SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 # Policy name -> its knob model, read off the union (each model's `policy` literal): the one list of names.
 KNOBS: dict[str, type[PolicyKnobs]] = {m.model_fields["policy"].default: m for m in get_args(PolicyKnobs)}
 # The policy of a spec that names none: the one that reached targets soonest in bench/search.py
-# (docs/benchmarks.md: pause-don't-kill ASHA beat fifo, timeslice and gandiva at every target).
+# (docs/decisions.md, "Pause-ASHA is the default policy").
 DEFAULT_POLICY = "asha"
 
 # Every field of the flat scheduler block specs were dumped with before the union: a stored spec

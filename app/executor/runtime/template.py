@@ -99,8 +99,8 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
     return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules))
 
 
-def spec_trainable(spec_path: str | Path) -> str | None:
-    """The trainable a spec file names (`trainable: module:function`, or a file path), read without
+def spec_module(spec_path: str | Path) -> str | None:
+    """The trainable's module named by a spec file (`trainable: module:function`), read without
     validating the spec (so without importing what validation needs), or None if it cannot be read.
     For warming the template early; the spec is validated properly afterwards."""
     try:
@@ -111,17 +111,10 @@ def spec_trainable(spec_path: str | Path) -> str | None:
             import yaml
 
             raw = yaml.safe_load(text)
-        ref = str(raw["trainable"]).strip()
-        return ref or None
+        module = str(raw["trainable"]).partition(":")[0].strip()
+        return module or None
     except Exception:  # anything wrong is load_spec's to report
         return None
-
-
-def spec_module(spec_path: str | Path) -> str | None:
-    """The trainable's module named by a spec file (see `spec_trainable`), or None."""
-    ref = spec_trainable(spec_path)
-    module = ref.rpartition(":")[0].strip() if ref and ":" in ref else (ref or "")
-    return module or None
 
 
 def _warm(module: str) -> dict[str, Any]:
