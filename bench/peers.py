@@ -301,6 +301,7 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
         def stop_all(self) -> bool:
             return self.done
 
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no CSV/JSON/TensorBoard files per trial
     ray.init(num_cpus=n_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         tuner = tune.Tuner(
@@ -479,6 +480,7 @@ def run_ray_bohb(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, 
         def stop_all(self) -> bool:
             return self.done
 
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no CSV/JSON/TensorBoard files per trial
     ray.init(num_cpus=n_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         tuner = tune.Tuner(
