@@ -16,6 +16,11 @@ Systems:
 - `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
   with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
 - `ray`: Ray Tune HyperOptSearch + ASHAScheduler, one CPU per trial, `reuse_actors`.
+- `ray_bohb`: Ray Tune's BOHB, TuneBOHB + HyperBandForBOHB (needs `hpbandster` and `ConfigSpace`), trials
+  checkpointed at each report so that a trial paused at a rung resumes where it stopped.
+Optuna's TPE is multivariate with the constant liar, grouped on a conditional space (`peers.tpe_sampler`).
+Peers run the trainable through `bench.peers.AdapterTrial`, the SDK's own `Trial` without a controller,
+so trainables written against Lightning or the Hugging Face Trainer (`app.integrations`) run too.
 
     python bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
         --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
@@ -27,6 +32,17 @@ with the rest, still in the same per-seed order:
     python bench/search.py --spec examples/mnist1d_long.yaml --systems default,ray --seeds 0,1,2,3,4,5,6 \
         --targets 0.966,0.972,0.976 --max-seconds 600 --runs bench/results/search_mnist1d_long_runs.jsonl \
         --json bench/results/search_mnist1d_long.json
+
+`--suite` races every workload of `bench/live_suite.py` (or `--workloads a,b`) in turn, each with its
+spec, trial budget, time cap and targets (`bench/results/targets_<workload>.json`, from
+`bench/choose_targets.py --suite`), systems interleaved per seed within a workload; it writes
+`OUT_DIR/search_<workload>.json` for each and `OUT_DIR/suite.json` (default bench/results/suite/), and
+prints the summary: per workload and target the default's median seconds and device-seconds, the best
+peer's, and the ratio best peer / default; overall the geometric mean of the ratios and how many
+workloads meet 1.3x at medium and hard (and 1x at easy). With `--runs` a suite resumes where it stopped:
+
+    python bench/search.py --suite --systems default,optuna,optuna_hb,ray,ray_bohb --seeds 0,1,2,3,4,5,6,7,8,9 \
+        --runs bench/results/suite/runs.jsonl
 
 Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
 over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
