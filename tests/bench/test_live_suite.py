@@ -98,3 +98,20 @@ def test_a_tiny_race_of_the_held_out_workload_writes_its_json(tmp_path: Path) ->
     summary = json.loads((out / "suite.json").read_text())
     assert summary["system"] == "default" and summary["peers"] == ["optuna"]
     assert set(summary["workloads"]["breast_cancer"]) == {"easy", "medium", "hard"}
+
+
+def test_a_peers_trial_checkpointed_at_a_report_resumes_after_it(tmp_path: Path) -> None:
+    """What Ray Tune's BOHB relies on: the checkpoint a report makes due is written at the next step
+    boundary, and a trial resumed from it goes on from there, not from step 0."""
+    fn = BY_NAME["breast_cancer"].trainable()
+    path = str(tmp_path / "trial.pt")
+    saved: list[tuple[int, int]] = []
+    first = AdapterTrial(
+        {"seed": 0}, 101, lambda s, m: None, checkpoint_path=path, on_checkpoint=lambda p, s, m: saved.append((s, 0))
+    )
+    fn(first.config, first)
+    assert saved == [(0, 0), (100, 0)] and Path(path).exists()
+    steps: list[int] = []
+    second = AdapterTrial({"seed": 0}, 201, lambda s, m: steps.append(s), checkpoint_path=path, resume=True)
+    fn(second.config, second)
+    assert second.restored_step == 101 and steps == [200]
