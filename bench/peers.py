@@ -316,7 +316,10 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
                     random_state_seed=seed,
                     n_initial_points=spec.search.n_startup,
                 ),
-                scheduler=ASHAScheduler(time_attr="step", max_t=spec.budget.max_steps, grace_period=100),
+                # grace 100 steps, at most the budget (ASHA refuses a grace above max_t)
+                scheduler=ASHAScheduler(
+                    time_attr="step", max_t=spec.budget.max_steps, grace_period=min(100, spec.budget.max_steps)
+                ),
                 num_samples=spec.budget.max_trials,
                 max_concurrent_trials=n_cpus,
                 time_budget_s=max_seconds,
