@@ -337,7 +337,8 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
 
 def configspace(space: Mapping[str, Any], seed: int) -> Any:
     """The spec's space as a ConfigSpace `ConfigurationSpace` for BOHB (TuneBOHB takes one directly):
-    parameters named as `optuna_params` names them, a nested choice as a categorical of option
+    parameters named by their path joined with "|" (not "/": Ray Tune splits a configuration's keys
+    at "/" into nested dicts), a nested choice as a categorical of option
     indices whose options' own parameters are active only under that index (`EqualsCondition`).
     `quniform`/`qloguniform` are sampled continuous and rounded by `decode_flat`; constants are not
     parameters (`decode_flat` puts them back)."""
@@ -367,9 +368,9 @@ def configspace(space: Mapping[str, Any], seed: int) -> Any:
                 if kind == "choice":
                     for idx, option in enumerate(args):
                         if isinstance(option, Mapping):
-                            add(option, f"{label}/{idx}/", (hp, idx))
+                            add(option, f"{label}|{idx}|", (hp, idx))
             elif isinstance(node, Mapping):
-                add(node, f"{label}/", parent)
+                add(node, f"{label}|", parent)
 
     add(space, "", None)
     return cs
@@ -390,10 +391,10 @@ def decode_flat(space: Mapping[str, Any], flat: Mapping[str, Any], prefix: str =
                 value = int(value)
             elif kind == "choice":
                 option = args[int(value)]
-                value = decode_flat(option, flat, f"{label}/{int(value)}/") if isinstance(option, Mapping) else option
+                value = decode_flat(option, flat, f"{label}|{int(value)}|") if isinstance(option, Mapping) else option
             out[name] = value
         elif isinstance(node, Mapping):
-            out[name] = decode_flat(node, flat, f"{label}/")
+            out[name] = decode_flat(node, flat, f"{label}|")
         else:
             out[name] = node
     return out

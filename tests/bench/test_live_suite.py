@@ -38,6 +38,7 @@ def test_every_workload_is_complete(workload) -> None:
     # The peers' view of the space: BOHB's ConfigSpace samples decode to configurations of the spec.
     if importlib.util.find_spec("ConfigSpace") is not None:
         flat = dict(configspace(spec.space, 0).sample_configuration())
+        assert not any("/" in k for k in flat), "Ray Tune would split such a key into nested dicts"
         config = decode_flat(spec.space, flat)
         assert set(config) == set(spec.space)
 
