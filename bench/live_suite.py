@@ -111,7 +111,7 @@ class Workload:
         from app.spec import load_spec
 
         module, _, fn = load_spec(self.spec_path).trainable.partition(":")
-        return getattr(importlib.import_module(module), fn)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), fn)
 
     def missing(self) -> list[str]:
         """The modules of `needs` that are not installed."""

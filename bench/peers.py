@@ -357,7 +357,9 @@ def configspace(space: Mapping[str, Any], seed: int) -> Any:
                 elif kind in ("loguniform", "qloguniform"):
                     hp = CS.UniformFloatHyperparameter(label, float(args[0]), float(args[1]), log=True)
                 elif kind == "normal":
-                    hp = CS.NormalFloatHyperparameter(label, mu=float(args[0]), sigma=float(args[1]))
+                    mu, sigma = float(args[0]), float(args[1])  # cut at 3 sigma, as `optuna_params` does
+                    lower, upper = mu - 3 * sigma, mu + 3 * sigma
+                    hp = CS.NormalFloatHyperparameter(label, mu=mu, sigma=sigma, lower=lower, upper=upper)
                 elif kind == "randint":
                     hp = CS.UniformIntegerHyperparameter(label, int(args[0]), int(args[1]) - 1)
                 elif kind == "choice":
