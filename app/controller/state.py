@@ -53,6 +53,11 @@ class TrialState:
     trainable: str | None = None  # trace jobs run for real: their own trainable and config
     config: dict[str, Any] = field(default_factory=dict)
     owner: str = ""  # the user of a trace job (a search's trials belong to the search's owner)
+    # Lineage: the trial whose state it started from (a fork; its curve up to then is this one's too) and
+    # that trial's step then; and its own step budget when not its search's (a fork's).
+    parent_id: int | None = None
+    fork_step: int | None = None
+    own_max_steps: int | None = None
 
 
 @dataclass
@@ -69,6 +74,8 @@ class SearchState:
     reached_at: float | None = None
     owner: str = FIRST_ADMIN  # the name of the user the search belongs to
     waiting: str | None = None  # why it makes no new trials (its owner's quota), as stored
+    forked: int = 0  # of the `created` trials, those forked from others (not the searcher's: no budget)
+    forks_open: int = 0  # fork requests being carried out (it does not end for lack of trials meanwhile)
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]
