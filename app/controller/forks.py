@@ -47,6 +47,7 @@ from app.controller.rounds import Rounds
 from app.controller.state import SearchState, Signals, TrialState
 from app.controller.trials import TrialIndex
 from app.db.launch import checkpoint_path, trial_log_path
+from app.db.lineage import fork_state_problem
 from app.db.models import ForkRow
 from app.db.protocol import ControllerStore
 from app.executor.actions import Action, Configured, Fork, Forked, Reconfigure
@@ -228,17 +229,10 @@ class Forks:
         return True
 
     def _no_state(self, parent: TrialState) -> str | None:
-        """Why trial `parent`, which has no live process, has no state to fork (None: it has a checkpoint)."""
+        """Why trial `parent`, which has no live process, has no state to fork (None: it has a checkpoint,
+        or it is running: its process is being started or ended, and is asked or copied once settled)."""
         row = self._store.trial(parent.id)
-        if row is not None and row.checkpoint_step is not None:
-            if checkpoint_path(self._workdir, parent.search_id, parent.id).exists():
-                return None
-            return f"trial {parent.id}'s checkpoint (step {row.checkpoint_step}) is gone: its state no longer exists"
-        if parent.status == TrialStatus.QUEUED and parent.started_at is None:
-            return f"trial {parent.id} has not run yet: it has no state to fork"
-        if parent.status == TrialStatus.RUNNING:
-            return None  # its process is starting or ending: asked or copied once it is settled
-        return f"trial {parent.id} is {parent.status} and wrote no checkpoint: its state no longer exists"
+        return f"trial {parent.id} is gone" if row is None else fork_state_problem(row, self._workdir)
 
     def _copy_checkpoint(self, f: _Open, s: SearchState, parent: TrialState, now: float) -> None:
         """Step 2 for a parent without a process: its last checkpoint, copied."""

@@ -15,13 +15,34 @@ parameters changed at a step: at a fork, or while it ran).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlmodel import Session, col, select
 
+from app.db.launch import checkpoint_path
 from app.db.models import ConfigChangeRow, ForkRow, SearchRow, TrialRow
 from app.db.public import ConfigChangeOut, ForkOut, LineageOut, LineageTrial, finite, parsed_spec, shown
 from app.status import TrialStatus
+
+
+def fork_state_problem(trial: TrialRow, workdir: str | Path) -> str | None:
+    """Why trial `trial` has no state to fork (None: it has one). A running trial has its process (or is
+    being started or ended: its state is taken once that is settled); any other has what its last
+    checkpoint holds, if it wrote one and it is still there under `workdir`."""
+    status = TrialStatus(trial.status)
+    if trial.parent_id is not None and trial.fork_step is None and not status.final:
+        return f"trial {trial.id} still waits for its own parent's state"
+    if status == TrialStatus.RUNNING:
+        return None
+    if trial.checkpoint_step is not None:
+        assert trial.id is not None
+        if checkpoint_path(workdir, trial.search_id, trial.id).exists():
+            return None
+        return f"trial {trial.id}'s checkpoint (step {trial.checkpoint_step}) is gone: its state no longer exists"
+    if status == TrialStatus.QUEUED and trial.started_at is None:
+        return f"trial {trial.id} has not run yet: it has no state to fork"
+    return f"trial {trial.id} is {status} and wrote no checkpoint: its state no longer exists"
 
 
 class LineageQueries:

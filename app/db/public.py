@@ -415,7 +415,7 @@ class ForkRequest(BaseModel):
     name; none: the same configuration) and `steps`, the mini-batches the new trial runs beyond the step
     it starts at (none: up to the search's `budget.max_steps`, as its parent)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid")
 
     values: dict[str, Any] = PydanticField(
         default_factory=dict,
