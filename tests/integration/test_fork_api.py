@@ -97,7 +97,8 @@ def test_a_fork_request_is_checked_stored_and_followed(api):
     trials = {t["id"]: t for t in lineage["trials"]}
     assert (trials[running]["parent_id"], trials[running]["fork_step"]) == (None, None)
     assert [(ch["step"], ch["values"], ch["cause"]) for ch in trials[running]["changes"]] == [(42, {"lr": 0.05}, "set")]
-    assert (trials[child]["parent_id"], trials[child]["fork_step"], trials[child]["params"]["lr"]) == (running, 30, 0.002)
+    forked = trials[child]
+    assert (forked["parent_id"], forked["fork_step"], forked["params"]["lr"]) == (running, 30, 0.002)
     (change,) = trials[child]["changes"]
     assert (change["step"], change["values"], change["cause"], change["source_id"]) == (
         30, {"lr": 0.002, "opt.wd": 0.0}, "fork", running
