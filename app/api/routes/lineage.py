@@ -3,7 +3,9 @@ trials with their parents, fork steps and config changes. (Forking itself: `POST
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 from fastapi.concurrency import run_in_threadpool
 
 from app.api.deps import Authenticated, CurrentUser, StoreDep, sees
@@ -13,12 +15,14 @@ from app.db.public import ForkOut, LineageOut
 
 router = APIRouter(tags=["lineage"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 
+ForkId = Annotated[int, Path(ge=1, le=MAX_ID, description="fork request id")]
+
 
 @router.get("/forks/{fork_id}", response_model=ForkOut, responses=NOT_FOUND)
-async def get_fork(fork_id: int, store: StoreDep, user: CurrentUser) -> ForkOut:
+async def get_fork(fork_id: ForkId, store: StoreDep, user: CurrentUser) -> ForkOut:
     """A fork request: pending, copying (its trial waits for the parent's state), done (its trial runs
     from `fork_step`) or failed (`error` says why; the parent is as it was)."""
-    out = await run_in_threadpool(store.fork_out, fork_id) if 1 <= fork_id <= MAX_ID else None
+    out = await run_in_threadpool(store.fork_out, fork_id)
     if out is None or not sees(user, await run_in_threadpool(store.search_owner, out.search_id)):
         raise not_found("fork", fork_id)
     return out
