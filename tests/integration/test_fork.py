@@ -131,26 +131,32 @@ def test_a_forks_values_reach_the_optimizer_it_restores_and_a_running_trial_take
 
 
 def test_a_trial_without_a_process_is_forked_from_its_last_checkpoint(tmp_path):
-    store, rt, ctl = start(tmp_path, "cpu:1")
+    store, rt, ctl = start(tmp_path)
     two = spec(
         budget={"max_trials": 2, "max_steps": 40},
+        parallelism=2,
         scheduler={"policy": "fifo", "checkpoint_every_s": 0.1},
         config={"report_every": 1, "sleep_s": 0.01},
     )
     try:
         sid = ctl.submit(parse_spec(two))
-        step_until(ctl, lambda: len(store.trials(sid)) == 2 and store.trials(sid)[0].status == "completed")
-        first = store.trials(sid)[0]
-        assert first.checkpoint_step is not None and first.checkpoint_step < 40
-        ctl.fork(first.id)  # completed: its process is gone, its last checkpoint is what is left
-        step_until(ctl, lambda: store.search(sid).status == "completed")
+        first = first_trial(ctl, store, sid)
+        step_until(ctl, lambda: (store.trial(first).checkpoint_step or 0) >= 5)
+        store.update_trial(first, command="stop")  # a user stops it: its process ends, its checkpoint stays
+        step_until(ctl, lambda: store.trial(first).status == "stopped" and first not in rt.residency())
+        stopped = store.trial(first)
+        ctl.fork(first)
+        step_until(ctl, lambda: [t.status for t in store.trials(sid) if t.parent_id == first] == ["completed"])
+        store.update_search(sid, command="stop")
+        step_until(ctl, lambda: store.search(sid).status == "stopped")
         ctl.settle()
     finally:
         ctl.close()
-    child = next(t for t in store.trials(sid) if t.parent_id == first.id)
-    assert child.fork_step == first.checkpoint_step and child.status == "completed"
-    mine, theirs = reports(store, child.id), reports(store, first.id)
-    assert sorted(mine) == list(range(child.fork_step, 40)) and all(mine[s] == theirs[s] for s in mine)
+    child = next(t for t in store.trials(sid) if t.parent_id == first)
+    assert child.fork_step == stopped.checkpoint_step <= stopped.steps  # its last checkpoint
+    mine, theirs = reports(store, child.id), reports(store, first)
+    assert sorted(mine) == list(range(child.fork_step, 40))
+    assert all(mine[s] == theirs[s] for s in mine if s in theirs) and len(set(mine) & set(theirs)) > 0
 
 
 def test_a_fork_whose_write_fails_fails_alone_and_the_parent_goes_on_untouched(tmp_path):
@@ -178,7 +184,11 @@ def test_a_fork_whose_write_fails_fails_alone_and_the_parent_goes_on_untouched(t
 
 def test_after_a_restart_the_lineage_is_rebuilt_and_an_open_request_is_carried_out(tmp_path):
     store, rt, ctl = start(tmp_path)
-    slow = spec(config={"report_every": 1, "sleep_s": 0.03}, scheduler={"policy": "fifo", "checkpoint_every_s": 0.1})
+    slow = spec(
+        budget={"max_trials": 1, "max_steps": 40},
+        config={"report_every": 1, "sleep_s": 0.02},
+        scheduler={"policy": "fifo", "checkpoint_every_s": 0.1},
+    )
     try:
         sid = ctl.submit(parse_spec(slow))
         parent = first_trial(ctl, store, sid)
