@@ -166,11 +166,10 @@ class Forks:
 
     def _advance(self, f: _Open, now: float) -> None:
         s = self._book.search(f.search_id)
-        if s is None:  # deleted with its rows
-            self._close(f)
-            return
-        if s.status not in (SearchStatus.RUNNING, SearchStatus.PAUSED):
-            self._fail(f, f"search {s.id} is {s.status}: trials are forked in a running or paused search", now)
+        if s is None or s.status not in (SearchStatus.RUNNING, SearchStatus.PAUSED):
+            # (a deleted search's request went with its rows: failing it writes nothing)
+            what = f"is {s.status}" if s is not None else "is not running"
+            self._fail(f, f"search {f.search_id} {what}: trials are forked in a running or paused search", now)
             return
         parent = self._index.get(f.parent_id)
         if parent is None:
