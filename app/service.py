@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.status import SEARCH_STARTED, SearchStatus
+from app.status import SEARCH_STARTED, SearchStatus, TrialCounts
 
 if TYPE_CHECKING:
     from app.controller import Controller
@@ -178,13 +178,15 @@ class ControllerLoop:
 @dataclass(frozen=True)
 class SearchProgress:
     """What a search run by `run_search` has done so far, after each step of its controller: trials
-    ended (`done`) of `max_trials`, the best metric (None before the first report), whether the target
-    was reached, and how many of the runtime's devices are computing now."""
+    evaluated (`done`: ended, or judged at a rung; `TrialCounts.evaluated`) of `max_trials`, how its
+    trials stand (`counts`), the best metric (None before the first report), whether the target was
+    reached, and how many of the runtime's devices are computing now."""
 
     search_id: int
     name: str
     metric: str
     done: int
+    counts: TrialCounts
     max_trials: int
     best: float | None
     reached: bool
@@ -248,7 +250,8 @@ def run_search(
                     search_id=search_id,
                     name=spec.name,
                     metric=spec.metric.name,
-                    done=sum(1 for t in s.trials.values() if t.status.final),
+                    done=s.counts.evaluated,
+                    counts=s.counts,
                     max_trials=spec.budget.max_trials,
                     best=s.best,
                     reached=s.reached_at is not None,

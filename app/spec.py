@@ -92,6 +92,13 @@ class BudgetSpec(_Frozen):
     max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
     max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
     stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
+    max_consecutive_failures: int = Field(
+        default=5,
+        ge=0,
+        le=MAX_TRIALS,
+        description="end the search as failed once this many trials in a row fail, or this many report other"
+        " metrics but never metric.name (0: run on)",
+    )
 
 
 class ResourcesSpec(_Frozen):

@@ -9,7 +9,12 @@ Contract:
   for new trials up to its parallelism (trials the last plan `held` at a rung do not count; at most
   `MAX_NEW_PER_TICK` per search and tick); under a run-to-rung policy no more than the cluster's devices
   + `lookahead` (`alive_cap`).
-- `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
+- `finalize` is the one way a trial becomes final: row, searcher (`tell`), alive set and the search's
+  health together.
+- A search whose trials show it cannot succeed ends `failed` with the reason in its `error`
+  (`SearchHealth.verdict`: trials failing in a row, a metric never reported, every trial failed); a
+  metric not reported while others are is warned about once, in the log and the search's `warning`.
+- `store_counts(s, computing)` stores how a search's trials stand (`TrialCounts`) when that changed.
 - Searchers: with `searcher_wait_s` None each is built and asked on the caller's thread (the simulator,
   tests: deterministic); with a number, each lives on a thread of its own (`SearcherHost`) and the tick
   waits at most that long for a searcher's build and asks: a wide space or a long history delays that
@@ -36,6 +41,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from app.controller.health import SearchHealth
 from app.controller.rounds import Rounds
 from app.controller.searcher_host import SearcherHost
 from app.controller.state import SearchState, Signals, TrialState, objective_loss
@@ -50,7 +56,7 @@ from app.executor.runtime.base import Runtime
 from app.search.factory import make_searcher
 from app.search.searcher import HistoryItem, Searcher, Suggestion
 from app.spec import SearchSpec, spec_from_stored
-from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
+from app.status import SEARCH_STARTED, SearchStatus, TrialStatus, count_trials
 
 log = logging.getLogger("quanta.controller")
 
@@ -215,6 +221,12 @@ class SearchBook:
                 ts.retries += 1
                 self._store.update_trial(t.id, status=TrialStatus.QUEUED, retries=ts.retries)
             self.track(s, ts)
+        ended = sorted((t for t in trials if TrialStatus(t.status).final), key=lambda t: (t.finished_at or 0, t.id))
+        s.health = SearchHealth.restored(
+            metric_seen=any(curves.values()),
+            warned=row.warning is not None,
+            ended=[(t.id or 0, TrialStatus(t.status)) for t in ended],
+        )
 
     # ---- trials --------------------------------------------------------------------------------
 
@@ -321,10 +333,12 @@ class SearchBook:
             device_seconds=t.device_seconds,
         )
         s = self.searches.get(t.search_id)
-        if s is not None and t.parent_id is None:  # a fork is none of the searcher's proposals
-            s.searcher.tell(
-                t.number, objective_loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None
-            )
+        if s is not None:
+            if t.parent_id is None:  # a fork is none of the searcher's proposals
+                s.searcher.tell(
+                    t.number, objective_loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None
+                )
+            s.health.ended(t.id, status)
         self._signals.wake = True
 
     def _stop_trials(self, trials: list[TrialState], reason: str) -> None:
@@ -418,12 +432,37 @@ class SearchBook:
         if s.reached_at is not None and spec.budget.stop_on_target:
             self.finish(s, SearchStatus.COMPLETED, "target reached")
             return
+        metric, in_row = spec.metric.name, spec.budget.max_consecutive_failures
+        warning = s.health.warning(metric)
+        if warning is not None:
+            log.warning("search %s: %s", s.id, warning)
+            self._store.update_search(s.id, warning=warning[:2000])
+        elif s.health.retracted():
+            log.info("search %s: metric '%s' reported after all: its warning is withdrawn", s.id, metric)
+            self._store.update_search(s.id, warning=None)
+        problem = s.health.verdict(metric, in_row)
+        if problem is not None:
+            self.fail(s, problem)
+            return
         if now - s.started_at >= spec.budget.max_seconds:
-            self.finish(s, SearchStatus.COMPLETED, "time budget spent")
+            self._budget_spent(s, "time budget spent")
             return
         self._fill(s, now)
         if s.created - s.forked >= spec.budget.max_trials and not s.alive() and not s.forks_open:
-            self.finish(s, SearchStatus.COMPLETED, "all trials done")
+            self._budget_spent(s, "all trials done")
+
+    def _budget_spent(self, s: SearchState, reason: str) -> None:
+        """End `s`, whose budget is spent: completed, unless its trials show it never could succeed."""
+        problem = s.health.verdict(s.spec.metric.name, s.spec.budget.max_consecutive_failures, trials=s.created)
+        if problem is not None:
+            self.fail(s, problem)
+        else:
+            self.finish(s, SearchStatus.COMPLETED, reason)
+
+    def fail(self, s: SearchState, reason: str) -> None:
+        """End search `s` as failed, `reason` stored as its error (its alive trials are stopped)."""
+        self.finish(s, SearchStatus.FAILED, reason)
+        self._store.update_search(s.id, error=reason[:2000])
 
     def quota_room(self, owner: str, devices_per_trial: int) -> tuple[int | None, str | None]:
         """How many more trials of `devices_per_trial` devices user `owner`'s quotas allow now (None: no
@@ -533,10 +572,22 @@ class SearchBook:
         s.status = status
         self._stop_trials(s.alive(), reason)
         s.waiting = None  # an ended search waits for nothing
-        self._store.update_search(s.id, status=status, finished_at=now, waiting=None)
+        s.counts = count_trials((t.status, True, False, t.at_rung) for t in s.trials.values())
+        self._store.update_search(s.id, status=status, finished_at=now, waiting=None, trial_counts=s.counts.as_dict())
         if isinstance(s.searcher, SearcherHost):
             s.searcher.close()  # an ended search asks nothing more: its thread ends
-        log.info("search %s %s: %s", s.id, status, reason)
+        level = logging.WARNING if status == SearchStatus.FAILED else logging.INFO
+        log.log(level, "search %s %s: %s", s.id, status, reason)
+
+    def store_counts(self, s: SearchState, computing: frozenset[int] | set[int]) -> None:
+        """Store how search `s`'s trials stand (`TrialCounts`), the trials in `computing` running now, when
+        that changed since it was last stored."""
+        counts = count_trials(
+            (t.status, t.started_at is not None or t.resume, t.id in computing, t.at_rung) for t in s.trials.values()
+        )
+        if counts != s.counts:
+            s.counts = counts
+            self._store.update_search(s.id, trial_counts=counts.as_dict())
 
     def forget(self, search_id: int) -> None:
         """Drop a deleted search and its trials from the working set (its rows are gone)."""

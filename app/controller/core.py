@@ -306,13 +306,17 @@ class Controller:
         return actions
 
     def _publish(self, snapshot: ClusterSnapshot, plan: Plan, now: float) -> None:
-        """Store what runs where, and resident trials' steps and device time (so readers see them before
-        the trial ends), at most every `options.publish_every_s`."""
+        """Store what runs where, resident trials' steps and device time (so readers see them before the
+        trial ends) and how each active search's trials stand, at most every `options.publish_every_s`."""
         if now - self._published_at < self.options.publish_every_s:
             return
         self._published_at = now
         self.store.publish_cluster_view(cluster_view(snapshot, plan, self._rounds.round_no))
         self.store.update_progress([(t.id, t.steps_done, t.device_seconds) for t in snapshot.trials if t.devices])
+        computing = plan.running()
+        for s in self.book.searches.values():
+            if s.status.active:
+                self.book.store_counts(s, computing)
 
     def _quantum(self) -> float:
         return self.policies.quantum(self.book.governing())

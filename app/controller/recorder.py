@@ -2,15 +2,16 @@
 
 Contract: `handle(events)` applies each event to the trial it names (events of unknown trials are
 ignored): reports update the trial's curve and best, the search's best (and whether it reached its
-target) and the searcher (`observe`); profiles update measured rates (solo, packed, pair rates); an
-exit ends the trial (completed, stopped, failed) or queues it again to resume from its checkpoint (after
-a crash, within its retries, or after a release); a trial that parked itself at its step limit wakes
-the controller to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction`
-notes a round's own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a
-later attempt reports again replaces its point in the trial's curve. Rows are
-buffered and written by `flush()` (at the end of each `handle`). A solo profile on devices of one
-kind also updates the trial's rate on that kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies,
-pairs) are built only for a store that keeps them.
+target), the searcher (`observe`) and the search's health (which metrics arrive); profiles update
+measured rates (solo, packed, pair rates); an exit ends the trial (completed, stopped, failed) or queues
+it again to resume from its checkpoint (after a crash, within its retries, or after a release); a trial
+that parked itself at its step limit (a rung: judged there, `TrialState.at_rung`) wakes the controller
+to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction` notes a round's
+own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a later attempt
+reports again replaces its point in the trial's curve. Rows are buffered and written by `flush()` (at
+the end of each `handle`). A solo profile on devices of one kind also updates the trial's rate on that
+kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies, pairs) are built only for a store
+that keeps them.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ class EventRecorder:
             elif isinstance(e, Parked):
                 self._measure(LatencyRow, trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at)
                 if e.at_limit:  # it parked itself at a rung: the policy decides what runs next, now
+                    ts.at_rung = True
+                    if s is not None:
+                        s.health.judged(ts.id)
                     self._signals.freed()
             elif isinstance(e, Resumed):
                 kind = "migrate" if e.migrated else "resume"
@@ -193,6 +197,8 @@ class EventRecorder:
         metrics, flags = split_non_finite(e.metrics)
         flags = {**e.non_finite, **flags}
         objective = metrics.get(s.spec.metric.name) if s is not None else None
+        if s is not None:
+            s.health.reported(t.id, e.metrics, s.spec.metric.name)
         self._pending_rows.append(
             ReportRow(
                 trial_id=t.id,

@@ -69,6 +69,11 @@ class SearchRow(SQLModel, table=True):
     # Why the controller holds it: a queued search not started, or a running one making no new trials,
     # because its owner is at a quota (None when nothing holds it).
     waiting: str | None = None
+    # What the controller warns about while it runs (its metric never reported, naming those that were).
+    warning: str | None = Field(default=None, sa_column=Column(Text))
+    # How its trials stand (`app.status.TrialCounts.as_dict`), as the controller last stored them: running
+    # and parked apart, which the trials' rows do not tell (None: stored before the counts were).
+    trial_counts: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
 
 
 # A trial's number is unique in its search (two controllers on one database once numbered trials

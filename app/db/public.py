@@ -16,7 +16,7 @@ from sqlmodel import Field, SQLModel
 
 from app.db.models import ConfigChangeRow, ForkRow, SearchRow, TokenRow, TrialRow, UserRow
 from app.spec import MAX_DEPTH, SearchSpec, SpecError, spec_from_stored
-from app.status import SearchStatus, TrialStatus
+from app.status import SearchStatus, TrialCounts, TrialStatus
 
 log = logging.getLogger("quanta.db")
 
@@ -61,10 +61,27 @@ class BestOut(SQLModel):
     params: dict[str, Any] | None
 
 
+class TrialCountsOut(SQLModel):
+    """How a search's trials stand (`app.status.TrialCounts`), each trial in one of the first seven."""
+
+    queued: int = PydanticField(description="not started yet")
+    running: int = PydanticField(description="computing now")
+    parked: int = PydanticField(description="started and alive, not computing now (between quanta, or held at a rung)")
+    completed: int = PydanticField(description="ran all their steps")
+    stopped: int = PydanticField(description="ended when their search ended, or by a user: nothing judged them")
+    killed: int = PydanticField(description="judged hopeless by the policy")
+    failed: int = PydanticField(description="raised, or crashed past their retries")
+    evaluated: int = PydanticField(description="ended, or judged at a rung: what a progress bar counts")
+
+
 class ProgressOut(SQLModel):
     trials_created: int
-    trials_done: int
+    trials_done: int = PydanticField(description="trials in a final state")
     max_trials: int | None
+    trials: TrialCountsOut | None = PydanticField(
+        default=None,
+        description="how the trials stand, as the controller last stored it (null: not stored, e.g. queued)",
+    )
 
 
 class MetricOut(SQLModel):
@@ -94,12 +111,16 @@ class SearchSummary(SQLModel):
         default=None, description="the id of the user it belongs to (null: that user was deleted)"
     )
     waiting: str | None = Field(default=None, description="why the controller holds it (its owner's quota), if it does")
+    warning: str | None = Field(
+        default=None, description="what the controller warns about (its metric not reported, naming those that are)"
+    )
 
     @classmethod
     def from_row(cls, row: SearchRow, trials_done: int) -> Self:
         """`trials_done`: how many of its trials are final."""
         assert row.id is not None
         spec = parsed_spec(row)
+        counts = TrialCountsOut(**TrialCounts.from_dict(row.trial_counts).as_dict()) if row.trial_counts else None
         best = None
         if row.best_trial_id is not None:
             best = BestOut(trial_id=row.best_trial_id, metric=row.best_metric, params=shown(row.best_params))
@@ -119,6 +140,7 @@ class SearchSummary(SQLModel):
                 trials_created=row.trials_created,
                 trials_done=trials_done,
                 max_trials=spec.budget.max_trials if spec else None,
+                trials=counts,
             ),
             metric=MetricOut(
                 name=spec.metric.name if spec else None,
@@ -130,6 +152,7 @@ class SearchSummary(SQLModel):
             owner=row.owner,
             owner_id=row.owner_id,
             waiting=row.waiting,
+            warning=row.warning,
         )
 
 

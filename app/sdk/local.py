@@ -99,7 +99,7 @@ def run(
         text = f"best {p.metric}={p.best:.4g}" if p.best is not None else "best -"
         if p.reached:
             text += " · target reached"
-        bar.update(p.done, p.max_trials, f"{text} · devices busy {p.busy_devices}/{p.devices}")
+        bar.update(p.done, p.max_trials, f"{text} · {p.counts.text()} · devices busy {p.busy_devices}/{p.devices}")
 
     try:
         result = run_search(checked, devs, db=db, workdir=workdir, on_step=show)

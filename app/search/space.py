@@ -18,8 +18,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hyperopt import hp
-
 KINDS = ("uniform", "loguniform", "quniform", "qloguniform", "normal", "randint", "choice")
 _ARITY = {"uniform": 2, "loguniform": 2, "quniform": 3, "qloguniform": 3, "normal": 2, "randint": 2}
 _CONSTANTS = (str, int, float, bool, type(None))
@@ -120,6 +118,10 @@ def _unique_labels(node: Any, label: str, path: str, seen: dict[str, str]) -> No
 
 
 def _compile(node: Any, label: str) -> Any:
+    # HyperOpt (and the SciPy it imports: over half a second) is imported when a space is compiled, not
+    # with this module: the spec validates spaces here, and a spec's error must not wait for HyperOpt.
+    from hyperopt import hp
+
     if is_dimension(node):
         kind, args = next(iter(node.items()))
         if kind == "choice":

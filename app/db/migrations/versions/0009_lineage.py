@@ -1,7 +1,7 @@
 """Lineage: a trial's parent and the step it forked at, its own step budget, fork requests and config changes.
 
 Revision ID: 0009_lineage
-Revises: 0007_report_attempts
+Revises: 0008_search_health
 Create Date: 2026-11-29
 
 Adds `trial.parent_id` (indexed), `trial.fork_step` and `trial.max_steps` (all null for the trials
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_lineage"
-down_revision = "0007_report_attempts"
+down_revision = "0008_search_health"
 branch_labels = None
 depends_on = None
 
