@@ -94,6 +94,7 @@ def test_a_forks_values_reach_the_optimizer_it_restores_and_a_running_trial_take
         trainable="tests.trainables:mutable_sgd",
         space={"lr": {"loguniform": [0.01, 0.1], "mutable": True}, "momentum": {"uniform": [0.5, 0.9]}},
         mutable=["momentum"],
+        metric={"name": "loss", "goal": "minimize", "target": -1.0},  # never reached
         config={"sleep_s": 0.01, "weight_decay": 0.001, "scale_lr": 0.5},
     )
     try:
