@@ -20,7 +20,16 @@ from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.fidelity import DEFAULT_ETA, rungs_of
 from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
-from app.search.space import SpaceError, is_dimension, point_vals, validate_space
+from app.search.space import (
+    SpaceError,
+    dimension_at,
+    is_dimension,
+    mutable_problem,
+    override_value,
+    point_vals,
+    take_mutable,
+    validate_space,
+)
 from app.trainable_ref import FILE_REF, MODULE_REF
 
 
@@ -196,6 +205,29 @@ class SearchSpec(_Frozen):
     tracking: TrackingSpec = Field(
         default=TrackingSpec(), description="write each trial's reports to TensorBoard, MLflow or W&B too"
     )
+    mutable: tuple[str, ...] = Field(
+        default=(),
+        max_length=MAX_PARAMETERS,
+        description=(
+            "parameters a fork may change (`POST /trials/{id}/fork`), by dotted name (`optimizer.lr`): numeric"
+            " dimensions only. `mutable: true` beside a dimension's kind in `space` says the same"
+            " (`lr: {loguniform: [0.0001, 0.1], mutable: true}`) and is stored here"
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mutable_flags(cls, data: Any) -> Any:
+        """The `mutable: true` flags of the space's dimensions move to `mutable`, so the space keeps one
+        shape (a dimension is a one-key mapping) for every reader of it."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("space"), Mapping):
+            return data
+        space, names = take_mutable(data["space"])
+        out = {**data, "space": space}
+        given = data.get("mutable")
+        if names and (given is None or isinstance(given, list | tuple)):
+            out["mutable"] = list(dict.fromkeys([*(given or ()), *names]))
+        return out
 
     @field_validator("trainable")
     @classmethod
@@ -237,6 +269,9 @@ class SearchSpec(_Frozen):
                         f"{ours} differs from scheduler.{knob} ({theirs}): under {self.scheduler.policy} the "
                         f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
                     )
+        problem = mutable_problem(self.space, self.mutable)
+        if problem is not None:
+            raise problem
         clash = set(self.space) & set(self.config)
         if clash:
             raise ValueError(f"config repeats space parameters {sorted(clash)}")
@@ -259,6 +294,20 @@ class SearchSpec(_Frozen):
         eta = self.search.eta if self.search.eta is not None else (k.eta if k else DEFAULT_ETA)
         first = self.search.min_steps if self.search.min_steps is not None else (k.min_steps if k else None)
         return rungs_of(self.budget.max_steps, eta, first)
+
+    def checked_overrides(self, values: Mapping[str, Any], root: str = "set") -> dict[str, int | float]:
+        """New values of mutable parameters (a fork's `set`), checked: each name is one of `mutable` and
+        each value a number its dimension takes (`app.search.space.override_value`). Raises `SpaceError`
+        at `root.<name>` naming what is wrong (a parameter that is not mutable lists those that are)."""
+        out: dict[str, int | float] = {}
+        for name, value in values.items():
+            path = f"{root}.{name}"
+            if name not in self.mutable:
+                which = ", ".join(self.mutable) if self.mutable else "none"
+                known = "is not mutable" if dimension_at(self.space, name) is not None else "is not a parameter"
+                raise SpaceError(path, f"{known} (the search's mutable parameters: {which})")
+            out[name] = override_value(self.space, name, value, path)
+        return out
 
     @property
     def module(self) -> str:

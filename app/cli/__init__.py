@@ -5,6 +5,7 @@ outside it imports it (the SDK and the API need no typer).
     serve.py          quanta serve: the REST API, the dashboard and the controller in one process
     distributed.py    quanta controller, quanta worker: a cluster's controller and its node agents
     remote.py         quanta submit, status, logs, stop: a running server, through the SDK client
+    fork.py           quanta fork: a new trial from a trial's state, with new mutable values (SDK client)
     users.py          quanta users ..., quanta tokens ...: written straight into the service's database
     db.py             quanta db upgrade, quanta db current: the database's schema version
     export.py         quanta export: a search's trials as csv, json or parquet
@@ -22,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import db, distributed, export, remote, run, serve, simulate, users
+from app.cli import db, distributed, export, fork, remote, run, serve, simulate, users
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 
@@ -66,6 +67,7 @@ app.add_typer(users.users_app, name="users")
 app.add_typer(users.tokens_app, name="tokens")
 app.add_typer(db.db_app, name="db")
 app.command("export")(export.export)
+app.command("fork")(fork.fork)
 for _name, _command in remote.COMMANDS.items():
     app.command(_name)(_command)
 

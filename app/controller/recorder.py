@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.controller.book import SearchBook
+from app.controller.forks import Forks
 from app.controller.packed import PackedRates
 from app.controller.state import SearchState, Signals, TrialState
 from app.controller.tracking import StoredReport
@@ -31,8 +32,10 @@ from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
 from app.db.protocol import ControllerStore
 from app.executor.actions import (
     Checkpointed,
+    Configured,
     Event,
     Exited,
+    Forked,
     Parked,
     Profiled,
     Reported,
@@ -81,8 +84,10 @@ class EventRecorder:
         pairs: PackedRates,
         signals: Signals,
         on_stored: Callable[[list[StoredReport]], None] | None = None,
+        forks: Forks | None = None,
     ):
         self._store = store
+        self._forks = forks  # told a parent's answer to a fork and a trial's config change
         self._on_stored = on_stored  # told each report once it is stored (the spec's tracking)
         self._runtime = runtime
         self._book = book
@@ -126,6 +131,10 @@ class EventRecorder:
             elif isinstance(e, Checkpointed):
                 ts.resume = True
                 self._store.update_trial(ts.id, checkpoint_step=e.step)
+            elif isinstance(e, Forked) and self._forks is not None:
+                self._forks.forked(e)
+            elif isinstance(e, Configured) and self._forks is not None:
+                self._forks.configured(ts, e)
         if events:
             self.flush()
 
@@ -208,7 +217,8 @@ class EventRecorder:
         spec = s.spec
         t.metric = objective
         _put_point(t.curve, e.step, objective)
-        s.searcher.observe(t.number, e.step, spec.metric.loss(objective))  # multi-fidelity searchers learn
+        if t.parent_id is None:  # multi-fidelity searchers learn (a fork is none of their proposals)
+            s.searcher.observe(t.number, e.step, spec.metric.loss(objective))
         if t.best is None or spec.metric.better(objective, t.best):
             t.best = objective
         if s.best is None or spec.metric.better(objective, s.best):

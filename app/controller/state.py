@@ -55,6 +55,11 @@ class TrialState:
     config: dict[str, Any] = field(default_factory=dict)
     owner: str = ""  # the user of a trace job (a search's trials belong to the search's owner)
     at_rung: bool = False  # it has parked itself at a step limit (a rung) at least once: it was judged there
+    # Lineage: the trial whose state it started from (a fork; its curve up to then is this one's too) and
+    # that trial's step then; and its own step budget when not its search's (a fork's).
+    parent_id: int | None = None
+    fork_step: int | None = None
+    own_max_steps: int | None = None
 
 
 @dataclass
@@ -73,6 +78,8 @@ class SearchState:
     waiting: str | None = None  # why it makes no new trials (its owner's quota), as stored
     health: SearchHealth = field(default_factory=SearchHealth)  # whether it can succeed at all
     counts: TrialCounts = field(default_factory=TrialCounts)  # how its trials stand, as last stored
+    forked: int = 0  # of the `created` trials, those forked from others (not the searcher's: no budget)
+    forks_open: int = 0  # fork requests being carried out (it does not end for lack of trials meanwhile)
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]

@@ -8,6 +8,8 @@ search.wait(timeout=600)                             # a progress bar in a termi
 print(search.status, search.reached, search.best())
 search.trials()                                      # a pandas DataFrame (the notebook extra)
 search.plot()                                        # best-so-far over time (matplotlib)
+client.fork(17, {"lr": 0.001}, steps=2000)           # a new trial from trial 17's state (mutable values)
+search.lineage()                                     # every trial's parent, fork step and config changes
 for event in client.events(search_id=search.id):     # server-sent events, parsed
     print(event.event, event.data)
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +167,18 @@ class Search:
         parameters flattened into `params.*` columns (see `app.db.export`)."""
         return self._client._request("GET", f"/searches/{self.id}/trials", params={"format": format}).content
 
+    def lineage(self) -> dict[str, Any]:
+        """Every trial with its parent (`parent_id`, None for the searcher's own) and the parent's step it
+        started from (`fork_step`), each change of its mutable parameters (`changes`), the search's
+        mutable parameters and its fork requests (`GET /searches/{id}/lineage`)."""
+        return self._client._request("GET", f"/searches/{self.id}/lineage").json()
+
+    def fork(
+        self, trial_id: int, values: Mapping[str, Any] | None = None, steps: int | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        """`Client.fork` of one of this search's trials."""
+        return self._client.fork(trial_id, values, steps, **kw)
+
     def _command(self, command: str) -> Search:
         self.data = self._client._request("POST", f"/searches/{self.id}/{command}").json()
         return self
@@ -273,6 +287,38 @@ class Client:
 
     def stop_trial(self, trial_id: int) -> dict[str, Any]:
         return self._request("POST", f"/trials/{trial_id}/stop").json()
+
+    def fork(
+        self,
+        trial_id: int,
+        values: Mapping[str, Any] | None = None,
+        steps: int | None = None,
+        *,
+        wait: bool = True,
+        timeout: float = 120.0,
+        poll_s: float = 0.2,
+    ) -> dict[str, Any]:
+        """Start a new trial of trial `trial_id`'s search from its state (at its next mini-batch boundary
+        if it runs, else its last checkpoint) with new `values` for mutable parameters and `steps` more
+        mini-batches (None: up to the search's budget). Returns the fork request (`ForkOut`: `status`,
+        `child_id`, `fork_step`, `error`); with `wait`, once the controller has carried it out (status
+        "done", or "failed" with the reason), or `TimeoutError` after `timeout` seconds. `ApiError` for a
+        request the server refuses (422: a parameter that is not mutable; 409: no state to fork)."""
+        body: dict[str, Any] = {"set": dict(values or {})}
+        if steps is not None:
+            body["steps"] = steps
+        out: dict[str, Any] = self._request("POST", f"/trials/{trial_id}/fork", json=body).json()
+        deadline = time.monotonic() + timeout
+        while wait and out["status"] in ("pending", "copying"):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"fork {out['id']} of trial {trial_id} still {out['status']} after {timeout} s")
+            time.sleep(poll_s)
+            out = self.fork_request(int(out["id"]))
+        return out
+
+    def fork_request(self, fork_id: int) -> dict[str, Any]:
+        """A fork request as the controller carries it out (`GET /forks/{id}`)."""
+        return self._request("GET", f"/forks/{fork_id}").json()
 
     def cluster(self) -> dict[str, Any]:
         return self._request("GET", "/cluster").json()

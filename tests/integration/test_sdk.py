@@ -249,7 +249,7 @@ def test_status_logs_stop_and_export_through_the_cli(client, server, tmp_path):
 
     res = _quanta(server, "export", str(done.id), "-f", "csv", "-o", str(tmp_path / "t.csv"))
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "t.csv").read_text().splitlines()[0].startswith("trial_id,number,status")
+    assert (tmp_path / "t.csv").read_text().splitlines()[0].startswith("trial_id,number,parent_id,fork_step,status")
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 3
 
     slow = client.submit(SLOW)
@@ -263,6 +263,42 @@ def test_status_logs_stop_and_export_through_the_cli(client, server, tmp_path):
         assert res.exit_code == 2 and "404" in res.output, res.output
     res = _quanta_without_token(server)
     assert res.exit_code == 2 and "no token" in res.output
+
+
+def test_fork_through_the_cli_and_the_sdk(client, server):
+    """`quanta fork` and `Client.fork` start a new trial from a running trial's state with a new learning
+    rate; the lineage says so; bad input is refused naming the parameter (exit 2)."""
+    spec = {**SLOW, "name": "forking", "space": {"lr": {"loguniform": [0.005, 0.1], "mutable": True}},
+            "budget": {"max_trials": 1, "max_steps": 100_000}, "parallelism": 1}  # fmt: skip
+    search = client.submit(spec)
+    deadline = time.monotonic() + 60
+    while not [t for t in search.trials(frame=False) if t["status"] == "running" and t["steps"] >= 5]:
+        assert time.monotonic() < deadline, "no running trial"
+        time.sleep(0.2)
+    trial = search.trials(frame=False)[0]["id"]
+
+    res = _quanta(server, "fork", str(trial), "--set", "lr=0.001", "--steps", "20")
+    assert res.exit_code == 0, res.output
+    assert f"forked from trial {trial} at step" in res.stdout and "(lr=0.001)" in res.stdout
+    out = search.fork(trial, {"lr": 0.002}, steps=10)  # the SDK, waiting until it is carried out
+    assert out["status"] == "done" and out["parent_id"] == trial and out["fork_step"] >= 5
+    lineage = search.lineage()
+    children = sorted((t for t in lineage["trials"] if t["parent_id"] == trial), key=lambda t: t["id"])
+    assert [c["params"]["lr"] for c in children] == [0.001, 0.002] and lineage["mutable"] == ["lr"]
+    assert [c["changes"][0]["values"] for c in children] == [{"lr": 0.001}, {"lr": 0.002}]
+    assert client.trial(out["child_id"])["parent_id"] == trial
+
+    for args, says in (
+        (("--set", "lr=fast"), "not a number"),
+        (("--set", "momentum=0.5"), "set.momentum"),
+        (("--steps", "0"), "--steps"),
+    ):
+        res = _quanta(server, "fork", str(trial), *args)
+        assert res.exit_code == 2 and says in res.output, res.output
+    res = _quanta(server, "fork", "999999")
+    assert res.exit_code == 2 and "404" in res.output, res.output
+    search.stop()
+    assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
 
 
 def _quanta_without_token(server):

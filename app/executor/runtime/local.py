@@ -27,11 +27,15 @@ from app.devices import Device
 from app.executor.actions import (
     Action,
     Checkpointed,
+    Configured,
     Event,
     Exited,
+    Fork,
+    Forked,
     Migrate,
     Parked,
     Profiled,
+    Reconfigure,
     Release,
     Residency,
     Resumed,
@@ -95,6 +99,7 @@ class _Handle:
     migrating: bool = False
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # commands before hello
     over_memory: str | None = None  # why the memory watchdog killed it
+    forks: set[int] = field(default_factory=set)  # trials waiting for its state (`Fork`)
 
     @property
     def running(self) -> bool:
@@ -209,6 +214,10 @@ class LocalRuntime:
                 elif isinstance(a, Release) and h is not None:
                     h.state = "stopping"
                     self._send(h, "release", {})
+                elif isinstance(a, Fork):
+                    self._fork(a, h)
+                elif isinstance(a, Reconfigure) and h is not None:
+                    self._send(h, "configure", {"values": dict(a.values)})
                 elif isinstance(a, Suspend | Migrate) and h is not None and h.running:
                     if isinstance(a, Migrate) and tuple(sorted(a.devices)) == h.devices:
                         continue
@@ -307,6 +316,30 @@ class LocalRuntime:
             self._handles[trial_id] = h
         payload = {"launch": launch, "devices": [self._devices[d] for d in devices], "sent": time.monotonic()}
         self._send_template("fork", payload)
+
+    def _fork(self, a: Fork, h: _Handle | None) -> None:
+        """Ask trial `a.trial_id` for its state at its next boundary, written to trial `a.into`'s
+        checkpoint path (from the launcher); a `Forked` event answers, also when it cannot be asked (no
+        live process: `gone`) or ends first (`_finish`)."""
+        if h is None:
+            error = f"trial {a.trial_id} has no live process"
+            self._events.put(Forked(a.trial_id, a.into, 0, time.time(), error, gone=True))
+            return
+        try:
+            if self._launcher is None:
+                raise RuntimeError("no launcher bound to this runtime")
+            path = self._launcher.launch(a.into).checkpoint_path
+        except Exception as exc:
+            error = f"trial {a.into}: no checkpoint path to write to ({type(exc).__name__}: {exc})"
+            self._events.put(Forked(a.trial_id, a.into, h.steps, time.time(), error))
+            return
+        with self._lock:  # against `_finish`: either it answers for this fork, or the trial is asked
+            if h.state == "exited":
+                error = f"trial {a.trial_id} has no live process"
+                self._events.put(Forked(a.trial_id, a.into, h.steps, time.time(), error, gone=True))
+                return
+            h.forks.add(a.into)
+        self._send(h, "fork", {"into": a.into, "path": path})
 
     def _suspend(self, h: _Handle, checkpoint: bool) -> None:
         h.parked.clear()
@@ -536,6 +569,11 @@ class LocalRuntime:
             self._events.put(Resumed(h.trial_id, h.devices, resume_ms, h.migrating, now))
         elif kind == "checkpointed":
             self._events.put(Checkpointed(h.trial_id, msg["step"], msg["path"], msg["at"]))
+        elif kind == "forked":
+            h.forks.discard(msg["into"])
+            self._events.put(Forked(h.trial_id, msg["into"], msg["step"], msg["at"], msg.get("error")))
+        elif kind == "configured":
+            self._events.put(Configured(h.trial_id, msg["step"], dict(msg["values"]), msg["at"]))
         elif kind == "done":
             h.done = msg
             h.steps = msg["steps"]
@@ -579,4 +617,8 @@ class LocalRuntime:
             h.state = "exited"
             h.lost_at = None
             h.parked.set()  # release an apply() waiting for it to park
+            waiting, h.forks = sorted(h.forks), set()
+        for into in waiting:  # asked for its state and ended before it took it: its checkpoint is what is left
+            why = f"trial {h.trial_id} ended ({status}) before its state was taken"
+            self._events.put(Forked(h.trial_id, into, h.steps, time.time(), why, gone=True))
         self._events.put(Exited(h.trial_id, status, h.steps, error, time.time(), h.elastic, h.device_seconds))
