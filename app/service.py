@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.status import SEARCH_STARTED, SearchStatus
+from app.status import SEARCH_STARTED, SearchStatus, TrialCounts
 
 if TYPE_CHECKING:
     from app.controller import Controller
@@ -196,13 +196,15 @@ class ControllerLoop:
 @dataclass(frozen=True)
 class SearchProgress:
     """What a search run by `run_search` has done so far, after each step of its controller: trials
-    ended (`done`) of `max_trials`, the best metric (None before the first report), whether the target
-    was reached, and how many of the runtime's devices are computing now."""
+    evaluated (`done`: ended, or judged at a rung; `TrialCounts.evaluated`) of `max_trials`, how its
+    trials stand (`counts`), the best metric (None before the first report), whether the target was
+    reached, and how many of the runtime's devices are computing now."""
 
     search_id: int
     name: str
     metric: str
     done: int
+    counts: TrialCounts
     max_trials: int
     best: float | None
     reached: bool
@@ -229,7 +231,9 @@ def run_search(
     the holder, when another controller runs on `db`; nothing is stored then) and released at the end.
     `template`: a trial template started early (`start_template`), else one is started here.
     `on_step(progress)`: called after every step of the controller. `WarmStartError`: an earlier search
-    named in `search.warm_start_from` is missing or has another space (nothing stored). A failing round
+    named in `search.warm_start_from` is missing or has another space (nothing stored). `SpecError` on
+    `trainable`: its module fails to import in the trial template (a package it needs is missing; nothing
+    stored, no trial started). A failing round
     ends the search with its error (no retries: there is no service to outlive it). KeyboardInterrupt:
     the search is stopped (`interrupted`), its trial processes end, and the interrupt goes on up."""
     from app.controller import Controller, ControllerOptions
@@ -237,6 +241,7 @@ def run_search(
     from app.db.store import Store
     from app.db.summary import search_result
     from app.executor.runtime.local import LocalRuntime
+    from app.spec import SpecError
 
     workdir = Path(workdir)
     own_lease = lease is None
@@ -246,6 +251,14 @@ def run_search(
     try:
         # The controller binds itself as the runtime's launcher before any trial starts.
         runtime = LocalRuntime(devices, warm_modules=[spec.module], template=template)
+        try:  # before any trial: a module that fails to import (a missing package) fails them all
+            problem = runtime.import_problem(spec.module)
+        except BaseException:
+            runtime.close()
+            raise
+        if problem is not None:
+            runtime.close()
+            raise SpecError([("trainable", problem.sentence())], spec.name)
         store = Store(db)
         ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
         try:
@@ -266,7 +279,8 @@ def run_search(
                     search_id=search_id,
                     name=spec.name,
                     metric=spec.metric.name,
-                    done=sum(1 for t in s.trials.values() if t.status.final),
+                    done=s.counts.evaluated,
+                    counts=s.counts,
                     max_trials=spec.budget.max_trials,
                     best=s.best,
                     reached=s.reached_at is not None,

@@ -86,7 +86,7 @@ def assert_reports_deduplicated_on_upgrade(url: str) -> None:
                      "VALUES (1, 1, :step, :at, :m, :v)"),
                 {"step": step, "at": at, "m": f'{{"acc": {value}}}', "v": value},
             )  # fmt: skip
-    assert upgrade(engine)[-1] == "0007_report_attempts"
+    assert "0007_report_attempts" in upgrade(engine)
     store = Store(url, secret=b"s")
     assert schema_differences(store.engine) == []
     kept = [(r.step, r.attempt, r.at, r.objective) for r in store.reports(1)]

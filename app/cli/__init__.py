@@ -5,6 +5,7 @@ outside it imports it (the SDK and the API need no typer).
     serve.py          quanta serve: the REST API, the dashboard and the controller in one process
     distributed.py    quanta controller, quanta worker: a cluster's controller and its node agents
     remote.py         quanta submit, status, logs, stop: a running server, through the SDK client
+    fork.py           quanta fork: a new trial from a trial's state, with new mutable values (SDK client)
     users.py          quanta users ..., quanta tokens ...: written straight into the service's database
     db.py             quanta db upgrade, quanta db current: the database's schema version
     export.py         quanta export: a search's trials as csv, json or parquet
@@ -18,22 +19,40 @@ is in `app.service`."""
 
 from __future__ import annotations
 
-import sys
+from typing import Annotated
 
-from app.cli.prestart import start_early
+import typer
 
-# First, before the imports below: a cold `quanta run`'s template imports torch meanwhile.
-start_early(sys.argv)
-
-import typer  # noqa: E402
-
-from app.cli import db, distributed, export, remote, run, serve, simulate, users  # noqa: E402
+from app.cli import db, distributed, export, fork, remote, run, serve, simulate, users
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 
 
+def version() -> str:
+    """The installed distribution's version (`quanta --version`), or a note when Quanta runs from a
+    source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("quanta")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e . in the repository)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"quanta {version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="print Quanta's version and exit", callback=_show_version, is_eager=True),
+    ] = False,
+) -> None:
     """Quanta: Gandiva-style hyperparameter search."""
 
 
@@ -48,6 +67,7 @@ app.add_typer(users.users_app, name="users")
 app.add_typer(users.tokens_app, name="tokens")
 app.add_typer(db.db_app, name="db")
 app.command("export")(export.export)
+app.command("fork")(fork.fork)
 for _name, _command in remote.COMMANDS.items():
     app.command(_name)(_command)
 

@@ -10,7 +10,8 @@ Optuna's `study.optimize` runs one in a notebook: no server, no shell. It return
 
 It drives the same controller as `quanta run` (`app.service.run_search`): trials are processes forked
 from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
-working directory or on `sys.path`, not a function defined in a notebook cell). The DataFrame needs the
+working directory, beside the spec file or on `sys.path`, or named by its path relative to the spec:
+not a function defined in a notebook cell). The DataFrame needs the
 `notebook` extra (pandas): without it `run` refuses before anything starts.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from app.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
-from app.spec import SearchSpec, SpecError, load_spec, parse_spec
+from app.spec import SearchSpec, SpecError, load_spec, parse_spec, place_locally
 
 NO_PANDAS = "app.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
 
@@ -55,15 +56,17 @@ def run(
     *,
     devices: str = "auto",
     db: str = "sqlite:///quanta.db",
-    workdir: str | Path = ".quanta",
+    workdir: str | Path | None = None,
     progress: bool | ProgressKind | None = None,
 ) -> LocalRun:
     """Run `spec` (see `as_spec`) on this machine's `devices` (`cpu:N`, `cuda:0,1`, `cuda:all`, `auto`)
     until its target is reached or its budget is spent, and return `LocalRun(result, trials)`.
 
     The search is stored in `db` (SQLite by default, beside the notebook; `postgresql://...` works) and
-    its checkpoints and trial logs go under `workdir`, as with `quanta run`. `progress`: None draws a bar
-    where one can be seen (Jupyter's in a notebook, rich's in a terminal), False none.
+    its checkpoints and trial logs go under `workdir`, as with `quanta run` (None: a folder of the
+    database's own under `.quanta/`; a workdir another database claimed is refused with `ValueError`).
+    `progress`: None draws a bar where one can be seen (Jupyter's in a notebook, rich's in a terminal),
+    False none.
 
     Everything is checked before anything starts or is stored: pandas (ImportError naming the extra), the
     spec (`SpecError` naming each bad field, its trainable when its module or function cannot be found,
@@ -74,6 +77,7 @@ def run(
         raise ImportError(NO_PANDAS)
     from app.devices import parse_devices
     from app.service import run_search
+    from app.workdir import claim_workdir, workdir_for
 
     # Trials are forked from a template that imports the trainable by module name from this process's
     # sys.path (absolute entries only): the working directory, where a notebook's modules sit, goes on it
@@ -82,13 +86,16 @@ def run(
     if here not in sys.path:
         sys.path.insert(0, here)
     checked = as_spec(spec)
-    problem = checked.trainable_problem()
-    if problem is not None:
-        raise SpecError([("trainable", problem)], checked.name)
+    # A spec file's trainable may sit beside it or be named by its path relative to it; a spec given as
+    # data is read as if from a file in the working directory.
+    from_file = isinstance(spec, str | Path) and "\n" not in str(spec)
+    checked = place_locally(checked, Path(str(spec)).parent if from_file else Path(here))
     problem = checked.tracking_problem()
     if problem is not None:
         raise SpecError([("tracking", problem)], checked.name)
     devs = parse_devices(devices)
+    work = workdir_for(db, workdir)
+    claim_workdir(work, db)  # WorkdirTaken (a ValueError) when another database's
 
     kind = progress_kind(progress)
     bar = make_bar(kind, checked.name) if kind is not None else None
@@ -99,10 +106,10 @@ def run(
         text = f"best {p.metric}={p.best:.4g}" if p.best is not None else "best -"
         if p.reached:
             text += " · target reached"
-        bar.update(p.done, p.max_trials, f"{text} · devices busy {p.busy_devices}/{p.devices}")
+        bar.update(p.done, p.max_trials, f"{text} · {p.counts.text()} · devices busy {p.busy_devices}/{p.devices}")
 
     try:
-        result = run_search(checked, devs, db=db, workdir=workdir, on_step=show)
+        result = run_search(checked, devs, db=db, workdir=work, on_step=show)
     finally:
         if bar is not None:
             bar.close()

@@ -9,7 +9,7 @@ import { renderGantt } from "./gantt.js";
 import { renderParcoords } from "./parcoords.js";
 import { renderImportance, renderSlices, renderContour } from "./landscape.js";
 import { TrialTable } from "./trialtable.js";
-import { ACTIVE, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
+import { ACTIVE, countsText, evaluated, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
 
 export function searchView(root, id) {
   const st = { search: null, trials: new Map(), allTrials: [], timeline: null, cluster: null, disposed: false, importance: null, contour: { x: null, y: null } };
@@ -19,6 +19,7 @@ export function searchView(root, id) {
   const actions = h("div", { class: "actions" });
   const stats = h("div", { class: "stats" });
   const errorBox = h("div", { class: "error", hidden: true });
+  const warningBox = h("div", { class: "warning", id: "search-warning", hidden: true });
   const bestEl = h("div", { class: "chart", id: "chart-best" });
   const curvesEl = h("div", { class: "chart", id: "chart-curves" });
   const curvesInfo = h("div", { class: "hint" }, "Hover a curve to see its trial.");
@@ -44,6 +45,7 @@ export function searchView(root, id) {
     h("div", { class: "crumbs" }, h("a", { href: "#/" }, "← all searches")),
     h("div", { class: "search-head" }, h("div", { class: "title-row" }, title, badge), actions),
     errorBox,
+    warningBox,
     stats,
     h(
       "div",
@@ -129,7 +131,7 @@ export function searchView(root, id) {
       stats,
       stat(`best ${m.name || "metric"} ${goalArrow(m)}`, sr.best ? fmtNum(sr.best.metric) : "—", sr.best ? h("div", { class: "sub" }, h("a", { href: `#/trial/${Number(sr.best.trial_id)}` }, `trial ${sr.best.trial_id}`), `: ${paramsText(sr.best.params)}`) : ""),
       stat("target", m.target !== null && m.target !== undefined ? fmtNum(m.target) : "none", h("div", { class: "sub" }, sr.reached ? `reached after ${fmtDuration(sr.seconds_to_target)}` : "not reached")),
-      stat("trials", `${p.trials_done ?? 0} done`, h("div", { class: "sub" }, `${p.trials_created ?? 0} created, at most ${p.max_trials ?? "?"}`), progressBar(p)),
+      stat("trials", `${evaluated(p)} evaluated`, h("div", { class: "sub", id: "trial-counts" }, countsText(p) || `${p.trials_done ?? 0} done`), h("div", { class: "sub" }, `${p.trials_created ?? 0} created, at most ${p.max_trials ?? "?"}`), progressBar(p)),
       stat("elapsed", end ? fmtDuration(end - (sr.started_at ?? sr.created_at)) : "—", h("div", { class: "sub" }, `created ${fmtTime(sr.created_at)}`)),
       stat("policy", typeof sr.policy === "string" ? sr.policy : (sr.spec?.scheduler?.policy ?? "—"), h("div", { class: "sub" }, sr.spec?.trainable || "")),
     );
@@ -138,6 +140,8 @@ export function searchView(root, id) {
       errorBox.hidden = false;
       errorBox.textContent = `search error: ${sr.error}`;
     }
+    warningBox.hidden = !sr.warning;
+    warningBox.textContent = sr.warning ? `warning: ${sr.warning}` : "";
   }
 
   function alertBox(e) {
