@@ -362,6 +362,11 @@ class Controller:
         """After a search ended: handle events until none of our trials is resident any more (stopping
         trials report their end, so their rows are final), for at most `timeout_s`; then store them."""
         deadline = self.runtime.now() + timeout_s
-        while any(tid in self._index.by_id for tid in self.runtime.residency()) and self.runtime.now() < deadline:
-            self.handle(self.runtime.poll(0.2))
+        while self.runtime.now() < deadline:
+            resident = any(tid in self._index.by_id for tid in self.runtime.residency())
+            # A trial that left the runtime may still have its end queued (with its device time): drain it.
+            events = self.runtime.poll(0.2 if resident else 0.0)
+            self.handle(events)
+            if not resident and not events:
+                break
         self.flush()
