@@ -69,6 +69,7 @@ class SearchState:
     reached_at: float | None = None
     owner: str = FIRST_ADMIN  # the name of the user the search belongs to
     waiting: str | None = None  # why it makes no new trials (its owner's quota), as stored
+    idle_seconds: float = 0.0  # the time it spent ended before it was resumed: not counted by its time budget
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]

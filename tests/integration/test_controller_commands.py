@@ -58,4 +58,4 @@ def test_pause_parks_every_trial_and_resume_continues(tmp_path):
         ctl.close()
     # Nothing judged these trials: a user stopped one, the search's stop ended the rest.
     assert {t.status for t in store.trials(sid)} == {"stopped"}
-    assert {t.reason for t in store.trials(sid)} == {"stopped by user"}
+    assert {t.reason for t in store.trials(sid)} == {"stopped by user", "search stopped by user"}

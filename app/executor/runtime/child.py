@@ -6,7 +6,7 @@ Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
                     ("parked", ...), ("resumed", ...), ("checkpointed", ...),
                     ("done", {"status": completed|killed|failed, "steps", "error"})
   runtime -> trial: ("suspend", {"sent", "checkpoint"}), ("resume", {"devices", "sent"}),
-                    ("checkpoint", {}), ("stop", {"reason"})
+                    ("checkpoint", {}), ("stop", {"reason", "checkpoint"})
 Exit codes: 0 after "done"; 3 when the runtime's connection closed (controller gone) at a boundary.
 
 A trial process ends with its runtime, busy or not: it leads a process group of its own, and a thread
