@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.controller.rounds import Rounds
@@ -86,6 +86,9 @@ class SearchBook:
         # user name -> (max alive trials, max devices) of the users with a quota, as of the last sync
         self._quotas: dict[str, tuple[int, int]] = {}
         self._next_job: int | None = None  # the next trace job's number (None: not read from the store yet)
+        # Handles the events the runtime holds now (the controller binds its own): before a search is taken
+        # up again, the exits of its trials' last processes are handled, not applied to their next ones.
+        self.drain: Callable[[], None] = lambda: None
 
     # ---- looking up ----------------------------------------------------------------------------
 
@@ -422,6 +425,7 @@ class SearchBook:
             resident = self._runtime.residency()
             if any(t.id in resident for t in held.trials.values()):
                 return False
+            self.drain()
             self.forget(row.id)
         fields: dict[str, Any] = {"command": None, "waiting": None}
         requeued: list[int] = []

@@ -69,6 +69,7 @@ class Controller:
         self.snapshots = SnapshotBuilder(
             runtime, self.book, self._index, pairs, cache_views=options.cache_views, kind_aware=options.kind_aware
         )
+        self.book.drain = self._drain
         self.policies = PolicyChoice(store, options.policy, options.quantum_s, self.book.searches, options.share)
         self.launcher = TrialLauncher(self.book, self._index, options.workdir)
         self.last_plan: Plan | None = None
@@ -158,6 +159,10 @@ class Controller:
             self.runtime.redeliver()
             raise
         self.tracking.handled(events)
+
+    def _drain(self) -> None:
+        """Handle the events the runtime holds now, without waiting."""
+        self.handle(self.runtime.poll(0))
 
     def flush(self) -> None:
         """Store the buffered rows (retried; on failure they stay buffered and the runtime redelivers)."""
@@ -336,4 +341,5 @@ class Controller:
         deadline = self.runtime.now() + timeout_s
         while any(tid in self._index.by_id for tid in self.runtime.residency()) and self.runtime.now() < deadline:
             self.handle(self.runtime.poll(0.2))
+        self.handle(self.runtime.poll(0))  # what the last ones sent as they ended (checkpoints, exits)
         self.flush()
