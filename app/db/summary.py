@@ -9,7 +9,8 @@ from app.db.public import parsed_spec
 
 
 def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
-    """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds`, `status`, and
+    """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds` (the time it ran),
+    `status`, `tags`, `notes`, and
     `trials`: one object per trial with `id`, `number`, `params`, `status`, `metric` (last reported
     objective), `best_metric`, `steps`, `device_seconds`, `retries`, `error`, `reason` (why a stopped or
     killed trial ended early)."""
@@ -18,7 +19,8 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
         raise KeyError(f"search {search_id} not found")
     spec = parsed_spec(row)
     end = row.finished_at
-    wall = (end - row.started_at) if (end is not None and row.started_at is not None) else None
+    # The time it ran: a resumed search's time spent ended is not counted (`SearchRow.idle_seconds`).
+    wall = (end - row.started_at - row.idle_seconds) if (end is not None and row.started_at is not None) else None
     return {
         "search_id": row.id,
         "name": row.name,
@@ -30,6 +32,8 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
         "target": spec.metric.target if spec else None,
         "seconds_to_target": row.seconds_to_target,
         "wall_seconds": wall,
+        "tags": list(row.tags or []),
+        "notes": row.notes,
         "trials": [
             {
                 "id": t.id,
