@@ -18,7 +18,7 @@ no wiring.
   the calling thread, its result returned: the controller `quanta run` drives, for `app.sdk.run` (a
   notebook's in-process search) and any caller that holds no typer. `resume_search(search_id, devices,
   ...)`: a stored search taken up again (more trials or time) and run to its end the same way (`quanta
-  resume --db`).
+  resume --db`); `delete_stored_search`: one deleted where no controller runs (`quanta delete --db`).
 """
 
 from __future__ import annotations
@@ -266,6 +266,27 @@ def resume_search(
         return search_id
 
     return _run_local(db, devices, workdir, lease, template, on_step, module, take_up)
+
+
+def delete_stored_search(db: str, search_id: int, workdir: str | Path) -> bool:
+    """Delete search `search_id` of `db` with everything recorded about it and its checkpoints and logs
+    under `workdir`, where no controller runs (a running one deletes what the API asks, `ControllerLoop`):
+    the database's controller lease is taken for it (`LeaseHeld`, naming the holder, when a controller
+    runs there), so none of its trials can be alive. False: no such search."""
+    from app.db.lease import ControllerLease
+    from app.db.store import Store
+
+    lease = ControllerLease(db)
+    lease.acquire()
+    try:
+        store = Store(db)
+        if store.search(search_id) is None:
+            return False
+        store.delete_search(search_id)
+    finally:
+        lease.release()
+    shutil.rmtree(Path(workdir) / f"search-{search_id}", ignore_errors=True)
+    return True
 
 
 def settle_interrupted(ctl: Controller, timeout_s: float = 10.0) -> None:

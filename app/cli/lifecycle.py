@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -273,23 +272,20 @@ def delete(
         )
         return
     assert database is not None
-    from app.db.lease import ControllerLease, LeaseHeld
+    from app.db.lease import LeaseHeld
+    from app.service import delete_stored_search
 
     store = _open_store(database)
     row = store.search(search_id)
     if row is None:
         raise fail(f"search {search_id} not found in {database}")
     _confirm(yes, search_id, row.name, row.status, len(store.trials(search_id)))
-    try:  # no controller may hold its trials: the lease says none runs on this database
-        lease = ControllerLease(database)
-        lease.acquire()
+    try:  # no controller may hold its trials: it takes the database's lease
+        deleted = delete_stored_search(database, search_id, workdir)
     except (LeaseHeld, ValueError) as exc:
         raise fail(f"{exc} (delete it there: quanta delete {search_id} --url URL)") from None
-    try:
-        store.delete_search(search_id)
-    finally:
-        lease.release()
-    shutil.rmtree(workdir / f"search-{search_id}", ignore_errors=True)
+    if not deleted:
+        raise fail(f"search {search_id} not found in {database}")
     typer.echo(f"search {search_id} ({row.name}): deleted")
 
 
