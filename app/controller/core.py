@@ -43,7 +43,7 @@ from app.executor.policy.types import ClusterSnapshot, Placement, Plan, Policy
 from app.executor.reconcile import reconcile
 from app.executor.runtime.base import Runtime
 from app.spec import SearchSpec
-from app.status import SearchStatus, TrialStatus
+from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
 
 
 class Controller:
@@ -111,7 +111,7 @@ class Controller:
         self, search_id: int, status: SearchStatus = SearchStatus.STOPPED, reason: str = "search stopped"
     ) -> None:
         s = self.book.search(search_id)
-        if s is not None:
+        if s is not None and s.status in SEARCH_STARTED:  # one that has ended stays as it ended
             self.book.finish(s, status, reason)
 
     def forget_search(self, search_id: int) -> None:
