@@ -142,7 +142,17 @@ class Poller:
         watch: set[int] = set()
         for r in rows:
             assert r.id is not None
-            sig = (r.status, r.best_metric, r.best_trial_id, r.trials_created, r.reached, r.finished_at)
+            sig = (
+                r.status,
+                r.best_metric,
+                r.best_trial_id,
+                r.trials_created,
+                r.reached,
+                r.finished_at,
+                tuple(r.tags or ()),
+                r.notes,
+                ((r.spec or {}).get("budget") or {}).get("max_trials"),  # raised by a resume
+            )
             if self._searches.get(r.id) != sig:
                 changed.append(r)
                 watch.add(r.id)

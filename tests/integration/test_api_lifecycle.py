@@ -182,3 +182,17 @@ def test_openapi_documents_patch_and_the_resume_body(client):
     assert "patch" in paths["/api/v1/searches/{search_id}"]
     assert "requestBody" in paths["/api/v1/searches/{search_id}/resume"]["post"]
     assert any(p["name"] == "tag" for p in paths["/api/v1/searches"]["get"]["parameters"])
+
+
+def test_a_change_of_tags_notes_or_budget_is_a_search_event(client, store):
+    from app.api.events import Poller
+
+    sid = running_search(client, store)
+    poller = Poller(store)
+    assert poller.poll() == []  # the baseline
+    patch(client, sid, {"tags": ["seen"], "notes": "live"})
+    (event,) = poller.poll()
+    assert event.startswith("event: search") and '"tags":["seen"]' in event and '"notes":"live"' in event
+    client.post(f"/api/v1/searches/{sid}/resume", json={"max_trials": 1})
+    (event,) = poller.poll()
+    assert '"max_trials":4' in event
