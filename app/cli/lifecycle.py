@@ -204,13 +204,15 @@ def _resume_here(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         lease.release()
-    _print_result(result, db, workdir)
+    row = store.search(search_id)
+    metric = ((row.spec if row is not None else {}).get("metric") or {}).get("name", "metric")
+    _print_result(result, metric, db, workdir)
     if output:
         write_json_atomic(output, result)
     raise typer.Exit(EXIT_OK if result["reached"] else EXIT_NOT_REACHED)
 
 
-def _print_result(result: dict[str, Any], db: str, workdir: Path) -> None:
+def _print_result(result: dict[str, Any], metric: str, db: str, workdir: Path) -> None:
     from collections import Counter
 
     from rich.console import Console
@@ -218,7 +220,7 @@ def _print_result(result: dict[str, Any], db: str, workdir: Path) -> None:
 
     table = Table(title=f"search {result['search_id']}: {result['name']}", show_header=False)
     table.add_row("status", str(result["status"]))
-    table.add_row("best metric", str(result["best_metric"]))
+    table.add_row("best metric", f"{metric} = {result['best_metric']}")
     table.add_row("best config", json.dumps(result["best_params"]))
     target = result["target"]
     if result["reached"]:

@@ -29,7 +29,7 @@ SPEC = {
     "trainable": "tests.trainables:linear",
     "space": {"lr": {"loguniform": [0.003, 0.1]}, "hidden": {"choice": [8, 32]}},
     "metric": {"name": "accuracy", "goal": "maximize", "target": 1.5},  # never reached: runs to its budget
-    "budget": {"max_trials": 3, "max_steps": 600, "max_seconds": 120},
+    "budget": {"max_trials": 3, "max_steps": 400, "max_seconds": 120},
     "parallelism": 2,
     "search": {"algorithm": "random"},
     "scheduler": {"policy": "timeslice", "quantum_s": 0.3},
@@ -72,7 +72,7 @@ def test_ctrl_c_prints_the_best_so_far_and_quanta_resume_goes_on_with_more_trial
 
         def two_trials_under_way() -> bool:
             trials = store.trials(1) if store.search(1) else []
-            return len(trials) == 2 and all(t.steps >= 150 for t in trials) and store.search(1).best_metric is not None
+            return len(trials) == 2 and all(t.steps >= 120 for t in trials) and store.search(1).best_metric is not None
 
         wait_for(two_trials_under_way, 90, "two trials under way")
         os.killpg(proc.pid, signal.SIGINT)
@@ -91,7 +91,7 @@ def test_ctrl_c_prints_the_best_so_far_and_quanta_resume_goes_on_with_more_trial
     interrupted = {t.id: t for t in store.trials(1)}
     assert {t.status for t in interrupted.values()} == {"stopped"}
     assert {t.reason for t in interrupted.values()} == {"interrupted"}
-    assert all(t.checkpoint_step and t.checkpoint_step >= 150 for t in interrupted.values())  # written as it stopped
+    assert all(t.checkpoint_step and t.checkpoint_step >= 120 for t in interrupted.values())  # written as it stopped
 
     out = tmp_path / "resumed.json"
     done = quanta("resume", "1", "--db", url, "--workdir", str(work), "--devices", "cpu:2", "--trials", "1",
@@ -101,7 +101,7 @@ def test_ctrl_c_prints_the_best_so_far_and_quanta_resume_goes_on_with_more_trial
     assert result["status"] == "completed" and result["search_id"] == 1
     trials = result["trials"]
     assert [t["number"] for t in trials] == [0, 1, 2, 3]  # 3 of the spec's budget + 1 more
-    assert all(t["status"] == "completed" and t["steps"] == 600 for t in trials)
+    assert all(t["status"] == "completed" and t["steps"] == 400 for t in trials)
     assert len({(t["params"]["lr"], t["params"]["hidden"]) for t in trials}) == 4  # no configuration twice
     for tid, before in interrupted.items():  # from its checkpoint on, not from the start
         later = [r.step for r in store.reports(tid) if r.attempt > 0]
