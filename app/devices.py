@@ -96,6 +96,21 @@ def cpu_devices(n: int) -> list[Device]:
     return [Device(f"cpu:{i}", "cpu", i, tuple(g), mem, label) for i, g in enumerate(groups)]
 
 
+def oversubscription(devices: list[Device]) -> str | None:
+    """A warning when the CPU devices outnumber the cores this process may use (`cpu:9` on 2 cores), else
+    None. Accepted, not refused: such devices share cores round-robin, which suits trials that mostly
+    wait (on I/O, a remote service, a sleep); trials that compute slow each other down instead, each
+    getting a fraction of a core, and their measured rates say so."""
+    cpus = [d for d in devices if d.kind == "cpu"]
+    cores = len(_cores())
+    if len(cpus) <= cores:
+        return None
+    return (
+        f"{len(cpus)} CPU devices on {cores} core{'s' if cores != 1 else ''}: devices share cores, so trials "
+        f"that compute slow each other down (use cpu:{cores} or fewer unless your trials mostly wait)"
+    )
+
+
 def cuda_count() -> int:
     try:
         import torch

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.status import SEARCH_STARTED, SearchStatus
+from app.status import SEARCH_STARTED, SearchStatus, TrialCounts
 
 if TYPE_CHECKING:
     from app.controller import Controller
@@ -180,13 +180,15 @@ class ControllerLoop:
 @dataclass(frozen=True)
 class SearchProgress:
     """What a search run by `run_search` has done so far, after each step of its controller: trials
-    ended (`done`) of `max_trials`, the best metric (None before the first report), whether the target
-    was reached, and how many of the runtime's devices are computing now."""
+    evaluated (`done`: ended, or judged at a rung; `TrialCounts.evaluated`) of `max_trials`, how its
+    trials stand (`counts`), the best metric (None before the first report), whether the target was
+    reached, and how many of the runtime's devices are computing now."""
 
     search_id: int
     name: str
     metric: str
     done: int
+    counts: TrialCounts
     max_trials: int
     best: float | None
     reached: bool
@@ -213,11 +215,13 @@ def run_search(
     the holder, when another controller runs on `db`; nothing is stored then) and released at the end.
     `template`: a trial template started early (`start_template`), else one is started here.
     `on_step(progress)`: called after every step of the controller. `WarmStartError`: an earlier search
-    named in `search.warm_start_from` is missing or has another space (nothing stored). A failing round
+    named in `search.warm_start_from` is missing or has another space (nothing stored). `SpecError` on
+    `trainable`: its module fails to import in the trial template (a package it needs is missing; nothing
+    stored, no trial started). A failing round
     ends the search with its error (no retries: there is no service to outlive it). KeyboardInterrupt:
     the search is stopped (`interrupted`), its trials write their checkpoints and end (a second interrupt
     cuts that short), and the interrupt goes on up: `resume_search` takes it up again."""
-    return _run_local(db, devices, workdir, lease, template, on_step, spec.module, lambda ctl, store: ctl.submit(spec))
+    return _run_local(db, devices, workdir, lease, template, on_step, spec, lambda ctl, store: ctl.submit(spec))
 
 
 def resume_search(
@@ -251,7 +255,7 @@ def resume_search(
     if row is None:
         raise KeyError(f"search {search_id} not found in {db}")
     try:
-        module = spec_from_stored(row.spec).module
+        spec = spec_from_stored(row.spec)
     except SpecError as exc:
         raise Conflict(f"cannot resume search {search_id}: its stored spec does not parse ({exc})") from None
 
@@ -265,7 +269,7 @@ def resume_search(
             raise RuntimeError(f"search {search_id} cannot be resumed: {why}")
         return search_id
 
-    return _run_local(db, devices, workdir, lease, template, on_step, module, take_up)
+    return _run_local(db, devices, workdir, lease, template, on_step, spec, take_up)
 
 
 def delete_stored_search(db: str, search_id: int, workdir: str | Path) -> bool:
@@ -305,16 +309,18 @@ def _run_local(
     lease: ControllerLease | None,
     template: TemplateStart | None,
     on_step: Callable[[SearchProgress], None] | None,
-    module: str,
+    spec: SearchSpec,
     start: Callable[[Controller, Store], int],
 ) -> dict[str, Any]:
-    """A controller on `devices` over `db` (lease taken here when None), trials of `module` warmed, and
-    `start(ctl, store)` giving the search it drives to its end (see `run_search`)."""
+    """A controller on `devices` over `db` (lease taken here when None), trials of `spec`'s trainable
+    warmed (a module that fails to import: `SpecError`), and `start(ctl, store)` giving the search it
+    drives to its end (see `run_search`)."""
     from app.controller import Controller, ControllerOptions
     from app.db.lease import ControllerLease
     from app.db.store import Store
     from app.db.summary import search_result
     from app.executor.runtime.local import LocalRuntime
+    from app.spec import SpecError
 
     workdir = Path(workdir)
     own_lease = lease is None
@@ -323,7 +329,15 @@ def _run_local(
         lease.acquire()
     try:
         # The controller binds itself as the runtime's launcher before any trial starts.
-        runtime = LocalRuntime(devices, warm_modules=[module], template=template)
+        runtime = LocalRuntime(devices, warm_modules=[spec.module], template=template)
+        try:  # before any trial: a module that fails to import (a missing package) fails them all
+            problem = runtime.import_problem(spec.module)
+        except BaseException:
+            runtime.close()
+            raise
+        if problem is not None:
+            runtime.close()
+            raise SpecError([("trainable", problem.sentence())], spec.name)
         store = Store(db)
         ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
         try:
@@ -344,7 +358,8 @@ def _run_local(
                     search_id=search_id,
                     name=s.spec.name,
                     metric=s.spec.metric.name,
-                    done=sum(1 for t in s.trials.values() if t.status.final),
+                    done=s.counts.evaluated,
+                    counts=s.counts,
                     max_trials=s.spec.budget.max_trials,
                     best=s.best,
                     reached=s.reached_at is not None,

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -21,9 +20,17 @@ from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from app.executor.policy.knobs import upgrade as upgrade_knobs
 from app.search.fidelity import DEFAULT_ETA, rungs_of
 from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
-from app.search.space import SpaceError, is_dimension, point_vals, validate_space
-
-_TRAINABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+from app.search.space import (
+    SpaceError,
+    dimension_at,
+    is_dimension,
+    mutable_problem,
+    override_value,
+    point_vals,
+    take_mutable,
+    validate_space,
+)
+from app.trainable_ref import FILE_REF, MODULE_REF
 
 
 class SpecError(ValueError):
@@ -83,6 +90,13 @@ class BudgetSpec(_Frozen):
     max_steps: int = Field(default=1000, ge=1, le=10**12, description="mini-batches per trial at most")
     max_seconds: float = Field(default=3600.0, gt=0, le=366 * 86400.0, description="wall-clock budget of the search")
     stop_on_target: bool = Field(default=True, description="end the search when a trial reaches the target")
+    max_consecutive_failures: int = Field(
+        default=5,
+        ge=0,
+        le=MAX_TRIALS,
+        description="end the search as failed once this many trials in a row fail, or this many report other"
+        " metrics but never metric.name (0: run on)",
+    )
 
 
 class ResourcesSpec(_Frozen):
@@ -169,7 +183,11 @@ class TrackingSpec(_Frozen):
 
 class SearchSpec(_Frozen):
     name: str = Field(min_length=1, max_length=200, description="shown in listings and the dashboard")
-    trainable: str = Field(description="the training function, as 'package.module:function'")
+    trainable: str = Field(
+        description="the training function, as 'package.module:function'; under `quanta run` the module may "
+        "also sit beside the spec file, or be named by its file's path relative to the spec "
+        "('src/train.py:train')"
+    )
     space: dict[str, Any] = Field(description="the hyperparameters to search (see `space` below)")
     metric: MetricSpec = Field(description="what to optimise and the target")
     budget: BudgetSpec = Field(default=BudgetSpec(), description="when the search ends")
@@ -187,12 +205,38 @@ class SearchSpec(_Frozen):
     tracking: TrackingSpec = Field(
         default=TrackingSpec(), description="write each trial's reports to TensorBoard, MLflow or W&B too"
     )
+    mutable: tuple[str, ...] = Field(
+        default=(),
+        max_length=MAX_PARAMETERS,
+        description=(
+            "parameters a fork may change (`POST /trials/{id}/fork`), by dotted name (`optimizer.lr`): numeric"
+            " dimensions only. `mutable: true` beside a dimension's kind in `space` says the same"
+            " (`lr: {loguniform: [0.0001, 0.1], mutable: true}`) and is stored here"
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mutable_flags(cls, data: Any) -> Any:
+        """The `mutable: true` flags of the space's dimensions move to `mutable`, so the space keeps one
+        shape (a dimension is a one-key mapping) for every reader of it."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("space"), Mapping):
+            return data
+        space, names = take_mutable(data["space"])
+        out = {**data, "space": space}
+        given = data.get("mutable")
+        if names and (given is None or isinstance(given, list | tuple)):
+            out["mutable"] = list(dict.fromkeys([*(given or ()), *names]))
+        return out
 
     @field_validator("trainable")
     @classmethod
     def _trainable_shape(cls, v: str) -> str:
-        if not _TRAINABLE.fullmatch(v):  # not match(): `$` also matches before a final newline
-            raise ValueError("must look like 'package.module:function'")
+        # fullmatch, not match(): `$` also matches before a final newline
+        if not (MODULE_REF.fullmatch(v) or FILE_REF.fullmatch(v)):
+            raise ValueError(
+                "must look like 'package.module:function' (or, for quanta run, 'path/to/file.py:function')"
+            )
         return v
 
     @field_validator("scheduler", mode="before")
@@ -225,6 +269,9 @@ class SearchSpec(_Frozen):
                         f"{ours} differs from scheduler.{knob} ({theirs}): under {self.scheduler.policy} the "
                         f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
                     )
+        problem = mutable_problem(self.space, self.mutable)
+        if problem is not None:
+            raise problem
         clash = set(self.space) & set(self.config)
         if clash:
             raise ValueError(f"config repeats space parameters {sorted(clash)}")
@@ -248,17 +295,33 @@ class SearchSpec(_Frozen):
         first = self.search.min_steps if self.search.min_steps is not None else (k.min_steps if k else None)
         return rungs_of(self.budget.max_steps, eta, first)
 
+    def checked_overrides(self, values: Mapping[str, Any], root: str = "set") -> dict[str, int | float]:
+        """New values of mutable parameters (a fork's `set`), checked: each name is one of `mutable` and
+        each value a number its dimension takes (`app.search.space.override_value`). Raises `SpaceError`
+        at `root.<name>` naming what is wrong (a parameter that is not mutable lists those that are)."""
+        out: dict[str, int | float] = {}
+        for name, value in values.items():
+            path = f"{root}.{name}"
+            if name not in self.mutable:
+                which = ", ".join(self.mutable) if self.mutable else "none"
+                known = "is not mutable" if dimension_at(self.space, name) is not None else "is not a parameter"
+                raise SpaceError(path, f"{known} (the search's mutable parameters: {which})")
+            out[name] = override_value(self.space, name, value, path)
+        return out
+
     @property
     def module(self) -> str:
         return self.trainable.split(":", 1)[0]
 
-    def trainable_problem(self) -> str | None:
+    def trainable_problem(self, not_found: str | None = None) -> str | None:
         """None when the trainable's module is found on this machine's `sys.path` and binds the function
         at top level; otherwise why not. Nothing is imported or run (`app.trainable_ref`): the API checks
-        posted specs in the server's process. The CLI and the API check this before they store a search."""
-        from app.trainable_ref import trainable_problem
+        posted specs in the server's process. The CLI and the API check this before they store a search.
+        `not_found`: what follows "module 'x' cannot be found" (default: the server's import path and
+        allowlist, `SERVER_HINT`; a local run says where it looked, `local_hint`)."""
+        from app.trainable_ref import SERVER_HINT, trainable_problem
 
-        return trainable_problem(self.trainable)
+        return trainable_problem(self.trainable, not_found or SERVER_HINT)
 
     def tracking_problem(self) -> str | None:
         """None when the library of every tracker the spec asks for is installed here; otherwise which one
@@ -274,6 +337,31 @@ class SearchSpec(_Frozen):
     def importable(self) -> bool:
         """True when `trainable_problem()` finds nothing wrong."""
         return self.trainable_problem() is None
+
+
+def place_locally(spec: SearchSpec, spec_dir: str | Path) -> SearchSpec:
+    """`spec` as `quanta run` and `app.sdk.run` run it, on this machine, for a spec file in `spec_dir`
+    (a spec given as data: the working directory). The trainable is placed (`place_trainable`: a module
+    beside the spec, a file path relative to it), the folder it needs goes first on `sys.path`, which the
+    trial template inherits, and the returned spec names the `module:function` trial processes import.
+    Raises `SpecError` on `trainable` when it cannot run: a file that is not there, a module that cannot
+    be found (saying where it was looked for and what to do), a function its module lacks."""
+    import sys
+
+    from app.trainable_ref import TrainableNotFound, local_hint, place_trainable
+
+    try:
+        placed = place_trainable(spec.trainable, spec_dir)
+    except TrainableNotFound as exc:
+        raise SpecError([("trainable", str(exc))], spec.name) from None
+    if placed.folder is not None and placed.folder not in sys.path:
+        sys.path.insert(0, placed.folder)
+    if placed.ref != spec.trainable:
+        spec = spec.model_copy(update={"trainable": placed.ref})
+    problem = spec.trainable_problem(local_hint(placed.ref, spec_dir))
+    if problem is not None:
+        raise SpecError([("trainable", problem)], spec.name)
+    return spec
 
 
 def nesting_problem(data: Any, limit: int = MAX_DEPTH) -> str | None:

@@ -197,6 +197,12 @@ def _space_section() -> list[str]:
         "[0.0, 0.99]}}, {name: adam}]}`. A bad entry is refused with its path "
         "(`space.optimizer.choice[0].momentum: unknown kind 'unifrom'`).",
         "",
+        "A numeric dimension (any kind but `choice`) may carry `mutable: true` beside its kind: "
+        "`lr: {loguniform: [0.0001, 0.1], mutable: true}`. A fork may give such a parameter a new value "
+        "(`POST /trials/{id}/fork`, `quanta fork TRIAL --set lr=0.001`, see docs/forking.md). The flag is "
+        "stored in the top-level `mutable` list, which may also be written directly; on a `choice`, a "
+        "constant or inside a choice's option it is refused with the parameter's path.",
+        "",
         f"A space has at most {MAX_PARAMETERS} parameters (every named entry, nested ones included) and "
         f"{MAX_OPTIONS:,} `choice` options in all, and a parameter's name has no `.` (nested names are "
         f"joined by dots: `optimizer.momentum`). A spec nests at most {MAX_DEPTH} levels of mappings and "

@@ -3,7 +3,8 @@
 `python -m app.cli ...` (and `python -m workers`) put the directory the command was started in first on
 `sys.path`, so a file there named like a trainable's module (`examples/mnist1d.py`) would be imported
 instead of the installed one by `quanta serve`, `quanta controller` or a worker, and by the trial
-template they start. `quanta run` alone imports trainables from the working directory on purpose.
+template they start. `quanta run` (and `app.sdk.run`) alone import trainables from the working directory
+on purpose, and from the spec file's folder when the trainable is there (`app.trainable_ref.place_trainable`).
 Ground floor: imports nothing from `app`.
 """
 

@@ -15,14 +15,24 @@ nn`) or a class: a trainable is a function `train(config, trial)`. The trial pro
 for real and fails the trial with the import's error if this check was too lenient.
 
 Parsed modules are cached by (file, modification time, size): a changed file is read again.
+
+Where a trainable is looked for depends on who runs it. A server (the API, its controller, the workers)
+imports trainables from installed packages and PYTHONPATH only, under QUANTA_TRAINABLE_ALLOWLIST. `quanta
+run` and `app.sdk.run` run the user's own code on their own machine: `place_trainable` also finds a module
+beside the spec file (`wine_mlp:train` with `wine_mlp.py` in the spec's folder) and takes a file path
+relative to the spec (`src/train.py:train`), and says which folder must go on `sys.path` (the trial
+processes inherit it) and the `module:function` the trial processes import. Every "cannot be found" says
+where it looked and what to do (`local_hint`, `SERVER_HINT`).
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib.machinery import ModuleSpec
 from pathlib import Path
@@ -30,11 +40,139 @@ from types import ModuleType
 
 _ANY = "*"  # the module binds names a reader cannot list (star import, extension module)
 
+# The two shapes a spec's `trainable` may take: a dotted module, or (for `quanta run`) a .py file's path
+# relative to the spec file, each with the function's name after the last colon.
+MODULE_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+FILE_REF = re.compile(r"[^:\n]*[^:\n/\\]\.py:[A-Za-z_]\w*", re.ASCII)
 
-def trainable_problem(ref: str) -> str | None:
+DOCS_SERVING = 'docs/deploy.md, "Serving your own trainables"'
+SERVER_HINT = (
+    "on the server's import path (its installed packages and PYTHONPATH; a server never looks in the folder "
+    "it was started in): start the server with the module's folder on PYTHONPATH and the module in "
+    f"QUANTA_TRAINABLE_ALLOWLIST, as {DOCS_SERVING} shows"
+)
+
+
+def is_file_ref(ref: str) -> bool:
+    """True when `ref` names a .py file (`train.py:train`, `src/train.py:train`) rather than a module."""
+    return FILE_REF.fullmatch(ref) is not None
+
+
+def file_ref_problem(ref: str) -> str:
+    """Why a file path cannot name a trainable posted to a server."""
+    return (
+        f"'{ref}' names a file, which `quanta run` reads relative to the spec file; a server imports "
+        f"trainables by module name (package.module:function): put the file's folder on the server's "
+        f"PYTHONPATH and name its module, as {DOCS_SERVING} shows"
+    )
+
+
+def local_hint(ref: str, spec_dir: str | Path | None) -> str:
+    """What `quanta run` (or `app.sdk.run`) says after "module 'x' cannot be found": the folders it looked
+    in and the three ways to make the module found. No word of a server: none is involved."""
+    module, _, function = ref.rpartition(":")
+    top = module.partition(".")[0]
+    here = os.getcwd()
+    spec_folder = os.path.realpath(spec_dir) if spec_dir is not None else here
+    folders = f"in {here} (the working directory)"
+    if spec_folder != os.path.realpath(here):
+        folders += f", beside the spec in {spec_folder}"
+    file = module.replace(".", "/") + ".py"
+    return (
+        f"(looked {folders}, on PYTHONPATH and among installed packages): put {top}.py (or the package "
+        f"{top}/) beside the spec, name the file relative to the spec (trainable: path/to/{file}:{function}), "
+        f"or add the folder that holds {top} to PYTHONPATH"
+    )
+
+
+class TrainableNotFound(ValueError):
+    """A trainable that `place_trainable` cannot place; the message says where it looked and what to do."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a local run finds its trainable: `ref`, the `module:function` trial processes import, and
+    `folder`, to put first on `sys.path` before the trial template starts (None: found already)."""
+
+    ref: str
+    folder: str | None
+
+    @property
+    def module(self) -> str:
+        return self.ref.rpartition(":")[0]
+
+
+def place_trainable(ref: str, spec_dir: str | Path) -> Placement:
+    """Where `quanta run` finds the trainable `ref` of a spec in `spec_dir` (on this process's `sys.path`
+    as it stands): a file path (`src/train.py:train`, relative to `spec_dir`) becomes its module (dotted
+    through the packages, folders with `__init__.py`, it sits in) and the folder above them; a module not
+    on the path but beside the spec (`wine_mlp.py` or `wine_mlp/` in `spec_dir`) is found there. Anything
+    else is returned as it is (`trainable_problem` then says what is wrong). Raises `TrainableNotFound`
+    for a file that does not exist or cannot be a module, or that another module of its name shadows.
+    Reads the filesystem only; imports nothing."""
+    module, _, function = ref.rpartition(":")
+    base = Path(spec_dir)
+    if is_file_ref(ref):
+        path = Path(os.path.realpath(base / Path(module).expanduser()))
+        if not path.is_file():
+            raise TrainableNotFound(
+                f"file {module} not found: looked for {path} (a path is relative to the spec file's folder, "
+                f"{os.path.realpath(base)})"
+            )
+        if not path.stem.isidentifier():
+            raise TrainableNotFound(
+                f"{path}: a trainable's file name must be a Python module name (letters, digits and "
+                f"underscores, not starting with a digit): rename it"
+            )
+        parts = [path.stem]
+        folder = path.parent
+        while (folder / "__init__.py").is_file() and folder.name.isidentifier():  # inside a package
+            parts.insert(0, folder.name)
+            folder = folder.parent
+        dotted = ".".join(parts)
+        found = _origin_on(dotted, [str(folder), *sys.path])
+        if found is not None and os.path.realpath(found) != str(path):
+            raise TrainableNotFound(
+                f"{path} would be imported as module '{dotted}', but that name is taken by {found}: rename the file"
+            )
+        return Placement(f"{dotted}:{function}", str(folder))
+    try:
+        on_path = locate(module) is not None
+    except (ImportError, OSError, ValueError):
+        on_path = True  # found, but something is wrong with it: trainable_problem says what
+    top = module.partition(".")[0]
+    if not on_path and ((base / f"{top}.py").is_file() or (base / top).is_dir()):
+        return Placement(ref, os.path.realpath(base))
+    return Placement(ref, None)
+
+
+def _origin_on(module: str, path: list[str]) -> str | None:
+    """The file `module` would be imported from with `path` as `sys.path` (None: not found, or not from a
+    file); a module already imported answers with its own file."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return getattr(loaded, "__file__", None) or "a module already imported"
+    saved = sys.path[:]
+    try:
+        sys.path[:] = path
+        spec = locate(module)
+    except (ImportError, OSError, ValueError):
+        return None
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return None
+    return spec.origin if spec.origin and spec.has_location else f"Python's own module {module}"
+
+
+def trainable_problem(ref: str, not_found: str = SERVER_HINT) -> str | None:
     """None when `ref` names a module on this machine's import path that binds the function at top
-    level; otherwise why not, as a sentence naming the module or the function. Imports nothing (a module
-    already imported is looked up in `sys.modules`)."""
+    level; otherwise why not, as a sentence naming the module or the function. A module that cannot be
+    found is said to be so followed by `not_found`: where it was looked for and what to do (the server's
+    path and allowlist by default; `local_hint` for `quanta run`). Imports nothing (a module already
+    imported is looked up in `sys.modules`)."""
+    if is_file_ref(ref):
+        return file_ref_problem(ref)
     module, _, function = ref.partition(":")
     if not module or not function:
         return f"'{ref}' is not of the form package.module:function"
@@ -49,9 +187,9 @@ def trainable_problem(ref: str) -> str | None:
     try:
         spec = locate(module)
     except (ImportError, OSError, ValueError) as exc:
-        return f"module '{module}' cannot be found: {exc}"
+        return f"module '{module}' cannot be found ({exc}) {not_found}"
     if spec is None:
-        return f"module '{module}' cannot be found on the server's import path"
+        return f"module '{module}' cannot be found {not_found}"
     names = _bound_names_of(spec)
     if _ANY in names:
         return None

@@ -12,11 +12,14 @@ import importlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from app.devices import cpu_devices
+from app.sdk import Trial
 
 
 def load(ref: str) -> Callable[[dict, Any], None]:
@@ -32,35 +35,56 @@ def append_log(path: str, value: float) -> None:
         os.close(fd)
 
 
-class AdapterTrial:
-    """The subset of `app.sdk.Trial` a trainable uses, reporting to a peer's callback instead."""
+class AdapterTrial(Trial):
+    """A real `app.sdk.Trial` without a controller (as `Trial.standalone()` makes), whose reports also go
+    to a peer's callback `on_report(step, metrics)`. Being the SDK's own class, it runs every trainable
+    Quanta runs, loops Quanta does not own included (`app.integrations`: Lightning, the Hugging Face
+    Trainer), unchanged.
 
-    def __init__(self, config: dict, max_steps: int, on_report: Callable[[int, dict[str, float]], None]):
-        self.config = config
-        self.max_steps = max_steps
-        self.elastic = False
-        self.step = 0
+    With `checkpoint_path`, a report also makes a checkpoint due: it is written at the next mini-batch
+    boundary (where the tracked state is exactly what the next step starts from, as Quanta's own
+    checkpoints are) or when the trainable returns (`flush()`), and `on_checkpoint(path, step, metrics)`
+    is then called with the report it follows. With `resume=True` and a file at `checkpoint_path`,
+    `track()` restores it and `steps()` goes on from its step (a peer that pauses and resumes trials:
+    Ray Tune's HyperBand for BOHB)."""
+
+    def __init__(
+        self,
+        config: dict,
+        max_steps: int,
+        on_report: Callable[[int, dict[str, float]], None],
+        *,
+        trial_id: int = 0,
+        checkpoint_path: str | None = None,
+        resume: bool = False,
+        on_checkpoint: Callable[[str, int, dict[str, float]], None] | None = None,
+    ):
+        super().__init__(
+            trial_id, config, max_steps, cpu_devices(1)[:1], checkpoint_path=checkpoint_path, resume=resume
+        )
         self._on_report = on_report
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cpu")
-
-    @property
-    def devices(self) -> list[torch.device]:
-        return [self.device]
-
-    def track(self, **objects: Any) -> None:
-        pass
-
-    def steps(self, n: int | None = None) -> Iterator[int]:
-        end = self.max_steps if n is None else min(n, self.max_steps)
-        for step in range(end):
-            yield step
-            self.step = step + 1
+        self._on_checkpoint = on_checkpoint
+        self._due: tuple[int, dict[str, float]] | None = None
 
     def report(self, **metrics: float) -> None:
-        self._on_report(self.step, {k: float(v) for k, v in metrics.items()})
+        super().report(**metrics)
+        step, clean = self.history[-1]
+        self._on_report(step, clean)
+        if self._checkpoint_path and self._on_checkpoint is not None:
+            self._due = (step, clean)
+
+    def _between_steps(self, final: bool = False) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the checkpoint a report made due, if any, and hand it to `on_checkpoint`."""
+        if self._due is None or self._on_checkpoint is None:
+            return
+        step, metrics = self._due
+        self._due = None
+        path = self.checkpoint()
+        if path is not None:
+            self._on_checkpoint(path, step, metrics)
 
 
 # ---- Optuna ---------------------------------------------------------------------------------------
@@ -131,6 +155,40 @@ def run_optuna(
         p.join()
 
 
+def conditional(space: Mapping[str, Any]) -> bool:
+    """True when some parameter exists only under one option of a choice (a nested choice)."""
+    for node in space.values():
+        if isinstance(node, Mapping) and len(node) == 1 and next(iter(node)) in _KINDS:
+            kind, args = next(iter(node.items()))
+            if kind == "choice" and any(isinstance(o, Mapping) for o in args):
+                return True
+        elif isinstance(node, Mapping) and conditional(node):
+            return True
+    return False
+
+
+def tpe_sampler(spec: Any, seed: int) -> Any:
+    """Optuna's TPE as its documentation recommends for this search, stated rather than left to the
+    installed version's defaults: multivariate TPE (the default for one objective since Optuna 5),
+    the constant liar for trials still running (parallel workers; the default since 5), and the group
+    decomposition of the space where the space is conditional (`group=True`: without it multivariate
+    TPE samples a conditional space's parameters independently), after the spec's own number of
+    random start-up trials."""
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():  # `multivariate`/`group`/`constant_liar` are marked experimental in 3.x-4.x
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=spec.search.n_startup,
+            multivariate=True,
+            group=conditional(spec.space),
+            constant_liar=True,
+        )
+
+
 def _optuna_worker(
     spec: Any, seed: int, journal: str, log_path: str, hard: float, max_seconds: float, pruner: str
 ) -> None:
@@ -146,12 +204,7 @@ def _optuna_worker(
         chosen: Any = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=spec.budget.max_steps)
     else:
         chosen = optuna.pruners.SuccessiveHalvingPruner()
-    study = optuna.load_study(
-        study_name="bench",
-        storage=storage,
-        sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=spec.search.n_startup),
-        pruner=chosen,
-    )
+    study = optuna.load_study(study_name="bench", storage=storage, sampler=tpe_sampler(spec, seed), pruner=chosen)
 
     def objective(ot: Any) -> float:
         params = optuna_params(ot, spec.space)
@@ -248,6 +301,7 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
         def stop_all(self) -> bool:
             return self.done
 
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no CSV/JSON/TensorBoard files per trial
     ray.init(num_cpus=n_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         tuner = tune.Tuner(
@@ -262,13 +316,197 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
                     random_state_seed=seed,
                     n_initial_points=spec.search.n_startup,
                 ),
-                scheduler=ASHAScheduler(time_attr="step", max_t=spec.budget.max_steps, grace_period=100),
+                # grace 100 steps, at most the budget (ASHA refuses a grace above max_t)
+                scheduler=ASHAScheduler(
+                    time_attr="step", max_t=spec.budget.max_steps, grace_period=min(100, spec.budget.max_steps)
+                ),
                 num_samples=spec.budget.max_trials,
                 max_concurrent_trials=n_cpus,
                 time_budget_s=max_seconds,
                 reuse_actors=True,  # one process per CPU for the whole search: torch is imported once
             ),
             run_config=tune.RunConfig(stop=HardTarget(), verbose=0, storage_path=str(Path(log_path).parent / "ray")),
+        )
+        tuner.fit()
+    finally:
+        ray.shutdown()
+
+
+# ---- Ray Tune BOHB --------------------------------------------------------------------------------
+
+
+def configspace(space: Mapping[str, Any], seed: int) -> Any:
+    """The spec's space as a ConfigSpace `ConfigurationSpace` for BOHB (TuneBOHB takes one directly):
+    parameters named by their path joined with "|" (not "/": Ray Tune splits a configuration's keys
+    at "/" into nested dicts), a nested choice as a categorical of option
+    indices whose options' own parameters are active only under that index (`EqualsCondition`).
+    `quniform`/`qloguniform` are sampled continuous and rounded by `decode_flat`; constants are not
+    parameters (`decode_flat` puts them back)."""
+    import ConfigSpace as CS
+
+    cs = CS.ConfigurationSpace(seed=seed)
+
+    def add(node_space: Mapping[str, Any], prefix: str, parent: tuple[Any, int] | None) -> None:
+        for name, node in node_space.items():
+            label = f"{prefix}{name}"
+            hp: Any = None
+            if isinstance(node, Mapping) and len(node) == 1 and next(iter(node)) in _KINDS:
+                kind, args = next(iter(node.items()))
+                if kind in ("uniform", "quniform"):
+                    hp = CS.UniformFloatHyperparameter(label, float(args[0]), float(args[1]))
+                elif kind in ("loguniform", "qloguniform"):
+                    hp = CS.UniformFloatHyperparameter(label, float(args[0]), float(args[1]), log=True)
+                elif kind == "normal":
+                    mu, sigma = float(args[0]), float(args[1])  # cut at 3 sigma, as `optuna_params` does
+                    lower, upper = mu - 3 * sigma, mu + 3 * sigma
+                    hp = CS.NormalFloatHyperparameter(label, mu=mu, sigma=sigma, lower=lower, upper=upper)
+                elif kind == "randint":
+                    hp = CS.UniformIntegerHyperparameter(label, int(args[0]), int(args[1]) - 1)
+                elif kind == "choice":
+                    hp = CS.CategoricalHyperparameter(label, list(range(len(args))))
+                cs.add(hp)
+                if parent is not None:
+                    cs.add(CS.EqualsCondition(hp, parent[0], parent[1]))
+                if kind == "choice":
+                    for idx, option in enumerate(args):
+                        if isinstance(option, Mapping):
+                            add(option, f"{label}|{idx}|", (hp, idx))
+            elif isinstance(node, Mapping):
+                add(node, f"{label}|", parent)
+
+    add(space, "", None)
+    return cs
+
+
+def decode_flat(space: Mapping[str, Any], flat: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The trainable's config from a flat configuration of `configspace`'s parameters: nested choices
+    rebuilt from their index, q-spaced values rounded to their multiple, constants as the spec has them."""
+    out: dict[str, Any] = {}
+    for name, node in space.items():
+        label = f"{prefix}{name}"
+        if isinstance(node, Mapping) and len(node) == 1 and next(iter(node)) in _KINDS:
+            kind, args = next(iter(node.items()))
+            value = flat[label]
+            if kind in ("quniform", "qloguniform"):
+                value = round(float(value) / float(args[2])) * float(args[2])
+            elif kind == "randint":
+                value = int(value)
+            elif kind == "choice":
+                option = args[int(value)]
+                value = decode_flat(option, flat, f"{label}|{int(value)}|") if isinstance(option, Mapping) else option
+            out[name] = value
+        elif isinstance(node, Mapping):
+            out[name] = decode_flat(node, flat, f"{label}|")
+        else:
+            out[name] = node
+    return out
+
+
+def _ray_bohb_trainable(flat: dict, run: dict) -> None:
+    """One Ray Tune trial under BOHB: the trainable with the decoded config, reporting each evaluation
+    to Tune together with a checkpoint of the trial (written at the next mini-batch boundary), so that a
+    trial HyperBand pauses at a rung resumes where it stopped when promoted, not from step 0."""
+    import shutil
+    import tempfile
+
+    from ray import tune
+
+    torch.set_num_threads(1)
+    fn = load(run["trainable"])
+    metric, log_path = run["metric"], run["log"]
+    params = {**run["fixed"], **decode_flat(run["space"], flat)}
+    work = Path(tempfile.mkdtemp(prefix="ray-bohb-"))
+    local = work / "trial.pt"
+    resume = False
+    restored = tune.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as folder:
+            shutil.copy(Path(folder) / "trial.pt", local)
+        resume = True
+
+    def on_report(step: int, metrics: dict[str, float]) -> None:
+        value = metrics.get(metric)
+        if value is not None and math.isfinite(value):
+            append_log(log_path, value)
+
+    def on_checkpoint(path: str, step: int, metrics: dict[str, float]) -> None:
+        value = metrics.get(metric)
+        if value is None or not math.isfinite(value):
+            return
+        folder = Path(tempfile.mkdtemp(dir=work))
+        shutil.copy(path, folder / "trial.pt")
+        tune.report({metric: value, "step": step}, checkpoint=tune.Checkpoint.from_directory(str(folder)))
+        shutil.rmtree(folder, ignore_errors=True)
+
+    trial = AdapterTrial(
+        params,
+        run["max_steps"],
+        on_report,
+        checkpoint_path=str(local),
+        resume=resume,
+        on_checkpoint=on_checkpoint,
+    )
+    try:
+        fn(params, trial)
+        trial.flush()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_ray_bohb(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_seconds: float) -> None:
+    """Ray Tune's BOHB as its documentation sets it up: TuneBOHB (hpbandster's model-based searcher on a
+    ConfigSpace space) with HyperBandForBOHB (max_t the step budget, eta 3), one CPU per trial, trials
+    checkpointed at each report so that a paused trial resumes; stops all trials at the hard target."""
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import HyperBandForBOHB
+    from ray.tune.search.bohb import TuneBOHB
+
+    mode = "max" if spec.metric.goal == "maximize" else "min"
+    run = {
+        "trainable": spec.trainable,
+        "metric": spec.metric.name,
+        "log": log_path,
+        "max_steps": spec.budget.max_steps,
+        "space": spec.space,
+        "fixed": {"seed": spec.seed, **spec.config},
+    }
+    sign = 1 if mode == "max" else -1
+
+    class HardTarget(tune.Stopper):
+        def __init__(self) -> None:
+            self.done = False
+
+        def __call__(self, trial_id: str, result: dict) -> bool:
+            value = result.get(spec.metric.name)
+            if value is not None and sign * value >= sign * hard:
+                self.done = True
+            return False
+
+        def stop_all(self) -> bool:
+            return self.done
+
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no CSV/JSON/TensorBoard files per trial
+    ray.init(num_cpus=n_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(_ray_bohb_trainable, run=run), {"cpu": 1}),
+            tune_config=tune.TuneConfig(
+                metric=spec.metric.name,
+                mode=mode,
+                search_alg=TuneBOHB(space=configspace(spec.space, seed), metric=spec.metric.name, mode=mode, seed=seed),
+                scheduler=HyperBandForBOHB(time_attr="step", max_t=spec.budget.max_steps, reduction_factor=3),
+                num_samples=spec.budget.max_trials,
+                max_concurrent_trials=n_cpus,
+                time_budget_s=max_seconds,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                stop=HardTarget(),
+                verbose=0,
+                storage_path=str(Path(log_path).parent / "ray"),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            ),
         )
         tuner.fit()
     finally:

@@ -16,6 +16,11 @@ Systems:
 - `optuna`: TPESampler + SuccessiveHalvingPruner; `optuna_hb`: TPESampler + HyperbandPruner; both
   with one *process* per device on a shared JournalStorage (Optuna's documented parallel setup).
 - `ray`: Ray Tune HyperOptSearch + ASHAScheduler, one CPU per trial, `reuse_actors`.
+- `ray_bohb`: Ray Tune's BOHB, TuneBOHB + HyperBandForBOHB (needs `hpbandster` and `ConfigSpace`), trials
+  checkpointed at each report so that a trial paused at a rung resumes where it stopped.
+Optuna's TPE is multivariate with the constant liar, grouped on a conditional space (`peers.tpe_sampler`).
+Peers run the trainable through `bench.peers.AdapterTrial`, the SDK's own `Trial` without a controller,
+so trainables written against Lightning or the Hugging Face Trainer (`app.integrations`) run too.
 
     python bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
         --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
@@ -27,6 +32,17 @@ with the rest, still in the same per-seed order:
     python bench/search.py --spec examples/mnist1d_long.yaml --systems default,ray --seeds 0,1,2,3,4,5,6 \
         --targets 0.966,0.972,0.976 --max-seconds 600 --runs bench/results/search_mnist1d_long_runs.jsonl \
         --json bench/results/search_mnist1d_long.json
+
+`--suite` races every workload of `bench/live_suite.py` (or `--workloads a,b`) in turn, each with its
+spec, trial budget, time cap and targets (`bench/results/targets_<workload>.json`, from
+`bench/choose_targets.py --suite`), systems interleaved per seed within a workload; it writes
+`OUT_DIR/search_<workload>.json` for each and `OUT_DIR/suite.json` (default bench/results/suite/), and
+prints the summary: per workload and target the default's median seconds and device-seconds, the best
+peer's, and the ratio best peer / default; overall the geometric mean of the ratios and how many
+workloads meet 1.3x at medium and hard (and 1x at easy). With `--runs` a suite resumes where it stopped:
+
+    python bench/search.py --suite --systems default,optuna,optuna_hb,ray,ray_bohb --seeds 0,1,2,3,4,5,6,7,8,9 \
+        --runs bench/results/suite/runs.jsonl
 
 Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
 over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
@@ -41,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import statistics
 import subprocess
@@ -143,7 +160,7 @@ for _name, _override in QUANTA.items():
     if _name != "default" and _override["search"].get("algorithm", "bohb") == "bohb":
         _override["search"].setdefault("rank", "level")
         _override["search"].setdefault("random_fraction", 1 / 3)
-PEERS = ("optuna", "optuna_hb", "ray")
+PEERS = ("optuna", "optuna_hb", "ray", "ray_bohb")
 
 
 def workload_spec(
@@ -213,6 +230,10 @@ def _child(system: str, spec_json: str, devices: int, log_path: str, workdir: st
         from bench.peers import run_ray
 
         run_ray(spec, spec.seed, devices, log_path, hard, max_s)
+    elif system == "ray_bohb":
+        from bench.peers import run_ray_bohb
+
+        run_ray_bohb(spec, spec.seed, devices, log_path, hard, max_s)
     else:
         raise SystemExit(f"unknown system {system}")
 
@@ -279,18 +300,18 @@ def write(
     args.json.write_text(json.dumps(out, indent=2))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", type=Path, default=ROOT / "examples" / "mnist1d.yaml")
     ap.add_argument("--systems", default="fifo,gandiva,asha,default,optuna,optuna_hb,ray")
     ap.add_argument("--seeds", default="0,1,2,3,4,5,6")
-    ap.add_argument("--targets", default="0.85,0.90,0.93", help="easy,medium,hard")
-    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--targets", default=None, help="easy,medium,hard (default 0.85,0.90,0.93; --suite: each file's)")
+    ap.add_argument("--trials", type=int, default=None, help="default 100 (--suite: each workload's)")
     ap.add_argument("--max-steps", type=int, default=None)
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--parallelism", type=int, default=8, help="Quanta trials alive at once (timeslice/gandiva)")
-    ap.add_argument("--max-seconds", type=float, default=600)
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--max-seconds", type=float, default=None, help="default 600 (--suite: each workload's)")
+    ap.add_argument("--json", type=Path, default=None, help="--suite: the summary's JSON (default OUT_DIR/suite.json)")
     ap.add_argument(
         "--runs",
         type=Path,
@@ -299,12 +320,31 @@ def main() -> None:
         "(same spec, targets, devices, budget) are read back and not run again, so a benchmark longer "
         "than one sitting continues where it stopped",
     )
-    args = ap.parse_args()
+    ap.add_argument("--suite", action="store_true", help="race every workload of bench/live_suite.py")
+    ap.add_argument("--workloads", default=None, help="--suite: a comma-separated subset (default: all)")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results" / "suite", help="--suite: where "
+                    "search_<workload>.json and the summary go")
+    ap.add_argument("--targets-dir", type=Path, default=ROOT / "bench" / "results", help="--suite: where "
+                    "targets_<workload>.json are read")
+    args = ap.parse_args(argv)
+    console = Console()
+    if args.suite:
+        run_suite(args, console)
+        return
+    args.targets = args.targets or "0.85,0.90,0.93"
+    args.trials = args.trials or 100
+    args.max_seconds = args.max_seconds or 600.0
     easy, medium, hard = (float(x) for x in args.targets.split(","))
-    targets = {"easy": easy, "medium": medium, "hard": hard}
+    race(args, {"easy": easy, "medium": medium, "hard": hard}, console)
+
+
+def race(args: argparse.Namespace, targets: dict[str, float], console: Console) -> dict[str, Any]:
+    """Race `args.systems` on `args.spec` over `args.seeds`, systems interleaved per seed; print a table
+    per target and write `args.json` (after every run, so partial results survive); return the
+    per-system results."""
+    hard = targets["hard"]
     systems = [s for s in args.systems.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    console = Console()
     results: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
     key = run_key(args, targets)
@@ -379,6 +419,128 @@ def main() -> None:
     if args.json:
         write(args, targets, results, seeds, ratios(results, systems, targets))
         console.print(f"wrote {args.json}")
+    return results
+
+
+def run_suite(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """Race every workload of `bench.live_suite` (or `--workloads`) in turn, each as `race` runs one
+    (its spec, trials, time cap and targets file; --trials/--max-seconds/--max-steps override them all),
+    writing OUT_DIR/search_<workload>.json, then print and write the summary (`suite_summary`)."""
+    from bench.live_suite import select
+
+    try:
+        workloads = select(args.workloads)
+        targets_of = {w.name: w.targets(args.targets_dir) for w in workloads}
+    except (ValueError, FileNotFoundError) as exc:
+        raise SystemExit(str(exc)) from None
+    missing = {w.name: w.missing() for w in workloads if w.missing()}
+    if missing:
+        raise SystemExit(
+            "not installed: " + "; ".join(f"{n} needs {', '.join(m)}" for n, m in missing.items())
+            + " (pip install -e '.[integrations]')"
+        )
+    if args.targets:
+        raise SystemExit("--targets: not with --suite (each workload's come from its targets file, --targets-dir)")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    per_workload: dict[str, Any] = {}
+    for w in workloads:
+        w.ready()
+        wargs = argparse.Namespace(**vars(args))
+        wargs.spec = w.spec_path
+        wargs.trials = args.trials or w.trials
+        wargs.max_seconds = args.max_seconds or w.max_seconds
+        wargs.json = args.out_dir / f"search_{w.name}.json"
+        console.rule(f"{w.name}{' (held out)' if w.held_out else ''}: {w.spec}, targets {targets_of[w.name]}")
+        per_workload[w.name] = race(wargs, targets_of[w.name], console)
+    systems = [s for s in args.systems.split(",") if s]
+    summary = suite_summary(per_workload, targets_of, systems, args.devices)
+    print_summary(summary, console)
+    out = args.json or args.out_dir / "suite.json"
+    out.write_text(json.dumps({**summary, "command": "python " + " ".join(sys.argv)}, indent=2))
+    console.print(f"wrote {out}")
+    return summary
+
+
+GOAL = 1.3  # the default's speed-up over the best peer a workload must show at medium and hard
+
+
+def suite_summary(
+    per_workload: dict[str, dict[str, Any]],
+    targets_of: dict[str, dict[str, float]],
+    systems: list[str],
+    devices: int,
+) -> dict[str, Any]:
+    """Per workload and target: the Quanta system's (`default` when raced, else the first Quanta system
+    named) median seconds and device-seconds, the best peer (the lowest median) and its median, and the
+    ratio best peer / Quanta (above 1: Quanta is sooner). Overall: the geometric mean of the ratios per
+    target and over all, and which workloads meet the goal (ratio >= GOAL at medium and hard, >= 1 at
+    easy). Without a peer or a Quanta system raced there are no ratios."""
+    quanta = "default" if "default" in systems else next((s for s in systems if s not in PEERS), None)
+    peers = [s for s in systems if s in PEERS]
+    rows: dict[str, Any] = {}
+    by_target: dict[str, list[float]] = {"easy": [], "medium": [], "hard": []}
+    meets: list[str] = []
+    for name, results in per_workload.items():
+        rows[name] = {}
+        for target, value in targets_of[name].items():
+            row: dict[str, Any] = {"target": value}
+            if quanta in results:
+                q = results[quanta][target]["median_s"]
+                row.update({"system": quanta, "median_s": q, "device_s": q * devices})
+                raced = [p for p in peers if p in results]
+                if raced:
+                    best = min(raced, key=lambda p: results[p][target]["median_s"])
+                    b = results[best][target]["median_s"]
+                    row.update({"best_peer": best, "best_peer_median_s": b, "best_peer_device_s": b * devices})
+                    if q > 0:
+                        row["ratio"] = b / q
+                        by_target[target].append(b / q)
+            rows[name][target] = row
+        ratios_w = {t: rows[name][t].get("ratio") for t in ("easy", "medium", "hard")}
+        if all(r is not None for r in ratios_w.values()) and (
+            ratios_w["easy"] >= 1.0 and ratios_w["medium"] >= GOAL and ratios_w["hard"] >= GOAL
+        ):
+            meets.append(name)
+    every = [r for rs in by_target.values() for r in rs]
+    return {
+        "system": quanta,
+        "peers": peers,
+        "devices": devices,
+        "workloads": rows,
+        "geomean": {t: geomean(rs) for t, rs in by_target.items()} | {"all": geomean(every)},
+        "goal": GOAL,
+        "meet_goal": meets,
+        "meet_goal_count": f"{len(meets)}/{len(per_workload)}",
+    }
+
+
+def geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def print_summary(summary: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"live suite: {summary['system']} against the best of {', '.join(summary['peers'])}")
+    for col in ("workload", "target", "value", "median s", "device-s", "best peer", "its median s", "ratio"):
+        table.add_column(col, justify="left" if col in ("workload", "target", "best peer") else "right")
+    for name, rows in summary["workloads"].items():
+        for target, row in rows.items():
+            table.add_row(
+                name,
+                target,
+                f"{row['target']:g}",
+                f"{row['median_s']:.1f}" if "median_s" in row else "",
+                f"{row['device_s']:.0f}" if "device_s" in row else "",
+                row.get("best_peer", ""),
+                f"{row['best_peer_median_s']:.1f}" if "best_peer_median_s" in row else "",
+                f"{row['ratio']:.2f}x" if "ratio" in row else "",
+            )
+    console.print(table)
+    means = ", ".join(f"{t} {v:.2f}x" for t, v in summary["geomean"].items() if v is not None)
+    console.print(f"geometric mean of the ratios: {means or 'none'}")
+    console.print(
+        f"workloads meeting {summary['goal']}x at medium and hard (and >= 1x at easy): "
+        f"{summary['meet_goal_count']} {summary['meet_goal']}"
+    )
 
 
 def run_key(args: argparse.Namespace, targets: dict[str, float]) -> dict[str, Any]:

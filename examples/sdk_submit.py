@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     with Client(args.url, args.token) as client:
         search = client.submit(args.spec)
         metric = search.data["metric"]["name"]
-        print(f"search {search.id} '{search.name}' submitted; dashboard: {args.url}/?search={search.id}")
+        print(f"search {search.id} '{search.name}' submitted; dashboard: {search.dashboard_url}")
 
         # Follow the search live: print each new best, stop when the search ends.
         best = None

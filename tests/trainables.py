@@ -123,3 +123,40 @@ def long_batches(config: dict, trial: Trial) -> None:
         while time.monotonic() < end:
             pass
         trial.report(step=float(step))
+
+
+def mutable_sgd(config: dict, trial: Trial) -> None:
+    """SGD with momentum and weight decay on `linear`'s data, deterministic in (seed, step). Reports the
+    optimizer's `lr`, `momentum` and `weight_decay` as it computes with them (what a change of mutable
+    parameters did to it), `config_lr` (what `trial.config` holds), `hook_calls` (how often its
+    `on_config_change` hook ran) and `loss`, at every step. `scale_lr` scales the configured rate when
+    the optimizer is built (a trainable that derives its rate from the configured one)."""
+    torch.manual_seed(config.get("seed", 0))
+    x, y = _data(config.get("data_seed", 0))
+    model = torch.nn.Linear(x.shape[1], 1)
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=config["lr"] * config.get("scale_lr", 1.0),
+        momentum=config.get("momentum", 0.0),
+        weight_decay=config.get("weight_decay", 0.0),
+    )
+    calls: list[dict] = []
+    trial.on_config_change(calls.append)
+    trial.track(model=model, optimizer=opt)
+    for step in trial.steps(config.get("steps")):
+        g = torch.Generator().manual_seed(step)
+        idx = torch.randint(0, x.shape[0], (32,), generator=g)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        group = opt.param_groups[0]
+        trial.report(
+            loss=loss.item(),
+            lr=group["lr"],
+            momentum=group["momentum"],
+            weight_decay=group["weight_decay"],
+            config_lr=trial.config["lr"],
+            hook_calls=len(calls),
+        )
+        time.sleep(config.get("sleep_s", 0.0))

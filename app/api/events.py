@@ -1,6 +1,7 @@
-"""Server-sent events from database changes: `search` (a `SearchSummary`, without the spec) and `trial`
-when a row's visible state changes, `report` for each new report row. A `Poller` remembers what it has
-sent; each `poll()` is one short read of the store. The first poll only takes the baseline (clients load
+"""Server-sent events from database changes: `search` (a `SearchSummary`, without the spec: sent when its
+status, best, progress, trial counts or warning change) and `trial` when a row's visible state changes,
+`report` for each new report row. A `Poller` remembers what it has sent; each `poll()` is one short read
+of the store. The first poll only takes the baseline (clients load
 the current state through the REST routes and follow changes here), unless a `Last-Event-ID` (a report
 id) says where to resume.
 
@@ -142,17 +143,11 @@ class Poller:
         watch: set[int] = set()
         for r in rows:
             assert r.id is not None
-            sig = (
-                r.status,
-                r.best_metric,
-                r.best_trial_id,
-                r.trials_created,
-                r.reached,
-                r.finished_at,
-                tuple(r.tags or ()),
-                r.notes,
-                ((r.spec or {}).get("budget") or {}).get("max_trials"),  # raised by a resume
-            )
+            counts = tuple(sorted((r.trial_counts or {}).items()))
+            best = (r.best_metric, r.best_trial_id, r.reached)
+            budget = ((r.spec or {}).get("budget") or {}).get("max_trials")  # raised by a resume
+            info = (tuple(r.tags or ()), r.notes, budget)
+            sig = (r.status, *best, r.trials_created, r.finished_at, r.warning, counts, *info)
             if self._searches.get(r.id) != sig:
                 changed.append(r)
                 watch.add(r.id)

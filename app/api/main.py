@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api import auth
 from app.api.metrics import make_registry
-from app.api.routes import analysis, cluster, events, searches, system, trials, users
+from app.api.routes import analysis, cluster, events, lineage, searches, system, trials, users
 from app.api.settings import Settings
 from app.db.analysis import FitCache
 from app.db.store import Store
@@ -91,6 +91,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     v1.include_router(searches.router)
     v1.include_router(analysis.router)
     v1.include_router(trials.router)
+    v1.include_router(lineage.router)
     v1.include_router(cluster.router)
     v1.include_router(events.router)
     v1.include_router(users.router)

@@ -27,6 +27,12 @@ class Settings(BaseSettings):
         default=DEFAULT,
         description="comma-separated module prefixes a posted trainable must start with (QUANTA_TRAINABLE_ALLOWLIST)",
     )
+    import_check_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="longest a posted trainable's import check may take before the spec is accepted "
+        "unchecked; 0: no check, for workers whose environment differs from the server's (QUANTA_IMPORT_CHECK_S)",
+    )
     # `quanta serve`
     host: str = "127.0.0.1"
     port: int = 8000

@@ -7,6 +7,7 @@ outside it imports it (the SDK and the API need no typer).
     remote.py         quanta submit, status, logs, stop: a running server, through the SDK client
     lifecycle.py      quanta resume, delete, tag: a search in a database or on a running server; what an
                       interrupted run prints
+    fork.py           quanta fork: a new trial from a trial's state, with new mutable values (SDK client)
     users.py          quanta users ..., quanta tokens ...: written straight into the service's database
     db.py             quanta db upgrade, quanta db current: the database's schema version
     export.py         quanta export: a search's trials as csv, json or parquet
@@ -20,15 +21,40 @@ is in `app.service`."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from app.cli import db, distributed, export, lifecycle, remote, run, serve, simulate, users
+from app.cli import db, distributed, export, fork, lifecycle, remote, run, serve, simulate, users
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 
 
+def version() -> str:
+    """The installed distribution's version (`quanta --version`), or a note when Quanta runs from a
+    source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("quanta")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e . in the repository)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"quanta {version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="print Quanta's version and exit", callback=_show_version, is_eager=True),
+    ] = False,
+) -> None:
     """Quanta: Gandiva-style hyperparameter search."""
 
 
@@ -46,6 +72,7 @@ app.command("export")(export.export)
 app.command("resume")(lifecycle.resume)
 app.command("delete")(lifecycle.delete)
 app.command("tag")(lifecycle.tag)
+app.command("fork")(fork.fork)
 for _name, _command in remote.COMMANDS.items():
     app.command(_name)(_command)
 

@@ -13,6 +13,9 @@ from --token or $QUANTA_TOKEN):
 It also holds what `quanta run` prints when interrupted (`interrupted_report`): the best so far and the
 command that resumes the search.
 
+Checkpoints and logs are where `quanta run` put them: a folder of the database's own under `.quanta/`
+unless `--workdir` (or $QUANTA_WORKDIR) names one (`app.workdir`).
+
 Exit codes: as `quanta run` for a resume run here; otherwise 0 done, 2 bad input (no such search, a
 refused request, a value out of bounds, a database a controller holds), 1 the server cannot be reached."""
 
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.cli.output import EXIT_BAD_INPUT, EXIT_NOT_REACHED, EXIT_OK, fail, write_json_atomic
+from app.cli.output import EXIT_BAD_INPUT, fail, search_exit_code, write_json_atomic
 from app.cli.remote import server_client
 
 if TYPE_CHECKING:
@@ -42,7 +45,14 @@ DbOpt = Annotated[
 ]
 UrlOpt = Annotated[str | None, typer.Option("--url", help="a running server instead (default: $QUANTA_URL)")]
 TokenOpt = Annotated[str | None, typer.Option(help="API token (default: QUANTA_TOKEN)", envvar="QUANTA_TOKEN")]
-WorkdirOpt = Annotated[Path, typer.Option(help="checkpoints and trial logs (the folder the search ran with)")]
+WorkdirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="with a database: its checkpoints and logs (default: as `quanta run`, a folder of the database's own)",
+        envvar="QUANTA_WORKDIR",
+        show_default=False,
+    ),
+]
 
 
 def _target(db: str | None, url: str | None) -> tuple[str | None, str | None]:
@@ -78,7 +88,10 @@ def _open_store(db: str) -> Store:
 
 def interrupted_report(store: Store, search_id: int, db: str, workdir: Path) -> str:
     """What an interrupted `quanta run` (or `quanta resume`) prints: the search stopped, its best trial so
-    far (id, metric value, config) or that none reported yet, and the command that resumes it."""
+    far (id, metric value, config) or that none reported yet, and the command that resumes it (naming
+    `workdir` when it is not the database's own)."""
+    from app.workdir import workdir_for
+
     row = store.search(search_id)
     if row is None:
         return f"interrupted: search {search_id} is gone"
@@ -92,7 +105,8 @@ def interrupted_report(store: Store, search_id: int, db: str, workdir: Path) -> 
         which = f"trial {row.best_trial_id}" + (f" (#{number} of the search)" if number is not None else "")
         lines.append(f"  best so far: {which}, {metric} = {row.best_metric:.6g}")
         lines.append(f"  config: {json.dumps(row.best_params, sort_keys=True)}")
-    lines.append(f"  resume it: quanta resume {search_id} --db {db} --workdir {workdir}")
+    own = Path(workdir) == workdir_for(db, None)
+    lines.append(f"  resume it: quanta resume {search_id} --db {db}" + ("" if own else f" --workdir {workdir}"))
     return "\n".join(lines)
 
 
@@ -106,8 +120,10 @@ def resume(
     db: DbOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
-    devices: Annotated[str, typer.Option(help="with a database: cpu:N, cuda:0,1, cuda:all or auto")] = "auto",
-    workdir: WorkdirOpt = Path(".quanta"),
+    devices: Annotated[
+        str, typer.Option(help="with a database: cpu:N, cuda:0,1, cuda:all or auto", envvar="QUANTA_DEVICES")
+    ] = "auto",
+    workdir: WorkdirOpt = None,
     output: Annotated[Path | None, typer.Option(help="with a database: write the result as JSON here")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -116,8 +132,8 @@ def resume(
     Its searcher goes on from every trial so far (only new configurations), and the trials its end
     stopped go on from their checkpoints. The time it spent stopped is not counted against its time
     budget; one that ended at its target goes on to its budget. With a database (the default) it runs here
-    until it ends, as `quanta run` does (exit 0: target reached; 3: not; 130: interrupted); with --url the
-    server's controller takes it up."""
+    until it ends, as `quanta run` does, with its exit codes (0 target reached, or none and its budget
+    spent; 3 not reached; 4 failed; 130 interrupted); with --url the server's controller takes it up."""
     database, server = _target(db, url)
     if server is not None:
         with server_client(server, token) as client:
@@ -138,7 +154,7 @@ def _resume_here(
     seconds: float,
     db: str,
     devices: str,
-    workdir: Path,
+    workdir: Path | None,
     output: Path | None,
     verbose: bool,
 ) -> None:
@@ -153,20 +169,35 @@ def _resume_here(
     from app.db.queries import BudgetError, Conflict
     from app.devices import DeviceSpecError, parse_devices
     from app.service import SearchProgress, resume_search
+    from app.spec import SpecError, place_locally, spec_from_stored
+    from app.workdir import WorkdirTaken, claim_workdir, workdir_for
 
     store = _open_store(db)
-    if store.search(search_id) is None:
+    row = store.search(search_id)
+    if row is None:
         raise fail(f"search {search_id} not found in {db}")
+    # Its trainable is found as `quanta run` finds one: from the working directory (its folder goes on
+    # sys.path, which the trial template inherits).
+    sys.path.insert(0, os.getcwd())
+    try:
+        place_locally(spec_from_stored(row.spec), Path.cwd())
+    except SpecError as exc:
+        raise fail(f"search {search_id}: {exc} (run `quanta resume` in the folder `quanta run` ran in)") from None
     try:
         devs = parse_devices(devices)
     except DeviceSpecError as exc:
         raise fail(str(exc)) from None
-    sys.path.insert(0, os.getcwd())  # its trainable is found as `quanta run` found it
     try:
         lease = ControllerLease(db)
         lease.acquire()
     except (LeaseHeld, ValueError) as exc:
         raise fail(f"{exc} (resume it there: quanta resume {search_id} --url URL)") from None
+    work = workdir_for(db, workdir)  # where `quanta run` put its checkpoints
+    try:
+        claim_workdir(work, db)
+    except (WorkdirTaken, OSError) as exc:
+        lease.release()
+        raise fail(str(exc)) from None
     try:
         with Progress(
             TextColumn("[bold]{task.description}"),
@@ -191,32 +222,31 @@ def _resume_here(
                 search_id,
                 devs,
                 db=db,
-                workdir=workdir,
+                workdir=work,
                 more_trials=trials,
                 more_seconds=seconds,
                 lease=lease,
                 on_step=show,
             )
-    except (Conflict, BudgetError, RuntimeError) as exc:
+    except (Conflict, BudgetError, RuntimeError, SpecError) as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
-        typer.echo(interrupted_report(store, search_id, db, workdir))
+        typer.echo(interrupted_report(store, search_id, db, work))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         lease.release()
-    row = store.search(search_id)
-    metric = ((row.spec if row is not None else {}).get("metric") or {}).get("name", "metric")
-    _print_result(result, metric, db, workdir)
+    metric = (row.spec.get("metric") or {}).get("name", "metric")
+    _print_result(result, metric, db, work)
     if output:
         write_json_atomic(output, result)
-    raise typer.Exit(EXIT_OK if result["reached"] else EXIT_NOT_REACHED)
+    raise typer.Exit(search_exit_code(result["status"], result["reached"], result["target"]))
 
 
 def _print_result(result: dict[str, Any], metric: str, db: str, workdir: Path) -> None:
-    from collections import Counter
-
     from rich.console import Console
     from rich.table import Table
+
+    from app.status import TrialCounts
 
     table = Table(title=f"search {result['search_id']}: {result['name']}", show_header=False)
     table.add_row("status", str(result["status"]))
@@ -229,10 +259,9 @@ def _print_result(result: dict[str, Any], metric: str, db: str, workdir: Path) -
         table.add_row("target", f"{target}: not reached")
     if result["wall_seconds"] is not None:
         table.add_row("time it ran", f"{result['wall_seconds']:.1f} s")
-    counts = Counter(t["status"] for t in result["trials"])
-    table.add_row(
-        "trials", f"{len(result['trials'])} (" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")"
-    )
+    table.add_row("trials", f"{len(result['trials'])} ({TrialCounts.from_dict(result['counts']).text()})")
+    if result.get("error"):
+        table.add_row("error", str(result["error"]))
     table.add_row("stored in", f"{db} (search {result['search_id']}); checkpoints and logs in {workdir}")
     console = Console()
     if not console.is_terminal:  # logs and CI: do not wrap paths at 80 columns
@@ -249,9 +278,14 @@ def delete(
     db: DbOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
-    workdir: Annotated[Path, typer.Option(help="with a database: its checkpoints and logs, deleted too")] = Path(
-        ".quanta"
-    ),
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="with a database: its checkpoints and logs, deleted too (default: the database's own folder)",
+            envvar="QUANTA_WORKDIR",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Delete a search with its trials and everything recorded about them (asks first unless --yes).
 
@@ -276,6 +310,7 @@ def delete(
     assert database is not None
     from app.db.lease import LeaseHeld
     from app.service import delete_stored_search
+    from app.workdir import workdir_for
 
     store = _open_store(database)
     row = store.search(search_id)
@@ -283,7 +318,7 @@ def delete(
         raise fail(f"search {search_id} not found in {database}")
     _confirm(yes, search_id, row.name, row.status, len(store.trials(search_id)))
     try:  # no controller may hold its trials: it takes the database's lease
-        deleted = delete_stored_search(database, search_id, workdir)
+        deleted = delete_stored_search(database, search_id, workdir_for(database, workdir))
     except (LeaseHeld, ValueError) as exc:
         raise fail(f"{exc} (delete it there: quanta delete {search_id} --url URL)") from None
     if not deleted:

@@ -1,9 +1,11 @@
 """What every command shares when it ends or writes: its exit codes, the error it prints, and files
 written whole or not at all.
 
-Exit codes (the same for every command, for scripts and CI): 0 done (or, `run`/`submit --wait`, target
-reached); 1 a server cannot be reached (or a wait timed out); 2 bad input, a refusal, or a database
-another controller holds; 3 a search ended without reaching its target."""
+Exit codes (the same for every command, for scripts and CI): 0 done (`run`/`submit --wait`: the target
+was reached, or the search had none and spent its budget); 1 a server cannot be reached (or a wait timed
+out); 2 bad input, a refusal, or a database another controller holds; 3 a search ended without reaching
+its target (or was stopped before its budget was spent); 4 a search failed (its trials failed in a row,
+its metric was never reported, or every trial failed)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,20 @@ from pathlib import Path
 
 import typer
 
-EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT, EXIT_NOT_REACHED = 0, 1, 2, 3
+EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT, EXIT_NOT_REACHED, EXIT_FAILED = 0, 1, 2, 3, 4
+
+
+def search_exit_code(status: str, reached: bool, target: float | None) -> int:
+    """The exit code of a command that waited for a search which ended with `status` (see the module's
+    docstring): a failed search is `EXIT_FAILED` whatever else; a search without a target that ran to
+    its end (completed) is `EXIT_OK`, as is one that reached its target."""
+    from app.status import SearchStatus
+
+    if status == SearchStatus.FAILED:
+        return EXIT_FAILED
+    if reached or (target is None and status == SearchStatus.COMPLETED):
+        return EXIT_OK
+    return EXIT_NOT_REACHED
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:

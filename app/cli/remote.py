@@ -6,15 +6,15 @@ http://127.0.0.1:8000; token from --token or $QUANTA_TOKEN):
     quanta logs TRIAL            the trial's stdout and stderr as the service keeps them
     quanta stop SEARCH           stop a search (its running trials are stopped)
 
-Exit codes (for CI): 0 done (`submit --wait`: the target was reached); 3 (`submit --wait`) the search
-ended without reaching it; 2 bad input (no token, an unreadable spec, an unknown id, a refused request);
-1 the server cannot be reached, or the wait timed out."""
+Exit codes (for CI): 0 done (`submit --wait`: the target was reached, or the search had none and spent
+its budget); 3 (`submit --wait`) the search ended without reaching its target; 4 (`submit --wait`) the
+search failed; 2 bad input (no token, an unreadable spec, an unknown id, a refused request); 1 the server
+cannot be reached, or the wait timed out."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +22,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.output import EXIT_BAD_INPUT, EXIT_NOT_REACHED, EXIT_OK, EXIT_UNAVAILABLE, fail
+from app.cli.output import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, fail, search_exit_code
+from app.status import SEARCH_ACTIVE, TrialCounts, count_trials
 
 Url = Annotated[str, typer.Option(help="server URL", envvar="QUANTA_URL")]
 Token = Annotated[str | None, typer.Option(help="API token (default: QUANTA_TOKEN)", envvar="QUANTA_TOKEN")]
@@ -57,7 +58,10 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="wait until the search ends")] = False,
     timeout: Annotated[float | None, typer.Option(help="seconds to wait at most")] = None,
 ) -> None:
-    """Submit a search to a Quanta server. With --wait, exit 0 only if the target was reached."""
+    """Submit a search to a Quanta server.
+
+    With --wait, exit codes: 0 target reached (or no target, and the budget
+    spent); 3 target not reached; 4 the search failed."""
     if not spec_path.is_file():
         raise fail(f"{spec_path}: no such file")
     with server_client(url, token) as client:
@@ -65,7 +69,7 @@ def submit(
             search = client.submit(spec_path)
         except (OSError, UnicodeDecodeError) as exc:
             raise fail(f"{spec_path}: {exc}") from None
-        typer.echo(f"search {search.id} ({search.name}) {search.status}: {url}/?search={search.id}")
+        typer.echo(f"search {search.id} ({search.name}) {search.status}: {search.dashboard_url}")
         if not wait:
             return
         try:
@@ -79,9 +83,13 @@ def submit(
         "reached": search.reached,
         "seconds_to_target": data.get("seconds_to_target"),
         "best": data.get("best"),
+        "error": data.get("error"),
+        "warning": data.get("warning"),
+        "trials": (data.get("progress") or {}).get("trials"),
     }
     typer.echo(json.dumps(summary, indent=2))
-    raise typer.Exit(EXIT_OK if search.reached else EXIT_NOT_REACHED)
+    target = (data.get("metric") or {}).get("target")
+    raise typer.Exit(search_exit_code(search.status, search.reached, target))
 
 
 def _num(v: Any) -> str:
@@ -114,6 +122,23 @@ def _print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     console.print(table)
 
 
+def _counts(progress: dict[str, Any]) -> TrialCounts | None:
+    """How a search's trials stand, as the server sent it (None: it has not stored that yet)."""
+    trials = progress.get("trials")
+    return TrialCounts.from_dict(trials) if isinstance(trials, dict) else None
+
+
+def _evaluated(progress: dict[str, Any]) -> int:
+    """Trials ended or judged at a rung (what progress counts; `TrialCounts`), else those ended."""
+    counts = _counts(progress)
+    return counts.evaluated if counts is not None else int(progress.get("trials_done") or 0)
+
+
+def _shown_status(trial: dict[str, Any], parked: set[int]) -> str:
+    """A trial's status as `quanta status` shows it: `parked` for a running trial parked on its device."""
+    return "parked" if trial["status"] == "running" and trial["id"] in parked else str(trial["status"])
+
+
 def status(
     search_id: Annotated[int | None, typer.Argument(metavar="[SEARCH]", help="a search id (default: all)")] = None,
     url: Url = DEFAULT_URL,
@@ -133,16 +158,18 @@ def status(
                 d = s.data
                 progress = d.get("progress") or {}
                 best = (d.get("best") or {}).get("metric")
+                counts = _counts(progress)
                 rows.append(
                     [
                         str(s.id),
                         s.name,
                         s.status,
                         _num(best),
-                        f"{progress.get('trials_done', 0)}/{progress.get('max_trials', '?')}",
+                        f"{_evaluated(progress)}/{progress.get('max_trials', '?')}",
+                        counts.text() if counts is not None else "",
                     ]
                 )
-            _print_table(f"searches at {url}", ["id", "name", "status", "best", "trials done"], rows)
+            _print_table(f"searches at {url}", ["id", "name", "status", "best", "progress", "trials"], rows)
             return
         search = client.search(search_id)
         trials = search.trials(frame=False)
@@ -152,18 +179,28 @@ def status(
         d = search.data
         metric = d.get("metric") or {}
         best = d.get("best") or {}
-        counts = Counter(t["status"] for t in trials)
+        # Trials parked on a device (between quanta, or held at a rung) are `running` in their rows: the
+        # controller's published view of the devices tells them apart.
+        parked: set[int] = set()
+        if search.status in SEARCH_ACTIVE:
+            parked = {tid for dev in client.cluster().get("devices", []) for tid in dev.get("parked", [])}
         typer.echo(f"search {search.id} ({search.name}): {search.status}")
+        if d.get("error"):
+            typer.echo(f"  error: {d['error']}")
+        if d.get("warning"):
+            typer.echo(f"  warning: {d['warning']}")
         typer.echo(f"  best {metric.get('name')} = {_num(best.get('metric'))} (trial {best.get('trial_id', '-')})")
         target = metric.get("target")
         if target is not None:
             reached = f"reached after {d['seconds_to_target']:.1f} s" if d.get("reached") else "not reached"
             typer.echo(f"  target {target} ({metric.get('goal')}): {reached}")
-        typer.echo("  trials: " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items())))
+        shown = [_shown_status(t, parked) for t in trials]
+        counts = count_trials((st, st != "queued", st == "running", False) for st in shown)
+        typer.echo(f"  trials: {counts.text()}")
         rows = [
-            [str(t["id"]), t["status"], _num(t["metric"]), _num(t["best_metric"]), str(t["steps"]),
+            [str(t["id"]), st, _num(t["metric"]), _num(t["best_metric"]), str(t["steps"]),
              _num(t["device_seconds"]), _params(t["params"]), t.get("reason") or t.get("error") or ""]
-            for t in trials
+            for t, st in zip(trials, shown, strict=True)
         ]  # fmt: skip
         _print_table(
             f"trials of search {search.id}",

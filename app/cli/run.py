@@ -1,8 +1,9 @@
 """`quanta run SPEC`: run one search on this machine, in the foreground, until its target is reached or
 its budget is spent; print the result (and write it as JSON with --output).
 
-Exit codes: 0 target reached; 3 budget spent without reaching it; 2 bad input (or the database is
-another controller's); 130 interrupted; other: error."""
+Exit codes: 0 target reached, or no target and the budget spent; 3 budget spent without reaching the
+target; 4 the search failed (trials failing in a row, its metric never reported, every trial failed); 2
+bad input (or the database is another controller's); 130 interrupted; other: error."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.cli.output import EXIT_NOT_REACHED, EXIT_OK, fail, write_json_atomic
+from app.cli.output import fail, search_exit_code, write_json_atomic
 from app.status import SearchStatus
 
 if TYPE_CHECKING:
@@ -33,41 +35,58 @@ EXIT_INTERRUPTED = 130
 
 def run(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="search spec (.yaml or .json)")],
-    devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto")] = "auto",
-    db: Annotated[str, typer.Option(help="database URL")] = "sqlite:///quanta.db",
+    devices: Annotated[str, typer.Option(help="cpu:N, cuda:0,1, cuda:all or auto", envvar="QUANTA_DEVICES")] = "auto",
+    db: Annotated[str, typer.Option(help="database URL", envvar="QUANTA_DB_URL")] = "sqlite:///quanta.db",
     output: Annotated[Path | None, typer.Option(help="write the result as JSON here")] = None,
-    workdir: Annotated[Path, typer.Option(help="checkpoints and trial logs")] = Path(".quanta"),
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="checkpoints and trial logs (default: a folder of the database's own under .quanta/)",
+            envvar="QUANTA_WORKDIR",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a search on this machine until its target is reached or its budget is spent.
 
-    Exit code 0: target reached; 3: budget spent without reaching it; 2: bad input; other: error."""
+    Exit codes: 0 target reached (or no target, and the budget spent);
+    3 target not reached; 4 the search failed (trials failing in a row,
+    its metric never reported, every trial failed); 2 bad input;
+    130 interrupted."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    from app.executor.runtime.template import spec_module, start_template
+    from app.spec import SpecError, load_spec, place_locally
 
-    # Start the trial template first: it imports torch and the trainable's module and prepares its data
-    # while this process imports and starts the rest (measured: 2 s and 1.2 s, overlapped).
-    sys.path.insert(0, os.getcwd())
-    early = spec_module(spec_path)
-    template = start_template([early] if early else [])
+    # The spec is validated first, before anything heavy is imported or started (validating costs a
+    # tenth of a second; the template's torch seconds, on a busy machine many): a typo is refused at once.
     try:
-        from app.devices import DeviceSpecError, parse_devices
-        from app.spec import SpecError, load_spec
+        spec = load_spec(spec_path)
+    except SpecError as exc:
+        raise fail(str(exc)) from None
+    # The trainable is found where the user keeps it (the working directory, beside the spec, or by its
+    # path): its folder goes on sys.path, which the trial template and so every trial inherit.
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = place_locally(spec, spec_path.parent)
+    except SpecError as exc:
+        raise fail(f"{spec_path}: trainable: {exc.errors[0][1]}") from None
+    from app.executor.runtime.template import start_template
 
-        # Validate everything before anything is persisted.
-        try:
-            spec = load_spec(spec_path)
-        except SpecError as exc:
-            raise fail(str(exc)) from None
-        problem = spec.trainable_problem()
-        if problem is not None:
-            raise fail(f"{spec_path}: trainable: {problem}")
+    # Then the trial template: it imports torch and the trainable's module and prepares its data while
+    # this process imports and starts the rest (measured: 2 s and 1.2 s, overlapped).
+    template = start_template([spec.module])
+    try:
+        from app.devices import DeviceSpecError, oversubscription, parse_devices
+
         try:
             devs = parse_devices(devices)
         except DeviceSpecError as exc:
             raise fail(str(exc)) from None
+        crowded = oversubscription(devs)
+        if crowded:
+            typer.echo(f"{typer.style('warning:', fg='yellow', bold=True)} {crowded}", err=True)
         # One controller per database: a `quanta serve` (or another run) on the same database refuses us.
         from app.db.lease import ControllerLease, LeaseHeld
 
@@ -76,11 +95,20 @@ def run(
             lease.acquire()
         except (LeaseHeld, ValueError) as exc:
             raise fail(str(exc)) from None
+        # One workdir per database: searches are numbered per database, their files by that number.
+        from app.workdir import WorkdirTaken, claim_workdir, workdir_for
+
+        work = workdir_for(db, workdir)
+        try:
+            claim_workdir(work, db)
+        except (WorkdirTaken, OSError) as exc:
+            lease.release()
+            raise fail(str(exc)) from None
     except BaseException:
         template.close()
         raise
     try:
-        _run_search(spec, devs, template, db, lease, output, workdir)
+        _run_search(spec, devs, template, db, lease, output, work)
     finally:
         lease.release()
 
@@ -104,6 +132,16 @@ def _run_search(
 
     # The controller binds itself as the runtime's launcher before any trial starts.
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)
+    # The template imports the trainable's module before any trial starts: a missing package stops the
+    # run here, named with the extra that brings it, instead of failing every trial of the budget.
+    try:
+        problem = runtime.import_problem(spec.module)
+    except BaseException:  # Ctrl-C while the template imports: no process outlives the command
+        runtime.close()
+        raise
+    if problem is not None:
+        runtime.close()
+        raise fail(f"trainable '{spec.trainable}': {problem.sentence()}")
     store = Store(db)
     ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
     try:  # an earlier search to warm-start from, missing or with another space: nothing is stored
@@ -122,23 +160,27 @@ def _run_search(
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[best]}"),
+            TextColumn("{task.fields[counts]}"),
             TextColumn("{task.fields[use]}"),
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=False,
         ) as progress:
-            task = progress.add_task(spec.name, total=spec.budget.max_trials, best="best -", use="")
+            task = progress.add_task(spec.name, total=spec.budget.max_trials, best="best -", counts="", use="")
 
             def show() -> None:
-                done = sum(1 for t in s.trials.values() if t.status.final)
+                # The bar counts trials evaluated (ended, or judged at a rung): see `TrialCounts`.
                 busy = {d for r in runtime.residency().values() if r.running for d in r.devices}
                 best = f"best {metric.name}={s.best:.4f}" if s.best is not None else "best -"
                 if s.reached_at is not None:
                     best += " [green](target reached)[/]"
-                progress.update(task, completed=done, best=best, use=f"devices busy {len(busy)}/{len(devs)}")
+                use = f"· devices busy {len(busy)}/{len(devs)}"
+                counts = f"· trials {s.counts.text()}"
+                progress.update(task, completed=s.counts.evaluated, best=best, counts=counts, use=use)
 
             loop.run(until=lambda: s.status != SearchStatus.RUNNING, on_step=show)
             ctl.settle()
+            show()  # the last figures: the bar ends where the summary does
     except KeyboardInterrupt:
         from app.cli.lifecycle import interrupted_report
         from app.service import settle_interrupted
@@ -155,24 +197,49 @@ def _run_search(
     _print_result(search_id, s, result, db, workdir)
     if output:
         write_json_atomic(output, result)
-    raise typer.Exit(EXIT_OK if result["reached"] else EXIT_NOT_REACHED)
+    raise typer.Exit(search_exit_code(result["status"], result["reached"], result["target"]))
+
+
+def short_traceback(error: str, lines: int = 12) -> str:
+    """A failed trial's error shortened for a summary: its last `lines` lines (where a traceback names the
+    trainable's line and the exception), after the traceback's first line when it is one."""
+    all_lines = error.strip().splitlines()
+    if len(all_lines) <= lines:
+        return "\n".join(all_lines)
+    head = [all_lines[0], "  ..."] if all_lines[0].startswith("Traceback") else ["..."]
+    return "\n".join(head + all_lines[-lines:])
 
 
 def _print_result(search_id: int, s: SearchState, result: dict, db: str, workdir: Path) -> None:
+    from app.status import SearchStatus, TrialCounts
+
     metric = s.spec.metric
     table = Table(title=f"search {search_id}: {s.spec.name}", show_header=False)
-    table.add_row("status", s.status)
+    failed = result["status"] == SearchStatus.FAILED
+    status = f"[red]failed[/]: {result['error']}" if failed and result.get("error") else result["status"]
+    table.add_row("status", status)
+    if result.get("warning"):
+        table.add_row("warning", f"[yellow]{result['warning']}[/]")
     table.add_row("best metric", f"{metric.name} = {result['best_metric']}")
     table.add_row("best config", json.dumps(result["best_params"]))
-    target = f"{metric.target} ({metric.goal})"
-    if result["reached"]:
-        table.add_row("target", f"{target}: reached after {result['seconds_to_target']:.1f} s")
+    if metric.target is None:
+        table.add_row("target", "none: the search ran its budget")
+    elif result["reached"]:
+        table.add_row("target", f"{metric.target} ({metric.goal}): reached after {result['seconds_to_target']:.1f} s")
     else:
-        table.add_row("target", f"{target}: not reached")
+        table.add_row("target", f"{metric.target} ({metric.goal}): not reached")
     table.add_row("wall time", f"{result['wall_seconds']:.1f} s")
-    table.add_row(
-        "trials", f"{len(result['trials'])} ({sum(t['status'] == 'completed' for t in result['trials'])} completed)"
-    )
+    counts = TrialCounts.from_dict(result["counts"])
+    table.add_row("trials", f"{len(result['trials'])}: {counts.text()}")
+    stopped = Counter(t.get("reason") or "" for t in result["trials"] if t["status"] == "stopped")
+    if stopped:  # say why: "stopped" alone read as if those trials had been cut short by mistake
+        reason = stopped.most_common(1)[0][0]
+        table.add_row(
+            "stopped", f"{sum(stopped.values())} alive (running, parked or queued) when {reason or 'it ended'}"
+        )
+    first = next((t for t in result["trials"] if t["status"] == "failed" and t.get("error")), None)
+    if first is not None:  # the first failure's traceback, so a broken trainable is seen at once
+        table.add_row(f"first failure (trial {first['id']})", short_traceback(first["error"]), style="red")
     table.add_row("stored in", f"{db} (search {search_id}); checkpoints and logs in {workdir}")
     out_console = Console()
     if not out_console.is_terminal:  # logs and CI: do not wrap paths at 80 columns

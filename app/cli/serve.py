@@ -89,15 +89,24 @@ def serve(
     from app.api.main import create_app
     from app.cli.share_options import ShareOptionError, apply_weights, share_options
     from app.db.store import Store
-    from app.devices import DeviceSpecError, parse_devices
+    from app.devices import DeviceSpecError, oversubscription, parse_devices
     from app.service import ControllerThread
     from app.syspath import drop_working_dir
+    from app.workdir import WorkdirTaken, claim_workdir
 
     # Trainables come from installed packages and PYTHONPATH, never from the directory serve started in.
     drop_working_dir()
     try:
         devs = parse_devices(devices)
     except DeviceSpecError as exc:
+        raise fail(str(exc)) from None
+    crowded = oversubscription(devs)
+    if crowded and not broker:
+        typer.echo(f"{typer.style('warning:', fg='yellow', bold=True)} {crowded}", err=True)
+    # One workdir per database: another database's checkpoints and logs there would be overwritten.
+    try:
+        claim_workdir(workdir, settings.db_url)
+    except (WorkdirTaken, OSError) as exc:
         raise fail(str(exc)) from None
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
     try:

@@ -10,7 +10,12 @@ Contract:
   for new trials up to its parallelism (trials the last plan `held` at a rung do not count; at most
   `MAX_NEW_PER_TICK` per search and tick); under a run-to-rung policy no more than the cluster's devices
   + `lookahead` (`alive_cap`).
-- `finalize` is the one way a trial becomes final: row, searcher (`tell`) and alive set together.
+- `finalize` is the one way a trial becomes final: row, searcher (`tell`), alive set and the search's
+  health together.
+- A search whose trials show it cannot succeed ends `failed` with the reason in its `error`
+  (`SearchHealth.verdict`: trials failing in a row, a metric never reported, every trial failed); a
+  metric not reported while others are is warned about once, in the log and the search's `warning`.
+- `store_counts(s, computing)` stores how a search's trials stand (`TrialCounts`) when that changed.
 - Searchers: with `searcher_wait_s` None each is built and asked on the caller's thread (the simulator,
   tests: deterministic); with a number, each lives on a thread of its own (`SearcherHost`) and the tick
   waits at most that long for a searcher's build and asks: a wide space or a long history delays that
@@ -23,6 +28,10 @@ Contract:
   to go on from their checkpoints. It waits while any of its trials is still resident. Ending a search
   asks its resident trials for a checkpoint as they stop, so that a resume loses no work.
 - `add_job` creates a trial that belongs to no search (a trace job).
+- Forks (`app.controller.forks`): a forked trial takes the next number of its search (`fork_number`,
+  once the searcher has no ask outstanding) but is not the searcher's: it never asks, tells or observes
+  it, its history leaves it out, and it does not count against `max_trials`. A fork whose parent's
+  state is still being taken (no `fork_step`) is the fork desk's, not the book's, after a restart too.
 - Quotas (per user, `max_alive_trials` and `max_devices`; 0 = none, read from the store at each sync):
   a user's alive trials (held ones aside, as for parallelism) never exceed `max_alive_trials`, and the
   devices they need together never exceed `max_devices` (so they can never occupy more at once). A
@@ -39,6 +48,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from app.controller.health import SearchHealth
 from app.controller.rounds import Rounds
 from app.controller.searcher_host import SearcherHost
 from app.controller.state import SearchState, Signals, TrialState, objective_loss
@@ -53,7 +63,14 @@ from app.executor.runtime.base import Runtime
 from app.search.factory import make_searcher
 from app.search.searcher import HistoryItem, Searcher, Suggestion
 from app.spec import SearchSpec, spec_from_stored
-from app.status import SEARCH_STARTED, TRIAL_STOPPED_BY_USER, SearchStatus, TrialStatus, resumable_trial
+from app.status import (
+    SEARCH_STARTED,
+    TRIAL_STOPPED_BY_USER,
+    SearchStatus,
+    TrialStatus,
+    count_trials,
+    resumable_trial,
+)
 
 log = logging.getLogger("quanta.controller")
 
@@ -180,7 +197,7 @@ class SearchBook:
             assert t.id is not None
             points = [(r.step, r.attempt, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
             curves[t.number] = latest_per_step(points)  # a step run again: by its latest attempt
-        history = [
+        history = [  # the searcher's trials: a fork is none of its proposals
             HistoryItem(
                 t.number,
                 t.vals,
@@ -189,23 +206,31 @@ class SearchBook:
                 tuple((step, spec.metric.loss(v)) for step, v in curves[t.number]),
             )
             for t in trials
+            if t.parent_id is None
         ]
         # The warm-start trials as they were when the search started (not as those searches are now).
         warm = self._store.warm_start(row.id) if spec.search.warm_start_from else None
         s = self._activate(row.id, spec, row.started_at or row.created_at, history, owner=row.owner, warm=warm)
         s.status = SearchStatus(row.status)
         s.created = max([t.number + 1 for t in trials], default=0)
+        s.forked = sum(1 for t in trials if t.parent_id is not None)
         s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
         s.waiting = row.waiting
         s.idle_seconds = row.idle_seconds
         resident = self._runtime.residency()
-        for t in trials:
+        for t in trials:  # by number: a fork's parent comes before it
             assert t.id is not None
+            if t.parent_id is not None and t.fork_step is None and not TrialStatus(t.status).final:
+                continue  # its parent's state is still being taken: the fork desk holds it
             ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
             ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
             ts.device_seconds_base = ts.device_seconds = t.device_seconds
             ts.started_at, ts.finished_at, ts.error, ts.reason = t.started_at, t.finished_at, t.error, t.reason
+            ts.parent_id, ts.fork_step, ts.own_max_steps = t.parent_id, t.fork_step, t.max_steps
             ts.curve = curves[t.number]
+            parent = s.trials.get(t.parent_id) if t.parent_id is not None else None
+            if parent is not None and t.fork_step is not None:  # its parent's curve up to the fork is its own
+                ts.curve = [p for p in parent.curve if p[0] < t.fork_step] + ts.curve
             ts.resume = t.checkpoint_step is not None
             if ts.status == TrialStatus.RUNNING and t.id not in resident:
                 # Its process was lost with the previous controller: a retry (counted, and its reports are
@@ -214,6 +239,12 @@ class SearchBook:
                 ts.retries += 1
                 self._store.update_trial(t.id, status=TrialStatus.QUEUED, retries=ts.retries)
             self.track(s, ts)
+        ended = sorted((t for t in trials if TrialStatus(t.status).final), key=lambda t: (t.finished_at or 0, t.id))
+        s.health = SearchHealth.restored(
+            metric_seen=any(curves.values()),
+            warned=row.warning is not None,
+            ended=[(t.id or 0, TrialStatus(t.status)) for t in ended],
+        )
 
     # ---- trials --------------------------------------------------------------------------------
 
@@ -222,7 +253,7 @@ class SearchBook:
         if s is not None:
             s.trials[ts.id] = ts
             ts.devices_needed = s.spec.resources.devices_per_trial
-            ts.max_steps = s.spec.budget.max_steps
+            ts.max_steps = s.spec.budget.max_steps if ts.own_max_steps is None else ts.own_max_steps
         self._index.add(ts)
 
     def add_job(
@@ -272,6 +303,19 @@ class SearchBook:
         self._signals.replan = True  # a new trial is placed now, not a quantum later
         return ts
 
+    def fork_number(self, s: SearchState) -> int | None:
+        """The number a new fork of search `s` takes (the next of its sequence, counted as forked), or None
+        while it cannot have one yet: the searcher has an ask outstanding (it was given the next number)
+        or has not asked all the points the user gave (a point is asked by its number)."""
+        if isinstance(s.searcher, SearcherHost) and s.searcher.outstanding():
+            return None
+        if s.created - s.forked < len(s.spec.search.points_to_evaluate):
+            return None
+        number = s.created
+        s.created += 1
+        s.forked += 1
+        return number
+
     def mark_running(self, trial_ids: list[int], now: float) -> None:
         """Queued trials among `trial_ids` are being started (a round's `Run` actions)."""
         for tid in trial_ids:
@@ -308,9 +352,11 @@ class SearchBook:
         )
         s = self.searches.get(t.search_id)
         if s is not None:
-            s.searcher.tell(
-                t.number, objective_loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None
-            )
+            if t.parent_id is None:  # a fork is none of the searcher's proposals
+                s.searcher.tell(
+                    t.number, objective_loss(s.spec, t.metric), status != TrialStatus.FAILED and t.metric is not None
+                )
+            s.health.ended(t.id, status)
         self._signals.wake = True
 
     def _stop_trials(self, trials: list[TrialState], reason: str, *, checkpoint: bool = False) -> None:
@@ -458,12 +504,37 @@ class SearchBook:
         if s.reached_at is not None and spec.budget.stop_on_target:
             self.finish(s, SearchStatus.COMPLETED, "target reached")
             return
+        metric, in_row = spec.metric.name, spec.budget.max_consecutive_failures
+        warning = s.health.warning(metric)
+        if warning is not None:
+            log.warning("search %s: %s", s.id, warning)
+            self._store.update_search(s.id, warning=warning[:2000])
+        elif s.health.retracted():
+            log.info("search %s: metric '%s' reported after all: its warning is withdrawn", s.id, metric)
+            self._store.update_search(s.id, warning=None)
+        problem = s.health.verdict(metric, in_row)
+        if problem is not None:
+            self.fail(s, problem)
+            return
         if now - s.started_at - s.idle_seconds >= spec.budget.max_seconds:
-            self.finish(s, SearchStatus.COMPLETED, "time budget spent")
+            self._budget_spent(s, "time budget spent")
             return
         self._fill(s, now)
-        if s.created >= spec.budget.max_trials and not s.alive():
-            self.finish(s, SearchStatus.COMPLETED, "all trials done")
+        if s.created - s.forked >= spec.budget.max_trials and not s.alive() and not s.forks_open:
+            self._budget_spent(s, "all trials done")
+
+    def _budget_spent(self, s: SearchState, reason: str) -> None:
+        """End `s`, whose budget is spent: completed, unless its trials show it never could succeed."""
+        problem = s.health.verdict(s.spec.metric.name, s.spec.budget.max_consecutive_failures, trials=s.created)
+        if problem is not None:
+            self.fail(s, problem)
+        else:
+            self.finish(s, SearchStatus.COMPLETED, reason)
+
+    def fail(self, s: SearchState, reason: str) -> None:
+        """End search `s` as failed, `reason` stored as its error (its alive trials are stopped)."""
+        self.finish(s, SearchStatus.FAILED, reason)
+        self._store.update_search(s.id, error=reason[:2000])
 
     def quota_room(self, owner: str, devices_per_trial: int) -> tuple[int | None, str | None]:
         """How many more trials of `devices_per_trial` devices user `owner`'s quotas allow now (None: no
@@ -512,7 +583,7 @@ class SearchBook:
         # Over the alive trials not held (held ones are most of a successive-halving search's alive).
         alive = self._index.alive
         active = sum(1 for tid in alive.keys() - self.held if alive[tid].search_id == s.id)
-        want = min(self.alive_cap(spec) - active, spec.budget.max_trials - s.created, MAX_NEW_PER_TICK)
+        want = min(self.alive_cap(spec) - active, spec.budget.max_trials - (s.created - s.forked), MAX_NEW_PER_TICK)
         room, _ = self.quota_room(s.owner, spec.resources.devices_per_trial) if want > 0 else (None, None)
         capped = room is not None and room < want
         if room is not None:
@@ -573,10 +644,22 @@ class SearchBook:
         s.status = status
         self._stop_trials(s.alive(), reason, checkpoint=True)
         s.waiting = None  # an ended search waits for nothing
-        self._store.update_search(s.id, status=status, finished_at=now, waiting=None)
+        s.counts = count_trials((t.status, True, False, t.at_rung) for t in s.trials.values())
+        self._store.update_search(s.id, status=status, finished_at=now, waiting=None, trial_counts=s.counts.as_dict())
         if isinstance(s.searcher, SearcherHost):
             s.searcher.close()  # an ended search asks nothing more: its thread ends
-        log.info("search %s %s: %s", s.id, status, reason)
+        level = logging.WARNING if status == SearchStatus.FAILED else logging.INFO
+        log.log(level, "search %s %s: %s", s.id, status, reason)
+
+    def store_counts(self, s: SearchState, computing: frozenset[int] | set[int]) -> None:
+        """Store how search `s`'s trials stand (`TrialCounts`), the trials in `computing` running now, when
+        that changed since it was last stored."""
+        counts = count_trials(
+            (t.status, t.started_at is not None or t.resume, t.id in computing, t.at_rung) for t in s.trials.values()
+        )
+        if counts != s.counts:
+            s.counts = counts
+            self._store.update_search(s.id, trial_counts=counts.as_dict())
 
     def forget(self, search_id: int) -> None:
         """Drop a deleted search and its trials from the working set (its rows are gone)."""

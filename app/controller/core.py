@@ -3,6 +3,7 @@ reconcile -> record intent -> runtime.apply; between ticks it turns runtime even
 
 The tick is a thin loop over named parts, each in its own module:
     SearchBook      (book.py)      search lifecycle and searchers; creates and finalises trials
+    Forks           (forks.py)     trials started from another's state, config changes, their lineage
     EventRecorder   (recorder.py)  runtime events -> trial state and stored rows
     ReportTracking  (tracking.py)  stored reports -> the spec's trackers (TensorBoard, MLflow, W&B)
     SnapshotBuilder (snapshot.py)  the frozen ClusterSnapshot a policy plans on (view cache, pair rates,
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.controller.book import SearchBook
+from app.controller.forks import Forks
 from app.controller.launcher import TrialLauncher
 from app.controller.options import ControllerOptions
 from app.controller.packed import PackedRates
@@ -62,16 +64,24 @@ class Controller:
         self.book = SearchBook(
             store, runtime, self._index, self._rounds, self._signals, searcher_wait_s=options.searcher_wait_s
         )
+        self.forks = Forks(store, runtime, self.book, self._index, self._rounds, self._signals, options.workdir)
         self.tracking = ReportTracking(self.book, self._index)
         self.recorder = EventRecorder(
-            store, runtime, self.book, self._index, pairs, self._signals, on_stored=self.tracking.stored
+            store,
+            runtime,
+            self.book,
+            self._index,
+            pairs,
+            self._signals,
+            on_stored=self.tracking.stored,
+            forks=self.forks,
         )
         self.snapshots = SnapshotBuilder(
             runtime, self.book, self._index, pairs, cache_views=options.cache_views, kind_aware=options.kind_aware
         )
         self.book.drain = self._drain
         self.policies = PolicyChoice(store, options.policy, options.quantum_s, self.book.searches, options.share)
-        self.launcher = TrialLauncher(self.book, self._index, options.workdir)
+        self.launcher = TrialLauncher(self.book, self._index, options.workdir, self.forks)
         self.last_plan: Plan | None = None
         self._last_tick: float | None = None
         self._last_plan_at: float | None = None
@@ -85,8 +95,21 @@ class Controller:
         return self.book.submit(spec)
 
     def load(self) -> None:
-        """Rebuild the working set from the store after a restart (see `SearchBook.load`)."""
+        """Rebuild the working set from the store after a restart (see `SearchBook.load`), and the fork
+        requests still open (`Forks.load`)."""
         self.book.load()
+        self.forks.load()
+
+    def fork(self, trial_id: int, values: Mapping[str, Any] | None = None, steps: int | None = None) -> int:
+        """Start a new trial of trial `trial_id`'s search from its state (at its next boundary, or its last
+        checkpoint) with new `values` for mutable parameters and `steps` mini-batches beyond the fork (see
+        `Forks`). Returns the request's id (`ForkRow`): carried out from the next tick on."""
+        return self.forks.request(trial_id, values or {}, steps)
+
+    def reconfigure(self, trial_id: int, values: Mapping[str, Any]) -> None:
+        """New values of alive trial `trial_id`'s mutable parameters, taken at its next boundary (see
+        `Forks.reconfigure`)."""
+        self.forks.reconfigure(trial_id, values)
 
     def add_job(
         self,
@@ -202,6 +225,7 @@ class Controller:
         self._last_tick = now
         woken = self._signals.wake  # something changed since the last tick (a trial ended, a command, ...)
         self._signals.wake, self._signals.freed_at = False, None
+        self.forks.sync(now)  # before the book's: a search with a fork to carry out does not end meanwhile
         self.book.sync(now)
         # No running search (e.g. the only one is paused): keep planning with the last policy so resident
         # trials of paused searches are parked.
@@ -287,13 +311,17 @@ class Controller:
         return actions
 
     def _publish(self, snapshot: ClusterSnapshot, plan: Plan, now: float) -> None:
-        """Store what runs where, and resident trials' steps and device time (so readers see them before
-        the trial ends), at most every `options.publish_every_s`."""
+        """Store what runs where, resident trials' steps and device time (so readers see them before the
+        trial ends) and how each active search's trials stand, at most every `options.publish_every_s`."""
         if now - self._published_at < self.options.publish_every_s:
             return
         self._published_at = now
         self.store.publish_cluster_view(cluster_view(snapshot, plan, self._rounds.round_no))
         self.store.update_progress([(t.id, t.steps_done, t.device_seconds) for t in snapshot.trials if t.devices])
+        computing = plan.running()
+        for s in self.book.searches.values():
+            if s.status.active:
+                self.book.store_counts(s, computing)
 
     def _quantum(self) -> float:
         return self.policies.quantum(self.book.governing())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.controller.book import SearchBook
+from app.controller.forks import Forks
 from app.controller.trials import TrialIndex
 from app.db.launch import search_launch
 from app.executor.policy.knobs import MECHANISM
@@ -16,18 +17,22 @@ from app.executor.runtime.base import TrialLaunch
 
 
 class TrialLauncher:
-    def __init__(self, book: SearchBook, index: TrialIndex, workdir: Path):
+    def __init__(self, book: SearchBook, index: TrialIndex, workdir: Path, forks: Forks | None = None):
         self._book = book
         self._index = index
+        self._forks = forks
         self.workdir = workdir
 
     def launch(self, trial_id: int) -> TrialLaunch:
-        """What the runtime needs to start trial `trial_id`. KeyError for a trial the controller does
-        not hold; ValueError for a job that has no trainable (a simulated one)."""
-        t = self._index.by_id[trial_id]
+        """What the runtime needs to start trial `trial_id` (or to write a new fork's checkpoint: one
+        still waiting for its parent's state). KeyError for a trial the controller does not hold;
+        ValueError for a job that has no trainable (a simulated one)."""
+        t = self._index.get(trial_id) or (self._forks.waiting(trial_id) if self._forks is not None else None)
+        if t is None:
+            raise KeyError(trial_id)
         s = self._book.search(t.search_id)
         if s is not None:  # the same builder node agents use from the database
-            return search_launch(s.spec, s.id, trial_id, t.params, self.workdir, t.resume)
+            return search_launch(s.spec, s.id, trial_id, t.params, self.workdir, t.resume, t.own_max_steps)
         if t.trainable is None:  # a trace job run for real needs its own trainable
             raise ValueError(f"job {trial_id} ({t.kind}) has no trainable to run")
         base = self.workdir / "jobs"

@@ -2,16 +2,17 @@
 
 Contract: `handle(events)` applies each event to the trial it names (events of unknown trials are
 ignored): reports update the trial's curve and best, the search's best (and whether it reached its
-target) and the searcher (`observe`); profiles update measured rates (solo, packed, pair rates); an
-exit ends the trial (completed, stopped, failed) or queues it again to resume from its checkpoint (after
-a crash, within its retries, or after a release; the exit of a queued trial, a process its resumed
-search no longer counts on, adds its device time only); a trial that parked itself at its step limit wakes
-the controller to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction`
-notes a round's own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a
-later attempt reports again replaces its point in the trial's curve. Rows are
-buffered and written by `flush()` (at the end of each `handle`). A solo profile on devices of one
-kind also updates the trial's rate on that kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies,
-pairs) are built only for a store that keeps them.
+target), the searcher (`observe`) and the search's health (which metrics arrive); profiles update
+measured rates (solo, packed, pair rates); an exit ends the trial (completed, stopped, failed) or queues
+it again to resume from its checkpoint (after a crash, within its retries, or after a release; the exit
+of a queued trial, a process its resumed search no longer counts on, adds its device time only); a trial
+that parked itself at its step limit (a rung: judged there, `TrialState.at_rung`) wakes the controller
+to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction` notes a round's
+own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a later attempt
+reports again replaces its point in the trial's curve. Rows are buffered and written by `flush()` (at
+the end of each `handle`). A solo profile on devices of one kind also updates the trial's rate on that
+kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies, pairs) are built only for a store
+that keeps them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.controller.book import SearchBook
+from app.controller.forks import Forks
 from app.controller.packed import PackedRates
 from app.controller.state import SearchState, Signals, TrialState
 from app.controller.tracking import StoredReport
@@ -31,8 +33,10 @@ from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
 from app.db.protocol import ControllerStore
 from app.executor.actions import (
     Checkpointed,
+    Configured,
     Event,
     Exited,
+    Forked,
     Parked,
     Profiled,
     Reported,
@@ -81,8 +85,10 @@ class EventRecorder:
         pairs: PackedRates,
         signals: Signals,
         on_stored: Callable[[list[StoredReport]], None] | None = None,
+        forks: Forks | None = None,
     ):
         self._store = store
+        self._forks = forks  # told a parent's answer to a fork and a trial's config change
         self._on_stored = on_stored  # told each report once it is stored (the spec's tracking)
         self._runtime = runtime
         self._book = book
@@ -111,6 +117,9 @@ class EventRecorder:
             elif isinstance(e, Parked):
                 self._measure(LatencyRow, trial_id=ts.id, kind="park", ms=e.park_ms, at=e.at)
                 if e.at_limit:  # it parked itself at a rung: the policy decides what runs next, now
+                    ts.at_rung = True
+                    if s is not None:
+                        s.health.judged(ts.id)
                     self._signals.freed()
             elif isinstance(e, Resumed):
                 kind = "migrate" if e.migrated else "resume"
@@ -123,6 +132,10 @@ class EventRecorder:
             elif isinstance(e, Checkpointed):
                 ts.resume = True
                 self._store.update_trial(ts.id, checkpoint_step=e.step)
+            elif isinstance(e, Forked) and self._forks is not None:
+                self._forks.forked(e)
+            elif isinstance(e, Configured) and self._forks is not None:
+                self._forks.configured(ts, e)
         if events:
             self.flush()
 
@@ -185,6 +198,8 @@ class EventRecorder:
         metrics, flags = split_non_finite(e.metrics)
         flags = {**e.non_finite, **flags}
         objective = metrics.get(s.spec.metric.name) if s is not None else None
+        if s is not None:
+            s.health.reported(t.id, e.metrics, s.spec.metric.name)
         self._pending_rows.append(
             ReportRow(
                 trial_id=t.id,
@@ -203,7 +218,8 @@ class EventRecorder:
         spec = s.spec
         t.metric = objective
         _put_point(t.curve, e.step, objective)
-        s.searcher.observe(t.number, e.step, spec.metric.loss(objective))  # multi-fidelity searchers learn
+        if t.parent_id is None:  # multi-fidelity searchers learn (a fork is none of their proposals)
+            s.searcher.observe(t.number, e.step, spec.metric.loss(objective))
         if t.best is None or spec.metric.better(objective, t.best):
             t.best = objective
         if s.best is None or spec.metric.better(objective, s.best):

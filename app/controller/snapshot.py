@@ -85,7 +85,7 @@ class SnapshotBuilder:
                 s.spec.metric.goal,
                 s.spec.metric.target,
                 s.spec.budget.max_steps,
-                more_trials=s.created < s.spec.budget.max_trials,
+                more_trials=s.created - s.forked < s.spec.budget.max_trials,
                 owner=s.owner,
             )
             for s in searches

@@ -12,10 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.controller.health import SearchHealth
 from app.db.models import FIRST_ADMIN
 from app.search.searcher import Searcher
 from app.spec import SearchSpec
-from app.status import SearchStatus, TrialStatus
+from app.status import SearchStatus, TrialCounts, TrialStatus
 
 
 @dataclass
@@ -53,6 +54,12 @@ class TrialState:
     trainable: str | None = None  # trace jobs run for real: their own trainable and config
     config: dict[str, Any] = field(default_factory=dict)
     owner: str = ""  # the user of a trace job (a search's trials belong to the search's owner)
+    at_rung: bool = False  # it has parked itself at a step limit (a rung) at least once: it was judged there
+    # Lineage: the trial whose state it started from (a fork; its curve up to then is this one's too) and
+    # that trial's step then; and its own step budget when not its search's (a fork's).
+    parent_id: int | None = None
+    fork_step: int | None = None
+    own_max_steps: int | None = None
 
 
 @dataclass
@@ -70,6 +77,10 @@ class SearchState:
     owner: str = FIRST_ADMIN  # the name of the user the search belongs to
     waiting: str | None = None  # why it makes no new trials (its owner's quota), as stored
     idle_seconds: float = 0.0  # the time it spent ended before it was resumed: not counted by its time budget
+    health: SearchHealth = field(default_factory=SearchHealth)  # whether it can succeed at all
+    counts: TrialCounts = field(default_factory=TrialCounts)  # how its trials stand, as last stored
+    forked: int = 0  # of the `created` trials, those forked from others (not the searcher's: no budget)
+    forks_open: int = 0  # fork requests being carried out (it does not end for lack of trials meanwhile)
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]

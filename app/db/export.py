@@ -1,8 +1,9 @@
 """A search's trials as a table to export: one row per trial, parameters flattened into columns.
 
 `trial_table(store, search_id)` builds the `TrialTable` (None when there is no such search); `to_csv`,
-`to_json` and `to_parquet` render it. Columns, in this order: `FIXED` (id, number, status, the final
-and best value of the objective, steps, device seconds, retries, why it ended, timestamps), then one
+`to_json` and `to_parquet` render it. Columns, in this order: `FIXED` (id, number, the trial it was
+forked from and that trial's step then (empty for the searcher's own), status, the final and best value
+of the objective, steps, device seconds, retries, why it ended, timestamps), then one
 `params.<name>` column per parameter, nested parameters joined by dots (`params.optimizer.momentum`),
 in the space's order. The parameter columns come from the spec's space, so a search without trials
 exports a header and no rows (a parameter found only in trials, e.g. from an older spec, is appended).
@@ -39,6 +40,8 @@ MEDIA_TYPES: dict[str, str] = {
 FIXED = (
     "trial_id",
     "number",
+    "parent_id",
+    "fork_step",
     "status",
     "final_metric",
     "best_metric",
@@ -116,6 +119,8 @@ def _row(t: TrialRow) -> dict[str, Any]:
     row: dict[str, Any] = {
         "trial_id": t.id,
         "number": t.number,
+        "parent_id": t.parent_id,
+        "fork_step": t.fork_step,
         "status": str(t.status),
         "final_metric": finite(t.metric),
         "best_metric": finite(t.best_metric),

@@ -27,23 +27,36 @@ def trial_log_path(workdir: str | Path, search_id: int, trial_id: int) -> Path:
     return search_dir(workdir, search_id) / "logs" / f"trial-{trial_id}.log"
 
 
+def checkpoint_path(workdir: str | Path, search_id: int, trial_id: int) -> Path:
+    """Where trial `trial_id` of search `search_id` keeps its checkpoint (a fork's starts as its parent's
+    state, written there before it first runs)."""
+    return search_dir(workdir, search_id) / "checkpoints" / f"trial-{trial_id}.pt"
+
+
 def search_launch(
-    spec: SearchSpec, search_id: int, trial_id: int, params: dict[str, Any], workdir: str | Path, resume: bool
+    spec: SearchSpec,
+    search_id: int,
+    trial_id: int,
+    params: dict[str, Any],
+    workdir: str | Path,
+    resume: bool,
+    max_steps: int | None = None,
 ) -> TrialLaunch:
     """The launch of trial `trial_id` of a search: its config is the seed, the spec's fixed config and
-    the trial's parameters; it restores from its checkpoint when `resume` (and the file exists)."""
-    base = search_dir(workdir, search_id)
+    the trial's parameters; it restores from its checkpoint when `resume` (and the file exists). Its step
+    budget is `max_steps` when it has its own (a fork's), else the spec's."""
     return TrialLaunch(
         trial_id=trial_id,
         trainable=spec.trainable,
         config={"seed": spec.seed, **spec.config, **params},
-        max_steps=spec.budget.max_steps,
-        checkpoint_path=str(base / "checkpoints" / f"trial-{trial_id}.pt"),
+        max_steps=spec.budget.max_steps if max_steps is None else max_steps,
+        checkpoint_path=str(checkpoint_path(workdir, search_id, trial_id)),
         resume=resume,
         checkpoint_every_quanta=spec.scheduler.checkpoint_every_quanta,
         checkpoint_every_s=spec.scheduler.checkpoint_every_s,
         log_path=str(trial_log_path(workdir, search_id, trial_id)),
         metric=spec.metric.name,
+        mutable=spec.mutable,
     )
 
 
@@ -59,4 +72,4 @@ def launch_from_db(session: Session, trial_id: int, workdir: str | Path, *, epoc
         raise KeyError(f"trial {trial_id}: search {trial.search_id} not found (trace jobs run on one machine only)")
     spec = spec_from_stored(search.spec)
     resume = trial.checkpoint_step is not None or trial.retries > 0 or epoch > 1
-    return search_launch(spec, trial.search_id, trial_id, trial.params, workdir, resume)
+    return search_launch(spec, trial.search_id, trial_id, trial.params, workdir, resume, trial.max_steps)

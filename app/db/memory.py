@@ -20,6 +20,8 @@ from typing import Any
 from app.db.models import (
     FIRST_ADMIN,
     ClusterView,
+    ConfigChangeRow,
+    ForkRow,
     IntentRow,
     LatencyRow,
     PairRow,
@@ -32,7 +34,7 @@ from app.db.models import (
 from app.db.queries import Conflict
 from app.db.reports import Key, merge_report, report_key
 from app.db.users import checked_new, checked_update, name_taken, taken_message
-from app.status import SearchStatus
+from app.status import SearchStatus, TrialStatus
 
 _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
 
@@ -62,8 +64,11 @@ class MemoryStore:
         self._cluster_view: ClusterView | None = None
         self.add_user(FIRST_ADMIN, 0.0, role="admin")
         self._warm: dict[int, list[dict[str, Any]]] = {}
+        self._forks: dict[int, ForkRow] = {}
+        self._changes: list[ConfigChangeRow] = []
 
     def _next_id(self, cls: type) -> int:
+        self._ids.setdefault(cls, 0)
         self._ids[cls] += 1
         return self._ids[cls]
 
@@ -269,3 +274,98 @@ class MemoryStore:
     def warm_start(self, search_id: int) -> list[dict[str, Any]] | None:
         items = self._warm.get(search_id)
         return None if items is None else json.loads(json.dumps(items))
+
+    # ---- forks and lineage (as `app.db.lineage.LineageQueries`) --------------------------------------
+
+    def add_fork_request(
+        self, parent_id: int, values: Mapping[str, Any], steps: int | None, at: float, requested_by: int | None = None
+    ) -> ForkRow:
+        parent = self._trials.get(parent_id)
+        if parent is None:
+            raise KeyError(f"trial {parent_id} not found")
+        row = ForkRow(
+            id=self._next_id(ForkRow),
+            search_id=parent.search_id,
+            parent_id=parent_id,
+            values=dict(values),
+            steps=steps,
+            requested_at=at,
+            requested_by=requested_by,
+        )
+        self._forks[row.id] = row  # type: ignore[index]  # just set
+        return row
+
+    def fork_requests(self, statuses: Sequence[str]) -> list[ForkRow]:
+        return [self._forks[i] for i in sorted(self._forks) if self._forks[i].status in statuses]
+
+    def start_fork(
+        self, fork_id: int, number: int, params: dict[str, Any], vals: dict[str, Any], max_steps: int | None, at: float
+    ) -> TrialRow:
+        fork = self._forks.get(fork_id)
+        if fork is None:
+            raise KeyError(f"fork {fork_id} not found")
+        row = self.add_trial(fork.search_id, number, params, vals, at)
+        row.parent_id, row.max_steps = fork.parent_id, max_steps
+        fork.child_id, fork.status = row.id, "copying"
+        return row
+
+    def finish_fork(self, fork_id: int, step: int, at: float, max_steps: int | None) -> None:
+        fork = self._forks.get(fork_id)
+        if fork is None or fork.child_id is None:
+            raise KeyError(f"fork {fork_id} has no trial")
+        child = self._trials[fork.child_id]
+        child.fork_step = child.checkpoint_step = child.steps = step
+        child.max_steps = max_steps
+        fork.status, fork.finished_at = "done", at
+        if fork.values:
+            self._changes.append(
+                ConfigChangeRow(
+                    id=self._next_id(ConfigChangeRow),
+                    search_id=fork.search_id,
+                    trial_id=fork.child_id,
+                    step=step,
+                    at=at,
+                    values=dict(fork.values),
+                    cause="fork",
+                    source_id=fork.parent_id,
+                )
+            )
+
+    def fail_fork(self, fork_id: int, error: str, at: float) -> None:
+        fork = self._forks.get(fork_id)
+        if fork is None:
+            return
+        fork.status, fork.error, fork.finished_at = "failed", error[:2000], at
+        child = self._trials.get(fork.child_id) if fork.child_id is not None else None
+        if child is not None:
+            child.status, child.error, child.finished_at = TrialStatus.FAILED, f"fork failed: {error}"[:2000], at
+
+    def record_config_change(
+        self,
+        trial_id: int,
+        step: int,
+        at: float,
+        values: Mapping[str, Any],
+        params: dict[str, Any],
+        cause: str = "set",
+        source_id: int | None = None,
+    ) -> None:
+        trial = self._trials.get(trial_id)
+        if trial is None:
+            raise KeyError(f"trial {trial_id} not found")
+        trial.params = params
+        self._changes.append(
+            ConfigChangeRow(
+                id=self._next_id(ConfigChangeRow),
+                search_id=trial.search_id,
+                trial_id=trial_id,
+                step=step,
+                at=at,
+                values=dict(values),
+                cause=cause,
+                source_id=source_id,
+            )
+        )
+
+    def config_changes(self, trial_id: int) -> list[ConfigChangeRow]:
+        return [c for c in self._changes if c.trial_id == trial_id]

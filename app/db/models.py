@@ -69,6 +69,11 @@ class SearchRow(SQLModel, table=True):
     # Why the controller holds it: a queued search not started, or a running one making no new trials,
     # because its owner is at a quota (None when nothing holds it).
     waiting: str | None = None
+    # What the controller warns about while it runs (its metric never reported, naming those that were).
+    warning: str | None = Field(default=None, sa_column=Column(Text))
+    # How its trials stand (`app.status.TrialCounts.as_dict`), as the controller last stored them: running
+    # and parked apart, which the trials' rows do not tell (None: stored before the counts were).
+    trial_counts: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
     # What its users write about it (`PATCH /searches/{id}`): short labels, distinct, in the order given
     # (`app.db.public.SearchPatch` bounds them), and free text.
     tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
@@ -108,6 +113,12 @@ class TrialRow(SQLModel, table=True):
     priority: float = 0.0
     p_reach: float | None = None
     command: str | None = Field(default=None, index=True)  # stop, for the controller
+    # Lineage: the trial whose state this one started from (a fork), and that trial's step then. A fork's
+    # `fork_step` is None while its parent's state is being taken: it does not run before it has it.
+    parent_id: int | None = Field(default=None, index=True)
+    fork_step: int | None = None
+    # Its own step budget, when not its search's `budget.max_steps` (a fork's: its step then + its steps).
+    max_steps: int | None = None
 
 
 # One report row per (trial, step, attempt): see `ReportRow`. Databases made before it get the index from
@@ -138,6 +149,47 @@ class ReportRow(SQLModel, table=True):
     metrics: dict[str, float | None] = Field(sa_column=Column(JSON, nullable=False))
     objective: float | None = None
     non_finite: dict[str, str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+
+
+FORK_STATES = ("pending", "copying", "done", "failed")
+
+
+class ForkRow(SQLModel, table=True):
+    """A request to fork trial `parent_id` (`POST /trials/{id}/fork`): a new trial of its search starts
+    from its state (at its next boundary if it runs, else its last checkpoint) with `values` for some
+    mutable parameters and a budget of `steps` more mini-batches (None: to the search's `max_steps`).
+    `status`: pending (the controller has not taken it up), copying (trial `child_id` exists and waits
+    for the state), done, failed (`error` says why; the parent is as it was)."""
+
+    __tablename__ = "fork"
+    __table_args__ = NEVER_REUSED
+    id: int | None = Field(default=None, primary_key=True)
+    search_id: int = Field(index=True)
+    parent_id: int = Field(index=True)
+    child_id: int | None = None
+    values: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    steps: int | None = None
+    status: str = Field(default="pending", index=True)  # one of FORK_STATES
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    requested_at: float
+    requested_by: int | None = None  # the user's id
+    finished_at: float | None = None
+
+
+class ConfigChangeRow(SQLModel, table=True):
+    """A trial's mutable parameters changed at `step` (its mini-batches done): `values` are the new ones.
+    `cause`: "fork" (it started from `source_id`'s state with them) or "set" (changed while it ran)."""
+
+    __tablename__ = "config_change"
+    __table_args__ = NEVER_REUSED
+    id: int | None = Field(default=None, primary_key=True)
+    search_id: int = Field(index=True)
+    trial_id: int = Field(index=True)
+    step: int
+    at: float
+    values: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    cause: str = "set"
+    source_id: int | None = None
 
 
 class QuantumRow(SQLModel, table=True):
@@ -398,5 +450,5 @@ class ClusterView:
 TABLES = (
     UserRow, SearchRow, TrialRow, ReportRow, QuantumRow, LatencyRow, PairRow, IntentRow, ControllerRow,
     ClusterViewRow, WarmStartRow, SearchDeletionRow, TokenRow, NodeRow, NodeEventRow, AssignmentRow, AppliedRow,
-    EventCursorRow,
+    EventCursorRow, ForkRow, ConfigChangeRow,
 )  # fmt: skip

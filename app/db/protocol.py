@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from app.db.models import (
     ClusterView,
+    ConfigChangeRow,
+    ForkRow,
     IntentRow,
     LatencyRow,
     PairRow,
@@ -31,6 +33,8 @@ from app.db.public import (
     BestCurveOut,
     ClusterOut,
     CurvesOut,
+    ForkOut,
+    LineageOut,
     NewToken,
     SearchOut,
     SearchPatch,
@@ -114,6 +118,28 @@ class ControllerStore(Protocol):
     def save_warm_start(self, search_id: int, items: list[dict[str, Any]]) -> None: ...
     def warm_start(self, search_id: int) -> list[dict[str, Any]] | None: ...
 
+    # forks and lineage (app.db.lineage): the controller carries requests out, one transaction a step
+    def add_fork_request(
+        self, parent_id: int, values: Mapping[str, Any], steps: int | None, at: float, requested_by: int | None = ...
+    ) -> ForkRow: ...
+    def fork_requests(self, statuses: Sequence[str]) -> list[ForkRow]: ...
+    def start_fork(
+        self, fork_id: int, number: int, params: dict[str, Any], vals: dict[str, Any], max_steps: int | None, at: float
+    ) -> TrialRow: ...
+    def finish_fork(self, fork_id: int, step: int, at: float, max_steps: int | None) -> None: ...
+    def fail_fork(self, fork_id: int, error: str, at: float) -> None: ...
+    def record_config_change(
+        self,
+        trial_id: int,
+        step: int,
+        at: float,
+        values: Mapping[str, Any],
+        params: dict[str, Any],
+        cause: str = ...,
+        source_id: int | None = ...,
+    ) -> None: ...
+    def config_changes(self, trial_id: int) -> list[ConfigChangeRow]: ...
+
 
 @runtime_checkable
 class ServiceStore(ControllerStore, Protocol):
@@ -131,8 +157,13 @@ class ServiceStore(ControllerStore, Protocol):
     def request_delete(self, search_id: int, at: float) -> None: ...
     def pending_deletes(self) -> list[int]: ...
     def delete_search(self, search_id: int) -> None: ...
+    def request_fork(
+        self, parent_id: int, values: Mapping[str, Any], steps: int | None, at: float, requested_by: int | None
+    ) -> ForkOut | None: ...
 
     # the readers' queries
+    def fork_out(self, fork_id: int) -> ForkOut | None: ...
+    def lineage(self, search_id: int) -> LineageOut | None: ...
     def has_search(self, search_id: int) -> bool: ...
     def search_out(self, search_id: int) -> SearchOut | None: ...
     def search_page(

@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator
 from pydantic import Field as PydanticField
 from sqlmodel import Field, SQLModel
 
-from app.db.models import SearchRow, TokenRow, TrialRow, UserRow
+from app.db.models import ConfigChangeRow, ForkRow, SearchRow, TokenRow, TrialRow, UserRow
 from app.search.knobs import MAX_TRIALS
 from app.spec import MAX_DEPTH, SearchSpec, SpecError, spec_from_stored
-from app.status import SearchStatus, TrialStatus
+from app.status import SearchStatus, TrialCounts, TrialStatus
 
 log = logging.getLogger("quanta.db")
 
@@ -62,10 +62,27 @@ class BestOut(SQLModel):
     params: dict[str, Any] | None
 
 
+class TrialCountsOut(SQLModel):
+    """How a search's trials stand (`app.status.TrialCounts`), each trial in one of the first seven."""
+
+    queued: int = PydanticField(description="not started yet")
+    running: int = PydanticField(description="computing now")
+    parked: int = PydanticField(description="started and alive, not computing now (between quanta, or held at a rung)")
+    completed: int = PydanticField(description="ran all their steps")
+    stopped: int = PydanticField(description="ended when their search ended, or by a user: nothing judged them")
+    killed: int = PydanticField(description="judged hopeless by the policy")
+    failed: int = PydanticField(description="raised, or crashed past their retries")
+    evaluated: int = PydanticField(description="ended, or judged at a rung: what a progress bar counts")
+
+
 class ProgressOut(SQLModel):
     trials_created: int
-    trials_done: int
+    trials_done: int = PydanticField(description="trials in a final state")
     max_trials: int | None
+    trials: TrialCountsOut | None = PydanticField(
+        default=None,
+        description="how the trials stand, as the controller last stored it (null: not stored, e.g. queued)",
+    )
 
 
 class MetricOut(SQLModel):
@@ -95,6 +112,9 @@ class SearchSummary(SQLModel):
         default=None, description="the id of the user it belongs to (null: that user was deleted)"
     )
     waiting: str | None = Field(default=None, description="why the controller holds it (its owner's quota), if it does")
+    warning: str | None = Field(
+        default=None, description="what the controller warns about (its metric not reported, naming those that are)"
+    )
     tags: list[str] = Field(default_factory=list, description="its users' labels (PATCH /searches/{id})")
     notes: str | None = Field(default=None, description="its users' notes (PATCH /searches/{id})")
 
@@ -103,6 +123,7 @@ class SearchSummary(SQLModel):
         """`trials_done`: how many of its trials are final."""
         assert row.id is not None
         spec = parsed_spec(row)
+        counts = TrialCountsOut(**TrialCounts.from_dict(row.trial_counts).as_dict()) if row.trial_counts else None
         best = None
         if row.best_trial_id is not None:
             best = BestOut(trial_id=row.best_trial_id, metric=row.best_metric, params=shown(row.best_params))
@@ -122,6 +143,7 @@ class SearchSummary(SQLModel):
                 trials_created=row.trials_created,
                 trials_done=trials_done,
                 max_trials=spec.budget.max_trials if spec else None,
+                trials=counts,
             ),
             metric=MetricOut(
                 name=spec.metric.name if spec else None,
@@ -133,6 +155,7 @@ class SearchSummary(SQLModel):
             owner=row.owner,
             owner_id=row.owner_id,
             waiting=row.waiting,
+            warning=row.warning,
             tags=list(row.tags or []),
             notes=row.notes,
         )
@@ -347,6 +370,8 @@ class TrialOut(SQLModel):
     created_at: float
     started_at: float | None
     finished_at: float | None
+    parent_id: int | None = Field(default=None, description="the trial whose state it started from (a fork)")
+    fork_step: int | None = Field(default=None, description="that trial's step then (null while it is taken)")
 
     @classmethod
     def from_row(cls, t: TrialRow) -> TrialOut:
@@ -367,6 +392,8 @@ class TrialOut(SQLModel):
             created_at=t.created_at,
             started_at=t.started_at,
             finished_at=t.finished_at,
+            parent_id=t.parent_id,
+            fork_step=t.fork_step,
         )
 
 
@@ -443,3 +470,107 @@ class ClusterOut(SQLModel):
     pairs: list[PairOut]
     nodes: list[str]
     at: float | None
+
+
+# ---- forks and lineage -------------------------------------------------------------------------
+
+MAX_FORK_VALUES = 256  # as many as a space has parameters at most (`app.spec.MAX_PARAMETERS`)
+MAX_FORK_STEPS = 10**12  # as `budget.max_steps`
+
+
+class ForkRequest(BaseModel):
+    """`POST /trials/{id}/fork`: new values for some of the search's mutable parameters (`set`, by dotted
+    name; none: the same configuration) and `steps`, the mini-batches the new trial runs beyond the step
+    it starts at (none: up to the search's `budget.max_steps`, as its parent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    values: dict[str, Any] = PydanticField(
+        default_factory=dict,
+        alias="set",
+        max_length=MAX_FORK_VALUES,
+        description='mutable parameter -> its new value, e.g. {"lr": 0.001}',
+    )
+    steps: int | None = PydanticField(
+        default=None, ge=1, le=MAX_FORK_STEPS, description="mini-batches to run beyond the fork's step"
+    )
+
+
+ForkStatus = Literal["pending", "copying", "done", "failed"]
+
+
+class ForkOut(SQLModel):
+    """A fork request as the controller carries it out: pending (not taken up yet), copying (trial
+    `child_id` exists and waits for the parent's state), done (`fork_step` is where it starts), failed
+    (`error` says why; the parent is as it was)."""
+
+    id: int
+    search_id: int
+    parent_id: int
+    child_id: int | None
+    values: dict[str, Any]
+    steps: int | None
+    status: ForkStatus
+    error: str | None
+    fork_step: int | None
+    requested_at: float
+    finished_at: float | None
+
+    @classmethod
+    def from_row(cls, row: ForkRow, fork_step: int | None = None) -> ForkOut:
+        assert row.id is not None
+        status: ForkStatus = row.status if row.status in ("pending", "copying", "done") else "failed"  # type: ignore[assignment]
+        return cls(
+            id=row.id,
+            search_id=row.search_id,
+            parent_id=row.parent_id,
+            child_id=row.child_id,
+            values=dict(row.values or {}),
+            steps=row.steps,
+            status=status,
+            error=row.error,
+            fork_step=fork_step,
+            requested_at=row.requested_at,
+            finished_at=row.finished_at,
+        )
+
+
+class ConfigChangeOut(SQLModel):
+    """A trial's mutable parameters changed at `step` to `values`: it started so from trial `source_id`'s
+    state (`cause` "fork"), or they were changed while it ran ("set")."""
+
+    step: int
+    at: float
+    values: dict[str, Any]
+    cause: str
+    source_id: int | None
+
+    @classmethod
+    def from_row(cls, row: ConfigChangeRow) -> ConfigChangeOut:
+        return cls(step=row.step, at=row.at, values=dict(row.values), cause=row.cause, source_id=row.source_id)
+
+
+class LineageTrial(SQLModel):
+    """One trial in its search's family tree: its parent and the parent's step it started from (none for a
+    trial the searcher proposed), where it is now, and every change of its mutable parameters."""
+
+    id: int
+    number: int
+    status: TrialStatus
+    parent_id: int | None
+    fork_step: int | None
+    steps: int
+    metric: float | None
+    best_metric: float | None
+    params: dict[str, Any]
+    changes: list[ConfigChangeOut]
+
+
+class LineageOut(SQLModel):
+    """`GET /searches/{id}/lineage`: every trial of the search with its parent and fork step (a forest:
+    the searcher's trials are its roots), the mutable parameters, and the fork requests made."""
+
+    search_id: int
+    mutable: list[str]
+    trials: list[LineageTrial]
+    forks: list[ForkOut]

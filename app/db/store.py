@@ -17,12 +17,15 @@ from sqlalchemy import delete, or_, tuple_, update
 from sqlmodel import Session, col, select
 
 from app.db.engine import DEFAULT_URL, make_engine
+from app.db.lineage import LineageQueries
 from app.db.migrate import upgrade
 from app.db.models import (
     FIRST_ADMIN,
     ClusterView,
     ClusterViewRow,
+    ConfigChangeRow,
     ControllerRow,
+    ForkRow,
     IntentRow,
     LatencyRow,
     PairRow,
@@ -46,10 +49,10 @@ from app.status import SearchStatus
 _KEYS_PER_QUERY = 500
 
 
-class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
+class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries, LineageQueries):
     """The database. The controller's reads and writes are below; the readers' (API) queries come from
     `ReaderQueries`, the users from `UserQueries`, the API tokens from `TokenQueries`, the users' shares
-    of device time from `ShareQueries`."""
+    of device time from `ShareQueries`, forks and lineage from `LineageQueries`."""
 
     # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
     # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).
@@ -336,4 +339,6 @@ class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries):
             s.execute(delete(SearchRow).where(col(SearchRow.id) == search_id))
             s.execute(delete(SearchDeletionRow).where(col(SearchDeletionRow.search_id) == search_id))
             s.execute(delete(WarmStartRow).where(col(WarmStartRow.search_id) == search_id))
+            s.execute(delete(ForkRow).where(col(ForkRow.search_id) == search_id))
+            s.execute(delete(ConfigChangeRow).where(col(ConfigChangeRow.search_id) == search_id))
             s.commit()

@@ -6,14 +6,16 @@ from typing import Any
 
 from app.db.protocol import ControllerStore
 from app.db.public import parsed_spec
+from app.status import TrialCounts, count_trials
 
 
 def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
     """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds` (the time it ran),
-    `status`, `tags`, `notes`, and
-    `trials`: one object per trial with `id`, `number`, `params`, `status`, `metric` (last reported
-    objective), `best_metric`, `steps`, `device_seconds`, `retries`, `error`, `reason` (why a stopped or
-    killed trial ended early)."""
+    `status`, `tags`, `notes`, `error` (why a failed search failed), `warning` (what the controller
+    warned about), `counts` (how the trials stand: `app.status.TrialCounts.as_dict`), and `trials`: one
+    object per trial with `id`, `number`, `params`, `status`, `metric` (last reported objective),
+    `best_metric`, `steps`, `device_seconds`, `retries`, `error` (a failed trial's traceback), `reason`
+    (why a stopped or killed trial ended early)."""
     row = store.search(search_id)
     if row is None:
         raise KeyError(f"search {search_id} not found")
@@ -21,10 +23,18 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
     end = row.finished_at
     # The time it ran: a resumed search's time spent ended is not counted (`SearchRow.idle_seconds`).
     wall = (end - row.started_at - row.idle_seconds) if (end is not None and row.started_at is not None) else None
+    trials = store.trials(search_id)
+    if row.trial_counts is not None:
+        counts = TrialCounts.from_dict(row.trial_counts)
+    else:  # stored before the controller stored counts: running and parked are not told apart
+        counts = count_trials((t.status, t.started_at is not None, True, False) for t in trials)
     return {
         "search_id": row.id,
         "name": row.name,
         "status": row.status,
+        "error": row.error,
+        "warning": row.warning,
+        "counts": counts.as_dict(),
         "best_params": row.best_params,
         "best_metric": row.best_metric,
         "best_trial_id": row.best_trial_id,
@@ -48,6 +58,6 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
                 "error": t.error,
                 "reason": t.reason,
             }
-            for t in store.trials(search_id)
+            for t in trials
         ],
     }

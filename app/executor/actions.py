@@ -12,6 +12,12 @@ Vocabulary (Ray Tune's CONTINUE/PAUSE/STOP, made explicit about devices):
   resumes from that checkpoint when it runs again (frees host memory held by a parked trial).
 - `Handoff(trial, to)`: only between the controller's `CeleryRuntime` and a node agent: the source
   half of a cross-node move (checkpoint to the shared store, end the process; node `to` starts it).
+- `Fork(trial, into)`: take the resident trial's state at its next boundary (at once when parked) and
+  write it as trial `into`'s checkpoint, which `into` then starts from; the trial itself goes on
+  untouched. `Forked` says at which step, or why not (`gone`: it has no process, so its last checkpoint
+  is what is left of it).
+- `Reconfigure(trial, values)`: new values of its mutable parameters, taken at its next boundary
+  (at once when parked); `Configured` says at which step.
 A node receives each as an `Order` (the action and the assignment epoch it runs under).
 
 `Run`/`Migrate` may carry `until`: the trial parks itself at its first report at or past that step
@@ -79,7 +85,27 @@ class Handoff(Wire):
     kind: str = "handoff"
 
 
-Action = Run | Suspend | Migrate | Stop | Release
+@dataclass(frozen=True)
+class Fork(Wire):
+    """Write the trial's state at its next boundary as trial `into`'s checkpoint (the runtime finds that
+    path through its launcher, as it finds every trial's). Answered by a `Forked` event."""
+
+    trial_id: int
+    into: int
+    kind: str = "fork"
+
+
+@dataclass(frozen=True)
+class Reconfigure(Wire):
+    """New values of the trial's mutable parameters (dotted names), taken at its next boundary.
+    Answered by a `Configured` event."""
+
+    trial_id: int
+    values: dict[str, Any]
+    kind: str = "reconfigure"
+
+
+Action = Run | Suspend | Migrate | Stop | Release | Fork | Reconfigure
 NodeAction = Action | Handoff
 
 _ACTION_KINDS: dict[str, type[NodeAction]] = {
@@ -89,6 +115,8 @@ _ACTION_KINDS: dict[str, type[NodeAction]] = {
     "stop": Stop,
     "release": Release,
     "handoff": Handoff,
+    "fork": Fork,
+    "reconfigure": Reconfigure,
 }
 
 
@@ -245,7 +273,31 @@ class Exited(Wire):
     device_seconds: float = 0.0
 
 
-Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited
+@dataclass(frozen=True)
+class Forked(Wire):
+    """Answer to `Fork`: trial `trial_id`'s state at `step` is trial `into`'s checkpoint now, unless
+    `error` says why not. `gone`: the trial had no live process to take it from (what is left of it is
+    its last checkpoint); otherwise the write failed and nothing was written."""
+
+    trial_id: int
+    into: int
+    step: int
+    at: float
+    error: str | None = None
+    gone: bool = False
+
+
+@dataclass(frozen=True)
+class Configured(Wire):
+    """Answer to `Reconfigure`: from `step` on the trial computes with `values` (those that changed)."""
+
+    trial_id: int
+    step: int
+    values: dict[str, Any]
+    at: float
+
+
+Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited | Forked | Configured
 
 # The kind stored beside an event's fields (a node's event row has a `kind` column). "handoff" is the
 # `Exited` of a process that ended because its trial moved to another node: its device time carries
@@ -258,6 +310,8 @@ _EVENT_KINDS: dict[str, type[Event]] = {
     "started": Started,
     "checkpointed": Checkpointed,
     "exited": Exited,
+    "forked": Forked,
+    "configured": Configured,
 }
 _KIND_OF = {cls: kind for kind, cls in _EVENT_KINDS.items()}
 HANDOFF = "handoff"
@@ -303,3 +357,4 @@ class TrialLaunch:
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     metric: str | None = None  # the search's objective: `trial.metric`, what integrations report
+    mutable: tuple[str, ...] = ()  # the search's mutable parameters: `trial.mutable`

@@ -6,8 +6,10 @@ client = Client("http://127.0.0.1:8000", token)       # token: argument or QUANT
 search = client.submit("examples/digits.yaml")       # a path, YAML/JSON text, or a dict
 search.wait(timeout=600)                             # a progress bar in a terminal or Jupyter
 print(search.status, search.reached, search.best())
-search.trials()                                      # a pandas DataFrame (list of dicts without pandas)
+search.trials()                                      # a pandas DataFrame (the notebook extra)
 search.plot()                                        # best-so-far over time (matplotlib)
+client.fork(17, {"lr": 0.001}, steps=2000)           # a new trial from trial 17's state (mutable values)
+search.lineage()                                     # every trial's parent, fork step and config changes
 search.resume(trials=20, seconds=600)                # go on (stopped, completed, paused), with more budget
 search.tag("baseline"); search.update(notes="...")   # tags and notes; client.searches(tag="baseline")
 search.delete()
@@ -17,11 +19,10 @@ for event in client.events(search_id=search.id):     # server-sent events, parse
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,12 @@ from typing import Any
 import httpx
 
 from app.sdk.notebook import ProgressKind, make_bar, plot_best, progress_kind, progress_text, trials_frame
-from app.status import SEARCH_FINAL
+from app.status import SEARCH_FINAL, SearchStatus
+
+NO_PANDAS = (
+    "Search.trials() returns a pandas DataFrame: pip install 'quanta[notebook]' (or pandas), "
+    "or ask for the list of dicts with trials(frame=False)"
+)
 
 
 class ApiError(Exception):
@@ -89,6 +95,11 @@ class Search:
     def done(self) -> bool:
         return self.status in SEARCH_FINAL
 
+    @property
+    def dashboard_url(self) -> str:
+        """The search's page on the server's dashboard (it routes on the URL's fragment)."""
+        return dashboard_url(self._client.url, self.id)
+
     def __repr__(self) -> str:
         return f"Search(id={self.id}, name={self.name!r}, status={self.status!r})"
 
@@ -130,10 +141,13 @@ class Search:
         """{"trial_id", "metric", "params"} of the best trial so far, or None."""
         return self.refresh().data.get("best")
 
-    def trials(self, status: str | None = None, sort: str = "id", page: int = 500, *, frame: bool | None = None) -> Any:
+    def trials(self, status: str | None = None, sort: str = "id", page: int = 500, *, frame: bool = True) -> Any:
         """All trials, fetched page by page: a pandas DataFrame (one row per trial, parameters flattened
-        to `params.<name>` columns) when pandas is installed, else a list of TrialOut dicts. `frame`
-        True insists on the DataFrame (ImportError without pandas), False asks for the dicts."""
+        to `params.<name>` columns), or with `frame=False` a list of TrialOut dicts. The DataFrame needs
+        pandas (the `notebook` extra): without it this raises ImportError saying so before fetching
+        anything, rather than quietly returning another type."""
+        if frame is not False and not _has_pandas():
+            raise ImportError(NO_PANDAS)
         out: list[dict[str, Any]] = []
         while True:
             params: dict[str, Any] = {"offset": len(out), "limit": page, "sort": sort}
@@ -143,9 +157,7 @@ class Search:
             out.extend(body["items"])
             if not body["items"] or len(out) >= body["total"]:
                 break
-        if frame is False or (frame is None and importlib.util.find_spec("pandas") is None):
-            return out
-        return trials_frame(out)
+        return trials_frame(out) if frame is not False else out
 
     def best_curve(self) -> list[tuple[float, float]]:
         """[(seconds since the search started, best metric so far), ...], one point per improvement."""
@@ -166,6 +178,18 @@ class Search:
         parameters flattened into `params.*` columns (see `app.db.export`)."""
         return self._client._request("GET", f"/searches/{self.id}/trials", params={"format": format}).content
 
+    def lineage(self) -> dict[str, Any]:
+        """Every trial with its parent (`parent_id`, None for the searcher's own) and the parent's step it
+        started from (`fork_step`), each change of its mutable parameters (`changes`), the search's
+        mutable parameters and its fork requests (`GET /searches/{id}/lineage`)."""
+        return self._client._request("GET", f"/searches/{self.id}/lineage").json()
+
+    def fork(
+        self, trial_id: int, values: Mapping[str, Any] | None = None, steps: int | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        """`Client.fork` of one of this search's trials."""
+        return self._client.fork(trial_id, values, steps, **kw)
+
     def _command(self, command: str) -> Search:
         self.data = self._client._request("POST", f"/searches/{self.id}/{command}").json()
         return self
@@ -173,8 +197,25 @@ class Search:
     def stop(self) -> Search:
         return self._command("stop")
 
-    def pause(self) -> Search:
-        return self._command("pause")
+    def pause(self, *, wait: bool = True, timeout: float = 30.0, poll_s: float = 0.2) -> Search:
+        """Park the search's trials and start no new ones until `resume()`. The server's controller carries
+        the command out at its next tick, so the server's answer still shows the search running: with
+        `wait` (the default) this polls until the search is `paused` (or ended meanwhile) and returns it
+        in that state; `TimeoutError` after `timeout` seconds (no controller is running on its database).
+        `wait=False` returns at once, the search as the server answered (still `running`)."""
+        self._command("pause")
+        if not wait:
+            return self
+        deadline = time.monotonic() + timeout
+        while self.status != SearchStatus.PAUSED and not self.done:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"search {self.id} still {self.status} {timeout} s after it was asked to pause "
+                    "(is a controller running on the server's database?)"
+                )
+            time.sleep(poll_s)
+            self.refresh()
+        return self
 
     def resume(self, trials: int = 0, seconds: float = 0.0) -> Search:
         """Resume a paused, stopped or completed search, its budget raised by `trials` and `seconds` (a
@@ -292,6 +333,38 @@ class Client:
     def stop_trial(self, trial_id: int) -> dict[str, Any]:
         return self._request("POST", f"/trials/{trial_id}/stop").json()
 
+    def fork(
+        self,
+        trial_id: int,
+        values: Mapping[str, Any] | None = None,
+        steps: int | None = None,
+        *,
+        wait: bool = True,
+        timeout: float = 120.0,
+        poll_s: float = 0.2,
+    ) -> dict[str, Any]:
+        """Start a new trial of trial `trial_id`'s search from its state (at its next mini-batch boundary
+        if it runs, else its last checkpoint) with new `values` for mutable parameters and `steps` more
+        mini-batches (None: up to the search's budget). Returns the fork request (`ForkOut`: `status`,
+        `child_id`, `fork_step`, `error`); with `wait`, once the controller has carried it out (status
+        "done", or "failed" with the reason), or `TimeoutError` after `timeout` seconds. `ApiError` for a
+        request the server refuses (422: a parameter that is not mutable; 409: no state to fork)."""
+        body: dict[str, Any] = {"set": dict(values or {})}
+        if steps is not None:
+            body["steps"] = steps
+        out: dict[str, Any] = self._request("POST", f"/trials/{trial_id}/fork", json=body).json()
+        deadline = time.monotonic() + timeout
+        while wait and out["status"] in ("pending", "copying"):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"fork {out['id']} of trial {trial_id} still {out['status']} after {timeout} s")
+            time.sleep(poll_s)
+            out = self.fork_request(int(out["id"]))
+        return out
+
+    def fork_request(self, fork_id: int) -> dict[str, Any]:
+        """A fork request as the controller carries it out (`GET /forks/{id}`)."""
+        return self._request("GET", f"/forks/{fork_id}").json()
+
     def cluster(self) -> dict[str, Any]:
         return self._request("GET", "/cluster").json()
 
@@ -311,6 +384,20 @@ class Client:
                 r.read()
                 raise ApiError(r.status_code, r.text, "GET", "/events")
             yield from parse_sse(r.iter_lines())
+
+
+def _has_pandas() -> bool:
+    """True when pandas can be imported (found, and not blocked from import)."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def dashboard_url(server: str, search_id: int) -> str:
+    """The dashboard page of search `search_id` on the server at `server` (`http://host:port`)."""
+    return f"{server.rstrip('/')}/#/search/{search_id}"
 
 
 def _looks_like_file(text: str) -> bool:

@@ -11,7 +11,8 @@ Optuna's `study.optimize` runs one in a notebook: no server, no shell. It return
 
 It drives the same controller as `quanta run` (`app.service.run_search`): trials are processes forked
 from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
-working directory or on `sys.path`, not a function defined in a notebook cell). The DataFrame needs the
+working directory, beside the spec file or on `sys.path`, or named by its path relative to the spec:
+not a function defined in a notebook cell). The DataFrame needs the
 `notebook` extra (pandas): without it `run` refuses before anything starts.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from app.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
-from app.spec import SearchSpec, SpecError, load_spec, parse_spec
+from app.spec import SearchSpec, SpecError, load_spec, parse_spec, place_locally
 
 NO_PANDAS = "app.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
 
@@ -56,25 +57,29 @@ def run(
     *,
     devices: str = "auto",
     db: str = "sqlite:///quanta.db",
-    workdir: str | Path = ".quanta",
+    workdir: str | Path | None = None,
     progress: bool | ProgressKind | None = None,
 ) -> LocalRun:
     """Run `spec` (see `as_spec`) on this machine's `devices` (`cpu:N`, `cuda:0,1`, `cuda:all`, `auto`)
     until its target is reached or its budget is spent, and return `LocalRun(result, trials)`.
 
     The search is stored in `db` (SQLite by default, beside the notebook; `postgresql://...` works) and
-    its checkpoints and trial logs go under `workdir`, as with `quanta run`. `progress`: None draws a bar
-    where one can be seen (Jupyter's in a notebook, rich's in a terminal), False none.
+    its checkpoints and trial logs go under `workdir`, as with `quanta run` (None: a folder of the
+    database's own under `.quanta/`; a workdir another database claimed is refused with `ValueError`).
+    `progress`: None draws a bar where one can be seen (Jupyter's in a notebook, rich's in a terminal),
+    False none.
 
     Everything is checked before anything starts or is stored: pandas (ImportError naming the extra), the
     spec (`SpecError` naming each bad field, its trainable when its module or function cannot be found,
     or a tracker whose library is not installed), the devices (`ValueError`), and the database
     (`RuntimeError` naming the controller that already runs on it). Interrupted (Ctrl-C, Jupyter's stop
-    button), the search is stopped, its trial processes end, and KeyboardInterrupt goes on up."""
+    button), the search is stopped, its trials write their checkpoints and end, and KeyboardInterrupt
+    goes on up (`resume` goes on with it)."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
     from app.devices import parse_devices
     from app.service import run_search
+    from app.workdir import claim_workdir, workdir_for
 
     # Trials are forked from a template that imports the trainable by module name from this process's
     # sys.path (absolute entries only): the working directory, where a notebook's modules sit, goes on it
@@ -83,13 +88,16 @@ def run(
     if here not in sys.path:
         sys.path.insert(0, here)
     checked = as_spec(spec)
-    problem = checked.trainable_problem()
-    if problem is not None:
-        raise SpecError([("trainable", problem)], checked.name)
+    # A spec file's trainable may sit beside it or be named by its path relative to it; a spec given as
+    # data is read as if from a file in the working directory.
+    from_file = isinstance(spec, str | Path) and "\n" not in str(spec)
+    checked = place_locally(checked, Path(str(spec)).parent if from_file else Path(here))
     problem = checked.tracking_problem()
     if problem is not None:
         raise SpecError([("tracking", problem)], checked.name)
     devs = parse_devices(devices)
+    work = workdir_for(db, workdir)
+    claim_workdir(work, db)  # WorkdirTaken (a ValueError) when another database's
 
     kind = progress_kind(progress)
     bar = make_bar(kind, checked.name) if kind is not None else None
@@ -100,10 +108,10 @@ def run(
         text = f"best {p.metric}={p.best:.4g}" if p.best is not None else "best -"
         if p.reached:
             text += " · target reached"
-        bar.update(p.done, p.max_trials, f"{text} · devices busy {p.busy_devices}/{p.devices}")
+        bar.update(p.done, p.max_trials, f"{text} · {p.counts.text()} · devices busy {p.busy_devices}/{p.devices}")
 
     try:
-        result = run_search(checked, devs, db=db, workdir=workdir, on_step=show)
+        result = run_search(checked, devs, db=db, workdir=work, on_step=show)
     finally:
         if bar is not None:
             bar.close()
@@ -117,35 +125,39 @@ def resume(
     seconds: float = 0.0,
     devices: str = "auto",
     db: str = "sqlite:///quanta.db",
-    workdir: str | Path = ".quanta",
+    workdir: str | Path | None = None,
     progress: bool | ProgressKind | None = None,
 ) -> LocalRun:
     """Go on with search `search_id` of `db` (stopped, interrupted, completed) in this process until it
     ends, its budget raised by `trials` and `seconds`, and return `LocalRun(result, trials)` as `run` does.
     Its searcher goes on from every trial so far (only new configurations) and the trials its end stopped
-    go on from their checkpoints under `workdir` (the one it ran with). `KeyError`: no such search;
+    go on from their checkpoints under `workdir` (the one it ran with; None: the database's own, as `run`
+    uses). `KeyError`: no such search;
     `app.db.queries.Conflict` or `BudgetError`, naming why, when it cannot be resumed (nothing changes
     then); `ImportError` without pandas, before anything starts."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
     from app.devices import parse_devices
     from app.service import resume_search
+    from app.workdir import claim_workdir, workdir_for
 
     here = os.getcwd()
     if here not in sys.path:
         sys.path.insert(0, here)
     devs = parse_devices(devices)
+    work = workdir_for(db, workdir)
+    claim_workdir(work, db)  # WorkdirTaken (a ValueError) when another database's
     kind = progress_kind(progress)
     bar = make_bar(kind, f"search {search_id}") if kind is not None else None
 
     def show(p: Any) -> None:
         if bar is not None:
             text = f"best {p.metric}={p.best:.4g}" if p.best is not None else "best -"
-            bar.update(p.done, p.max_trials, f"{text} · devices busy {p.busy_devices}/{p.devices}")
+            bar.update(p.done, p.max_trials, f"{text} · {p.counts.text()} · devices busy {p.busy_devices}/{p.devices}")
 
     try:
         result = resume_search(
-            search_id, devs, db=db, workdir=workdir, more_trials=trials, more_seconds=seconds, on_step=show
+            search_id, devs, db=db, workdir=work, more_trials=trials, more_seconds=seconds, on_step=show
         )
     finally:
         if bar is not None:

@@ -20,6 +20,13 @@
 - `device` / `devices`: the torch device(s) the trial runs on now. `elastic = True` declares the
   trainable data-parallel ready (it may be given more devices).
 - `metric`: the name of the search's objective (None standalone unless given).
+- `config`: the trial's configuration. The search's `mutable` parameters (`mutable`) may change at a
+  mini-batch boundary (a fork's new values, a population's exploration): `config` is then updated in
+  place and every function given to `on_config_change(fn)` is called with the changed values. A
+  tracked optimizer follows changes of `lr`, `momentum` and `weight_decay` by itself (each of its
+  parameter groups that has the key; a learning rate a schedule or the trainable scaled is scaled by the
+  same factor, and so are tracked LR schedulers' base rates). A trainable that does nothing else still
+  works: other mutable values change where it reads `config`.
 
 A training loop Quanta does not own (PyTorch Lightning's, the Hugging Face Trainer's: see
 `app/integrations/`) uses lower-level calls instead of `steps()`: `enter_loop(step)` once when
@@ -43,10 +50,11 @@ same working directory): it neither replays nor restores them, and starts the sp
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -94,6 +102,63 @@ def _move(obj: Any, device: torch.device) -> None:
         obj.move_to(device)
 
 
+# The optimizer hyperparameters a tracked optimizer follows by itself when a mutable parameter of that
+# (top-level) name changes.
+OPTIMIZER_KEYS = ("lr", "momentum", "weight_decay")
+
+ConfigHook = Callable[[dict[str, Any]], None]
+
+
+def _get(config: Mapping[str, Any], name: str) -> Any:
+    """The value of dotted `name` in a nested configuration (None when absent)."""
+    node: Any = config
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _set(config: dict[str, Any], name: str, value: Any) -> None:
+    node = config
+    *parents, last = name.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[last] = value
+
+
+def _follow(value: Any, old: Any, new: Any) -> Any:
+    """An optimizer's hyperparameter after its configured value went from `old` to `new`: `new` where
+    it still held `old` (or `old` was 0 or unknown), else scaled by new/old (a schedule, or a trainable
+    that derived it from the configured value, keeps its shape)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return value
+    if not isinstance(old, int | float) or old == 0 or value == old or not math.isfinite(value):
+        return new
+    return value * (new / old)
+
+
+def _follow_optimizers(objects: Sequence[Any], changes: Mapping[str, tuple[Any, Any]]) -> None:
+    """Apply changed `OPTIMIZER_KEYS` ((old, new) per name) to tracked optimizers' parameter groups and
+    to tracked LR schedulers' base rates."""
+    keys = {k: v for k, v in changes.items() if k in OPTIMIZER_KEYS and isinstance(v[1], int | float)}
+    if not keys:
+        return
+    for obj in objects:
+        if isinstance(obj, torch.optim.Optimizer):
+            for group in obj.param_groups:
+                for key, (old, new) in keys.items():
+                    if key in group:
+                        group[key] = _follow(group[key], old, new)
+                if "lr" in keys and "initial_lr" in group:  # where a scheduler starts from
+                    group["initial_lr"] = _follow(group["initial_lr"], *keys["lr"])
+        elif "lr" in keys and isinstance(getattr(obj, "base_lrs", None), list):  # an LR scheduler
+            obj.base_lrs = [_follow(b, *keys["lr"]) for b in obj.base_lrs]
+
+
 class Trial:
     """The in-process view of one trial. Constructed by the runtime (or `standalone()`)."""
 
@@ -113,9 +178,13 @@ class Trial:
         until: int | None = None,
         metric: str | None = None,
         attempt: int = 0,
+        mutable: Sequence[str] = (),
     ):
         self.id = trial_id
         self.config = config
+        # The parameters that may change at a boundary (dotted names: `optimizer.lr`), and who is told.
+        self.mutable = tuple(mutable)
+        self._config_hooks: list[ConfigHook] = []
         self.max_steps = max_steps
         self.metric = metric
         # Which process of the trial this is (the runtime claims it: 0 for the first, one more for each
@@ -185,6 +254,15 @@ class Trial:
     def budget_spent(self) -> bool:
         """True once `max_steps` mini-batches are done: a loop Quanta does not own should end."""
         return self._step >= self.max_steps
+
+    def on_config_change(self, fn: ConfigHook) -> ConfigHook:
+        """Call `fn(changes)` whenever mutable parameters change at a boundary: `changes` maps each
+        changed dotted name to its new value, `config` holds it already and tracked optimizers follow
+        `lr`, `momentum` and `weight_decay` already. Also called by `track()` when it restores state
+        taken under other values (a fork's first process, with the fork's values), so register it
+        before `track()` to hear of that. Returns `fn` (usable as a decorator)."""
+        self._config_hooks.append(fn)
+        return fn
 
     def track(self, **objects: Any) -> None:
         """Register state to move, checkpoint and restore. Restores from the checkpoint when the
@@ -372,6 +450,10 @@ class Trial:
             self._release()
         elif kind == "limit":  # the step limit of a run that started a new process
             self._set_limit(msg)
+        elif kind == "fork":
+            self._fork(msg)
+        elif kind == "configure":
+            self._configure(msg)
         elif kind == "resume":  # resumed while running = move in place
             self._bind(msg["devices"])
             self._set_limit(msg)
@@ -423,6 +505,10 @@ class Trial:
                 self.checkpoint()
             elif kind == "release":
                 self._release()
+            elif kind == "fork":  # parked at a boundary: its state is taken as it is
+                self._fork(nxt)
+            elif kind == "configure":
+                self._configure(nxt)
             elif kind != "suspend":
                 raise RuntimeError(f"unknown control message {kind!r}")
 
@@ -445,6 +531,54 @@ class Trial:
         for obj in self._tracked.values():
             _move(obj, device)
 
+    def _payload(self) -> dict[str, Any]:
+        """Everything the trial's computation continues from, at this boundary: what a checkpoint holds,
+        with the configuration in force (a restore under other mutable values applies the difference)."""
+        return {
+            "step": self._step,
+            "state": {name: obj.state_dict() for name, obj in self._tracked.items()},
+            "rng": ckpt.rng_state(),
+            "history": self.history,
+            "config": self.config,
+        }
+
+    def _fork(self, msg: dict[str, Any]) -> None:
+        """Write this trial's state at this boundary to `msg["path"]` (atomically: another trial's
+        checkpoint, which it starts from) and say so (`forked`, with the step, or the error). Nothing
+        of this trial changes: taking its state reads it only."""
+        into, path = msg.get("into"), str(msg["path"])
+        try:
+            ckpt.save_atomic(self._payload(), path)
+        except OSError as exc:
+            error = f"cannot write the state of trial {self.id} at step {self._step} to {path}: {exc}"
+            self._send("forked", into=into, step=self._step, error=error, at=time.time())
+            return
+        self._send("forked", into=into, step=self._step, error=None, at=time.time())
+
+    def _configure(self, msg: dict[str, Any]) -> None:
+        """New values of mutable parameters, taken at this boundary; says which changed (`configured`)."""
+        changed = self._change_config(dict(msg.get("values") or {}))
+        self._send("configured", step=self._step, values=changed, at=time.time())
+
+    def _change_config(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Set `values` (dotted names) in `config`; tracked optimizers follow, hooks are told. Returns the
+        values that changed."""
+        changes = {}
+        for name, new in values.items():
+            old = _get(self.config, name)
+            if old != new:
+                _set(self.config, name, new)
+                changes[name] = (old, new)
+        self._apply_changes(changes)
+        return {name: new for name, (_old, new) in changes.items()}
+
+    def _apply_changes(self, changes: Mapping[str, tuple[Any, Any]]) -> None:
+        if not changes:
+            return
+        _follow_optimizers(list(self._tracked.values()), changes)
+        for hook in list(self._config_hooks):
+            hook({name: new for name, (_old, new) in changes.items()})
+
     def checkpoint(self) -> str | None:
         """Write a checkpoint now (atomically). Returns its path, or None without a checkpoint path or
         when the write failed (a full disk, an unwritable folder): the previous checkpoint is then left
@@ -452,12 +586,7 @@ class Trial:
         resumes from the previous checkpoint meanwhile)."""
         if not self._checkpoint_path:
             return None
-        payload = {
-            "step": self._step,
-            "state": {name: obj.state_dict() for name, obj in self._tracked.items()},
-            "rng": ckpt.rng_state(),
-            "history": self.history,
-        }
+        payload = self._payload()
         try:
             path = ckpt.save_atomic(payload, self._checkpoint_path)
         except OSError as exc:
@@ -479,3 +608,9 @@ class Trial:
         self.history = list(payload.get("history", []))
         self._start_step = self._step = int(payload["step"])
         self._restored = True
+        # State taken under other values of mutable parameters (a fork's, or a change made after this
+        # checkpoint): what the restored optimizers hold is brought to this process's configuration.
+        taken = payload.get("config")
+        if isinstance(taken, Mapping):
+            changes = {n: (_get(taken, n), _get(self.config, n)) for n in self.mutable}
+            self._apply_changes({n: c for n, c in changes.items() if c[0] != c[1]})

@@ -18,8 +18,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hyperopt import hp
-
 KINDS = ("uniform", "loguniform", "quniform", "qloguniform", "normal", "randint", "choice")
 _ARITY = {"uniform": 2, "loguniform": 2, "quniform": 3, "qloguniform": 3, "normal": 2, "randint": 2}
 _CONSTANTS = (str, int, float, bool, type(None))
@@ -120,6 +118,10 @@ def _unique_labels(node: Any, label: str, path: str, seen: dict[str, str]) -> No
 
 
 def _compile(node: Any, label: str) -> Any:
+    # HyperOpt (and the SciPy it imports: over half a second) is imported when a space is compiled, not
+    # with this module: the spec validates spaces here, and a spec's error must not wait for HyperOpt.
+    from hyperopt import hp
+
     if is_dimension(node):
         kind, args = next(iter(node.items()))
         if kind == "choice":
@@ -281,3 +283,129 @@ def space_difference(ours: Any, theirs: Any, path: str = "space") -> str | None:
     if is_dimension(ours) or is_dimension(theirs) or isinstance(ours, Mapping) or isinstance(theirs, Mapping):
         return f"{path}: {_describe(ours)} here, {_describe(theirs)} there"
     return None if _same_constant(ours, theirs) else f"{path}: {_describe(ours)} here, {_describe(theirs)} there"
+
+
+# ---- mutable parameters (forks, population-based training) --------------------------------------
+
+MUTABLE = "mutable"  # the flag a dimension may carry beside its kind: `lr: {loguniform: [...], mutable: true}`
+NUMERIC_KINDS = tuple(k for k in KINDS if k != "choice")
+
+
+def take_mutable(space: Mapping[str, Any], root: str = "space") -> tuple[dict[str, Any], list[str]]:
+    """`space` without the `mutable` flags its dimensions carry, and the dotted names of the parameters
+    flagged `mutable: true` (in the space's order). A flag is a dimension's second key
+    (``{loguniform: [0.0001, 0.1], mutable: true}``); it may stand on a parameter of the space or of a
+    nested space (``optimizer.lr``), never inside a choice's option (a parameter there exists in some
+    configurations only). Raises `SpaceError` naming the parameter for a flag that is not a boolean or
+    stands inside a choice. What is not a flagged dimension is returned as it is (`validate_space`
+    judges it)."""
+    names: list[str] = []
+    return _take(space, "", root, names, inside_choice=False), names
+
+
+def _take(node: Any, name: str, path: str, names: list[str], *, inside_choice: bool) -> Any:
+    if isinstance(node, Mapping) and MUTABLE in node and len(node) == 2:
+        flag = node[MUTABLE]
+        rest = {k: v for k, v in node.items() if k != MUTABLE}
+        if is_dimension(rest):
+            if not isinstance(flag, bool):
+                raise SpaceError(f"{path}.{MUTABLE}", f"must be true or false, not {flag!r}")
+            if flag and inside_choice:
+                raise SpaceError(path, "mutable: true cannot stand inside a choice's option")
+            if flag:
+                names.append(name)
+            node = rest
+    if is_dimension(node):
+        kind, args = next(iter(node.items()))
+        if kind == "choice" and isinstance(args, list | tuple):
+            options = [
+                _take(o, f"{name}/{i}", f"{path}.choice[{i}]", names, inside_choice=True) for i, o in enumerate(args)
+            ]
+            return {kind: options}
+        return dict(node)
+    if isinstance(node, Mapping):
+        return {
+            k: _take(v, f"{name}.{k}" if name else str(k), f"{path}.{k}", names, inside_choice=inside_choice)
+            for k, v in node.items()
+        }
+    return node
+
+
+def dimension_at(space: Mapping[str, Any], name: str) -> Any:
+    """What the dotted parameter `name` (``optimizer.lr``) names in `space` through nested spaces (not
+    into choices): a dimension, a constant or a nested space; None when it names nothing."""
+    node: Any = space
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or is_dimension(node) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def mutable_problem(space: Mapping[str, Any], names: Any, root: str = "mutable") -> SpaceError | None:
+    """None when every name in `names` is a numeric dimension of `space` (a valid space), else the
+    `SpaceError` naming the first that is not: a choice, a constant or a nested space cannot change
+    at a boundary the way a number does (the parameter's path under `space`), and a name the space
+    lacks (its place under `root`)."""
+    for i, name in enumerate(names):
+        node = dimension_at(space, name)
+        if node is None:
+            return SpaceError(f"{root}[{i}]", f"{name!r} is not a parameter of the space")
+        if is_dimension(node) and next(iter(node)) in NUMERIC_KINDS:
+            continue
+        what = "a choice" if is_dimension(node) else "a nested space" if isinstance(node, Mapping) else "a constant"
+        return SpaceError(
+            f"space.{name}",
+            f"mutable: true needs a numeric parameter ({', '.join(NUMERIC_KINDS)}), not {what}",
+        )
+    return None
+
+
+def override_value(space: Mapping[str, Any], name: str, value: Any, path: str) -> int | float:
+    """`value` as a new value of the numeric dimension `name` of `space` (a mutable one): an int for
+    `randint`, a float otherwise. Raises `SpaceError` at `path` when it is not a finite number, not an
+    integer for `randint`, or not above 0 for a log-scale dimension. It may lie outside the dimension's
+    range: a fork's or a population's value is a decision made on a trial's curve, not a draw from the
+    prior."""
+    node = dimension_at(space, name)
+    kind = next(iter(node)) if is_dimension(node) else None
+    if kind not in NUMERIC_KINDS:
+        raise SpaceError(path, f"{name!r} is not a numeric parameter of the space")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpaceError(path, f"must be a finite number ({kind}), not {value!r}")
+    if kind == "randint":
+        if not float(value).is_integer():
+            raise SpaceError(path, f"must be an integer (randint), not {value!r}")
+        return int(value)
+    if kind in ("loguniform", "qloguniform") and value <= 0:
+        raise SpaceError(path, f"must be above 0 ({kind}), not {value!r}")
+    return float(value)
+
+
+def with_values(params: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the configuration `params` with each dotted name of `values` set (nested spaces are
+    nested mappings: `optimizer.lr` is ``params["optimizer"]["lr"]``); `params` is left as it is."""
+    out = _copy_tree(params)
+    for name, value in values.items():
+        node = out
+        *parents, last = name.split(".")
+        for part in parents:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[last] = value
+    return out
+
+
+def _copy_tree(node: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _copy_tree(v) if isinstance(v, Mapping) else v for k, v in node.items()}
+
+
+def vals_with_values(vals: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The searcher's flat record (`{label: [value]}`, labels joined by '/') with each dotted name of
+    `values` set, as `with_values` sets the configuration."""
+    out = {label: list(v) if isinstance(v, list | tuple) else v for label, v in vals.items()}
+    for name, value in values.items():
+        out[name.replace(".", "/")] = [value]
+    return out

@@ -36,11 +36,15 @@ from collections.abc import Callable, Sequence
 
 from app.executor.actions import (
     Action,
+    Configured,
     Event,
     Exited,
+    Fork,
+    Forked,
     Migrate,
     Parked,
     Profiled,
+    Reconfigure,
     Release,
     Reported,
     Residency,
@@ -272,6 +276,12 @@ class SimRuntime:
                     touched |= self._neighbours(j)
                     self._free(j)
                     stopped_or_parked.add(j.id)
+            elif isinstance(a, Fork):  # a simulated job has no state to copy: the fork is refused, said so
+                why = f"trial {a.trial_id}: the simulator cannot copy a simulated trial's state"
+                steps = int(j.steps + 1e-9) if j is not None else 0
+                self._pending.append(Forked(a.trial_id, a.into, steps, now, why))
+            elif isinstance(a, Reconfigure) and j is not None and j.state in ("running", "parked"):
+                self._pending.append(Configured(a.trial_id, int(j.steps + 1e-9), dict(a.values), now))
             elif (
                 isinstance(a, Migrate)  # like the real runtime: park every mover before any resumes
                 and j is not None

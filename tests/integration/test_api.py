@@ -138,7 +138,7 @@ def test_create_json_and_yaml_then_get_and_list(client):
     assert r.status_code == 201
     a = r.json()
     assert a["status"] == "queued" and a["name"] == "lin" and a["best"] is None
-    assert a["progress"] == {"trials_created": 0, "trials_done": 0, "max_trials": 3}
+    assert a["progress"] == {"trials_created": 0, "trials_done": 0, "max_trials": 3, "trials": None}
     assert a["metric"] == {"name": "accuracy", "goal": "maximize", "target": 0.9}
     assert a["policy"] == "asha" and a["spec"]["trainable"] == "tests.trainables:linear"  # the default policy
     for key in ("created_at", "started_at", "finished_at", "reached", "seconds_to_target"):

@@ -162,6 +162,53 @@ def test_example_script(server, tmp_path):
     r = _run(["examples/sdk_submit.py", str(spec), "--url", server.url], {"QUANTA_TOKEN": TOKEN})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "target reached: True" in r.stdout and "top 3" in r.stdout
+    assert f"dashboard: {server.url}/#/search/" in r.stdout  # the dashboard routes on the fragment
+
+
+def test_quanta_submit_prints_the_searchs_dashboard_link(server, client, tmp_path):
+    path = tmp_path / "link.yaml"
+    path.write_text(yaml.safe_dump({**SLOW, "name": "link"}))
+    r = _run(["-m", "app.cli", "submit", str(path), "--url", server.url + "/"], {"QUANTA_TOKEN": TOKEN})
+    assert r.returncode == 0, r.stdout + r.stderr
+    sid = int(r.stdout.split()[1])
+    assert f"{server.url}/#/search/{sid}" in r.stdout.split(), r.stdout  # one slash, the fragment route
+    assert "?search=" not in r.stdout
+    client.search(sid).stop().wait(timeout=60, poll_s=0.3)
+
+
+def test_pause_returns_the_paused_search(client):
+    search = client.submit({**SLOW, "name": "pause"})
+    deadline = time.monotonic() + 60
+    while search.refresh().status != "running":
+        assert time.monotonic() < deadline, search.status
+        time.sleep(0.2)
+    assert search.pause(timeout=30) is search
+    assert search.status == "paused" and search.data["status"] == "paused"
+    assert client.search(search.id).status == "paused"  # what the server says too
+    search.stop()
+    assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
+
+
+def test_trials_without_pandas_raise_naming_the_extra(client, server):
+    search = client.submit({**UNREACHABLE, "name": "no-pandas"}).wait(timeout=120, poll_s=0.3)
+    script = (
+        "import sys\n"
+        "sys.modules['pandas'] = None  # as without the notebook extra: `import pandas` raises ImportError\n"
+        "from app.sdk import Client\n"
+        f"search = Client({server.url!r}).search({search.id})\n"
+        "print(len(search.trials(frame=False)))\n"
+        "try:\n"
+        "    search.trials()\n"
+        "except ImportError as exc:\n"
+        "    print('ImportError:', exc)\n"
+        "else:\n"
+        "    print('no error')\n"
+    )
+    r = _run(["-c", script], {"QUANTA_TOKEN": TOKEN})
+    assert r.returncode == 0, r.stdout + r.stderr
+    count, error = r.stdout.splitlines()
+    assert count == "2"
+    assert error.startswith("ImportError:") and "pip install 'quanta[notebook]'" in error, error
 
 
 # ---- the CLI against the service: status, logs, stop, export -------------------------------------
@@ -202,7 +249,7 @@ def test_status_logs_stop_and_export_through_the_cli(client, server, tmp_path):
 
     res = _quanta(server, "export", str(done.id), "-f", "csv", "-o", str(tmp_path / "t.csv"))
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "t.csv").read_text().splitlines()[0].startswith("trial_id,number,status")
+    assert (tmp_path / "t.csv").read_text().splitlines()[0].startswith("trial_id,number,parent_id,fork_step,status")
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 3
 
     slow = client.submit(SLOW)
@@ -216,6 +263,42 @@ def test_status_logs_stop_and_export_through_the_cli(client, server, tmp_path):
         assert res.exit_code == 2 and "404" in res.output, res.output
     res = _quanta_without_token(server)
     assert res.exit_code == 2 and "no token" in res.output
+
+
+def test_fork_through_the_cli_and_the_sdk(client, server):
+    """`quanta fork` and `Client.fork` start a new trial from a running trial's state with a new learning
+    rate; the lineage says so; bad input is refused naming the parameter (exit 2)."""
+    spec = {**SLOW, "name": "forking", "space": {"lr": {"loguniform": [0.005, 0.1], "mutable": True}},
+            "budget": {"max_trials": 1, "max_steps": 100_000}, "parallelism": 1}  # fmt: skip
+    search = client.submit(spec)
+    deadline = time.monotonic() + 60
+    while not [t for t in search.trials(frame=False) if t["status"] == "running" and t["steps"] >= 5]:
+        assert time.monotonic() < deadline, "no running trial"
+        time.sleep(0.2)
+    trial = search.trials(frame=False)[0]["id"]
+
+    res = _quanta(server, "fork", str(trial), "--set", "lr=0.001", "--steps", "20")
+    assert res.exit_code == 0, res.output
+    assert f"forked from trial {trial} at step" in res.stdout and "(lr=0.001)" in res.stdout
+    out = search.fork(trial, {"lr": 0.002}, steps=10)  # the SDK, waiting until it is carried out
+    assert out["status"] == "done" and out["parent_id"] == trial and out["fork_step"] >= 5
+    lineage = search.lineage()
+    children = sorted((t for t in lineage["trials"] if t["parent_id"] == trial), key=lambda t: t["id"])
+    assert [c["params"]["lr"] for c in children] == [0.001, 0.002] and lineage["mutable"] == ["lr"]
+    assert [c["changes"][0]["values"] for c in children] == [{"lr": 0.001}, {"lr": 0.002}]
+    assert client.trial(out["child_id"])["parent_id"] == trial
+
+    for args, says in (
+        (("--set", "lr=fast"), "not a number"),
+        (("--set", "momentum=0.5"), "set.momentum"),
+        (("--steps", "0"), "--steps"),
+    ):
+        res = _quanta(server, "fork", str(trial), *args)
+        assert res.exit_code == 2 and says in res.output, res.output
+    res = _quanta(server, "fork", "999999")
+    assert res.exit_code == 2 and "404" in res.output, res.output
+    search.stop()
+    assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
 
 
 def _quanta_without_token(server):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.executor.actions import Exited, Migrate, Reported, Run, Started, Stop, Suspend
+from app.executor.actions import Exited, Fork, Migrate, Reconfigure, Reported, Run, Started, Stop, Suspend
 from app.executor.runtime.celery_runtime import APPLY_TASK, CeleryRuntime
 from app.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
 
@@ -131,6 +131,25 @@ def test_run_assigns_an_epoch_and_is_expected_until_the_node_reports_it(setup) -
     rt.poll(0)
     rt.apply(3, [Run(7, ("n2/cpu:1",))])
     assert celery.applies()[-1]["args"][1][0]["epoch"] == 1
+
+
+def test_a_fork_and_a_config_change_go_to_the_trials_node_under_its_epoch(setup) -> None:
+    cluster, celery, rt = setup
+    rt.apply(1, [Run(7, ("n2/cpu:1",))])
+    cluster.beat("n2", {7: running(1, 1, "n2/cpu:1", steps=5)})
+    rt.poll(0)
+    rt.apply(2, [Fork(7, 9), Reconfigure(7, {"lr": 0.01})])
+    msg = celery.applies()[-1]
+    assert msg["queue"] == "node.n2" and msg["args"] == [
+        2,
+        [
+            {"kind": "fork", "trial_id": 7, "into": 9, "epoch": 1},
+            {"kind": "reconfigure", "trial_id": 7, "values": {"lr": 0.01}, "epoch": 1},
+        ],
+    ]
+    sent = len(celery.sent)
+    rt.apply(3, [Fork(8, 9)])  # no node runs trial 8: nothing to send (the controller copies its checkpoint)
+    assert len(celery.sent) == sent
 
 
 def test_cross_node_move_is_a_handoff_with_a_linked_start_and_carries_device_time(setup) -> None:

@@ -171,6 +171,18 @@ def test_a_stop_or_suspend_of_an_earlier_epoch_leaves_the_current_process_alone(
     assert done["applied"] == [5] and 5 not in rt.residency()
 
 
+def test_a_fork_and_a_config_change_reach_the_process_of_the_current_epoch_only(agent) -> None:
+    a, ledger, rt = agent
+    ledger.assigned = {5: Assignment(5, "n1", 2)}
+    a.apply(1, orders({"kind": "run", "trial_id": 5, "devices": ["n1/cpu:0"], "epoch": 2}))
+    assert a.apply(2, orders({"kind": "fork", "trial_id": 5, "into": 9, "epoch": 1}))["stale"] == [5]
+    assert a.apply(3, orders({"kind": "fork", "trial_id": 6, "into": 9, "epoch": 2}))["refused"] == [6]  # not here
+    done = a.apply(4, orders({"kind": "fork", "trial_id": 5, "into": 9, "epoch": 2}))
+    assert done["applied"] == [5] and rt.applied[-1] == (4, [A.Fork(5, 9)])
+    a.apply(5, orders({"kind": "reconfigure", "trial_id": 5, "values": {"lr": 0.01}, "epoch": 2}))
+    assert rt.applied[-1] == (5, [A.Reconfigure(5, {"lr": 0.01})])
+
+
 def test_orders_of_stops_and_suspensions_carry_the_epoch_on_the_wire() -> None:
     for action in (A.Stop(4, "why"), A.Suspend(4, True), A.Release(4)):
         order = A.Order.from_dict(json.loads(json.dumps(A.Order(action, 3).to_dict())))

@@ -411,3 +411,30 @@ def test_a_space_with_too_many_parameters_or_options_or_a_dotted_name_is_refused
     assert list(errors_of({**base, "space": {"opt": {"choice": [{"a.b": 1}]}}})) == ["space.opt.choice[0].a.b"]
     wide = {f"p{i}": {"uniform": [0, 1]} for i in range(MAX_PARAMETERS + 1)}
     assert len(parse_spec({**base, "space": wide}, stored=True).space) == MAX_PARAMETERS + 1  # kept as stored
+
+
+def test_mutable_flags_move_beside_the_space_and_only_numeric_parameters_take_them():
+    flagged = GOOD.replace("lr: {loguniform: [0.0001, 0.3]}", "lr: {loguniform: [0.0001, 0.3], mutable: true}")
+    spec = parse_spec(flagged)
+    assert spec.mutable == ("lr",) and spec.space["lr"] == {"loguniform": [0.0001, 0.3]}
+    stored = spec.model_dump(mode="json")
+    assert stored["mutable"] == ["lr"] and parse_spec(stored, stored=True) == spec  # a stored spec: the same
+    nested = parse_spec({**yaml.safe_load(GOOD), "space": {"opt": {"wd": {"uniform": [0, 1], "mutable": True}}}})
+    assert nested.mutable == ("opt.wd",)
+    assert parse_spec({**yaml.safe_load(GOOD), "mutable": ["lr"]}).mutable == ("lr",)  # the list itself
+    assert parse_spec(GOOD.replace("}\n  channels", ", mutable: false}\n  channels")).mutable == ()
+
+    def first_error(space=None, **fields):
+        data = {**yaml.safe_load(GOOD), **fields, **({"space": space} if space is not None else {})}
+        with pytest.raises(SpecError) as info:
+            parse_spec(data)
+        return info.value.errors[0]
+
+    path, why = first_error({"channels": {"choice": [8, 16], "mutable": True}})
+    assert path == "space.channels" and "needs a numeric parameter" in why and "not a choice" in why
+    path, why = first_error({"opt": {"choice": [{"m": {"uniform": [0, 1], "mutable": True}}]}})
+    assert path == "space.opt.choice[0].m" and "inside a choice" in why
+    assert first_error({"lr": {"uniform": [0, 1], "mutable": "yes"}})[0] == "space.lr.mutable"
+    path, why = first_error({"lr": 0.1}, mutable=["lr"])
+    assert path == "space.lr" and "not a constant" in why
+    assert first_error(mutable=["dropout"]) == ("mutable[0]", "'dropout' is not a parameter of the space")

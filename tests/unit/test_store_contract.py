@@ -205,6 +205,41 @@ def test_controller_state(store):
     assert store.cluster_view() == idle and idle.devices[0].running == () and idle.round_no == 0
 
 
+def test_a_fork_is_carried_out_in_steps_that_never_touch_its_parent(store):
+    sid = store.create_search("s", {}, 1.0).id
+    parent = store.add_trial(sid, 0, {"lr": 0.1, "opt": {"m": 0.9}}, {"lr": [0.1], "opt/m": [0.9]}, 1.0)
+    store.update_trial(parent.id, status="running", steps=30, checkpoint_step=20)
+    with pytest.raises(KeyError):
+        store.add_fork_request(9999, {}, None, 2.0)
+    req = store.add_fork_request(parent.id, {"lr": 0.01}, 50, 2.0, requested_by=1)
+    other = store.add_fork_request(parent.id, {}, None, 2.5)
+    assert (req.status, req.search_id, req.child_id, req.values, req.steps) == ("pending", sid, None, {"lr": 0.01}, 50)
+    assert [f.id for f in store.fork_requests(("pending",))] == [req.id, other.id]
+
+    child = store.start_fork(req.id, 1, {"lr": 0.01, "opt": {"m": 0.9}}, {"lr": [0.01], "opt/m": [0.9]}, None, 3.0)
+    assert (child.parent_id, child.fork_step, child.number, child.status) == (parent.id, None, 1, "queued")
+    assert store.search(sid).trials_created == 2
+    assert [(f.id, f.child_id) for f in store.fork_requests(("copying",))] == [(req.id, child.id)]
+    store.finish_fork(req.id, 30, 4.0, 80)
+    done = store.trial(child.id)
+    assert (done.fork_step, done.checkpoint_step, done.steps, done.max_steps) == (30, 30, 30, 80)
+    assert store.fork_requests(("done",))[0].finished_at == 4.0
+    (change,) = store.config_changes(child.id)
+    assert (change.step, change.values, change.cause, change.source_id) == (30, {"lr": 0.01}, "fork", parent.id)
+
+    failing = store.start_fork(other.id, 2, {"lr": 0.1}, {"lr": [0.1]}, None, 5.0)
+    store.fail_fork(other.id, "the write failed", 6.0)
+    (failed,) = store.fork_requests(("failed",))
+    assert failed.error == "the write failed" and store.trial(failing.id).status == "failed"
+    assert "the write failed" in store.trial(failing.id).error
+
+    store.record_config_change(parent.id, 31, 7.0, {"lr": 0.05}, {"lr": 0.05, "opt": {"m": 0.9}})
+    assert store.trial(parent.id).params == {"lr": 0.05, "opt": {"m": 0.9}}
+    assert [(c.step, c.cause) for c in store.config_changes(parent.id)] == [(31, "set")]
+    p = store.trial(parent.id)  # the fork wrote nothing of its parent's but its parameters' change
+    assert (p.status, p.steps, p.checkpoint_step, p.parent_id, p.fork_step) == ("running", 30, 20, None, None)
+
+
 def test_which_contract_each_store_keeps(store):
     assert isinstance(store, ControllerStore)
     # The service's readers' queries and deletions are SQL only (see app.db.protocol).
@@ -283,8 +318,11 @@ def test_deletion_requests_survive_and_delete_everything(sql, tmp_path):
     sql.request_delete(sid, 2.0)
     sql.request_delete(sid, 3.0)  # asked twice: one request
     assert Store(sql.url).pending_deletes() == [sid]  # another process (a restarted one) sees it
+    fork = sql.add_fork_request(t.id, {}, None, 2.0)
+    sql.record_config_change(t.id, 1, 2.0, {"lr": 0.1}, {"lr": 0.1})
     sql.delete_search(sid)
     assert sql.pending_deletes() == [] and sql.trial(t.id) is None and sql.search_reports(sid) == []
+    assert sql.fork_out(fork.id) is None and sql.config_changes(t.id) == [] and sql.lineage(sid) is None
 
 
 def test_a_legacy_key_value_table_is_imported_once(tmp_path):

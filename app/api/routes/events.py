@@ -44,11 +44,11 @@ async def events(
     max_seconds: Annotated[float | None, Query(gt=0, le=86_400, description="end the stream after this")] = None,
     last_event_id: Annotated[str | None, Header(description="resume after this report id")] = None,
 ) -> StreamingResponse:
-    """Server-sent events: `search` (a SearchSummary whose status, best or progress changed), `trial` (a
-    TrialOut whose status, steps or metric changed) and `report` (a new report row; its event id is the
-    report id, so a reconnecting EventSource resumes where it left off). Auth by header or `?token=`.
-    A member gets the events of their own searches only; the stream ends when its token is revoked or
-    expires."""
+    """Server-sent events: `search` (a SearchSummary whose status, best, progress, trial counts or warning
+    changed), `trial` (a TrialOut whose status, steps or metric changed) and `report` (a new report row;
+    its event id is the report id, so a reconnecting EventSource resumes where it left off). Auth by
+    header or `?token=`. A member gets the events of their own searches only; the stream ends when its
+    token is revoked or expires."""
     resume = _event_id(last_event_id)
     if search_id is not None and not sees(caller.user, await run_in_threadpool(store.search_owner, search_id)):
         raise not_found("search", search_id)

@@ -32,8 +32,10 @@ from app.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
 from app.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
 from app.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
 from app.db.warm import WarmStartError, check_warm_start
+from app.import_check import check_import
 from app.spec import MAX_DEPTH, SearchSpec, SpecError, decode_spec_text, nesting_problem, parse_spec
 from app.status import SearchStatus, TrialStatus
+from app.trainable_ref import DOCS_SERVING, file_ref_problem, is_file_ref
 
 router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 
@@ -104,7 +106,9 @@ async def read_capped(request: Request, limit: int) -> bytes:
 
 def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
     """Validate a posted spec: 415 for other media types, 422 naming each bad field, 403 when the
-    trainable's module is not allowed."""
+    trainable's module is not allowed. Last, the trainable's module is imported in a process of its own
+    (`check_import`, bounded by `import_check_s`): 422 when that fails (a package it needs is missing,
+    named with the Quanta extra that provides it)."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media not in JSON_TYPES + YAML_TYPES:
         raise HTTPException(
@@ -133,16 +137,24 @@ def read_spec(body: bytes, content_type: str, settings: Settings) -> SearchSpec:
         raise _spec_error(exc.errors) from None
     except (TypeError, ValueError, RecursionError) as exc:  # a value the validators did not foresee
         raise _spec_error([("spec", str(exc) or type(exc).__name__)]) from None
+    if is_file_ref(spec.trainable):  # a path means something only beside a spec file, under `quanta run`
+        raise _spec_error([("trainable", file_ref_problem(spec.trainable))])
     if not settings.allows(spec.module):
         allowed = ", ".join(repr(p) for p in settings.allowlist) or "(none)"
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
             f"trainable '{spec.trainable}' is not allowed: its module must start with one of {allowed} "
-            "(the server's QUANTA_TRAINABLE_ALLOWLIST)",
+            f"(the server's QUANTA_TRAINABLE_ALLOWLIST; to serve your own trainables, start the server with "
+            f"their folder on PYTHONPATH and their module in QUANTA_TRAINABLE_ALLOWLIST, as {DOCS_SERVING} "
+            "shows)",
         )
     problem = spec.trainable_problem()  # found without importing it into this process
     if problem is not None:
         raise _spec_error([("trainable", problem)])
+    if settings.import_check_s > 0:  # imported once in a process of its own: a missing package fails every trial
+        failed = check_import(spec.module, settings.import_check_s)
+        if failed is not None:
+            raise _spec_error([("trainable", failed.sentence())])
     return spec
 
 

@@ -37,9 +37,11 @@ from app.executor.actions import (
     Action,
     Event,
     Exited,
+    Fork,
     Handoff,
     Migrate,
     Order,
+    Reconfigure,
     Release,
     Reported,
     Residency,
@@ -209,6 +211,10 @@ class CeleryRuntime:
                 if node is not None:
                     by_node.setdefault(node, []).append(Order(a, current_epoch))
                     self._expect[tid] = _Expect(round_no, node, (), False, deadline, stop=True)
+                continue
+            if isinstance(a, Fork | Reconfigure):  # to the process where it is, under its epoch
+                if where is not None:  # (no process: the controller takes a fork from the checkpoint)
+                    by_node.setdefault(where, []).append(Order(a, current_epoch))
                 continue
             if isinstance(a, Suspend):
                 if where is not None:

@@ -4,9 +4,13 @@
 Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
   trial -> runtime: ("hello", {"trial_id", "pid", "sent", "step"}), ("report", ...), ("profile", ...),
                     ("parked", ...), ("resumed", ...), ("checkpointed", ...),
+                    ("forked", {"into", "step", "error"}), ("configured", {"step", "values"}),
                     ("done", {"status": completed|killed|failed, "steps", "error"})
   runtime -> trial: ("suspend", {"sent", "checkpoint"}), ("resume", {"devices", "sent"}),
-                    ("checkpoint", {}), ("stop", {"reason", "checkpoint"})
+                    ("checkpoint", {}), ("stop", {"reason", "checkpoint"}),
+                    ("fork", {"into", "path"}): write the state at the next boundary (now, when parked)
+                    to another trial's checkpoint path; ("configure", {"values"}): new values of
+                    mutable parameters, taken at the next boundary (now, when parked)
 Exit codes: 0 after "done"; 3 when the runtime's connection closed (controller gone) at a boundary.
 
 A trial process ends with its runtime, busy or not: it leads a process group of its own, and a thread
@@ -156,6 +160,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_s=launch.checkpoint_every_s,
         metric=launch.metric,
         attempt=claim_attempt(launch.checkpoint_path, first=not launch.resume),
+        mutable=launch.mutable,
     )
     status: str = TrialStatus.COMPLETED
     error: str | None = None

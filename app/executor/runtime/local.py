@@ -27,11 +27,15 @@ from app.devices import Device
 from app.executor.actions import (
     Action,
     Checkpointed,
+    Configured,
     Event,
     Exited,
+    Fork,
+    Forked,
     Migrate,
     Parked,
     Profiled,
+    Reconfigure,
     Release,
     Residency,
     Resumed,
@@ -44,6 +48,7 @@ from app.executor.actions import (
 from app.executor.policy.types import DeviceView
 from app.executor.runtime.base import Launcher
 from app.executor.runtime.template import TemplateStart, kill_group, start_template
+from app.import_check import ImportProblem
 
 log = logging.getLogger("quanta.runtime")
 
@@ -94,6 +99,7 @@ class _Handle:
     migrating: bool = False
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # commands before hello
     over_memory: str | None = None  # why the memory watchdog killed it
+    forks: set[int] = field(default_factory=set)  # trials waiting for its state (`Fork`)
 
     @property
     def running(self) -> bool:
@@ -143,6 +149,8 @@ class LocalRuntime:
         self._template_ready = threading.Event()
         self._template_lock = threading.Lock()
         self._warm_errors: dict[str, str | None] = {}
+        self._import_failures: dict[str, dict[str, Any] | None] = {}  # by module: the import's failure
+        self._warm_done = threading.Condition()  # notified as each module's "warmed" arrives
         self._warmed: set[str] = set(warm_modules) | set(self._template_start.warm_modules)
         # The template imports torch and warms its modules in the background; the first fork waits for
         # it (see _send_template), so a caller can do its own start-up meanwhile. Modules a pre-started
@@ -173,6 +181,27 @@ class LocalRuntime:
             self._warmed.update(new)
             self._send_template("warm", {"modules": new})
 
+    def import_problem(self, module: str, timeout: float = 120.0) -> ImportProblem | None:
+        """Wait until the template has imported `module` (warming it, as it does before any trial starts)
+        and return why that import failed, or None: it imported (a `prepare()` that failed is only
+        logged), or no answer came within `timeout` or the template is gone (the trials then report
+        what happened). A module the template was not told about is warmed now."""
+        deadline = time.monotonic() + timeout
+        try:
+            self.warm([module])
+            self.wait_ready(timeout)
+        except RuntimeError as exc:
+            log.warning("cannot check that %s imports: %s", module, exc)
+            return None
+        with self._warm_done:
+            while module not in self._import_failures:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closing or self._template.poll() is not None:
+                    return None
+                self._warm_done.wait(min(left, 0.5))
+            failure = self._import_failures[module]
+        return ImportProblem.of(module, failure) if failure else None
+
     def apply(self, round_no: int, actions: Sequence[Action]) -> None:
         with self._apply_lock:
             todo = [a for a in actions if (a.trial_id, round_no) not in self._applied]
@@ -185,6 +214,10 @@ class LocalRuntime:
                 elif isinstance(a, Release) and h is not None:
                     h.state = "stopping"
                     self._send(h, "release", {})
+                elif isinstance(a, Fork):
+                    self._fork(a, h)
+                elif isinstance(a, Reconfigure) and h is not None:
+                    self._send(h, "configure", {"values": dict(a.values)})
                 elif isinstance(a, Suspend | Migrate) and h is not None and h.running:
                     if isinstance(a, Migrate) and tuple(sorted(a.devices)) == h.devices:
                         continue
@@ -283,6 +316,30 @@ class LocalRuntime:
             self._handles[trial_id] = h
         payload = {"launch": launch, "devices": [self._devices[d] for d in devices], "sent": time.monotonic()}
         self._send_template("fork", payload)
+
+    def _fork(self, a: Fork, h: _Handle | None) -> None:
+        """Ask trial `a.trial_id` for its state at its next boundary, written to trial `a.into`'s
+        checkpoint path (from the launcher); a `Forked` event answers, also when it cannot be asked (no
+        live process: `gone`) or ends first (`_finish`)."""
+        if h is None:
+            error = f"trial {a.trial_id} has no live process"
+            self._events.put(Forked(a.trial_id, a.into, 0, time.time(), error, gone=True))
+            return
+        try:
+            if self._launcher is None:
+                raise RuntimeError("no launcher bound to this runtime")
+            path = self._launcher.launch(a.into).checkpoint_path
+        except Exception as exc:
+            error = f"trial {a.into}: no checkpoint path to write to ({type(exc).__name__}: {exc})"
+            self._events.put(Forked(a.trial_id, a.into, h.steps, time.time(), error))
+            return
+        with self._lock:  # against `_finish`: either it answers for this fork, or the trial is asked
+            if h.state == "exited":
+                error = f"trial {a.trial_id} has no live process"
+                self._events.put(Forked(a.trial_id, a.into, h.steps, time.time(), error, gone=True))
+                return
+            h.forks.add(a.into)
+        self._send(h, "fork", {"into": a.into, "path": path})
 
     def _suspend(self, h: _Handle, checkpoint: bool) -> None:
         h.parked.clear()
@@ -453,9 +510,13 @@ class LocalRuntime:
                     if h.conn is None and h.state != "exited":
                         h.lost_at = time.monotonic()  # died before it ever connected
         elif kind == "warmed":
-            self._warm_errors[msg["module"]] = msg["error"]
-            if msg["error"]:
-                log.warning("warming %s failed: %s", msg["module"], msg["error"])
+            with self._warm_done:
+                self._warm_errors[msg["module"]] = msg["error"]
+                self._import_failures[msg["module"]] = msg.get("import")
+                self._warm_done.notify_all()
+            if msg["error"]:  # a failed import is `import_problem`'s to report (quanta run stops on it)
+                level = logging.INFO if msg.get("import") else logging.WARNING
+                log.log(level, "warming %s failed: %s", msg["module"], msg["error"])
 
     def _accrue(self, h: _Handle) -> None:
         if h.run_since is not None:
@@ -508,6 +569,11 @@ class LocalRuntime:
             self._events.put(Resumed(h.trial_id, h.devices, resume_ms, h.migrating, now))
         elif kind == "checkpointed":
             self._events.put(Checkpointed(h.trial_id, msg["step"], msg["path"], msg["at"]))
+        elif kind == "forked":
+            h.forks.discard(msg["into"])
+            self._events.put(Forked(h.trial_id, msg["into"], msg["step"], msg["at"], msg.get("error")))
+        elif kind == "configured":
+            self._events.put(Configured(h.trial_id, msg["step"], dict(msg["values"]), msg["at"]))
         elif kind == "done":
             h.done = msg
             h.steps = msg["steps"]
@@ -551,4 +617,8 @@ class LocalRuntime:
             h.state = "exited"
             h.lost_at = None
             h.parked.set()  # release an apply() waiting for it to park
+            waiting, h.forks = sorted(h.forks), set()
+        for into in waiting:  # asked for its state and ended before it took it: its checkpoint is what is left
+            why = f"trial {h.trial_id} ended ({status}) before its state was taken"
+            self._events.put(Forked(h.trial_id, into, h.steps, time.time(), why, gone=True))
         self._events.put(Exited(h.trial_id, status, h.steps, error, time.time(), h.elastic, h.device_seconds))

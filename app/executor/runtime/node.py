@@ -43,10 +43,12 @@ from app.executor.actions import (
     HANDOFF,
     Event,
     Exited,
+    Fork,
     Handoff,
     Migrate,
     Order,
     Profiled,
+    Reconfigure,
     Release,
     Resumed,
     Run,
@@ -158,7 +160,9 @@ class NodeAgent:
             if not todo:
                 return done
             first = [
-                o.action for o in todo if isinstance(o.action, Stop | Suspend | Release) and self._runs_here(o, done)
+                o.action
+                for o in todo
+                if isinstance(o.action, Stop | Suspend | Release | Fork | Reconfigure) and self._runs_here(o, done)
             ]
             handoffs = [o.action for o in todo if isinstance(o.action, Handoff)]
             runs = [o for o in todo if isinstance(o.action, Run | Migrate)]

@@ -10,7 +10,7 @@ Protocol with the runtime (over a `multiprocessing.connection` client to the run
   runtime -> template: ("fork", {"launch": TrialLaunch, "devices": [Device], "sent": monotonic})
                        ("warm", {"modules": [...]}), ("shutdown", {})
   template -> runtime: ("template", {"pid"}), ("forked", {"trial_id", "pid"}),
-                       ("exited", {"trial_id", "pid", "code", "signal"}), ("warmed", {"module", "error"})
+                       ("exited", {"trial_id", "pid", "code", "signal"}), ("warmed", {"module", "error", "import"})
 The child connects to the runtime itself and speaks the trial protocol (see `child.py`).
 
 The template is single-threaded on purpose: forking a multi-threaded process is unsafe. It reaps its
@@ -39,6 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
+from typing import Any
+
+from app.import_check import import_failure
 
 
 @dataclass
@@ -114,15 +117,22 @@ def spec_module(spec_path: str | Path) -> str | None:
         return None
 
 
-def _warm(module: str) -> str | None:
+def _warm(module: str) -> dict[str, Any]:
+    """Import `module` and call its `prepare()`: the "warmed" message's body. `error`: what failed (None:
+    nothing); `import`: when the import itself failed, `import_failure`'s report (every trial would fail
+    the same way, so a run stops before its first trial), else None (a `prepare()` that failed is only
+    logged: the trials may do without it)."""
     try:
         mod = importlib.import_module(module)
+    except BaseException as exc:  # report, do not die: the runtime decides
+        return {"module": module, "error": f"{type(exc).__name__}: {exc}", "import": import_failure(exc)}
+    try:
         prepare = getattr(mod, "prepare", None)
         if callable(prepare):
             prepare()  # e.g. load a data set once; forks share it copy-on-write
-        return None
-    except BaseException as exc:  # report, do not die: the trial itself will fail with the error
-        return f"{type(exc).__name__}: {exc}"
+    except BaseException as exc:
+        return {"module": module, "error": f"{type(exc).__name__}: {exc}", "import": None}
+    return {"module": module, "error": None, "import": None}
 
 
 def kill_group(pid: int) -> None:
@@ -174,14 +184,14 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
 
     # Warm before connecting: the runtime may still be starting (it accepts later), and nothing here
     # needs it. Once connected, the first fork can follow at once.
-    errors = {module: _warm(module) for module in warm}
+    warmed = [_warm(module) for module in warm]
     try:
         conn = Client(address, family="AF_UNIX", authkey=authkey)
     except (OSError, EOFError):  # the runtime's process gave up or died meanwhile
         return
     conn.send(("template", {"pid": os.getpid()}))
-    for module, error in errors.items():
-        conn.send(("warmed", {"module": module, "error": error}))
+    for report in warmed:
+        conn.send(("warmed", report))
     children: dict[int, int] = {}
     try:
         while True:
@@ -207,7 +217,7 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
                 conn.send(("forked", {"trial_id": launch.trial_id, "pid": pid}))
             elif kind == "warm":
                 for module in msg["modules"]:
-                    conn.send(("warmed", {"module": module, "error": _warm(module)}))
+                    conn.send(("warmed", _warm(module)))
             elif kind == "shutdown":
                 break
     except (BrokenPipeError, ConnectionResetError, EOFError, OSError):

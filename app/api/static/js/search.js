@@ -11,7 +11,7 @@ import { renderParcoords } from "./parcoords.js";
 import { renderImportance, renderSlices, renderContour } from "./landscape.js";
 import { TrialTable } from "./trialtable.js";
 import { tagChips } from "./list.js";
-import { ACTIVE, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
+import { ACTIVE, countsText, evaluated, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
 
 /** Tags as typed: separated by spaces or commas, each once, in order. */
 export function parseTags(text) {
@@ -67,6 +67,7 @@ export function searchView(root, id, me = null) {
   );
   const stats = h("div", { class: "stats" });
   const errorBox = h("div", { class: "error", hidden: true });
+  const warningBox = h("div", { class: "warning", id: "search-warning", hidden: true });
   const bestEl = h("div", { class: "chart", id: "chart-best" });
   const curvesEl = h("div", { class: "chart", id: "chart-curves" });
   const curvesInfo = h("div", { class: "hint" }, "Hover a curve to see its trial.");
@@ -95,6 +96,7 @@ export function searchView(root, id, me = null) {
     infoEl,
     editor,
     errorBox,
+    warningBox,
     stats,
     h(
       "div",
@@ -248,7 +250,7 @@ export function searchView(root, id, me = null) {
       stats,
       stat(`best ${m.name || "metric"} ${goalArrow(m)}`, sr.best ? fmtNum(sr.best.metric) : "—", sr.best ? h("div", { class: "sub" }, h("a", { href: `#/trial/${Number(sr.best.trial_id)}` }, `trial ${sr.best.trial_id}`), `: ${paramsText(sr.best.params)}`) : ""),
       stat("target", m.target !== null && m.target !== undefined ? fmtNum(m.target) : "none", h("div", { class: "sub" }, sr.reached ? `reached after ${fmtDuration(sr.seconds_to_target)}` : "not reached")),
-      stat("trials", `${p.trials_done ?? 0} done`, h("div", { class: "sub" }, `${p.trials_created ?? 0} created, at most ${p.max_trials ?? "?"}`), progressBar(p)),
+      stat("trials", `${evaluated(p)} evaluated`, h("div", { class: "sub", id: "trial-counts" }, countsText(p) || `${p.trials_done ?? 0} done`), h("div", { class: "sub" }, `${p.trials_created ?? 0} created, at most ${p.max_trials ?? "?"}`), progressBar(p)),
       stat("elapsed", end ? fmtDuration(end - (sr.started_at ?? sr.created_at)) : "—", h("div", { class: "sub" }, `created ${fmtTime(sr.created_at)}`)),
       stat("policy", typeof sr.policy === "string" ? sr.policy : (sr.spec?.scheduler?.policy ?? "—"), h("div", { class: "sub" }, sr.spec?.trainable || "")),
     );
@@ -257,6 +259,8 @@ export function searchView(root, id, me = null) {
       errorBox.hidden = false;
       errorBox.textContent = `search error: ${sr.error}`;
     }
+    warningBox.hidden = !sr.warning;
+    warningBox.textContent = sr.warning ? `warning: ${sr.warning}` : "";
   }
 
   function alertBox(e) {

@@ -29,15 +29,32 @@ export function goalArrow(metric) {
   return metric.goal === "minimize" ? "↓" : "↑";
 }
 
+/** The buckets a search's trials stand in (`progress.trials`, app.status.TrialCounts), in lifecycle order. */
+export const TRIAL_BUCKETS = ["queued", "running", "parked", "completed", "stopped", "killed", "failed"];
+
+/** "2 running, 3 parked, 1 failed": the non-empty buckets of `progress.trials` ("" when not stored). */
+export function countsText(p) {
+  const c = p?.trials;
+  if (!c) return "";
+  return TRIAL_BUCKETS.filter((b) => c[b]).map((b) => `${c[b]} ${b}`).join(", ") || "none";
+}
+
+/** Trials evaluated: ended, or judged at a rung (a successive-halving search parks most of its trials at
+ * a rung until it ends, so counting ended ones only kept its bar at 0 for most of its run). */
+export function evaluated(p) {
+  return p?.trials?.evaluated ?? p?.trials_done ?? 0;
+}
+
 export function progressBar(p) {
   const max = p?.max_trials || 0;
-  const done = p?.trials_done || 0;
+  const done = evaluated(p);
   const created = p?.trials_created || 0;
   const pct = max ? Math.min(100, (100 * done) / max) : 0;
   const pctCreated = max ? Math.min(100, (100 * created) / max) : 0;
+  const counts = countsText(p);
   return h(
     "div",
-    { class: "progress", title: `${done} done, ${created} created of at most ${max} trials` },
+    { class: "progress", title: `${done} evaluated (ended or judged at a rung), ${created} created of at most ${max} trials${counts ? `: ${counts}` : ""}` },
     h("div", { class: "bar" }, h("div", { class: "created", style: `width:${pctCreated.toFixed(1)}%` }), h("div", { class: "done", style: `width:${pct.toFixed(1)}%` })),
     h("span", { class: "ptext" }, `${done}/${max}`),
   );

@@ -1,7 +1,7 @@
 """A search's tags and notes, and the time it spent ended before it was resumed.
 
-Revision ID: 0008_search_tags_notes
-Revises: 0007_report_attempts
+Revision ID: 0010_search_tags_notes
+Revises: 0009_lineage
 Create Date: 2026-11-30
 
 `search.tags` (a JSON list of short labels, `[]` for every search stored before) and `search.notes`
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_search_tags_notes"
-down_revision = "0007_report_attempts"
+revision = "0010_search_tags_notes"
+down_revision = "0009_lineage"
 branch_labels = None
 depends_on = None
 
