@@ -106,7 +106,7 @@ def test_an_ended_search_goes_on_with_more_trials_from_its_page(module_server, b
     assert s["progress"]["max_trials"] == 3
     trials = api.get(f"/searches/{sid}/trials").json()["items"]
     assert [t["number"] for t in trials] == [0, 1, 2] and len({t["params"]["lr"] for t in trials}) == 3
-    page.wait_for_selector('.stats .stat:has-text("3 done")')
+    page.wait_for_selector('#trial-counts:has-text("3 completed")')
     assert not errors, errors
 
 
