@@ -75,10 +75,11 @@ def workdir_for(db_url: str, workdir: str | Path | None, root: Path = DEFAULT_RO
     return Path(workdir) if workdir is not None else root / database_key(db_url)
 
 
-def claim_workdir(workdir: str | Path, db_url: str) -> None:
+def claim_workdir(workdir: str | Path, db_url: str, *, write: bool = True) -> None:
     """Make `workdir` the database's, or raise `WorkdirTaken` when it is another database's. The first
     claim writes the file `DATABASE` in it (creating the folder); a workdir without one (made before this
-    rule, or empty) is claimed as it is."""
+    rule, or empty) is claimed as it is. `write=False` only checks: a command that may still refuse its
+    input checks first and claims once nothing else can refuse it, so a refused command writes nothing."""
     folder = Path(workdir)
     identity = database_identity(db_url)
     marker = folder / MARKER
@@ -93,6 +94,8 @@ def claim_workdir(workdir: str | Path, db_url: str) -> None:
                 f"this one ({identity}) would overwrite them (both number their searches from 1): give it "
                 f"another --workdir, or leave --workdir out to use a folder of its own under {DEFAULT_ROOT}/"
             )
+        return
+    if not write:
         return
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", dir=folder)

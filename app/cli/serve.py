@@ -105,7 +105,7 @@ def serve(
         typer.echo(f"{typer.style('warning:', fg='yellow', bold=True)} {crowded}", err=True)
     # One workdir per database: another database's checkpoints and logs there would be overwritten.
     try:
-        claim_workdir(workdir, settings.db_url)
+        claim_workdir(workdir, settings.db_url, write=False)  # claimed below, once nothing can refuse
     except (WorkdirTaken, OSError) as exc:
         raise fail(str(exc)) from None
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
@@ -124,7 +124,8 @@ def serve(
         raise fail(str(exc)) from None
     try:
         apply_weights(store, weights)
-    except ShareOptionError as exc:
+        claim_workdir(workdir, settings.db_url)
+    except (ShareOptionError, WorkdirTaken, OSError) as exc:
         lease.release()
         raise fail(str(exc)) from None
     token_from_env = bool(settings.token)

@@ -104,9 +104,12 @@ def test_commands_refuse_a_bad_knob_before_starting(cli, tmp_path, command):
 def test_serve_refuses_weights_of_unknown_users_and_writes_none(cli, tmp_path):
     db = f"sqlite:///{tmp_path}/q.db"
     Store(db).add_user("ann", time.time())
-    r = cli(["serve", "--db", db, "--devices", "cpu:1", "--weight", "ann=4", "--weight", "ghost=2"])
+    workdir = tmp_path / "work"
+    args = ["--devices", "cpu:1", "--workdir", str(workdir), "--weight", "ann=4", "--weight", "ghost=2"]
+    r = cli(["serve", "--db", db, *args])
     assert r.exit_code == 2 and "--weight: no such user: ghost" in r.output, r.output
     assert Store(db).user("ann").weight == 1.0
+    assert not (workdir / "DATABASE").exists()  # a refused server claims no workdir
 
 
 def test_simulate_refuses_a_bad_rho_bound_and_one_without_users(cli, tmp_path):
