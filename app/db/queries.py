@@ -318,7 +318,12 @@ class ReaderQueries:
                         f"cannot resume search {search_id}: its time budget is spent ({ran:.0f} of "
                         f"{raised.max_seconds:g} s): give more seconds"
                     )
-                if row.trials_created >= raised.max_trials and not self._resumable_trials(s, search_id):
+                made = s.exec(  # forks are none of the searcher's: they do not count against max_trials
+                    select(func.count())
+                    .select_from(TrialRow)
+                    .where(TrialRow.search_id == search_id, col(TrialRow.parent_id).is_(None))
+                ).one()
+                if made >= raised.max_trials and not self._resumable_trials(s, search_id):
                     raise Conflict(
                         f"cannot resume search {search_id}: its {raised.max_trials} trials are all made and "
                         "none was stopped by its end: give more trials"

@@ -152,12 +152,14 @@ def test_what_cannot_be_resumed_is_refused_naming_why(client, store):
     failed = _ended(client, store, "failed")
     assert client.post(f"/api/v1/searches/{failed}/resume", json={"max_trials": 1}).status_code == 409
 
-    spent = _ended(client, store, "completed", trials_created=3)  # every trial made, none stopped by its end
+    spent = _ended(client, store, "completed")  # every trial made, none stopped by its end
+    made = [store.add_trial(spent, n, {"lr": 0.01 * (n + 1)}, {"lr": [0.01 * (n + 1)]}, time.time()) for n in range(3)]
+    for t in made:
+        store.update_trial(t.id, status="completed")
     r = client.post(f"/api/v1/searches/{spent}/resume")
     assert r.status_code == 409 and "give more trials" in r.json()["detail"]
     assert store.search(spent).command is None
-    t = store.add_trial(spent, 0, {"lr": 0.01}, {"lr": [0.01]}, time.time())
-    store.update_trial(t.id, status="stopped", reason="time budget spent")  # stopped by its end: goes on
+    store.update_trial(made[2].id, status="stopped", reason="time budget spent")  # stopped by its end: goes on
     assert client.post(f"/api/v1/searches/{spent}/resume").status_code == 202
 
     out_of_time = _ended(client, store, "completed", trials_created=1, started_at=time.time() - 4000)
