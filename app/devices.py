@@ -179,6 +179,31 @@ def pin_process(devices: list[Device]) -> None:
         torch.cuda.set_device(first.index)
 
 
+def repin_process(pid: int, devices: list[Device]) -> bool:
+    """Pin every thread of process `pid` (a trial process of this user) to the cores of CPU `devices`
+    now, from outside it and whatever it is doing: a move between CPU devices needs nothing else (the
+    tensors stay in the same memory), so the runtime makes it at once instead of waiting for the trial's
+    next mini-batch boundary. Threads the process starts afterwards inherit the new cores from the
+    thread that starts them; the trial re-pins all of its threads itself at its next boundary too
+    (`pin_process`). Returns False, having changed nothing it could tell, when a device is not a CPU
+    device or owns no cores, the platform cannot pin, or the process is gone or not ours."""
+    if not devices or any(d.kind != "cpu" for d in devices) or not hasattr(os, "sched_setaffinity"):
+        return False
+    cores = sorted({c for d in devices for c in d.cores})
+    if not cores:
+        return False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    pinned = 0
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(tid), cores)
+            pinned += 1
+    return pinned > 0
+
+
 def default_threads(devices: list[Device]) -> int:
     """The torch thread count a trial starts with on `devices`: one per core of its CPU devices."""
     return max(1, len({c for d in devices for c in d.cores}))

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("quanta.service")
 
+STOP_CHECK_S = 0.05  # how often an idle loop's rest looks at `stop`
 TICK_S = 0.5  # the longest a running controller goes without a tick: new searches and commands wait no longer
 LEASE_CHECK_S = 5.0  # how often a running controller checks that it still holds its database's lease
 SHOW_IDLE_S = 2.0  # how often an idle controller checks that the published view shows its devices empty
@@ -93,6 +94,12 @@ class ControllerLoop:
         self.retry_failed_ticks = retry_failed_ticks
         self._deletable: dict[int, float] = {}
         self._idle_shown_at = -float("inf")
+        # Set when this process's store creates a search (the API of `quanta serve`): an idle loop's rest
+        # ends then, so a posted search starts at once rather than at the next tick (up to `tick_s`).
+        self._wake = threading.Event()
+        subscribe = getattr(store, "on_search_created", None)
+        if callable(subscribe):
+            subscribe(self._wake.set)
 
     def run(self, until: Callable[[], bool] | None = None, on_step: Callable[[], None] | None = None) -> None:
         """Round after round until `stop` is set or `until()` is true (checked before each round):
@@ -104,7 +111,8 @@ class ControllerLoop:
         wakes it (a trial ended or parked at its step limit, freeing a device), so a busy controller is
         never held up here. Idle (`ctl.idle()`: no trial alive, no search running) `step` returns at
         once, and the loop rests for the rest of the tick instead of ticking back to back: a new search
-        is picked up at the next tick, within `tick_s`."""
+        is picked up at the next tick, within `tick_s`, or at once when this process's store created
+        it (`Store.on_search_created`: a search posted to `quanta serve`)."""
         checked = time.monotonic()
         while not self.stop.is_set() and not (until is not None and until()):
             if self.lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
@@ -124,7 +132,17 @@ class ControllerLoop:
             if on_step is not None:
                 on_step()
             if self.ctl.idle():
-                self.stop.wait(max(0.0, self.tick_s - (time.monotonic() - began)))
+                self._rest(max(0.0, self.tick_s - (time.monotonic() - began)))
+
+    def _rest(self, seconds: float) -> None:
+        """Rest while idle: `seconds`, or until `stop` is set or a search is created in this process,
+        whichever comes first (`stop` is looked at every `STOP_CHECK_S`)."""
+        end = time.monotonic() + seconds
+        while not self.stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0 or self._wake.wait(min(left, STOP_CHECK_S)):
+                break
+        self._wake.clear()
 
     def show_idle(self) -> None:
         """While no trial is alive the controller plans nothing and so publishes nothing: every

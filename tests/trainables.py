@@ -125,6 +125,16 @@ def long_batches(config: dict, trial: Trial) -> None:
         trial.report(step=float(step))
 
 
+def cores(config: dict, trial: Trial) -> None:
+    """Mini-batches of `batch_s` seconds of busy computing; after each it reports `cores`, the cores its
+    main thread may run on as a bit mask (bit c for core c)."""
+    for _ in trial.steps(config.get("steps")):
+        end = time.monotonic() + float(config["batch_s"])
+        while time.monotonic() < end:
+            pass
+        trial.report(cores=float(sum(1 << c for c in os.sched_getaffinity(0))))
+
+
 def mutable_sgd(config: dict, trial: Trial) -> None:
     """SGD with momentum and weight decay on `linear`'s data, deterministic in (seed, step). Reports the
     optimizer's `lr`, `momentum` and `weight_decay` as it computes with them (what a change of mutable

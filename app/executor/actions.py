@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.executor.policy.knobs import MECHANISM
+from app.cadence import CHECKPOINT_EVERY_QUANTA, CHECKPOINT_EVERY_S
 from app.executor.wire import Wire, WireError
 
 
@@ -352,8 +352,8 @@ class TrialLaunch:
     max_steps: int
     checkpoint_path: str
     resume: bool = False  # restore from checkpoint_path if it exists
-    checkpoint_every_quanta: int = MECHANISM.checkpoint_every_quanta
-    checkpoint_every_s: float = MECHANISM.checkpoint_every_s
+    checkpoint_every_quanta: int = CHECKPOINT_EVERY_QUANTA  # the knobs' defaults (app.cadence)
+    checkpoint_every_s: float = CHECKPOINT_EVERY_S
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     metric: str | None = None  # the search's objective: `trial.metric`, what integrations report

@@ -50,7 +50,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import leastsq
 from scipy.special import ndtr
 
 Array = npt.NDArray[np.float64]  # every array here holds floats
@@ -320,6 +319,10 @@ def _fit(fam: _Family, x: Array, y: Array) -> tuple[Array, float] | None:
         theta = params(phi)
         out: Array = fam.jac(x, *theta) * np.where(pos, theta, ones)
         return out
+
+    # Imported at the first fit, not with the module: scipy.optimize is a tenth of a second of a cold
+    # `quanta run`'s start, and nothing is fitted before the first reports.
+    from scipy.optimize import leastsq
 
     phi0 = np.where(pos, np.log(p0), p0)
     with warnings.catch_warnings(), contextlib.suppress(RuntimeError, ValueError, TypeError):

@@ -87,6 +87,67 @@ def test_suspend_resume_and_migration_preserve_training_exactly(rt_factory):
     assert interrupted == reference  # bit-for-bit: same steps, same losses
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores for two CPU devices of their own")
+def test_a_running_trial_moves_between_cpu_devices_at_once_without_a_park(rt_factory):
+    """A move between CPU devices does not wait for the trial's mini-batch to end: every thread of the
+    process is re-pinned to the new device's cores at once, with no park, the Resumed event is out when
+    `apply` returns (a park would wait for the rest of a 1 s mini-batch), announced once, and the trial
+    computes on from where it was on the new cores."""
+    devices = {d.id: d for d in parse_devices("cpu:2")}
+    mask = {name: float(sum(1 << c for c in d.cores)) for name, d in devices.items()}
+    rt = rt_factory({1: ("tests.trainables:cores", {"batch_s": 1.0, "steps": 3})})
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    events: list = []
+    while not any(isinstance(e, Reported) for e in events):  # one mini-batch done: in the next one now
+        events += rt.poll(5)
+    began = time.monotonic()
+    rt.apply(2, [Migrate(1, ("cpu:1",))])
+    took = time.monotonic() - began
+    pid = rt.residency()[1].extra["pid"]
+    pinned = {tid: os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+    events += rt.poll(0)
+    moved = [e for e in events if isinstance(e, Resumed)]
+    assert moved and moved[0].migrated and moved[0].devices == ("cpu:1",)
+    assert took < 0.5, f"the move took {took:.2f} s: it waited for the mini-batch"
+    assert pinned and all(cores == set(devices["cpu:1"].cores) for cores in pinned.values()), pinned
+    assert rt.residency()[1].devices == ("cpu:1",) and rt.residency()[1].running
+    events += collect_until_exit(rt, {1})
+    assert not any(isinstance(e, Parked) for e in events)
+    assert sum(isinstance(e, Resumed) for e in events) == 1  # the trial's own reply is not announced again
+    reports = [e.metrics["cores"] for e in events if isinstance(e, Reported)]
+    # On cpu:0 until the move, on cpu:1 from the mini-batch it was moved in (the second, unless a very
+    # busy machine delivered the first report late) to the end.
+    assert len(reports) == 3 and reports[0] == mask["cpu:0"] and reports[-1] == mask["cpu:1"]
+    assert reports == sorted(reports, key=lambda m: m == mask["cpu:1"])
+    assert next(e for e in events if isinstance(e, Exited)).status == "completed"
+
+
+def test_moves_without_a_park_preserve_training_exactly(rt_factory):
+    """A trial moved back and forth between two CPU devices while it runs (no suspend: each move
+    re-pins it at once and reaches the trial at its next boundary) computes exactly the loss sequence
+    of the same trial run without moves."""
+    cfg = {"steps": 300, "report_every": 1, "sleep_s": 0.001, "lr": 0.05}
+    rt = rt_factory({1: (LINEAR, cfg), 2: (LINEAR, cfg)})
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    reference = losses(collect_until_exit(rt, {1}), 1)
+    rt.apply(2, [Run(2, ("cpu:0",))])
+    events: list = []
+    while not any(isinstance(e, Reported) for e in events):  # computing (a process still starting parks)
+        events += rt.poll(5)
+    device, round_no = "cpu:0", 3
+    while not any(isinstance(e, Exited) for e in events) and round_no < 2000:
+        time.sleep(0.01)
+        device = "cpu:1" if device == "cpu:0" else "cpu:0"
+        rt.apply(round_no, [Migrate(2, (device,))])
+        round_no += 1
+        events += rt.poll(0)
+    if not any(isinstance(e, Exited) for e in events):
+        events += collect_until_exit(rt, {2})
+    assert sum(isinstance(e, Resumed) and e.migrated for e in events) >= 5
+    assert not any(isinstance(e, Parked) for e in events)
+    assert losses(events, 2) == reference  # bit-for-bit: same steps, same losses
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores for devices of 1 and 2 cores")
 def test_thread_count_is_the_same_in_every_quantum(tmp_path):
     """Trials time-sliced (parked and resumed many times) and migrated between a 1-core and a 2-core

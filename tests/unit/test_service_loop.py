@@ -108,6 +108,47 @@ def test_a_busy_loop_never_rests_and_a_new_search_is_picked_up_within_a_tick(tmp
         thread.join(5.0)
 
 
+def test_an_idle_loop_starts_a_search_its_own_store_creates_at_once_and_stops_within_its_rest(
+    tmp_path: Path,
+) -> None:
+    """A search created through the loop's own store (the API of `quanta serve` shares it) ends the idle
+    rest at once: with a 30 s tick it is running within a fraction of a second, not at the next tick. A
+    stop set during a rest ends the loop without waiting for the tick either."""
+    from app.spec import parse_spec
+
+    ctl, _, store = _controller(tmp_path)
+    stop = threading.Event()
+    thread = threading.Thread(target=ControllerLoop(ctl, store, tmp_path, tick_s=30.0, stop=stop).run)
+    thread.start()
+    try:
+        time.sleep(0.3)  # resting now: the first tick found nothing to do
+        spec = parse_spec(
+            {
+                "name": "posted",
+                "trainable": "tests.trainables:linear",
+                "space": {"lr": {"uniform": [0.001, 0.1]}},
+                "metric": {"name": "loss", "goal": "minimize"},
+                "budget": {"max_trials": 1, "max_steps": 10},
+                "config": {"rate": 100.0},  # what the simulator's runtime runs it at
+            }
+        )
+        queued_at = time.monotonic()
+        row = store.create_search(spec.name, spec.model_dump(mode="json"), time.time())
+        while store.search(row.id).status == "queued" and time.monotonic() - queued_at < 10:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        took = time.monotonic() - queued_at
+        assert store.search(row.id).status in ("running", "completed")  # type: ignore[union-attr]
+        assert took < 3.0, f"picked up after {took:.1f} s: the loop waited for its tick"  # 30 s otherwise
+        while not ctl.idle() and time.monotonic() - queued_at < 10:
+            time.sleep(0.01)
+        time.sleep(0.2)  # resting again
+    finally:
+        stopped_at = time.monotonic()
+        stop.set()
+        thread.join(5.0)
+    assert not thread.is_alive() and time.monotonic() - stopped_at < 2.0
+
+
 def test_a_failing_round_is_retried_by_a_service_and_ends_quanta_run(tmp_path: Path, monkeypatch) -> None:
     ctl, _, store = _controller(tmp_path)
     failures = iter([RuntimeError("database away")])

@@ -23,6 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.cadence import CHECKPOINT_EVERY_QUANTA, CHECKPOINT_EVERY_S
 from app.search.fidelity import DEFAULT_ETA
 from app.search.knobs import KnobError, Retired, drop_retired
 from app.search.verdict import JudgeKnobs as JudgeKnobs  # declared beside the judge's vocabulary
@@ -43,9 +44,11 @@ class MechanismKnobs(_Knobs):
 
     quantum_s: float = Field(default=2.0, gt=0, description="scheduling quantum, seconds")
     checkpoint_every_quanta: int = Field(
-        default=10, ge=1, description="checkpoint a running trial every this many quanta"
+        default=CHECKPOINT_EVERY_QUANTA, ge=1, description="checkpoint a running trial every this many quanta"
     )
-    checkpoint_every_s: float = Field(default=60.0, gt=0, description="checkpoint a trial that never parks")
+    checkpoint_every_s: float = Field(
+        default=CHECKPOINT_EVERY_S, gt=0, description="checkpoint a trial that never parks"
+    )
     max_retries: int = Field(default=2, ge=0, description="restarts from checkpoint after a crash")
 
 

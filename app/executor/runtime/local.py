@@ -3,7 +3,9 @@
 One pre-warmed template process forks a child per trial; every child keeps a Unix-socket connection to
 this runtime, which it polls between mini-batches. Suspend parks the child at its next boundary
 (state moved to host memory on accelerators); resume rebinds it to the devices it is given, so moving
-between devices of this node is a copy, not a restart. A reader thread turns the children's messages
+between devices of this node is a copy, not a restart; between CPU devices, where the state stays in
+the same memory, a running trial is re-pinned at once from here without parking it (`_move_running`).
+A reader thread turns the children's messages
 into events (`poll`), and measures device time: a trial accrues device seconds from the moment it is
 told to run until it reports parked or exits.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from app.devices import Device
+from app.devices import Device, repin_process
 from app.executor.actions import (
     Action,
     Checkpointed,
@@ -97,6 +99,8 @@ class _Handle:
     exit_info: dict[str, Any] | None = None
     elastic: bool = False
     migrating: bool = False
+    # "resumed" replies still to come for moves made without a park (announced when made, see _move_running)
+    moves_in_place: int = 0
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # commands before hello
     over_memory: str | None = None  # why the memory watchdog killed it
     forks: set[int] = field(default_factory=set)  # trials waiting for its state (`Fork`)
@@ -220,6 +224,8 @@ class LocalRuntime:
                     self._send(h, "configure", {"values": dict(a.values)})
                 elif isinstance(a, Suspend | Migrate) and h is not None and h.running:
                     if isinstance(a, Migrate) and tuple(sorted(a.devices)) == h.devices:
+                        continue
+                    if isinstance(a, Migrate) and self._move_running(h, tuple(sorted(a.devices)), a.until):
                         continue
                     self._suspend(h, getattr(a, "checkpoint", False))
                     waiting.append(h)
@@ -355,6 +361,37 @@ class LocalRuntime:
         h.parked.clear()
         msg = {"devices": [self._devices[d] for d in devices], "sent": h.run_since, "until": until}
         self._send(h, "resume", msg)
+
+    def _move_running(self, h: _Handle, devices: tuple[str, ...], until: int | None) -> bool:
+        """Move a running trial between CPU devices without parking it: re-pin its threads to the new
+        cores now (`repin_process`), so it computes there from this moment instead of after its current
+        mini-batch, which is what a park would wait for (a mini-batch of a large model takes longer
+        than the rest of a move). The trial is told with an in-place "resume" that it takes at its next
+        boundary (its device, step limit and tracked state follow there, as after a park); the Resumed
+        event is put out here, and the trial's reply is not announced again. Returns False, having done
+        nothing, when the move needs the park: a device that is not a CPU device (state must be copied
+        at a boundary), a trial not yet connected or not computing, or a process that cannot be re-pinned."""
+        unknown = [d for d in devices if d not in self._devices]
+        if unknown:
+            raise ValueError(f"trial {h.trial_id}: unknown devices {unknown} on node {self.node}")
+        old = [self._devices[d] for d in h.devices if d in self._devices]
+        new = [self._devices[d] for d in devices]
+        if h.state != "running" or h.conn is None or h.pid is None or not old:
+            return False
+        if any(d.kind != "cpu" for d in (*old, *new)):
+            return False
+        sent = time.monotonic()
+        if not repin_process(h.pid, new):
+            return False
+        with self._lock:  # before the message: the reply may come back at once
+            self._accrue(h)  # device time so far on the old devices
+            h.devices = devices
+            h.run_since = time.monotonic()
+            h.migrating = True
+            h.moves_in_place += 1
+        self._send(h, "resume", {"devices": new, "sent": sent, "until": until})
+        self._events.put(Resumed(h.trial_id, devices, (time.monotonic() - sent) * 1000, True, time.time()))
+        return True
 
     def _stop(self, h: _Handle, reason: str, checkpoint: bool = False) -> None:
         h.state = "stopping"
@@ -565,6 +602,17 @@ class LocalRuntime:
             h.parked.set()
             self._events.put(Parked(h.trial_id, msg["step"], park_ms, now, bool(msg.get("at_limit"))))
         elif kind == "resumed":
+            with self._lock:
+                in_place = h.moves_in_place > 0
+                if in_place:
+                    h.moves_in_place -= 1
+                    if h.state != "parked":
+                        return  # a move without a park: announced when it was made
+                    # It parked itself (at its step limit) before the move reached it, and the move's
+                    # message resumed it: it computes again, on the devices of the move.
+                    h.state = "running"
+                    h.run_since = time.monotonic()
+                    h.parked.clear()
             resume_ms = (time.monotonic() - msg["sent"]) * 1000 if msg.get("sent") else 0.0
             self._events.put(Resumed(h.trial_id, h.devices, resume_ms, h.migrating, now))
         elif kind == "checkpointed":

@@ -15,8 +15,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scipy.stats import spearmanr
-
 from app.search.fidelity import RungRecords
 
 __all__ = ["rungs_passed"]
@@ -45,6 +43,10 @@ def rungs_passed(
             both = [tid for tid in here if tid in there]
             if len(both) < pairs:
                 break  # not enough trials at both yet: judge at this rung meanwhile
+            # Imported here, not at the top: scipy.stats costs a cold `quanta run` half a second before its
+            # first trial can start, and no rung is checked that early.
+            from scipy.stats import spearmanr
+
             rho = spearmanr([here[t] for t in both], [there[t] for t in both]).statistic
             if math.isfinite(rho) and rho >= threshold:
                 done = True  # this rung ranks as the next does: it judges from now on
