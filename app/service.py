@@ -16,7 +16,9 @@ no wiring.
   database (`quanta controller`, `quanta serve --broker`).
 - `run_search(spec, devices, db=..., workdir=...)`: one search run to its end on this machine's devices in
   the calling thread, its result returned: the controller `quanta run` drives, for `app.sdk.run` (a
-  notebook's in-process search) and any caller that holds no typer.
+  notebook's in-process search) and any caller that holds no typer. `resume_search(search_id, devices,
+  ...)`: a stored search taken up again (more trials or time) and run to its end the same way (`quanta
+  resume --db`); `delete_stored_search`: one deleted where no controller runs (`quanta delete --db`).
 """
 
 from __future__ import annotations
@@ -235,7 +237,102 @@ def run_search(
     `trainable`: its module fails to import in the trial template (a package it needs is missing; nothing
     stored, no trial started). A failing round
     ends the search with its error (no retries: there is no service to outlive it). KeyboardInterrupt:
-    the search is stopped (`interrupted`), its trial processes end, and the interrupt goes on up."""
+    the search is stopped (`interrupted`), its trials write their checkpoints and end (a second interrupt
+    cuts that short), and the interrupt goes on up: `resume_search` takes it up again."""
+    return _run_local(db, devices, workdir, lease, template, on_step, spec, lambda ctl, store: ctl.submit(spec))
+
+
+def resume_search(
+    search_id: int,
+    devices: list[Device],
+    *,
+    db: str = "sqlite:///quanta.db",
+    workdir: str | Path = ".quanta",
+    more_trials: int = 0,
+    more_seconds: float = 0.0,
+    lease: ControllerLease | None = None,
+    template: TemplateStart | None = None,
+    on_step: Callable[[SearchProgress], None] | None = None,
+) -> dict[str, Any]:
+    """Take search `search_id` of `db` up again on `devices` (this machine's) with its budget raised by
+    `more_trials` and `more_seconds`, in the calling thread, until it ends, as `run_search` runs a new one
+    (same `lease`, `template`, `on_step`, result and interrupt), with `workdir` the folder its checkpoints
+    are in (the one it ran with). What a resume does is `Store.resume_search`'s: a stopped or completed
+    search goes on from its history and the trials its end stopped from their checkpoints; a running or
+    paused one whose controller ended without ending it is taken up as after a restart.
+
+    `KeyError`: no such search. `Conflict`: it cannot be resumed (queued, failed, or it would end again at
+    once: its budget spent), `BudgetError`: the raised budget is out of bounds, both naming why; nothing is
+    changed then. `RuntimeError`: the controller could not take it up (the reason is also stored as its
+    error)."""
+    from app.db.queries import Conflict
+    from app.db.store import Store
+    from app.spec import SpecError, spec_from_stored
+
+    row = Store(db).search(search_id)
+    if row is None:
+        raise KeyError(f"search {search_id} not found in {db}")
+    try:
+        spec = spec_from_stored(row.spec)
+    except SpecError as exc:
+        raise Conflict(f"cannot resume search {search_id}: its stored spec does not parse ({exc})") from None
+
+    def take_up(ctl: Controller, store: Store) -> int:
+        store.resume_search(search_id, time.time(), more_trials=more_trials, more_seconds=more_seconds, unheld=True)
+        ctl.tick()  # its first round takes it up (`SearchBook`)
+        s = ctl.search(search_id)
+        if s is None or s.status != SearchStatus.RUNNING:
+            after = store.search(search_id)
+            why = (after.error if after is not None else None) or "its controller did not take it up"
+            raise RuntimeError(f"search {search_id} cannot be resumed: {why}")
+        return search_id
+
+    return _run_local(db, devices, workdir, lease, template, on_step, spec, take_up)
+
+
+def delete_stored_search(db: str, search_id: int, workdir: str | Path) -> bool:
+    """Delete search `search_id` of `db` with everything recorded about it and its checkpoints and logs
+    under `workdir`, where no controller runs (a running one deletes what the API asks, `ControllerLoop`):
+    the database's controller lease is taken for it (`LeaseHeld`, naming the holder, when a controller
+    runs there), so none of its trials can be alive. False: no such search."""
+    from app.db.lease import ControllerLease
+    from app.db.store import Store
+
+    lease = ControllerLease(db)
+    lease.acquire()
+    try:
+        store = Store(db)
+        if store.search(search_id) is None:
+            return False
+        store.delete_search(search_id)
+    finally:
+        lease.release()
+    shutil.rmtree(Path(workdir) / f"search-{search_id}", ignore_errors=True)
+    return True
+
+
+def settle_interrupted(ctl: Controller, timeout_s: float = 10.0) -> None:
+    """After an interrupt stopped a search: let its trials write their checkpoints and end, and record it
+    (`Controller.settle`) for at most `timeout_s`; a second interrupt cuts the wait short."""
+    try:
+        ctl.settle(timeout_s)
+    except KeyboardInterrupt:
+        log.warning("interrupted again: trials that have not written their checkpoint yet go on from an older one")
+
+
+def _run_local(
+    db: str,
+    devices: list[Device],
+    workdir: str | Path,
+    lease: ControllerLease | None,
+    template: TemplateStart | None,
+    on_step: Callable[[SearchProgress], None] | None,
+    spec: SearchSpec,
+    start: Callable[[Controller, Store], int],
+) -> dict[str, Any]:
+    """A controller on `devices` over `db` (lease taken here when None), trials of `spec`'s trainable
+    warmed (a module that fails to import: `SpecError`), and `start(ctl, store)` giving the search it
+    drives to its end (see `run_search`)."""
     from app.controller import Controller, ControllerOptions
     from app.db.lease import ControllerLease
     from app.db.store import Store
@@ -262,7 +359,7 @@ def run_search(
         store = Store(db)
         ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
         try:
-            search_id = ctl.submit(spec)
+            search_id = start(ctl, store)
         except BaseException:
             ctl.close()
             raise
@@ -277,11 +374,11 @@ def run_search(
             on_step(
                 SearchProgress(
                     search_id=search_id,
-                    name=spec.name,
-                    metric=spec.metric.name,
+                    name=s.spec.name,
+                    metric=s.spec.metric.name,
                     done=s.counts.evaluated,
                     counts=s.counts,
-                    max_trials=spec.budget.max_trials,
+                    max_trials=s.spec.budget.max_trials,
                     best=s.best,
                     reached=s.reached_at is not None,
                     busy_devices=len(busy),
@@ -295,6 +392,7 @@ def run_search(
             step()  # the last figures: the bar ends at what the result says
         except KeyboardInterrupt:
             ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
+            settle_interrupted(ctl)  # its trials checkpoint as they stop: a resume loses no work
             raise
         finally:
             ctl.close()

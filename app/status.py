@@ -135,3 +135,16 @@ def count_trials(trials: Iterable[tuple[str, bool, bool, bool]]) -> TrialCounts:
         n["running" if computing else "parked" if started else "queued"] += 1
         evaluated += at_rung
     return TrialCounts(**n, evaluated=evaluated)
+
+
+# Why a trial a user stopped on its own ended (`POST /trials/{id}/stop`): unlike the trials its search's
+# end stopped, it stays stopped when the search is resumed.
+TRIAL_STOPPED_BY_USER = "stopped by user"
+
+
+def resumable_trial(status: str, reason: str | None) -> bool:
+    """Whether a trial of an ended search goes on when the search is resumed: one its search's end
+    stopped (a user's stop of the search, an interrupt, the target or the time budget), from its
+    checkpoint when it has one. Completed, killed (judged), failed trials, and a trial a user stopped
+    on its own, stay as they are."""
+    return status == TrialStatus.STOPPED and reason != TRIAL_STOPPED_BY_USER

@@ -14,6 +14,7 @@ from sqlmodel import SQLModel
 from app.db.engine import make_engine
 from app.db.migrate import upgrade
 from app.db.models import ReportRow
+from app.db.public import SearchPatch
 from app.db.store import Store
 
 
@@ -97,3 +98,30 @@ def assert_reports_deduplicated_on_upgrade(url: str) -> None:
     store.add_rows([rerun])  # the step run again by the trial's next attempt
     assert [(r.step, r.attempt) for r in store.reports(1)] == [(0, 0), (10, 0), (20, 0), (20, 1)]
     assert store.curves(1, 100).trials["1"] == [(0, 0.1), (10, 0.2), (20, 0.4)]
+
+
+def assert_tags_and_notes_on_upgrade(url: str) -> None:
+    """A database at the revision before tags and notes, holding two searches, is upgraded: they have no
+    tags, no notes and no idle time; tags and notes set then are read back, and the list filters by a
+    tag exactly (not by a part of one, nor by another case)."""
+    engine = make_engine(url)
+    upgrade(engine, "0009_lineage")
+    with engine.begin() as c:
+        for name in ("a", "b"):
+            c.execute(text("INSERT INTO search (name, spec, status, created_at, reached, trials_created, owner) "
+                           "VALUES (:n, '{}', 'completed', 1, false, 0, 'admin')"), {"n": name})  # fmt: skip
+    assert upgrade(engine) == ["0010_search_tags_notes"]
+    store = Store(url, secret=b"s")
+    assert schema_differences(store.engine) == []
+    a, b = (store.search_out(i) for i in (1, 2))
+    assert (a.tags, a.notes, store.search(1).idle_seconds) == ([], None, 0.0)
+    store.patch_search(1, SearchPatch(tags=["bert", "lr-sweep", "bert"], notes="first try"))
+    store.patch_search(2, SearchPatch(tags=["bert-large"]))
+    assert (store.search_out(1).tags, store.search_out(1).notes) == (["bert", "lr-sweep"], "first try")
+    assert store.search_out(2).tags == ["bert-large"] and store.search_out(2).notes is None
+    assert [(s.id, s.tags) for s in store.search_page(0, 10, tag="bert")[0]] == [(1, ["bert", "lr-sweep"])]
+    assert store.search_page(0, 10, tag="bert")[1] == 1
+    assert store.search_page(0, 10, tag="BERT")[1] == 0 and store.search_page(0, 10, tag="ber")[1] == 0
+    assert store.search_page(0, 10, tag="bert-large", status="completed")[1] == 1
+    store.patch_search(1, SearchPatch(notes=""))  # tags left out stay; empty notes go
+    assert (store.search_out(1).tags, store.search_out(1).notes) == (["bert", "lr-sweep"], None)

@@ -145,7 +145,9 @@ class Poller:
             assert r.id is not None
             counts = tuple(sorted((r.trial_counts or {}).items()))
             best = (r.best_metric, r.best_trial_id, r.reached)
-            sig = (r.status, *best, r.trials_created, r.finished_at, r.warning, counts)
+            budget = ((r.spec or {}).get("budget") or {}).get("max_trials")  # raised by a resume
+            info = (tuple(r.tags or ()), r.notes, budget)
+            sig = (r.status, *best, r.trials_created, r.finished_at, r.warning, counts, *info)
             if self._searches.get(r.id) != sig:
                 changed.append(r)
                 watch.add(r.id)

@@ -5,6 +5,8 @@ outside it imports it (the SDK and the API need no typer).
     serve.py          quanta serve: the REST API, the dashboard and the controller in one process
     distributed.py    quanta controller, quanta worker: a cluster's controller and its node agents
     remote.py         quanta submit, status, logs, stop: a running server, through the SDK client
+    lifecycle.py      quanta resume, delete, tag: a search in a database or on a running server; what an
+                      interrupted run prints
     fork.py           quanta fork: a new trial from a trial's state, with new mutable values (SDK client)
     users.py          quanta users ..., quanta tokens ...: written straight into the service's database
     db.py             quanta db upgrade, quanta db current: the database's schema version
@@ -23,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import db, distributed, export, fork, remote, run, serve, simulate, users
+from app.cli import db, distributed, export, fork, lifecycle, remote, run, serve, simulate, users
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 
@@ -67,6 +69,9 @@ app.add_typer(users.users_app, name="users")
 app.add_typer(users.tokens_app, name="tokens")
 app.add_typer(db.db_app, name="db")
 app.command("export")(export.export)
+app.command("resume")(lifecycle.resume)
+app.command("delete")(lifecycle.delete)
+app.command("tag")(lifecycle.tag)
 app.command("fork")(fork.fork)
 for _name, _command in remote.COMMANDS.items():
     app.command(_name)(_command)

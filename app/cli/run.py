@@ -182,9 +182,13 @@ def _run_search(
             ctl.settle()
             show()  # the last figures: the bar ends where the summary does
     except KeyboardInterrupt:
+        from app.cli.lifecycle import interrupted_report
+        from app.service import settle_interrupted
+
         ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
+        settle_interrupted(ctl)  # its trials checkpoint as they stop: `quanta resume` loses no work
         ctl.close()
-        typer.echo("interrupted: search stopped", err=True)
+        typer.echo(interrupted_report(store, search_id, db, workdir))  # the best so far, how to resume
         raise typer.Exit(EXIT_INTERRUPTED) from None
     ctl.close()
     result = search_result(store, search_id)

@@ -5,7 +5,8 @@ Contract:
   from the store after a restart (searchers from stored history; trials that were resident and are not
   any more go back to the queue, to resume from their checkpoints, with one more retry counted).
 - `sync(now)` picks up what users asked through the database (new searches, stop/pause/resume,
-  trial stops), ends searches whose target or budget says so, and asks each running search's searcher
+  trial stops), ends searches whose target or budget says so (the time budget counts the time a search
+  ran: since it started, less the time it spent ended before it was resumed), and asks each running search's searcher
   for new trials up to its parallelism (trials the last plan `held` at a rung do not count; at most
   `MAX_NEW_PER_TICK` per search and tick); under a run-to-rung policy no more than the cluster's devices
   + `lookahead` (`alive_cap`).
@@ -20,6 +21,12 @@ Contract:
   waits at most that long for a searcher's build and asks: a wide space or a long history delays that
   search's new trials to a later tick, never the other searches' scheduling. A searcher that cannot be
   built or asked fails its search alone, with the reason.
+- Resume (`resume` on a search this book does not hold running or paused: one that ended, or one whose
+  controller ended without ending it): it is taken up again as after a restart, its searcher rebuilt
+  from its whole history (new trials continue its numbering, so no configuration is asked again), its
+  budget as stored now (the API raises it), and the trials its end stopped (`resumable_trial`) queued
+  to go on from their checkpoints. It waits while any of its trials is still resident. Ending a search
+  asks its resident trials for a checkpoint as they stop, so that a resume loses no work.
 - `add_job` creates a trial that belongs to no search (a trace job).
 - Forks (`app.controller.forks`): a forked trial takes the next number of its search (`fork_number`,
   once the searcher has no ask outstanding) but is not the searcher's: it never asks, tells or observes
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.controller.health import SearchHealth
@@ -56,7 +63,14 @@ from app.executor.runtime.base import Runtime
 from app.search.factory import make_searcher
 from app.search.searcher import HistoryItem, Searcher, Suggestion
 from app.spec import SearchSpec, spec_from_stored
-from app.status import SEARCH_STARTED, SearchStatus, TrialStatus, count_trials
+from app.status import (
+    SEARCH_STARTED,
+    TRIAL_STOPPED_BY_USER,
+    SearchStatus,
+    TrialStatus,
+    count_trials,
+    resumable_trial,
+)
 
 log = logging.getLogger("quanta.controller")
 
@@ -89,6 +103,9 @@ class SearchBook:
         # user name -> (max alive trials, max devices) of the users with a quota, as of the last sync
         self._quotas: dict[str, tuple[int, int]] = {}
         self._next_job: int | None = None  # the next trace job's number (None: not read from the store yet)
+        # Handles the events the runtime holds now (the controller binds its own): before a search is taken
+        # up again, the exits of its trials' last processes are handled, not applied to their next ones.
+        self.drain: Callable[[], None] = lambda: None
 
     # ---- looking up ----------------------------------------------------------------------------
 
@@ -199,6 +216,7 @@ class SearchBook:
         s.forked = sum(1 for t in trials if t.parent_id is not None)
         s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
         s.waiting = row.waiting
+        s.idle_seconds = row.idle_seconds
         resident = self._runtime.residency()
         for t in trials:  # by number: a fork's parent comes before it
             assert t.id is not None
@@ -341,10 +359,12 @@ class SearchBook:
             s.health.ended(t.id, status)
         self._signals.wake = True
 
-    def _stop_trials(self, trials: list[TrialState], reason: str) -> None:
+    def _stop_trials(self, trials: list[TrialState], reason: str, *, checkpoint: bool = False) -> None:
+        """Stop `trials` (final now, `STOPPED` with `reason`); `checkpoint`: resident ones write a checkpoint
+        first, to go on from it if their search is resumed."""
         now = self._runtime.now()
         resident = self._runtime.residency()
-        stops = [Stop(t.id, reason) for t in trials if t.id in resident]
+        stops = [Stop(t.id, reason, checkpoint=checkpoint) for t in trials if t.id in resident]
         for t in trials:
             self.finalize(t, TrialStatus.STOPPED, now, reason=reason)
         if stops:
@@ -407,23 +427,75 @@ class SearchBook:
                     self._store.update_search(row.id, waiting=None)
                 continue
             command = row.command
+            if command == "resume" and (s is None or s.status not in SEARCH_STARTED):
+                self._reopen(row, s, now)  # (the command stays while its trials are still ending)
+                continue
             self._store.update_search(row.id, command=None)
             if s is None or s.status not in SEARCH_STARTED:
                 continue
             if command == "stop":
-                self.finish(s, SearchStatus.STOPPED, "stopped by user")
+                self.finish(s, SearchStatus.STOPPED, "search stopped by user")
             elif command == "pause" and s.status == SearchStatus.RUNNING:
                 s.status = SearchStatus.PAUSED
                 self._store.update_search(row.id, status=SearchStatus.PAUSED)
-            elif command == "resume" and s.status == SearchStatus.PAUSED:
-                s.status = SearchStatus.RUNNING
-                self._store.update_search(row.id, status=SearchStatus.RUNNING)
+            elif command == "resume":
+                self._take_spec(s, row)  # its budget may have been raised
+                if s.status == SearchStatus.PAUSED:
+                    s.status = SearchStatus.RUNNING
+                    self._store.update_search(row.id, status=SearchStatus.RUNNING)
         for trow in self._store.trials_with_commands():
             assert trow.id is not None
             self._store.update_trial(trow.id, command=None)
             t = self._index.alive.get(trow.id)
             if t is not None and trow.command == "stop":
-                self._stop_trials([t], "stopped by user")
+                self._stop_trials([t], TRIAL_STOPPED_BY_USER)
+
+    def _take_spec(self, s: SearchState, row: SearchRow) -> None:
+        """Hold the spec stored for held search `s` now (a resume may have raised its budget)."""
+        try:
+            s.spec = spec_from_stored(row.spec)
+        except Exception as exc:  # stored by this version's API: only a bug gets here
+            log.warning("search %s: its stored spec no longer parses (%s): its budget stays", s.id, exc)
+            return
+        for t in s.trials.values():
+            t.max_steps = s.spec.budget.max_steps
+
+    def _reopen(self, row: SearchRow, held: SearchState | None, now: float) -> bool:
+        """Take up search `row` again on a `resume` (see the module doc): an ended one (`held` while this
+        book still holds it) is running again with the trials its end stopped queued to go on from their
+        checkpoints, and the time it spent ended set aside from its time budget; a running or paused one
+        no controller holds is loaded as after a restart. False (nothing done, the command left pending)
+        while any of its trials is still resident."""
+        assert row.id is not None
+        if held is not None:
+            resident = self._runtime.residency()
+            if any(t.id in resident for t in held.trials.values()):
+                return False
+            self.drain()
+            self.forget(row.id)
+        fields: dict[str, Any] = {"command": None, "waiting": None}
+        requeued: list[int] = []
+        if SearchStatus(row.status).final:
+            for t in self._store.trials(row.id):
+                if resumable_trial(t.status, t.reason):
+                    assert t.id is not None
+                    self._store.update_trial(t.id, status=TrialStatus.QUEUED, finished_at=None, reason=None)
+                    requeued.append(t.id)
+            idle = row.idle_seconds + max(0.0, now - row.finished_at) if row.finished_at is not None else 0.0
+            fields.update(status=SearchStatus.RUNNING, finished_at=None, idle_seconds=idle, error=None)
+        fresh = self._store.update_search(row.id, **fields)
+        try:
+            self._load_one(fresh)
+        except Exception as exc:
+            log.exception("search %s cannot be resumed: marked failed", row.id)
+            self.forget(row.id)
+            self._fail(row.id, f"cannot be resumed: {type(exc).__name__}: {exc}")
+            return True
+        s = self.searches[row.id]
+        for tid in requeued:  # it ran before: a later process of it, from its checkpoint when it has one
+            s.trials[tid].resume = True
+        log.info("search %s resumed (%d trials go on)", row.id, len(requeued))
+        return True
 
     def _sync(self, s: SearchState, now: float) -> None:
         if s.status != SearchStatus.RUNNING:
@@ -444,7 +516,7 @@ class SearchBook:
         if problem is not None:
             self.fail(s, problem)
             return
-        if now - s.started_at >= spec.budget.max_seconds:
+        if now - s.started_at - s.idle_seconds >= spec.budget.max_seconds:
             self._budget_spent(s, "time budget spent")
             return
         self._fill(s, now)
@@ -570,7 +642,7 @@ class SearchBook:
         nothing judged them)."""
         now = self._runtime.now()
         s.status = status
-        self._stop_trials(s.alive(), reason)
+        self._stop_trials(s.alive(), reason, checkpoint=True)
         s.waiting = None  # an ended search waits for nothing
         s.counts = count_trials((t.status, True, False, t.at_rung) for t in s.trials.values())
         self._store.update_search(s.id, status=status, finished_at=now, waiting=None, trial_counts=s.counts.as_dict())

@@ -45,7 +45,7 @@ from app.executor.policy.types import ClusterSnapshot, Placement, Plan, Policy
 from app.executor.reconcile import reconcile
 from app.executor.runtime.base import Runtime
 from app.spec import SearchSpec
-from app.status import SearchStatus, TrialStatus
+from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
 
 
 class Controller:
@@ -79,6 +79,7 @@ class Controller:
         self.snapshots = SnapshotBuilder(
             runtime, self.book, self._index, pairs, cache_views=options.cache_views, kind_aware=options.kind_aware
         )
+        self.book.drain = self._drain
         self.policies = PolicyChoice(store, options.policy, options.quantum_s, self.book.searches, options.share)
         self.launcher = TrialLauncher(self.book, self._index, options.workdir, self.forks)
         self.last_plan: Plan | None = None
@@ -133,7 +134,7 @@ class Controller:
         self, search_id: int, status: SearchStatus = SearchStatus.STOPPED, reason: str = "search stopped"
     ) -> None:
         s = self.book.search(search_id)
-        if s is not None:
+        if s is not None and s.status in SEARCH_STARTED:  # one that has ended stays as it ended
             self.book.finish(s, status, reason)
 
     def forget_search(self, search_id: int) -> None:
@@ -181,6 +182,10 @@ class Controller:
             self.runtime.redeliver()
             raise
         self.tracking.handled(events)
+
+    def _drain(self) -> None:
+        """Handle the events the runtime holds now, without waiting."""
+        self.handle(self.runtime.poll(0))
 
     def flush(self) -> None:
         """Store the buffered rows (retried; on failure they stay buffered and the runtime redelivers)."""

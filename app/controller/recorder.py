@@ -4,7 +4,8 @@ Contract: `handle(events)` applies each event to the trial it names (events of u
 ignored): reports update the trial's curve and best, the search's best (and whether it reached its
 target), the searcher (`observe`) and the search's health (which metrics arrive); profiles update
 measured rates (solo, packed, pair rates); an exit ends the trial (completed, stopped, failed) or queues
-it again to resume from its checkpoint (after a crash, within its retries, or after a release); a trial
+it again to resume from its checkpoint (after a crash, within its retries, or after a release; the exit
+of a queued trial, a process its resumed search no longer counts on, adds its device time only); a trial
 that parked itself at its step limit (a rung: judged there, `TrialState.at_rung`) wakes the controller
 to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction` notes a round's
 own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a later attempt
@@ -296,6 +297,11 @@ class EventRecorder:
         t.devices = ()
         self._signals.freed()
         now = self._runtime.now()
+        if t.status == TrialStatus.QUEUED:
+            # A process it no longer has (its search was resumed, it is queued to start anew before this
+            # exit arrived): its device time counts, its state is the queued one.
+            self._store.update_trial(t.id, steps=t.steps, device_seconds=t.device_seconds)
+            return
         if t.status.final and e.status != TrialStatus.COMPLETED:
             # Already final (stopped by a policy or the search ending): record its last figures.
             self._store.update_trial(t.id, steps=t.steps, device_seconds=t.device_seconds)

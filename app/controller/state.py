@@ -76,6 +76,7 @@ class SearchState:
     reached_at: float | None = None
     owner: str = FIRST_ADMIN  # the name of the user the search belongs to
     waiting: str | None = None  # why it makes no new trials (its owner's quota), as stored
+    idle_seconds: float = 0.0  # the time it spent ended before it was resumed: not counted by its time budget
     health: SearchHealth = field(default_factory=SearchHealth)  # whether it can succeed at all
     counts: TrialCounts = field(default_factory=TrialCounts)  # how its trials stand, as last stored
     forked: int = 0  # of the `created` trials, those forked from others (not the searcher's: no budget)

@@ -74,6 +74,13 @@ class SearchRow(SQLModel, table=True):
     # How its trials stand (`app.status.TrialCounts.as_dict`), as the controller last stored them: running
     # and parked apart, which the trials' rows do not tell (None: stored before the counts were).
     trial_counts: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
+    # What its users write about it (`PATCH /searches/{id}`): short labels, distinct, in the order given
+    # (`app.db.public.SearchPatch` bounds them), and free text.
+    tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
+    notes: str | None = Field(default=None, sa_column=Column(Text))
+    # Seconds it spent ended before it was resumed (`finished_at` to the resume, summed): its time budget
+    # (`budget.max_seconds`) counts the time since `started_at` less these.
+    idle_seconds: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
 
 
 # A trial's number is unique in its search (two controllers on one database once numbered trials

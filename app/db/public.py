@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator
 from pydantic import Field as PydanticField
 from sqlmodel import Field, SQLModel
 
 from app.db.models import ConfigChangeRow, ForkRow, SearchRow, TokenRow, TrialRow, UserRow
+from app.search.knobs import MAX_TRIALS
 from app.spec import MAX_DEPTH, SearchSpec, SpecError, spec_from_stored
 from app.status import SearchStatus, TrialCounts, TrialStatus
 
@@ -114,6 +115,8 @@ class SearchSummary(SQLModel):
     warning: str | None = Field(
         default=None, description="what the controller warns about (its metric not reported, naming those that are)"
     )
+    tags: list[str] = Field(default_factory=list, description="its users' labels (PATCH /searches/{id})")
+    notes: str | None = Field(default=None, description="its users' notes (PATCH /searches/{id})")
 
     @classmethod
     def from_row(cls, row: SearchRow, trials_done: int) -> Self:
@@ -153,6 +156,8 @@ class SearchSummary(SQLModel):
             owner_id=row.owner_id,
             waiting=row.waiting,
             warning=row.warning,
+            tags=list(row.tags or []),
+            notes=row.notes,
         )
 
 
@@ -160,6 +165,46 @@ class SearchOut(SearchSummary):
     """A search with its spec (`GET /searches/{id}`, what a POST returns)."""
 
     spec: dict[str, Any] = Field(description="the spec as validated and stored (with every default filled in)")
+
+
+# What users write about a search (`PATCH /searches/{id}`): the store keeps them within these bounds, and
+# the API takes `SearchPatch` as the body, so a value out of range is a 422 naming the field.
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+=/-]{0,39}$"
+MAX_TAGS = 20
+MAX_NOTES = 4000
+Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
+
+
+class SearchPatch(BaseModel):
+    """What a user may change about a search (fields left out stay as they are): its `tags` (the whole
+    list: `[]` removes them all; repeated ones are kept once, in the order given) and its `notes` (`""`
+    or null removes them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[Tag] | None = PydanticField(
+        default=None,
+        max_length=MAX_TAGS,
+        description=f"at most {MAX_TAGS} labels of 1-40 letters, digits, '_', '.', ':', '+', '=', '/' or '-'",
+    )
+    notes: str | None = PydanticField(default=None, max_length=MAX_NOTES, description=f"at most {MAX_NOTES} characters")
+
+    @field_validator("tags")
+    @classmethod
+    def _distinct(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else list(dict.fromkeys(v))
+
+
+class SearchResume(BaseModel):
+    """More budget for a search being resumed (`POST /searches/{id}/resume`): added to its
+    `budget.max_trials` and `budget.max_seconds` (0: as it is)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_trials: int = PydanticField(default=0, ge=0, le=MAX_TRIALS, description="trials added to budget.max_trials")
+    max_seconds: float = PydanticField(
+        default=0.0, ge=0, le=366 * 86400.0, allow_inf_nan=False, description="seconds added to budget.max_seconds"
+    )
 
 
 # ---- users -------------------------------------------------------------------------------------
@@ -444,7 +489,7 @@ class ForkRequest(BaseModel):
         default_factory=dict,
         alias="set",
         max_length=MAX_FORK_VALUES,
-        description="mutable parameter -> its new value, e.g. {\"lr\": 0.001}",
+        description='mutable parameter -> its new value, e.g. {"lr": 0.001}',
     )
     steps: int | None = PydanticField(
         default=None, ge=1, le=MAX_FORK_STEPS, description="mini-batches to run beyond the fork's step"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, text, update
+from sqlalchemy import ColumnElement, delete, func, text, update
 from sqlmodel import Session, col, select
 
 from app.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TrialRow
@@ -26,6 +26,7 @@ from app.db.public import (
     PairOut,
     QuantumOut,
     SearchOut,
+    SearchPatch,
     SearchSummary,
     TimelineItem,
     TimelineOut,
@@ -35,8 +36,15 @@ from app.db.public import (
     parsed_spec,
 )
 from app.db.reports import latest_per_step
-from app.spec import SearchSpec
-from app.status import SEARCH_STARTED, TRIAL_ACTIVE, TRIAL_FINAL, SearchStatus, TrialStatus
+from app.spec import SearchSpec, SpecError, parse_spec, spec_from_stored
+from app.status import (
+    SEARCH_STARTED,
+    TRIAL_ACTIVE,
+    TRIAL_FINAL,
+    TRIAL_STOPPED_BY_USER,
+    SearchStatus,
+    TrialStatus,
+)
 
 TrialSort = Literal["id", "-id", "metric", "-metric", "steps", "-steps", "number", "-number"]
 SearchSort = Literal["id", "-id"]
@@ -73,6 +81,22 @@ class Owner:
 
 class Conflict(Exception):
     """The request does not fit the row's current state (e.g. pausing a completed search)."""
+
+
+class BudgetError(ValueError):
+    """A resume's budget is out of bounds: `field` (`max_trials` or `max_seconds`) and why."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+# The searches whose tags include one (`:tag`): JSON lists are read by each database's own functions.
+_HAS_TAG = {
+    "sqlite": "EXISTS (SELECT 1 FROM json_each(search.tags) AS t WHERE t.value = :tag)",
+    "postgresql": "EXISTS (SELECT 1 FROM json_array_elements_text(search.tags) AS t(v) WHERE t.v = :tag)",
+}
 
 
 def _ids(text: str) -> list[int]:
@@ -171,19 +195,24 @@ class ReaderQueries:
         sort: SearchSort = "-id",
         status: SearchStatus | None = None,
         owner_id: int | None = None,
+        tag: str | None = None,
     ) -> tuple[list[SearchSummary], int]:
         """One page of searches (without their specs: a page of large specs is megabytes, and the list is
-        fetched again after each event) and the number of all that match `status` and `owner_id` (a
-        user's id)."""
+        fetched again after each event) and the number of all that match `status`, `owner_id` (a
+        user's id) and `tag` (one of their tags, exactly)."""
         with self.session() as s:
             q = select(SearchRow)
             count = select(func.count()).select_from(SearchRow)
+            conditions: list[ColumnElement[bool] | Any] = []
             if status:
-                q = q.where(SearchRow.status == status)
-                count = count.where(SearchRow.status == status)
+                conditions.append(SearchRow.status == status)
             if owner_id is not None:
-                q = q.where(SearchRow.owner_id == owner_id)
-                count = count.where(SearchRow.owner_id == owner_id)
+                conditions.append(SearchRow.owner_id == owner_id)
+            if tag is not None:
+                conditions.append(text(_HAS_TAG[s.get_bind().dialect.name]).bindparams(tag=tag))
+            if conditions:
+                q = q.where(*conditions)
+                count = count.where(*conditions)
             order = col(SearchRow.id).desc() if sort == "-id" else col(SearchRow.id)
             rows = list(s.exec(q.order_by(order).offset(offset).limit(limit)))
             total = s.exec(count).one()
@@ -217,6 +246,100 @@ class ReaderQueries:
                 state = current.status if current else "gone"
                 raise Conflict(f"cannot {command} search {search_id}: it is {state}")
         return self.search_out(search_id)
+
+    def patch_search(self, search_id: int, patch: SearchPatch) -> SearchOut | None:
+        """Set the search's tags and notes (those `patch` has; an empty `notes` removes them). None: no such
+        search. Tags and notes are the users' own: the controller never writes them, so this one UPDATE
+        races with nothing."""
+        values: dict[str, Any] = {}
+        if patch.tags is not None:
+            values["tags"] = list(patch.tags)
+        if "notes" in patch.model_fields_set:
+            values["notes"] = patch.notes or None
+        with self.session() as s:
+            if values:
+                res = s.execute(update(SearchRow).where(col(SearchRow.id) == search_id).values(**values))
+                s.commit()
+                if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
+                    return None
+        return self.search_out(search_id)
+
+    def resume_search(
+        self, search_id: int, at: float, *, more_trials: int = 0, more_seconds: float = 0.0, unheld: bool = False
+    ) -> SearchOut | None:
+        """Ask the controller to resume the search with its budget raised by `more_trials` and
+        `more_seconds` (None: no such search). A paused search runs again; a stopped or completed one is
+        taken up again (`SearchBook`): its searcher goes on from its whole history, the trials its end
+        stopped go on from their checkpoints, and the time it spent ended does not count against its
+        time budget. One that ended at its target goes on to its budget (`budget.stop_on_target` becomes
+        false). A running search takes the raised budget only (`Conflict` without one), unless `unheld`:
+        the caller holds the database's controller lease, so no controller holds a running or paused
+        search, which is then taken up as after a restart.
+
+        `Conflict` for a queued or failed search, and for an ended one that would end again at once: its
+        time budget spent (give `more_seconds`), or its trials all made and none to go on (give
+        `more_trials`). `BudgetError` when the raised budget is out of the spec's bounds."""
+        with self.session() as s:
+            # The row is locked first (PostgreSQL: a row lock; SQLite: the database's write lock) and read
+            # after: two requests raising one budget add up, neither overwrites the other.
+            res = s.execute(
+                update(SearchRow).where(col(SearchRow.id) == search_id).values(command=col(SearchRow.command))
+            )
+            if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE/DELETE returns a CursorResult
+                return None
+            row = s.get(SearchRow, search_id)
+            assert row is not None
+            state = SearchStatus(row.status)
+            more = more_trials > 0 or more_seconds > 0
+            if state in (SearchStatus.QUEUED, SearchStatus.FAILED) or (
+                state == SearchStatus.RUNNING and not more and not unheld
+            ):
+                raise Conflict(f"cannot resume search {search_id}: it is {state}")
+            try:
+                spec = spec_from_stored(row.spec)
+            except SpecError as exc:
+                raise Conflict(f"cannot resume search {search_id}: its stored spec does not parse ({exc})") from None
+            budget = dict(row.spec.get("budget") or {})
+            budget["max_trials"] = spec.budget.max_trials + more_trials
+            budget["max_seconds"] = spec.budget.max_seconds + more_seconds
+            if state.final and row.reached:
+                budget["stop_on_target"] = False  # it ended there: resumed, it goes on to its budget
+            stored = {**row.spec, "budget": budget}
+            try:
+                raised = parse_spec(stored, stored=True).budget
+            except SpecError as exc:
+                field, reason = exc.errors[0]
+                name = field.removeprefix("budget.")
+                raise BudgetError(name, f"{reason} (with the budget raised: {field} {budget.get(name)})") from None
+            if state.final:
+                ran = (row.finished_at or at) - (row.started_at or row.created_at) - row.idle_seconds
+                if ran >= raised.max_seconds:
+                    raise Conflict(
+                        f"cannot resume search {search_id}: its time budget is spent ({ran:.0f} of "
+                        f"{raised.max_seconds:g} s): give more seconds"
+                    )
+                made = s.exec(  # forks are none of the searcher's: they do not count against max_trials
+                    select(func.count())
+                    .select_from(TrialRow)
+                    .where(TrialRow.search_id == search_id, col(TrialRow.parent_id).is_(None))
+                ).one()
+                if made >= raised.max_trials and not self._resumable_trials(s, search_id):
+                    raise Conflict(
+                        f"cannot resume search {search_id}: its {raised.max_trials} trials are all made and "
+                        "none was stopped by its end: give more trials"
+                    )
+            row.spec = stored
+            row.command = "resume"
+            s.add(row)
+            s.commit()
+        return self.search_out(search_id)
+
+    @staticmethod
+    def _resumable_trials(s: Session, search_id: int) -> int:
+        """How many of the search's trials its end stopped (`app.status.resumable_trial`)."""
+        q = select(func.count()).select_from(TrialRow)
+        q = q.where(TrialRow.search_id == search_id, TrialRow.status == TrialStatus.STOPPED)
+        return s.exec(q.where(func.coalesce(TrialRow.reason, "") != TRIAL_STOPPED_BY_USER)).one()
 
     def delete_if_queued(self, search_id: int) -> bool:
         """Delete a search the controller never started (it has no trials). True when deleted."""

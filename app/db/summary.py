@@ -10,17 +10,19 @@ from app.status import TrialCounts, count_trials
 
 
 def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
-    """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds`, `status`, `error`
-    (why a failed search failed), `warning` (what the controller warned about), `counts` (how the trials
-    stand: `app.status.TrialCounts.as_dict`), and `trials`: one object per trial with `id`, `number`,
-    `params`, `status`, `metric` (last reported objective), `best_metric`, `steps`, `device_seconds`,
-    `retries`, `error` (a failed trial's traceback), `reason` (why a stopped or killed trial ended early)."""
+    """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds` (the time it ran),
+    `status`, `tags`, `notes`, `error` (why a failed search failed), `warning` (what the controller
+    warned about), `counts` (how the trials stand: `app.status.TrialCounts.as_dict`), and `trials`: one
+    object per trial with `id`, `number`, `params`, `status`, `metric` (last reported objective),
+    `best_metric`, `steps`, `device_seconds`, `retries`, `error` (a failed trial's traceback), `reason`
+    (why a stopped or killed trial ended early)."""
     row = store.search(search_id)
     if row is None:
         raise KeyError(f"search {search_id} not found")
     spec = parsed_spec(row)
     end = row.finished_at
-    wall = (end - row.started_at) if (end is not None and row.started_at is not None) else None
+    # The time it ran: a resumed search's time spent ended is not counted (`SearchRow.idle_seconds`).
+    wall = (end - row.started_at - row.idle_seconds) if (end is not None and row.started_at is not None) else None
     trials = store.trials(search_id)
     if row.trial_counts is not None:
         counts = TrialCounts.from_dict(row.trial_counts)
@@ -40,6 +42,8 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
         "target": spec.metric.target if spec else None,
         "seconds_to_target": row.seconds_to_target,
         "wall_seconds": wall,
+        "tags": list(row.tags or []),
+        "notes": row.notes,
         "trials": [
             {
                 "id": t.id,

@@ -60,8 +60,12 @@ class Migrate(Wire):
 
 @dataclass(frozen=True)
 class Stop(Wire):
+    """End the trial's process. `checkpoint`: it writes a checkpoint first (its search ended and may be
+    resumed; from a park that costs no device time)."""
+
     trial_id: int
     reason: str = "stopped"
+    checkpoint: bool = False
     kind: str = "stop"
 
 

@@ -1,6 +1,6 @@
-"""What users import: `Trial` (inside a trainable), `Client` (the REST client), `run` (a search run in
-this process, for notebooks: `app.sdk.local`), and the states a search or trial reports (`SearchStatus`,
-`TrialStatus`, from `app.status`).
+"""What users import: `Trial` (inside a trainable), `Client` (the REST client), `run` and `resume` (a
+search run, or taken up again, in this process, for notebooks: `app.sdk.local`), and the states a
+search or trial reports (`SearchStatus`, `TrialStatus`, from `app.status`).
 
 Names are imported on first use (module `__getattr__`): `from app.sdk import Trial` inside a trial
 process does not import httpx, and `from app.sdk import Client` (or the `quanta` command) does not
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.sdk.client import ApiError, Client, Search
-    from app.sdk.local import LocalRun, run
+    from app.sdk.local import LocalRun, resume, run
     from app.sdk.trial import ControllerGone, Trial, TrialStopped
     from app.status import SearchStatus, TrialStatus
 
@@ -27,6 +27,7 @@ __all__ = [
     "Trial",
     "TrialStatus",
     "TrialStopped",
+    "resume",
     "run",
 ]
 
@@ -38,6 +39,7 @@ _HOME = {
     "Search": "app.sdk.client",
     "ApiError": "app.sdk.client",
     "run": "app.sdk.local",
+    "resume": "app.sdk.local",
     "LocalRun": "app.sdk.local",
     "SearchStatus": "app.status",
     "TrialStatus": "app.status",

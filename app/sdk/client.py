@@ -10,6 +10,9 @@ search.trials()                                      # a pandas DataFrame (the n
 search.plot()                                        # best-so-far over time (matplotlib)
 client.fork(17, {"lr": 0.001}, steps=2000)           # a new trial from trial 17's state (mutable values)
 search.lineage()                                     # every trial's parent, fork step and config changes
+search.resume(trials=20, seconds=600)                # go on (stopped, completed, paused), with more budget
+search.tag("baseline"); search.update(notes="...")   # tags and notes; client.searches(tag="baseline")
+search.delete()
 for event in client.events(search_id=search.id):     # server-sent events, parsed
     print(event.event, event.data)
 """
@@ -79,6 +82,14 @@ class Search:
     @property
     def reached(self) -> bool:
         return bool(self.data.get("reached"))
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.data.get("tags") or [])
+
+    @property
+    def notes(self) -> str | None:
+        return self.data.get("notes")
 
     @property
     def done(self) -> bool:
@@ -206,11 +217,42 @@ class Search:
             self.refresh()
         return self
 
-    def resume(self) -> Search:
-        return self._command("resume")
+    def resume(self, trials: int = 0, seconds: float = 0.0) -> Search:
+        """Resume a paused, stopped or completed search, its budget raised by `trials` and `seconds` (a
+        running one takes the raised budget only): its searcher goes on from every trial so far, and the
+        trials its end stopped go on from their checkpoints. `ApiError` 409 when it cannot (queued,
+        failed, or its budget spent and none added), 422 naming a budget out of bounds."""
+        body = {"max_trials": trials, "max_seconds": seconds} if trials or seconds else None
+        self.data = self._client._request("POST", f"/searches/{self.id}/resume", json=body).json()
+        return self
 
-    def delete(self) -> None:
-        self._client._request("DELETE", f"/searches/{self.id}")
+    def extend(self, trials: int = 0, seconds: float = 0.0) -> Search:
+        """More trials or time for the search (`resume` with a raised budget)."""
+        return self.resume(trials=trials, seconds=seconds)
+
+    def update(self, *, tags: list[str] | None = None, notes: str | None = None) -> Search:
+        """Set its tags (the whole list; [] removes them) and notes ("" removes them); None leaves one as
+        it is. `ApiError` 422 names a value out of bounds."""
+        body: dict[str, Any] = {}
+        if tags is not None:
+            body["tags"] = list(tags)
+        if notes is not None:
+            body["notes"] = notes
+        self.data = self._client._request("PATCH", f"/searches/{self.id}", json=body).json()
+        return self
+
+    def tag(self, *tags: str) -> Search:
+        """Add `tags` to the search's."""
+        return self.update(tags=list(dict.fromkeys([*self.refresh().tags, *tags])))
+
+    def untag(self, *tags: str) -> Search:
+        """Remove `tags` from the search's."""
+        return self.update(tags=[t for t in self.refresh().tags if t not in tags])
+
+    def delete(self) -> bool:
+        """Delete the search with everything recorded about it (its running trials are stopped first).
+        True once deleted; False when its trials were still stopping (the server deletes it then)."""
+        return self._client._request("DELETE", f"/searches/{self.id}").status_code == 204
 
 
 class Client:
@@ -271,10 +313,13 @@ class Client:
     def search(self, search_id: int) -> Search:
         return Search(self, self._request("GET", f"/searches/{search_id}").json())
 
-    def searches(self, status: str | None = None, limit: int = 100) -> list[Search]:
+    def searches(self, status: str | None = None, limit: int = 100, tag: str | None = None) -> list[Search]:
+        """The newest searches the caller may see (`status`, `tag`: only those)."""
         params: dict[str, Any] = {"limit": limit}
         if status:
             params["status"] = status
+        if tag:
+            params["tag"] = tag
         return [Search(self, d) for d in self._request("GET", "/searches", params=params).json()["items"]]
 
     def trial(self, trial_id: int) -> dict[str, Any]:

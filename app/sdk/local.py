@@ -7,6 +7,7 @@ Optuna's `study.optimize` runs one in a notebook: no server, no shell. It return
     result, trials = run("spec.yaml", devices="cpu:2")
     result["best_params"], result["best_metric"]
     trials.sort_values("best_metric").tail()
+    result, trials = resume(result["search_id"], trials=20)   # go on with 20 more trials
 
 It drives the same controller as `quanta run` (`app.service.run_search`): trials are processes forked
 from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
@@ -72,7 +73,8 @@ def run(
     spec (`SpecError` naming each bad field, its trainable when its module or function cannot be found,
     or a tracker whose library is not installed), the devices (`ValueError`), and the database
     (`RuntimeError` naming the controller that already runs on it). Interrupted (Ctrl-C, Jupyter's stop
-    button), the search is stopped, its trial processes end, and KeyboardInterrupt goes on up."""
+    button), the search is stopped, its trials write their checkpoints and end, and KeyboardInterrupt
+    goes on up (`resume` goes on with it)."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
     from app.devices import parse_devices
@@ -110,6 +112,53 @@ def run(
 
     try:
         result = run_search(checked, devs, db=db, workdir=work, on_step=show)
+    finally:
+        if bar is not None:
+            bar.close()
+    return LocalRun(result, trials_frame(result["trials"]))
+
+
+def resume(
+    search_id: int,
+    *,
+    trials: int = 0,
+    seconds: float = 0.0,
+    devices: str = "auto",
+    db: str = "sqlite:///quanta.db",
+    workdir: str | Path | None = None,
+    progress: bool | ProgressKind | None = None,
+) -> LocalRun:
+    """Go on with search `search_id` of `db` (stopped, interrupted, completed) in this process until it
+    ends, its budget raised by `trials` and `seconds`, and return `LocalRun(result, trials)` as `run` does.
+    Its searcher goes on from every trial so far (only new configurations) and the trials its end stopped
+    go on from their checkpoints under `workdir` (the one it ran with; None: the database's own, as `run`
+    uses). `KeyError`: no such search;
+    `app.db.queries.Conflict` or `BudgetError`, naming why, when it cannot be resumed (nothing changes
+    then); `ImportError` without pandas, before anything starts."""
+    if importlib.util.find_spec("pandas") is None:
+        raise ImportError(NO_PANDAS)
+    from app.devices import parse_devices
+    from app.service import resume_search
+    from app.workdir import claim_workdir, workdir_for
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    devs = parse_devices(devices)
+    work = workdir_for(db, workdir)
+    claim_workdir(work, db)  # WorkdirTaken (a ValueError) when another database's
+    kind = progress_kind(progress)
+    bar = make_bar(kind, f"search {search_id}") if kind is not None else None
+
+    def show(p: Any) -> None:
+        if bar is not None:
+            text = f"best {p.metric}={p.best:.4g}" if p.best is not None else "best -"
+            bar.update(p.done, p.max_trials, f"{text} · {p.counts.text()} · devices busy {p.busy_devices}/{p.devices}")
+
+    try:
+        result = resume_search(
+            search_id, devs, db=db, workdir=work, more_trials=trials, more_seconds=seconds, on_step=show
+        )
     finally:
         if bar is not None:
             bar.close()

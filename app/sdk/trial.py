@@ -443,7 +443,7 @@ class Trial:
             self._park(msg)
         elif kind == "stop":
             self._flush_profile()  # the last stretch of computing is measured too
-            raise TrialStopped(msg.get("reason", "stopped"))
+            self._stop(msg)
         elif kind == "checkpoint":
             self.checkpoint()
         elif kind == "release":
@@ -460,6 +460,13 @@ class Trial:
             self._send("resumed", sent=msg.get("sent"), step=self._step, at=time.time())
         else:
             raise RuntimeError(f"unknown control message {kind!r}")
+
+    def _stop(self, msg: dict[str, Any]) -> None:
+        """End here (`TrialStopped`); with `checkpoint` in `msg`, write a checkpoint first (its search ended
+        and may be resumed from it)."""
+        if msg.get("checkpoint"):
+            self.checkpoint()
+        raise TrialStopped(msg.get("reason", "stopped"))
 
     def _set_limit(self, msg: dict[str, Any]) -> None:
         self._until = msg.get("until")
@@ -493,7 +500,7 @@ class Trial:
                 self._send("resumed", sent=nxt.get("sent"), step=self._step, at=time.time())
                 return
             if kind == "stop":
-                raise TrialStopped(nxt.get("reason", "stopped"))
+                self._stop(nxt)
             if kind == "checkpoint":
                 self.checkpoint()
             elif kind == "release":

@@ -14,6 +14,7 @@ from tests.conftest_services import PostgresServer
 from tests.schema_checks import (
     assert_ids_never_reused,
     assert_reports_deduplicated_on_upgrade,
+    assert_tags_and_notes_on_upgrade,
     schema_differences,
     upgrade_at_once,
 )
@@ -57,3 +58,7 @@ def test_a_postgresql_database_written_before_revisions_is_upgraded_by_two_proce
 
 def test_reports_of_a_step_repeated_are_deduplicated_by_the_upgrade(postgres: PostgresServer) -> None:
     assert_reports_deduplicated_on_upgrade(postgres.create_database())
+
+
+def test_searches_get_tags_and_notes_by_the_upgrade_and_filter_by_tag(postgres: PostgresServer) -> None:
+    assert_tags_and_notes_on_upgrade(postgres.create_database())

@@ -94,7 +94,7 @@ def test_events_follow_a_search(client):
     assert search.wait(timeout=60, poll_s=0.3).status == "stopped"
     trials = search.trials(frame=False)
     assert trials and all(t["status"] in ("stopped", "completed") for t in trials)
-    assert all(t["reason"] == "stopped by user" for t in trials if t["status"] == "stopped")
+    assert all(t["reason"] == "search stopped by user" for t in trials if t["status"] == "stopped")
 
 
 def test_errors_are_raised_with_the_servers_detail(client, server):

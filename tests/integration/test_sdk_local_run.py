@@ -60,3 +60,21 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"quanta\[notebook\]"):
         run(TINY, db=url, progress=False)
     assert not db.exists()
+
+
+def test_resume_goes_on_with_more_trials_in_this_process(tmp_path):
+    pytest.importorskip("pandas")
+    from app.db.queries import Conflict
+    from app.sdk import resume
+
+    db, work = f"sqlite:///{tmp_path}/q.db", tmp_path / "work"
+    spec = {**TINY, "metric": {"name": "accuracy", "target": 1.5}, "budget": {"max_trials": 1, "max_steps": 60}}
+    first, _ = run(spec, devices="cpu:2", db=db, workdir=work, progress=False)
+    with pytest.raises(Conflict, match="give more trials"):  # its one trial done: nothing to go on with
+        resume(first["search_id"], devices="cpu:2", db=db, workdir=work, progress=False)
+    result, trials = resume(first["search_id"], trials=2, devices="cpu:2", db=db, workdir=work, progress=False)
+    assert result["search_id"] == first["search_id"] and result["status"] == "completed"
+    assert list(trials["number"]) == [0, 1, 2] and trials["params.lr"].nunique() == 3
+    assert trials.loc[0, "params.lr"] == first["trials"][0]["params"]["lr"]  # the first one kept as it was
+    with pytest.raises(KeyError):
+        resume(99, db=db, workdir=work, progress=False)

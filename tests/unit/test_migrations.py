@@ -30,6 +30,7 @@ from tests.data.make_release_db import BOB_TOKEN, CAROL_TOKEN, SECRET, T0
 from tests.schema_checks import (
     assert_ids_never_reused,
     assert_reports_deduplicated_on_upgrade,
+    assert_tags_and_notes_on_upgrade,
     schema_differences,
     upgrade_at_once,
 )
@@ -171,6 +172,10 @@ def test_ids_are_never_reused_after_the_newest_row_is_deleted(tmp_path):
 
 def test_reports_a_step_repeated_are_deduplicated_by_the_upgrade_keeping_the_first_stored(tmp_path):
     assert_reports_deduplicated_on_upgrade(f"sqlite:///{tmp_path / 'q.db'}")
+
+
+def test_searches_get_tags_and_notes_by_the_upgrade_and_filter_by_tag(tmp_path):
+    assert_tags_and_notes_on_upgrade(f"sqlite:///{tmp_path / 'q.db'}")
 
 
 def test_quanta_db_upgrade_and_current(tmp_path):

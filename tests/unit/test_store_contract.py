@@ -26,6 +26,7 @@ from app.db.queries import Conflict
 from app.db.store import Store
 from app.spec import parse_spec
 from app.status import SearchStatus, TrialStatus
+from tests.lifecycle_checks import assert_resumes_raise_the_budget_once_each, assert_tags_filter_exactly
 
 
 @pytest.fixture(params=["sql", "memory"])
@@ -385,3 +386,11 @@ def test_searches_of_a_database_from_before_users_belong_to_the_first_admin(tmp_
     assert "ix_search_owner" in indexes
     again = Store(url)  # reopening adds nothing twice
     assert [u.name for u in again.users()] == [FIRST_ADMIN] and again.search(1).owner == FIRST_ADMIN
+
+
+def test_resumes_raise_the_budget_once_each(sql):
+    assert_resumes_raise_the_budget_once_each(sql)
+
+
+def test_tags_filter_exactly(sql):
+    assert_tags_filter_exactly(sql)

@@ -1,5 +1,5 @@
-"""/searches: create, list, read, control and delete searches, and the per-search views the dashboard
-draws (trials, curves, timeline, best-so-far)."""
+"""/searches: create, list, read, control (stop, pause, resume and extend), tag, annotate and delete
+searches, and the per-search views the dashboard draws (trials, curves, timeline, best-so-far)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from app.api.models import (
 from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, found, not_found
 from app.api.settings import Settings
 from app.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
-from app.db.public import UserOut
-from app.db.queries import Conflict, SearchCommand, SearchSort, TrialSort
+from app.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
+from app.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
 from app.db.warm import WarmStartError, check_warm_start
 from app.import_check import check_import
 from app.spec import MAX_DEPTH, SearchSpec, SpecError, decode_spec_text, nesting_problem, parse_spec
@@ -211,9 +211,13 @@ def list_searches(
     owner: Annotated[
         str | None, Query(max_length=64, description="only this user's searches (a member sees only their own)")
     ] = None,
+    tag: Annotated[
+        str | None, Query(max_length=40, pattern=TAG_PATTERN, description="only the searches with this tag")
+    ] = None,
 ) -> SearchList:
     """Searches, newest first by default: the caller's own, or everyone's for an admin or a viewer. `owner` names a
-    current user (a deleted user's searches belong to nobody, whatever name they show)."""
+    current user (a deleted user's searches belong to nobody, whatever name they show); `tag` is one of the
+    searches' tags, exactly."""
     owner_id = owner_filter(user)
     if owner is not None and owner_id is None:
         named = store.user(owner)
@@ -222,7 +226,7 @@ def list_searches(
         owner_id = named.id
     elif owner is not None and owner != user.name:
         return SearchList(items=[], total=0)
-    items, total = store.search_page(offset, limit, sort, status, owner_id)
+    items, total = store.search_page(offset, limit, sort, status, owner_id, tag)
     return SearchList(items=items, total=total)
 
 
@@ -253,9 +257,41 @@ def pause_search(search_id: SearchId, store: StoreDep, user: CurrentUser) -> Sea
     return _command(store, user, search_id, "pause")
 
 
-@router.post("/{search_id}/resume", status_code=202, response_model=SearchOut, responses={**NOT_FOUND, **CONFLICT})
-def resume_search(search_id: SearchId, store: StoreDep, user: CurrentUser) -> SearchOut:
-    return _command(store, user, search_id, "resume")
+@router.patch("/{search_id}", response_model=SearchOut, responses=NOT_FOUND)
+def patch_search(search_id: SearchId, body: SearchPatch, store: StoreDep, user: CurrentUser) -> SearchOut:
+    """Set the search's `tags` (the whole list, at most 20; `[]` removes them) and `notes` (`""` or null
+    removes them; at most 4000 characters); fields left out stay as they are. A value out of bounds is a 422
+    naming the field. Its owner's or an admin's; a viewer's PATCH is a 403."""
+    visible(store, user, search_id)
+    return found(store.patch_search(search_id, body), "search", search_id)
+
+
+@router.post(
+    "/{search_id}/resume",
+    status_code=202,
+    response_model=SearchOut,
+    responses={**NOT_FOUND, **CONFLICT, 422: {"description": "a budget out of bounds, naming the field"}},
+)
+def resume_search(
+    search_id: SearchId, store: StoreDep, user: CurrentUser, body: SearchResume | None = None
+) -> SearchOut:
+    """Resume a paused, stopped or completed search, or extend one: the body's `max_trials` and
+    `max_seconds` are added to its budget (a running search takes them at once). A stopped or completed
+    search is taken up again by the controller at its next tick: its searcher goes on from every trial so
+    far (new configurations only), the trials its end stopped go on from their checkpoints, and the time
+    it spent ended is not counted against its time budget; one that ended at its target goes on to its
+    budget. 409 when it is queued or failed, when it is running and no budget is added, and when it would
+    end again at once (its time or trials spent: add some)."""
+    visible(store, user, search_id)
+    more = body or SearchResume()
+    try:
+        out = store.resume_search(search_id, time.time(), more_trials=more.max_trials, more_seconds=more.max_seconds)
+    except Conflict as exc:
+        raise conflict(str(exc)) from None
+    except BudgetError as exc:
+        detail = [{"loc": ["body", exc.field], "msg": exc.reason, "type": "value_error"}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail) from None
+    return found(out, "search", search_id)
 
 
 @router.delete(

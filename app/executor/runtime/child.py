@@ -7,7 +7,7 @@ Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
                     ("forked", {"into", "step", "error"}), ("configured", {"step", "values"}),
                     ("done", {"status": completed|killed|failed, "steps", "error"})
   runtime -> trial: ("suspend", {"sent", "checkpoint"}), ("resume", {"devices", "sent"}),
-                    ("checkpoint", {}), ("stop", {"reason"}),
+                    ("checkpoint", {}), ("stop", {"reason", "checkpoint"}),
                     ("fork", {"into", "path"}): write the state at the next boundary (now, when parked)
                     to another trial's checkpoint path; ("configure", {"values"}): new values of
                     mutable parameters, taken at the next boundary (now, when parked)

@@ -214,7 +214,7 @@ class LocalRuntime:
             for a in todo:
                 h = self._live(a.trial_id)
                 if isinstance(a, Stop) and h is not None:
-                    self._stop(h, a.reason)
+                    self._stop(h, a.reason, a.checkpoint)
                 elif isinstance(a, Release) and h is not None:
                     h.state = "stopping"
                     self._send(h, "release", {})
@@ -393,9 +393,9 @@ class LocalRuntime:
         self._events.put(Resumed(h.trial_id, devices, (time.monotonic() - sent) * 1000, True, time.time()))
         return True
 
-    def _stop(self, h: _Handle, reason: str) -> None:
+    def _stop(self, h: _Handle, reason: str, checkpoint: bool = False) -> None:
         h.state = "stopping"
-        self._send(h, "stop", {"reason": reason})
+        self._send(h, "stop", {"reason": reason, "checkpoint": checkpoint})
 
     def _send(self, h: _Handle, kind: str, msg: dict[str, Any]) -> None:
         if h.conn is None:  # not connected yet: the child picks commands up once it says hello

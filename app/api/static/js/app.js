@@ -1,5 +1,6 @@
-// Quanta dashboard: the token form, the routes (#/ searches, #/search/<id>, #/trial/<id>,
-// #/compare/<id>,<id>...), and live updates through /events for whichever view is shown.
+// Quanta dashboard: the token form, the routes (#/ searches, #/tag/<tag> the searches with a tag,
+// #/search/<id>, #/trial/<id>, #/compare/<id>,<id>...), and live updates through /events for whichever
+// view is shown.
 
 import { AuthError, adoptTokenFromUrl, api, checkToken, clearToken, getToken, setToken, subscribe } from "./api.js";
 import { h, replace } from "./dom.js";
@@ -75,10 +76,20 @@ function route() {
   if (view) view.dispose();
   const hash = window.location.hash;
   let m;
-  if ((m = /^#\/search\/(\d+)/.exec(hash))) view = searchView(root, Number(m[1]));
+  if ((m = /^#\/search\/(\d+)/.exec(hash))) view = searchView(root, Number(m[1]), me);
   else if ((m = /^#\/trial\/(\d+)/.exec(hash))) view = trialView(root, Number(m[1]));
   else if ((m = /^#\/compare\/([\d,]+)/.exec(hash))) view = compareView(root, compareIds(m[1]));
-  else view = listView(root, me);
+  else if ((m = /^#\/tag\/([^/?#]+)/.exec(hash))) view = listView(root, me, decoded(m[1]));
+  else view = listView(root, me, "");
+}
+
+/** A part of the address decoded ("" when it is not valid percent-encoding). */
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return "";
+  }
 }
 
 /** `/?search=3` (a link written before the dashboard routed on `#/search/3`) opens that search. */

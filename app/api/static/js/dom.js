@@ -3,7 +3,7 @@
 // here ever assigns innerHTML.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
-const SAFE_ATTR = /^(class|id|title|hidden|href|type|name|value|placeholder|for|role|colspan|rowspan|disabled|autocomplete|aria-[a-z-]+|data-[a-z-]+|tabindex|style)$/;
+const SAFE_ATTR = /^(class|id|title|hidden|href|type|name|value|placeholder|for|role|colspan|rowspan|disabled|autocomplete|aria-[a-z-]+|data-[a-z-]+|tabindex|style|min|max|step|rows|maxlength|pattern)$/;
 
 function append(el, children) {
   for (const c of children) {

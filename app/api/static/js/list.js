@@ -1,5 +1,6 @@
-// The searches list (#/): every search the caller may see, an admin's per-user filter, a choice of
-// searches to compare (#/compare/<id>,<id>...), and the users' shares of device time.
+// The searches list (#/, or #/tag/<tag>: those with that tag): every search the caller may see with its
+// tags and notes, an admin's per-user filter, a tag filter, a choice of searches to compare
+// (#/compare/<id>,<id>...), and the users' shares of device time.
 
 import { api } from "./api.js";
 import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText } from "./dom.js";
@@ -8,8 +9,18 @@ import { ACTIVE, goalArrow, onRefreshError, progressBar, refresher, showError, s
 let ownerFilter = ""; // an admin's per-user view: "" = every user's searches
 const picked = new Set(); // searches ticked for comparison (kept while the page lives)
 
-/** me: the signed-in user ({name, role}) or null. */
-export function listView(root, me) {
+/** The searches with `tag`, as an address (every search for ""). */
+export function tagHash(tag) {
+  return tag ? `#/tag/${encodeURIComponent(tag)}` : "#/";
+}
+
+/** A search's tags as chips, each a link to the searches with it. */
+export function tagChips(tags) {
+  return (tags || []).map((t) => h("a", { class: "chip tag", href: tagHash(t), "data-tag": t, title: `searches tagged ${t}` }, t));
+}
+
+/** me: the signed-in user ({name, role}) or null; tag: only the searches with this tag ("" for all). */
+export function listView(root, me, tag = "") {
   const admin = me && me.role === "admin";
   const body = h("tbody");
   const count = h("span", { class: "muted" });
@@ -25,7 +36,7 @@ export function listView(root, me) {
   const table = h(
     "table",
     { class: "searches", id: "searches" },
-    h("thead", {}, h("tr", {}, h("th", { title: "compare" }, ""), ...["id", "name", "owner", "status", "best", "progress", "target", "created", "time"].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, h("th", { title: "compare" }, ""), ...["id", "name", "tags", "owner", "status", "best", "progress", "target", "created", "time"].map((c) => h("th", {}, c)))),
     body,
   );
   // Admins see every user's searches and may narrow the list to one user's.
@@ -33,6 +44,11 @@ export function listView(root, me) {
   filter.addEventListener("change", () => {
     ownerFilter = filter.value;
     refresh().catch((e) => showError(root, e));
+  });
+  // Only the searches with one tag: the address says which (#/tag/<tag>), so it can be shared.
+  const tagBox = h("input", { type: "search", id: "tag-filter", class: "tag-filter", placeholder: "tag", title: "only the searches with this tag", value: tag, maxlength: 40 });
+  tagBox.addEventListener("change", () => {
+    window.location.hash = tagHash(tagBox.value.trim());
   });
   if (admin) {
     filter.hidden = false;
@@ -54,7 +70,7 @@ export function listView(root, me) {
   );
   replace(
     root,
-    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), filter, count, h("span", { class: "spacer" }), compareBtn), table),
+    h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", {}, "Searches"), filter, tagBox, count, h("span", { class: "spacer" }), compareBtn), table),
     h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h3", {}, admin ? "Users' shares" : "Your share"), sharesHint), sharesTable),
   );
 
@@ -98,12 +114,14 @@ export function listView(root, me) {
 
   async function refresh() {
     const owner = admin && ownerFilter ? `&owner=${encodeURIComponent(ownerFilter)}` : "";
-    const data = await api(`/searches?limit=200${owner}`);
+    const tagged = tag ? `&tag=${encodeURIComponent(tag)}` : "";
+    const data = await api(`/searches?limit=200${owner}${tagged}`);
     const items = data.items || [];
-    count.textContent = `${data.total ?? items.length} total`;
+    count.textContent = `${data.total ?? items.length} total${tag ? ` tagged ${tag}` : ""}`;
     clear(body);
     if (!items.length) {
-      body.appendChild(h("tr", {}, h("td", { colspan: 10, class: "empty" }, "No searches yet. Post a spec to /api/v1/searches or run `quanta submit`.")));
+      const none = tag ? `No search is tagged ${tag}.` : "No searches yet. Post a spec to /api/v1/searches or run `quanta submit`.";
+      body.appendChild(h("tr", {}, h("td", { colspan: 11, class: "empty" }, none)));
       return;
     }
     for (const sr of items) {
@@ -116,7 +134,8 @@ export function listView(root, me) {
           { "data-search-id": sr.id },
           h("td", {}, pickBox(Number(sr.id))),
           h("td", { class: "num" }, String(sr.id)),
-          h("td", { class: "name" }, link),
+          h("td", { class: "name" }, link, sr.notes ? h("span", { class: "notes-mark muted", title: sr.notes }, " ✎") : ""),
+          h("td", { class: "tags" }, ...tagChips(sr.tags)),
           h("td", { class: "owner" }, sr.owner || ""),
           h("td", { title: sr.waiting || "" }, statusBadge(sr.status), sr.waiting ? h("span", { class: "waiting muted" }, ` ${sr.waiting}`) : "", sr.reached ? h("span", { class: "reached", title: "target reached" }, " ✓") : ""),
           h("td", { class: "num", title: sr.best ? paramsText(sr.best.params) : "" }, sr.best ? `${m.name || "metric"} ${goalArrow(m)} ${fmtNum(sr.best.metric)}` : "—"),

@@ -1,6 +1,7 @@
-// A search's page (#/search/<id>): summary and controls, best-so-far and learning curves, the device
-// timeline, parameters versus metric (parallel coordinates, importance, contour, slices), the trial
-// table, the cluster now (while the search is active) and its spec. Followed live through /events.
+// A search's page (#/search/<id>): summary and controls (pause, stop, resume or extend with more trials or
+// time), its tags and notes (editable), best-so-far and learning curves, the device timeline, parameters
+// versus metric (parallel coordinates, importance, contour, slices), the trial table, the cluster now
+// (while the search is active) and its spec. Followed live through /events.
 
 import { api } from "./api.js";
 import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText, debounce } from "./dom.js";
@@ -9,14 +10,61 @@ import { renderGantt } from "./gantt.js";
 import { renderParcoords } from "./parcoords.js";
 import { renderImportance, renderSlices, renderContour } from "./landscape.js";
 import { TrialTable } from "./trialtable.js";
+import { tagChips } from "./list.js";
 import { ACTIVE, countsText, evaluated, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
 
-export function searchView(root, id) {
+/** Tags as typed: separated by spaces or commas, each once, in order. */
+export function parseTags(text) {
+  return [...new Set(String(text || "").split(/[\s,]+/).filter(Boolean))];
+}
+
+/** The API's complaint about a request, for a person: a 422's fields and reasons, else its message. */
+export function complaint(e) {
+  const text = String(e.message || e).replace(/^[A-Z]+ \S+: \d+ /, "");
+  try {
+    const detail = JSON.parse(text);
+    if (Array.isArray(detail)) {
+      return detail.map((d) => `${(Array.isArray(d.loc) ? d.loc : [d.loc]).filter((x) => x !== "body").join(".")}: ${d.msg}`).join("; ");
+    }
+  } catch {}
+  return text;
+}
+
+/** me: the signed-in user ({name, role}) or null; a viewer gets no controls. */
+export function searchView(root, id, me = null) {
+  const writer = !me || me.role !== "viewer";
   const st = { search: null, trials: new Map(), allTrials: [], timeline: null, cluster: null, disposed: false, importance: null, contour: { x: null, y: null } };
 
   const title = h("h2", { class: "search-name", id: "search-name" });
   const badge = h("span");
   const actions = h("div", { class: "actions" });
+  // Its tags and notes, and their editor (kept across refreshes: a refresh redraws only what is shown).
+  const infoEl = h("div", { class: "search-info", id: "search-info" });
+  const tagsInput = h("input", { type: "text", id: "tags-input", placeholder: "tags, separated by spaces", maxlength: 900 });
+  const notesInput = h("textarea", { id: "notes-input", rows: 3, maxlength: 4000, placeholder: "notes" });
+  const infoError = h("div", { class: "error", id: "info-error", hidden: true });
+  const editor = h(
+    "form",
+    { class: "info-editor", id: "info-editor", hidden: true },
+    h("label", { for: "tags-input" }, "Tags"),
+    tagsInput,
+    h("label", { for: "notes-input" }, "Notes"),
+    notesInput,
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "info-save" }, "Save"), h("button", { type: "button", id: "info-cancel" }, "Cancel")),
+    infoError,
+  );
+  // Resume a stopped or completed search, or extend one, with more trials or time.
+  const moreTrials = h("input", { type: "number", id: "more-trials", min: 0, step: 1, value: 0 });
+  const moreSeconds = h("input", { type: "number", id: "more-seconds", min: 0, step: 60, value: 0 });
+  const moreForm = h(
+    "form",
+    { class: "more-form", id: "more-form", hidden: true },
+    h("label", { for: "more-trials" }, "more trials "),
+    moreTrials,
+    h("label", { for: "more-seconds" }, " more seconds "),
+    moreSeconds,
+    h("button", { type: "submit", id: "more-go" }, "Go on"),
+  );
   const stats = h("div", { class: "stats" });
   const errorBox = h("div", { class: "error", hidden: true });
   const warningBox = h("div", { class: "warning", id: "search-warning", hidden: true });
@@ -44,6 +92,9 @@ export function searchView(root, id) {
     root,
     h("div", { class: "crumbs" }, h("a", { href: "#/" }, "← all searches")),
     h("div", { class: "search-head" }, h("div", { class: "title-row" }, title, badge), actions),
+    moreForm,
+    infoEl,
+    editor,
     errorBox,
     warningBox,
     stats,
@@ -90,6 +141,61 @@ export function searchView(root, id) {
     if (q) window.location.hash = `#/trial/${Number(q.dataset.trialId)}`;
   });
 
+  function editing() {
+    return !editor.hidden;
+  }
+
+  function drawInfo(sr) {
+    const edit = writer ? h("button", { type: "button", class: "link-button", id: "info-edit" }, sr.tags?.length || sr.notes ? "edit tags and notes" : "add tags or notes") : "";
+    if (edit) {
+      edit.addEventListener("click", () => {
+        tagsInput.value = (sr.tags || []).join(" ");
+        notesInput.value = sr.notes || "";
+        infoError.hidden = true;
+        editor.hidden = false;
+        infoEl.hidden = true;
+        tagsInput.focus();
+      });
+    }
+    replace(
+      infoEl,
+      h("span", { class: "tags", id: "search-tags" }, ...tagChips(sr.tags)),
+      sr.notes ? h("p", { class: "notes", id: "search-notes" }, sr.notes) : "",
+      edit,
+    );
+  }
+
+  editor.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const sr = await api(`/searches/${id}`, { method: "PATCH", body: { tags: parseTags(tagsInput.value), notes: notesInput.value } });
+      editor.hidden = true;
+      infoEl.hidden = false;
+      st.search = { ...st.search, tags: sr.tags, notes: sr.notes };
+      drawInfo(st.search);
+    } catch (e) {
+      infoError.hidden = false;
+      infoError.textContent = complaint(e);
+    }
+  });
+  editor.querySelector("#info-cancel").addEventListener("click", () => {
+    editor.hidden = true;
+    infoEl.hidden = false;
+  });
+
+  moreForm.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const body = { max_trials: Math.max(0, Math.floor(Number(moreTrials.value) || 0)), max_seconds: Math.max(0, Number(moreSeconds.value) || 0) };
+    try {
+      await api(`/searches/${id}/resume`, { method: "POST", body });
+      moreForm.hidden = true;
+      errorBox.hidden = true;
+    } catch (e) {
+      alertBox(complaint(e));
+    }
+    r.mark("summary", "trials", "cluster");
+  });
+
   // ------------ parts
   async function summary() {
     const sr = await api(`/searches/${id}`);
@@ -119,9 +225,22 @@ export function searchView(root, id) {
         },
       }, label);
     clear(actions);
-    if (sr.status === "running" || sr.status === "queued") actions.appendChild(btn("Pause", "pause"));
-    if (sr.status === "paused") actions.appendChild(btn("Resume", "resume"));
-    if (ACTIVE.has(sr.status)) actions.appendChild(btn("Stop", "stop", "danger"));
+    if (writer) {
+      if (sr.status === "running" || sr.status === "queued") actions.appendChild(btn("Pause", "pause"));
+      if (sr.status === "paused") actions.appendChild(btn("Resume", "resume"));
+      // An ended search goes on (a stopped one as it is, any with more trials or time); a running one
+      // may be given more.
+      const more = sr.status === "stopped" || sr.status === "completed" ? "Resume…" : sr.status === "running" || sr.status === "paused" ? "Extend…" : null;
+      if (more) {
+        actions.appendChild(
+          h("button", { type: "button", "data-action": "more", onclick: () => {
+            moreForm.hidden = !moreForm.hidden;
+          } }, more),
+        );
+      }
+      if (ACTIVE.has(sr.status)) actions.appendChild(btn("Stop", "stop", "danger"));
+    }
+    if (!editing()) drawInfo(sr);
     clusterPanel.hidden = !ACTIVE.has(sr.status);
 
     const m = sr.metric || {};
