@@ -49,11 +49,12 @@ demo: install
 	  code=$$?; echo "quanta run exited with $$code (0 = target reached, 3 = budget spent)"; \
 	  echo "result written to demo-result.json"; exit $$code
 
-# ruff everywhere; mypy on app and workers ([tool.mypy] in pyproject.toml: strict for app.search and
-# app.executor.policy).
+# ruff everywhere; mypy on quanta (the folder app/) and workers ([tool.mypy] in pyproject.toml: strict for quanta.search and
+# quanta.executor.policy).
 lint: dev
 	$(VENV)/bin/ruff check app workers examples tests bench
-	$(VENV)/bin/mypy app workers
+	@mkdir -p $(VENV)/mypy-path && ln -sfn $(CURDIR)/app $(VENV)/mypy-path/quanta
+	MYPYPATH=$(VENV)/mypy-path $(VENV)/bin/mypy -p quanta -p workers
 
 test: dev system-deps lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -1,5 +1,5 @@
 """The mechanism's default cadences, as plain numbers: the defaults of `MechanismKnobs`
-(`app.executor.policy.knobs`) and of `TrialLaunch` (`app.executor.actions`), which a trial process
+(`quanta.executor.policy.knobs`) and of `TrialLaunch` (`quanta.executor.actions`), which a trial process
 reads. Kept apart from the knob models so that a trial process, forked from the template on the path
 of every cold start, never imports pydantic and the knob models (a sixth of a second of CPU there)."""
 

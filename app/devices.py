@@ -7,7 +7,7 @@ device therefore really share its cores (packing is measured honestly), and movi
 devices re-pins it without changing its thread count. CUDA devices map to `torch.device("cuda:i")`.
 
 A ground module (it imports nothing from `app`): the CLI and the workers parse devices, the runtime
-places trials on them, and the trial itself (`app.sdk.trial`) binds its process to them. Living here
+places trials on them, and the trial itself (`quanta.sdk.trial`) binds its process to them. Living here
 rather than in `app/executor/runtime/` lets the sdk use it without importing the runtime, which
 imports the sdk to run trials (no import runs back up: tests/unit/test_layers.py).
 """

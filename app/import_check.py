@@ -9,14 +9,14 @@ Quanta extra that provides it (from the installed distribution's metadata: `ligh
 Never in the process that asks: importing runs the module's code (and a server must not run it, nor pay
 seconds of torch imports per request). Two places do it:
 
-- `quanta run` and `app.sdk.run` read the answer of their trial template, the process trials are forked
+- `quanta run` and `quanta.sdk.run` read the answer of their trial template, the process trials are forked
   from, which imports the module anyway to warm it (`import_failure` is what it reports;
   `LocalRuntime.import_problem` waits for it), so the check costs no extra process.
 - The API runs `check_import`: a short-lived `python -P` process that imports the module and answers,
   killed (with what it started) after a time bound. Successes are remembered per version of the
   module's file.
 
-Ground floor: imports only `app.trainable_ref` (itself ground floor), so the runtime may use it.
+Ground floor: imports only `quanta.trainable_ref` (itself ground floor), so the runtime may use it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from app.trainable_ref import locate
+from quanta.trainable_ref import locate
 
 log = logging.getLogger("quanta.import_check")
 

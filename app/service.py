@@ -15,7 +15,7 @@ no wiring.
 - `make_runtime(broker, store, checkpoints)`: a `CeleryRuntime` over the node agents registered in the
   database (`quanta controller`, `quanta serve --broker`).
 - `run_search(spec, devices, db=..., workdir=...)`: one search run to its end on this machine's devices in
-  the calling thread, its result returned: the controller `quanta run` drives, for `app.sdk.run` (a
+  the calling thread, its result returned: the controller `quanta run` drives, for `quanta.sdk.run` (a
   notebook's in-process search) and any caller that holds no typer. `resume_search(search_id, devices,
   ...)`: a stored search taken up again (more trials or time) and run to its end the same way (`quanta
   resume --db`); `delete_stored_search`: one deleted where no controller runs (`quanta delete --db`).
@@ -32,18 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.status import SEARCH_STARTED, SearchStatus, TrialCounts
+from quanta.status import SEARCH_STARTED, SearchStatus, TrialCounts
 
 if TYPE_CHECKING:
-    from app.controller import Controller
-    from app.db.lease import ControllerLease
-    from app.db.protocol import ServiceStore
-    from app.db.store import Store
-    from app.devices import Device
-    from app.executor.policy.knobs import ShareKnobs
-    from app.executor.runtime.celery_runtime import CeleryRuntime
-    from app.executor.runtime.template import TemplateStart
-    from app.spec import SearchSpec
+    from quanta.controller import Controller
+    from quanta.db.lease import ControllerLease
+    from quanta.db.protocol import ServiceStore
+    from quanta.db.store import Store
+    from quanta.devices import Device
+    from quanta.executor.policy.knobs import ShareKnobs
+    from quanta.executor.runtime.celery_runtime import CeleryRuntime
+    from quanta.executor.runtime.template import TemplateStart
+    from quanta.spec import SearchSpec
 
 log = logging.getLogger("quanta.service")
 
@@ -60,8 +60,8 @@ def make_runtime(
 ) -> CeleryRuntime:
     """A `CeleryRuntime` over the node agents registered in `store`'s database, sending actions through
     `broker`. The controller driving it must use `checkpoints` as its workdir (the shared store)."""
-    from app.db.cluster import DbCluster
-    from app.executor.runtime.celery_runtime import CeleryRuntime
+    from quanta.db.cluster import DbCluster
+    from quanta.executor.runtime.celery_runtime import CeleryRuntime
 
     cluster = DbCluster(workdir=checkpoints, engine=store.engine)
     return CeleryRuntime(broker, cluster, dead_after_s=dead_after_s, expect_timeout_s=expect_timeout_s)
@@ -148,7 +148,7 @@ class ControllerLoop:
         """While no trial is alive the controller plans nothing and so publishes nothing: every
         `SHOW_IDLE_S`, publish the runtime's devices with nothing on them, unless that is what readers
         already see (an idle service does not write to its database)."""
-        from app.db.models import ClusterView
+        from quanta.db.models import ClusterView
 
         if self.ctl.has_alive() or time.monotonic() - self._idle_shown_at < SHOW_IDLE_S:
             return
@@ -161,7 +161,7 @@ class ControllerLoop:
     def _keep_lease(self) -> None:
         """Raise `LeaseHeld` when another controller took the database over while our lease's connection
         was down (it is taken again when free); a database merely away is retried at the next check."""
-        from app.db.lease import LeaseHeld
+        from quanta.db.lease import LeaseHeld
 
         assert self.lease is not None
         try:
@@ -226,7 +226,7 @@ def run_search(
 ) -> dict[str, Any]:
     """Run the validated `spec` as a new search on `devices` (this machine's) in the calling thread until
     it ends (target reached, budget spent), with the controller loop every command runs
-    (`ControllerLoop`), and return its result: `app.db.summary.search_result` with `devices` and `db`
+    (`ControllerLoop`), and return its result: `quanta.db.summary.search_result` with `devices` and `db`
     added (what `quanta run --output` writes).
 
     `lease`: the database's controller lease, held by the caller; None: taken here (`LeaseHeld`, naming
@@ -265,9 +265,9 @@ def resume_search(
     once: its budget spent), `BudgetError`: the raised budget is out of bounds, both naming why; nothing is
     changed then. `RuntimeError`: the controller could not take it up (the reason is also stored as its
     error)."""
-    from app.db.queries import Conflict
-    from app.db.store import Store
-    from app.spec import SpecError, spec_from_stored
+    from quanta.db.queries import Conflict
+    from quanta.db.store import Store
+    from quanta.spec import SpecError, spec_from_stored
 
     row = Store(db).search(search_id)
     if row is None:
@@ -295,8 +295,8 @@ def delete_stored_search(db: str, search_id: int, workdir: str | Path) -> bool:
     under `workdir`, where no controller runs (a running one deletes what the API asks, `ControllerLoop`):
     the database's controller lease is taken for it (`LeaseHeld`, naming the holder, when a controller
     runs there), so none of its trials can be alive. False: no such search."""
-    from app.db.lease import ControllerLease
-    from app.db.store import Store
+    from quanta.db.lease import ControllerLease
+    from quanta.db.store import Store
 
     lease = ControllerLease(db)
     lease.acquire()
@@ -333,12 +333,12 @@ def _run_local(
     """A controller on `devices` over `db` (lease taken here when None), trials of `spec`'s trainable
     warmed (a module that fails to import: `SpecError`), and `start(ctl, store)` giving the search it
     drives to its end (see `run_search`)."""
-    from app.controller import Controller, ControllerOptions
-    from app.db.lease import ControllerLease
-    from app.db.store import Store
-    from app.db.summary import search_result
-    from app.executor.runtime.local import LocalRuntime
-    from app.spec import SpecError
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.db.lease import ControllerLease
+    from quanta.db.store import Store
+    from quanta.db.summary import search_result
+    from quanta.executor.runtime.local import LocalRuntime
+    from quanta.spec import SpecError
 
     workdir = Path(workdir)
     own_lease = lease is None
@@ -448,10 +448,10 @@ class ControllerThread:
         self._thread.join(timeout)
 
     def _main(self) -> None:
-        from app.controller import Controller, ControllerOptions
-        from app.controller.options import SERVICE_SEARCHER_WAIT_S
-        from app.executor.runtime.base import Runtime
-        from app.executor.runtime.local import LocalRuntime
+        from quanta.controller import Controller, ControllerOptions
+        from quanta.controller.options import SERVICE_SEARCHER_WAIT_S
+        from quanta.executor.runtime.base import Runtime
+        from quanta.executor.runtime.local import LocalRuntime
 
         ctl: Controller | None = None
         runtime: Runtime | None = None
@@ -481,7 +481,7 @@ class ControllerThread:
 
     def _shutdown(self, ctl: Controller, wait_s: float = 10.0) -> None:
         """Checkpoint resident trials (bounded), then close the runtime: trial processes exit."""
-        from app.executor.actions import Checkpointed
+        from quanta.executor.actions import Checkpointed
 
         try:
             waiting = set(ctl.runtime.residency())

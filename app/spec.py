@@ -16,11 +16,11 @@ from typing import Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from app.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
-from app.executor.policy.knobs import upgrade as upgrade_knobs
-from app.search.fidelity import DEFAULT_ETA, rungs_of
-from app.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
-from app.search.space import (
+from quanta.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
+from quanta.executor.policy.knobs import upgrade as upgrade_knobs
+from quanta.search.fidelity import DEFAULT_ETA, rungs_of
+from quanta.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
+from quanta.search.space import (
     SpaceError,
     dimension_at,
     is_dimension,
@@ -30,7 +30,7 @@ from app.search.space import (
     take_mutable,
     validate_space,
 )
-from app.trainable_ref import FILE_REF, MODULE_REF
+from quanta.trainable_ref import FILE_REF, MODULE_REF
 
 
 class SpecError(ValueError):
@@ -169,7 +169,7 @@ class WandbTracking(_Frozen):
 
 class TrackingSpec(_Frozen):
     """Where each trial's reports are also written, one run per trial, by the controller as it records
-    them (`app.integrations.tracking`): its configuration as hyperparameters, each report as a step."""
+    them (`quanta.integrations.tracking`): its configuration as hyperparameters, each report as a step."""
 
     tensorboard: TensorBoardTracking | None = Field(default=None, description="TensorBoard event files")
     mlflow: MlflowTracking | None = Field(default=None, description="MLflow runs")
@@ -289,7 +289,7 @@ class SearchSpec(_Frozen):
         """The rungs in steps a multi-fidelity searcher (`search.algorithm: bohb`) fits at: the search
         block's `eta` and `min_steps` where it gives them, else the scheduler's when its policy has rungs
         (asha, hyperband: the rungs of its first bracket, so searcher and policy agree), else the defaults
-        (`app.search.fidelity.rungs_of`)."""
+        (`quanta.search.fidelity.rungs_of`)."""
         k = self.scheduler if isinstance(self.scheduler, AshaKnobs) else None
         eta = self.search.eta if self.search.eta is not None else (k.eta if k else DEFAULT_ETA)
         first = self.search.min_steps if self.search.min_steps is not None else (k.min_steps if k else None)
@@ -297,7 +297,7 @@ class SearchSpec(_Frozen):
 
     def checked_overrides(self, values: Mapping[str, Any], root: str = "set") -> dict[str, int | float]:
         """New values of mutable parameters (a fork's `set`), checked: each name is one of `mutable` and
-        each value a number its dimension takes (`app.search.space.override_value`). Raises `SpaceError`
+        each value a number its dimension takes (`quanta.search.space.override_value`). Raises `SpaceError`
         at `root.<name>` naming what is wrong (a parameter that is not mutable lists those that are)."""
         out: dict[str, int | float] = {}
         for name, value in values.items():
@@ -315,17 +315,17 @@ class SearchSpec(_Frozen):
 
     def trainable_problem(self, not_found: str | None = None) -> str | None:
         """None when the trainable's module is found on this machine's `sys.path` and binds the function
-        at top level; otherwise why not. Nothing is imported or run (`app.trainable_ref`): the API checks
+        at top level; otherwise why not. Nothing is imported or run (`quanta.trainable_ref`): the API checks
         posted specs in the server's process. The CLI and the API check this before they store a search.
         `not_found`: what follows "module 'x' cannot be found" (default: the server's import path and
         allowlist, `SERVER_HINT`; a local run says where it looked, `local_hint`)."""
-        from app.trainable_ref import SERVER_HINT, trainable_problem
+        from quanta.trainable_ref import SERVER_HINT, trainable_problem
 
         return trainable_problem(self.trainable, not_found or SERVER_HINT)
 
     def tracking_problem(self) -> str | None:
         """None when the library of every tracker the spec asks for is installed here; otherwise which one
-        is missing and the extra that brings it. Nothing is imported (`app.integrations.tracking`)."""
+        is missing and the extra that brings it. Nothing is imported (`quanta.integrations.tracking`)."""
         import importlib.util
 
         for name, block in self.tracking.enabled().items():
@@ -340,7 +340,7 @@ class SearchSpec(_Frozen):
 
 
 def place_locally(spec: SearchSpec, spec_dir: str | Path) -> SearchSpec:
-    """`spec` as `quanta run` and `app.sdk.run` run it, on this machine, for a spec file in `spec_dir`
+    """`spec` as `quanta run` and `quanta.sdk.run` run it, on this machine, for a spec file in `spec_dir`
     (a spec given as data: the working directory). The trainable is placed (`place_trainable`: a module
     beside the spec, a file path relative to it), the folder it needs goes first on `sys.path`, which the
     trial template inherits, and the returned spec names the `module:function` trial processes import.
@@ -348,7 +348,7 @@ def place_locally(spec: SearchSpec, spec_dir: str | Path) -> SearchSpec:
     be found (saying where it was looked for and what to do), a function its module lacks."""
     import sys
 
-    from app.trainable_ref import TrainableNotFound, local_hint, place_trainable
+    from quanta.trainable_ref import TrainableNotFound, local_hint, place_trainable
 
     try:
         placed = place_trainable(spec.trainable, spec_dir)

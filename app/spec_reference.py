@@ -7,8 +7,8 @@ are marked; removed knobs (accepted only at their old default, so stored specs s
 with why they went. tests/unit/test_spec_reference.py checks that the committed page equals `render()`
 and that every field of the schema is on it.
 
-    python -m app.spec_reference --write docs/spec.md     # regenerate after changing the schema
-    python -m app.spec_reference --check docs/spec.md     # exit 1 when the page is out of date
+    python -m quanta.spec_reference --write docs/spec.md     # regenerate after changing the schema
+    python -m quanta.spec_reference --check docs/spec.md     # exit 1 when the page is out of date
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import annotated_types as at
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from app.executor.policy.knobs import (
+from quanta.executor.policy.knobs import (
     _RETIRED_RULES,
     ASHA_RETIRED,
     DEFAULT_POLICY,
@@ -33,11 +33,11 @@ from app.executor.policy.knobs import (
     GandivaExperimental,
     MechanismKnobs,
 )
-from app.search import space as space_module
-from app.search.knobs import SEARCH_RETIRED, Retired
-from app.spec import MAX_DEPTH, MAX_OPTIONS, MAX_PARAMETERS, SearchSpec
+from quanta.search import space as space_module
+from quanta.search.knobs import SEARCH_RETIRED, Retired
+from quanta.spec import MAX_DEPTH, MAX_OPTIONS, MAX_PARAMETERS, SearchSpec
 
-COMMAND = "python -m app.spec_reference --write docs/spec.md"
+COMMAND = "python -m quanta.spec_reference --write docs/spec.md"
 
 # Blocks whose own section comes later (the top-level table says "block" for them).
 _SCHEDULER = "scheduler"
@@ -226,7 +226,7 @@ def render() -> str:
         "(app/spec.py, app/search/knobs.py, app/executor/policy/knobs.py) and regenerate. -->",
         "",
         "A search spec is a YAML or JSON mapping (`quanta run spec.yaml`, `quanta submit`, `POST "
-        "/api/v1/searches`, `app.sdk.run`). Every block refuses fields it does not have, naming them "
+        "/api/v1/searches`, `quanta.sdk.run`). Every block refuses fields it does not have, naming them "
         "(`scheduler.kill_treshold: Extra inputs are not permitted`), and a bad value is refused with its "
         "dotted path and the reason; nothing is stored then. Below: every field, its type, its default, "
         "the bounds it is checked against, and what it does.",
@@ -299,7 +299,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.spec_reference", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m quanta.spec_reference", description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", type=Path, metavar="PATH", help="write the page here")
     group.add_argument("--check", type=Path, metavar="PATH", help="exit 1 when PATH differs from the schema")

@@ -1,10 +1,10 @@
 """Keep the working directory off `sys.path` in long-running services.
 
-`python -m app.cli ...` (and `python -m workers`) put the directory the command was started in first on
+`python -m quanta.cli ...` (and `python -m workers`) put the directory the command was started in first on
 `sys.path`, so a file there named like a trainable's module (`examples/mnist1d.py`) would be imported
 instead of the installed one by `quanta serve`, `quanta controller` or a worker, and by the trial
-template they start. `quanta run` (and `app.sdk.run`) alone import trainables from the working directory
-on purpose, and from the spec file's folder when the trainable is there (`app.trainable_ref.place_trainable`).
+template they start. `quanta run` (and `quanta.sdk.run`) alone import trainables from the working directory
+on purpose, and from the spec file's folder when the trainable is there (`quanta.trainable_ref.place_trainable`).
 Ground floor: imports nothing from `app`.
 """
 

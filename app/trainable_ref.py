@@ -18,7 +18,7 @@ Parsed modules are cached by (file, modification time, size): a changed file is 
 
 Where a trainable is looked for depends on who runs it. A server (the API, its controller, the workers)
 imports trainables from installed packages and PYTHONPATH only, under QUANTA_TRAINABLE_ALLOWLIST. `quanta
-run` and `app.sdk.run` run the user's own code on their own machine: `place_trainable` also finds a module
+run` and `quanta.sdk.run` run the user's own code on their own machine: `place_trainable` also finds a module
 beside the spec file (`wine_mlp:train` with `wine_mlp.py` in the spec's folder) and takes a file path
 relative to the spec (`src/train.py:train`), and says which folder must go on `sys.path` (the trial
 processes inherit it) and the `module:function` the trial processes import. Every "cannot be found" says
@@ -68,7 +68,7 @@ def file_ref_problem(ref: str) -> str:
 
 
 def local_hint(ref: str, spec_dir: str | Path | None) -> str:
-    """What `quanta run` (or `app.sdk.run`) says after "module 'x' cannot be found": the folders it looked
+    """What `quanta run` (or `quanta.sdk.run`) says after "module 'x' cannot be found": the folders it looked
     in and the three ways to make the module found. No word of a server: none is involved."""
     module, _, function = ref.rpartition(":")
     top = module.partition(".")[0]

@@ -3,7 +3,7 @@
 Searches are numbered per database, and their files go to `<workdir>/search-<id>/`, so two databases
 sharing a workdir would write each other's `search-1/`. Two rules keep them apart:
 
-- `quanta run` (and `app.sdk.run`) without `--workdir` use a folder of the database's own under
+- `quanta run` (and `quanta.sdk.run`) without `--workdir` use a folder of the database's own under
   `.quanta/`: `.quanta/<name>-<hash>/`, the database's file name (or name on its server) and a short hash
   of where it is (`database_key`). Running one spec against `a.db` and then `b.db` in one folder just works.
 - A workdir named explicitly is used as given, and claimed: a file `DATABASE` in it names the database

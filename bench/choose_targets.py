@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.spec import load_spec, parse_spec  # noqa: E402
+from quanta.spec import load_spec, parse_spec  # noqa: E402
 
 
 def targets_from(best: list[float], ranks: tuple[int, int, int], maximize: bool) -> dict[str, float]:
@@ -130,13 +130,13 @@ def sweep(
     base["parallelism"] = devices
     spec = parse_spec(base)
 
-    from app.db.store import Store
+    from quanta.db.store import Store
 
     with tempfile.TemporaryDirectory(prefix="qtargets-") as work:
         spec_file = Path(work) / "spec.json"
         spec_file.write_text(spec.model_dump_json())
         db = f"sqlite:///{work}/q.db"
-        cmd = [sys.executable, "-m", "app.cli", "run", str(spec_file), "--devices", f"cpu:{devices}"]
+        cmd = [sys.executable, "-m", "quanta.cli", "run", str(spec_file), "--devices", f"cpu:{devices}"]
         subprocess.run([*cmd, "--db", db, "--workdir", f"{work}/.quanta"], cwd=ROOT, check=False)
         store = Store(db)
         maximize = spec.metric.goal == "maximize"

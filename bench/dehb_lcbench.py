@@ -176,9 +176,9 @@ def run_dehb(
     bench: Any = None,
 ) -> PeerRun:
     """One DEHB search on the simulated clock (module docstring); `bench` replaces the real surrogate
-    (`app.sim.lcbench.load_lcbench(task, data_path)`)."""
+    (`quanta.sim.lcbench.load_lcbench(task, data_path)`)."""
     if bench is None:
-        from app.sim.lcbench import load_lcbench
+        from quanta.sim.lcbench import load_lcbench
 
         bench = load_lcbench(task, None if data_path is None else str(data_path))
     logging.getLogger("distributed").setLevel(logging.ERROR)  # dehb imports Dask's client at import

@@ -3,7 +3,7 @@
 Every system searches the same LCBench task (7 hyperparameters, 52 epochs; each epoch reports
 val_accuracy at the surrogate's cumulative training time) with the same number of workers and the same
 simulated budget, and stops when it reaches the task's hard target:
-- Quanta: the real controller, searchers and policies on `SimRuntime` (`app.sim`'s `simulate_search`).
+- Quanta: the real controller, searchers and policies on `SimRuntime` (`quanta.sim`'s `simulate_search`).
   `quanta_default` (the default policy and searcher), `quanta_fifo_random`, `quanta_fifo_tpe`,
   `quanta_gandiva`, `quanta_timeslice`, `quanta_asha`, `quanta_hyperband`; and, named in `--systems` only,
   variants of the default with knobs changed (`VARIANTS`), kept by name for the runs logged with them.
@@ -282,7 +282,7 @@ def summarize(tasks: dict[str, Any], reference: str = REFERENCE) -> dict[str, An
 def run_quanta(
     system: str, task: str, seed: int, workers: int, hours: float, targets: dict[str, float], data: Path | None
 ) -> Run:
-    from app.sim.search_bench import simulate_search
+    from quanta.sim.search_bench import simulate_search
 
     policy, algorithm, scheduler, search = quanta_system(system)
     t0 = time.perf_counter()
@@ -591,8 +591,8 @@ def _csv(s: str) -> list[str]:
 
 def task_list(s: str) -> list[str]:
     """`--tasks`: comma-separated task ids, where `suite` stands for the 24 tasks of the benchmark and
-    `heldout` for LCBench's other ten (`app.sim.lcbench.SUITE`, `HELD_OUT`)."""
-    from app.sim.lcbench import HELD_OUT, SUITE
+    `heldout` for LCBench's other ten (`quanta.sim.lcbench.SUITE`, `HELD_OUT`)."""
+    from quanta.sim.lcbench import HELD_OUT, SUITE
 
     named = {"suite": SUITE, "heldout": HELD_OUT}
     return [task for item in _csv(s) for task in named.get(item, (item,))]

@@ -38,14 +38,14 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from app.controller.book import SearchBook  # noqa: E402
-from app.controller.core import Controller  # noqa: E402
-from app.controller.recorder import EventRecorder  # noqa: E402
-from app.executor.policy.share import SharePolicy  # noqa: E402
-from app.search.searcher import _TrialsSearcher  # noqa: E402
-from app.sim.lcbench import LCBench  # noqa: E402
-from app.sim.runtime import SimRuntime  # noqa: E402
-from app.sim.search_bench import lcbench, simulate_search  # noqa: E402
+from quanta.controller.book import SearchBook  # noqa: E402
+from quanta.controller.core import Controller  # noqa: E402
+from quanta.controller.recorder import EventRecorder  # noqa: E402
+from quanta.executor.policy.share import SharePolicy  # noqa: E402
+from quanta.search.searcher import _TrialsSearcher  # noqa: E402
+from quanta.sim.lcbench import LCBench  # noqa: E402
+from quanta.sim.runtime import SimRuntime  # noqa: E402
+from quanta.sim.search_bench import lcbench, simulate_search  # noqa: E402
 
 SYSTEMS = {  # name -> (policy, algorithm)
     "default": ("default", None),

@@ -48,15 +48,15 @@ def targets_from_curves(accs: np.ndarray) -> dict[str, float]:
 
 
 def curve_targets(bench: Any, n: int = N_CONFIGS, seed: int = SEED) -> dict[str, float]:
-    """The targets of one task through `bench` (an `app.sim.lcbench.LCBench` or a stand-in with its
+    """The targets of one task through `bench` (an `quanta.sim.lcbench.LCBench` or a stand-in with its
     `sample(n, seed)` and batched `curves(configs)`): `n` random configurations, whole curves."""
     curves = bench.curves(bench.sample(n, seed))
     return targets_from_curves(np.array([c.val_accuracy for c in curves], dtype=float))
 
 
 def task_targets(task: str, n: int = N_CONFIGS, seed: int = SEED, data_path: Path | None = None) -> dict[str, float]:
-    """The targets of one LCBench task from the real surrogate (`app.sim.lcbench.load_lcbench`)."""
-    from app.sim.lcbench import load_lcbench
+    """The targets of one LCBench task from the real surrogate (`quanta.sim.lcbench.load_lcbench`)."""
+    from quanta.sim.lcbench import load_lcbench
 
     return curve_targets(load_lcbench(task, data_path), n, seed)
 
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from app.sim.lcbench import SUITE
+    from quanta.sim.lcbench import SUITE
 
     tasks = list(SUITE) if args.tasks is None else [t.strip() for t in args.tasks.split(",") if t.strip()]
     out: dict[str, Any] = {

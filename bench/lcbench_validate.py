@@ -2,10 +2,10 @@
 
 The same search (task, policy, searcher, workers, seed, targets) runs twice:
 - live: `quanta`'s real controller and `LocalRuntime` on CPU devices; each trial is
-  `app.sim.lcbench_trial:train`, which sleeps through every LCBench epoch for the surrogate's epoch
+  `quanta.sim.lcbench_trial:train`, which sleeps through every LCBench epoch for the surrogate's epoch
   time times `--scale` and then reports the surrogate's val_accuracy (the quantum and the budget are
   scaled the same way);
-- simulated: `app.sim.search_bench.run_search` on `SimRuntime`, in unscaled simulated seconds, with
+- simulated: `quanta.sim.search_bench.run_search` on `SimRuntime`, in unscaled simulated seconds, with
   the costs the live run measured (means, divided by the scale: a run's delays add up, so the mean
   is what keeps the two clocks together; medians left the simulator ~3 % ahead), as `bench/sim_validate.py
   --calibrate` does for traces: start, park, resume and migration latencies; the controller's round
@@ -15,7 +15,7 @@ The same search (task, policy, searcher, workers, seed, targets) runs twice:
   trip), added to every simulated epoch.
 
 The live template loads the task's surrogate once (`QUANTA_LCBENCH_PRELOAD`, see
-`app.sim.lcbench_trial`): loaded in each trial instead, it cost ~1.8 s per start, 90 simulated seconds
+`quanta.sim.lcbench_trial`): loaded in each trial instead, it cost ~1.8 s per start, 90 simulated seconds
 at `--scale 0.02`, which is what made the simulator look twice as fast as the live runs before.
 
 Reported per run: simulated seconds to each target both ways (live seconds / scale), and per system
@@ -72,14 +72,14 @@ def live_run(
 ) -> tuple[dict[str, float | None], dict[str, float], int]:
     """Run the search for real. Returns simulated-equivalent seconds (live / scale) to each target, the
     mean mechanism latencies it measured (live seconds, by kind), and how many trials started."""
-    from app.controller import Controller, ControllerOptions
-    from app.db.store import Store
-    from app.devices import cpu_devices
-    from app.executor.runtime.local import LocalRuntime
-    from app.sim.lcbench_trial import PRELOAD_ENV
-    from app.sim.search_bench import QUANTUM_S, lcbench, search_spec
-    from app.spec import parse_spec
-    from app.status import SearchStatus
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.db.store import Store
+    from quanta.devices import cpu_devices
+    from quanta.executor.runtime.local import LocalRuntime
+    from quanta.sim.lcbench_trial import PRELOAD_ENV
+    from quanta.sim.search_bench import QUANTUM_S, lcbench, search_spec
+    from quanta.spec import parse_spec
+    from quanta.status import SearchStatus
 
     bench = lcbench(task)
     spec = search_spec(
@@ -97,7 +97,7 @@ def live_run(
     spec = parse_spec(raw)
     work = Path(tempfile.mkdtemp(prefix="quanta-lcv-"))
     os.environ[PRELOAD_ENV] = task  # the template loads the surrogate once, not every trial at its start
-    rt = LocalRuntime(cpu_devices(workers), warm_modules=["app.sim.lcbench_trial"])
+    rt = LocalRuntime(cpu_devices(workers), warm_modules=["quanta.sim.lcbench_trial"])
     ctl = Controller(Store(f"sqlite:///{work / 'v.db'}"), rt, ControllerOptions(workdir=work))
     try:
         # The template imports torch before its first fork: pay that before the search's clock starts,
@@ -180,8 +180,8 @@ def sim_run(
     live_costs: dict[str, float],
     scale: float,
 ) -> tuple[dict[str, float | None], int]:
-    from app.sim.runtime import SimCosts
-    from app.sim.search_bench import lcbench, run_search
+    from quanta.sim.runtime import SimCosts
+    from quanta.sim.search_bench import lcbench, run_search
 
     # A command waits for the controller's round (`react`: from the freed device or the due tick to the
     # command) before its own latency; the simulator's rounds take no time, so both are added here.

@@ -2,9 +2,9 @@
 --suite` chooses targets for.
 
 Each workload is a spec in examples/ whose trainable every system runs unchanged: Quanta as `quanta run`,
-the peers (Optuna, Ray Tune) through `bench.peers.AdapterTrial`, a real `app.sdk.Trial` without a
+the peers (Optuna, Ray Tune) through `bench.peers.AdapterTrial`, a real `quanta.sdk.Trial` without a
 controller, so a loop Quanta does not own (Lightning's, the Hugging Face Trainer's, through
-`app.integrations`) runs under a peer as under Quanta. `adapter` names how the trainable meets the
+`quanta.integrations`) runs under a peer as under Quanta. `adapter` names how the trainable meets the
 Trial (its own `trial.steps()` loop, or an integration's callback); `needs` the modules it imports.
 
 Targets (easy, medium, hard) come from a random search per workload (`bench/choose_targets.py
@@ -57,8 +57,8 @@ class Workload:
     - `spec`: its search spec, relative to the repository root (the space, metric, step budget and
       trainable every system uses; the suite sets the seed, trials, time cap and target).
     - `adapter`: how its trainable meets the Trial: `steps` (its own `trial.steps()` loop),
-      `lightning` (`app.integrations.lightning.QuantaCallback`) or `transformers`
-      (`app.integrations.transformers.QuantaTrainerCallback`); under a peer all run through
+      `lightning` (`quanta.integrations.lightning.QuantaCallback`) or `transformers`
+      (`quanta.integrations.transformers.QuantaTrainerCallback`); under a peer all run through
       `bench.peers.AdapterTrial`.
     - `max_seconds`: each search's wall-time cap in the race.
     - `trials`: each search's trial budget (the spec's `max_trials`).
@@ -108,7 +108,7 @@ class Workload:
 
     def trainable(self) -> Callable[..., None]:
         """Import the spec's trainable (this checks `needs` are installed)."""
-        from app.spec import load_spec
+        from quanta.spec import load_spec
 
         module, _, fn = load_spec(self.spec_path).trainable.partition(":")
         return getattr(importlib.import_module(module), fn)
@@ -135,9 +135,9 @@ SUITE: tuple[Workload, ...] = (
 )
 BY_NAME = {w.name: w for w in SUITE}
 ADAPTERS = {
-    "steps": "app.sdk.trial:Trial",
-    "lightning": "app.integrations.lightning:QuantaCallback",
-    "transformers": "app.integrations.transformers:QuantaTrainerCallback",
+    "steps": "quanta.sdk.trial:Trial",
+    "lightning": "quanta.integrations.lightning:QuantaCallback",
+    "transformers": "quanta.integrations.transformers:QuantaTrainerCallback",
 }
 # Workloads whose targets file is still to be written by a full sweep (see the module docstring).
 TARGETS_TO_CHOOSE = ("mnist1d", "digits", "cifar10", "hf_tiny", "lightning", "breast_cancer")

@@ -227,7 +227,7 @@ def serving(workdir: Path, devices: int = 2, env: dict[str, str] | None = None) 
         "PYTHONPATH": str(ROOT),
         **(env or {}),
     }
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "quanta.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--db", f"sqlite:///{workdir / 'quanta.db'}", "--devices", f"cpu:{devices}", "--workdir", str(workdir)]
     with open(log, "wb") as out:
         process = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -71,7 +71,7 @@ def param_count(width: int = WIDTH, depth: int = DEPTH) -> int:
 def _worker(node: str, broker: str, db: str, checkpoints: Path, logs: Path) -> subprocess.Popen:
     log = open(logs / f"{node}.log", "ab")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker", "--node", node, "--devices", "cpu:2", "--broker", broker]
+        [sys.executable, "-m", "quanta.cli", "worker", "--node", node, "--devices", "cpu:2", "--broker", broker]
         + ["--db", db, "--checkpoints", str(checkpoints), "--warm", "bench.migration"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "QUANTA_TRAINABLE_ALLOWLIST": "bench."},  # workers check it
@@ -97,11 +97,11 @@ def measure(broker: str, db: str, work: Path, moves: int, width: int = WIDTH, de
     the mini-batch time."""
     from sqlmodel import select
 
-    from app.db.cluster import NodeEventRow, NodeRow
-    from app.db.store import Store
-    from app.executor.actions import Checkpointed, Migrate, Reported, Resumed, Run, Started, Stop
-    from app.service import make_runtime
-    from app.spec import parse_spec
+    from quanta.db.cluster import NodeEventRow, NodeRow
+    from quanta.db.store import Store
+    from quanta.executor.actions import Checkpointed, Migrate, Reported, Resumed, Run, Started, Stop
+    from quanta.service import make_runtime
+    from quanta.spec import parse_spec
 
     checkpoints, logs = work / "checkpoints", work / "logs"
     checkpoints.mkdir(parents=True, exist_ok=True)
@@ -211,7 +211,7 @@ def measure(broker: str, db: str, work: Path, moves: int, width: int = WIDTH, de
 
 
 def _step_time(runtime: Any, tid: int) -> float:
-    from app.executor.actions import Profiled
+    from quanta.executor.actions import Profiled
 
     rates = []
     end = time.monotonic() + 20

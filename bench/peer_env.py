@@ -2,7 +2,7 @@
 0.14.2, the last release with them) and DEHB (`dehb` 0.1.2). Both pin numpy < 1.27, the main environment
 has numpy 2 and Syne Tune 0.16, so `bench/peer_env.sh` (`make peers-old`) builds a second virtual
 environment with the exact versions in `bench/peer_requirements.txt`, and `bench/lcbench.py` runs these
-systems in a subprocess of its Python, on the same surrogate (`app.sim.lcbench` from this tree) and the
+systems in a subprocess of its Python, on the same surrogate (`quanta.sim.lcbench` from this tree) and the
 same exact clock, reading back the run as JSON.
 
 Contract:

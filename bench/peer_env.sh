@@ -22,7 +22,7 @@ PYTHONPATH="$root" "$venv/bin/python" -c '
 import syne_tune, dehb
 from syne_tune.optimizer.legacy_baselines import MOBSTER, HyperTune, DyHPO
 from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
-import bench.syne_lcbench, bench.dehb_lcbench, app.sim.lcbench
+import bench.syne_lcbench, bench.dehb_lcbench, quanta.sim.lcbench
 print(f"syne-tune {syne_tune.__version__}: MOBSTER, HyperTune, DyHPO; dehb imports")
 '
 echo "peer environment ready at $venv ($((SECONDS - start)) s)"

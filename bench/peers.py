@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from app.devices import cpu_devices
-from app.sdk import Trial
+from quanta.devices import cpu_devices
+from quanta.sdk import Trial
 
 
 def load(ref: str) -> Callable[[dict, Any], None]:
@@ -36,9 +36,9 @@ def append_log(path: str, value: float) -> None:
 
 
 class AdapterTrial(Trial):
-    """A real `app.sdk.Trial` without a controller (as `Trial.standalone()` makes), whose reports also go
+    """A real `quanta.sdk.Trial` without a controller (as `Trial.standalone()` makes), whose reports also go
     to a peer's callback `on_report(step, metrics)`. Being the SDK's own class, it runs every trainable
-    Quanta runs, loops Quanta does not own included (`app.integrations`: Lightning, the Hugging Face
+    Quanta runs, loops Quanta does not own included (`quanta.integrations`: Lightning, the Hugging Face
     Trainer), unchanged.
 
     With `checkpoint_path`, a report also makes a checkpoint due: it is written at the next mini-batch
@@ -275,7 +275,7 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search.hyperopt import HyperOptSearch
 
-    from app.search.space import compile_space
+    from quanta.search.space import compile_space
 
     fixed = {"seed": spec.seed, **spec.config}
     space = {

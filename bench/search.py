@@ -20,7 +20,7 @@ Systems:
   checkpointed at each report so that a trial paused at a rung resumes where it stopped.
 Optuna's TPE is multivariate with the constant liar, grouped on a conditional space (`peers.tpe_sampler`).
 Peers run the trainable through `bench.peers.AdapterTrial`, the SDK's own `Trial` without a controller,
-so trainables written against Lightning or the Hugging Face Trainer (`app.integrations`) run too.
+so trainables written against Lightning or the Hugging Face Trainer (`quanta.integrations`) run too.
 
     python bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
         --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
@@ -73,7 +73,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from app.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
+from quanta.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
 
 def _first_rung(steps: int, rule: str | None = "promotion") -> dict[str, Any]:
@@ -132,7 +132,7 @@ QUANTA: dict[str, dict[str, Any]] = {
     "first370": _first_rung(370, rule=None),
     # One rung more on MNIST-1D (first at max_steps / eta**4 = 25 steps, judged at the first evaluation, 50;
     # the later ones judged at the eta**3 rungs' reports): LCBench's `quanta_asha_r1`. The default since
-    # 2026-11-24 (`app.search.fidelity.default_first_rung`); kept by name for the logged runs.
+    # 2026-11-24 (`quanta.search.fidelity.default_first_rung`); kept by name for the logged runs.
     "asha_r25": _first_rung(25),
     # The same on the long workload (max_steps / eta**4 = 123 of 10,000 steps, judged at the first evaluation,
     # 250; the later rungs, 369, 1,107 and 3,321, are judged at the same reports as eta**3's): the default now.
@@ -196,12 +196,12 @@ def run_quanta(
     seconds from launching that process to the end of the first trial's first mini-batch, read from the
     first report at step 0 (mnist1d reports step 0; its evaluation afterwards makes the figure a little
     pessimistic), or None if no trial reported step 0; and the exit code."""
-    from app.db.store import Store
+    from quanta.db.store import Store
 
     spec_path = Path(workdir) / "spec.json"
     spec_path.write_text(spec.model_dump_json())
     db = f"sqlite:///{workdir}/q.db"
-    cmd = [sys.executable, "-m", "app.cli", "run", str(spec_path), "--devices", f"cpu:{devices}", "--db", db]
+    cmd = [sys.executable, "-m", "quanta.cli", "run", str(spec_path), "--devices", f"cpu:{devices}", "--db", db]
     t0 = time.time()
     with open(Path(workdir) / "quanta.out", "w") as out:
         proc = subprocess.Popen([*cmd, "--workdir", f"{workdir}/.quanta"], cwd=ROOT, stdout=out, stderr=out)

@@ -91,7 +91,7 @@ class SimRun:
 
     def argv(self, out: Path, max_jobs: int | None = None, quantum_s: float | None = None) -> list[str]:
         policy, *rest = self.policies
-        cmd = [sys.executable, "-m", "app.cli", "simulate", "--trace", self.trace, "--gpus", str(self.gpus)]
+        cmd = [sys.executable, "-m", "quanta.cli", "simulate", "--trace", self.trace, "--gpus", str(self.gpus)]
         cmd += ["--gpus-per-server", str(self.gpus_per_server), "--policy", policy]
         if rest:
             cmd += ["--compare", ",".join(rest)]
@@ -203,9 +203,9 @@ def speed_run(entry: dict[str, Any], max_jobs: int | None) -> dict[str, Any]:
 def validate_sim(published: dict[str, Any]) -> dict[str, Any]:
     """The simulated half of a bench/sim_validate.py run, rebuilt from what the file recorded (defaults
     of sim_validate.py for settings an older file does not record)."""
-    from app.sim.driver import simulate
-    from app.sim.runtime import SimCosts
-    from app.sim.traces import synthetic
+    from quanta.sim.driver import simulate
+    from quanta.sim.runtime import SimCosts
+    from quanta.sim.traces import synthetic
 
     jobs_pub = published["jobs"]
     steps = sorted(j["steps"] for j in jobs_pub)

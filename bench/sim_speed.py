@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.sim.driver import SimResult, simulate  # noqa: E402
-from app.sim.traces import TraceJob, load_trace  # noqa: E402
+from quanta.sim.driver import SimResult, simulate  # noqa: E402
+from quanta.sim.traces import TraceJob, load_trace  # noqa: E402
 
 TARGET_S = 60.0  # fifo
 TIMESLICED_TARGET_S = 120.0  # the time-slicing policies, gandiva above all

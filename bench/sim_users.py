@@ -5,7 +5,7 @@ for fifo, tiresias and gandiva without the share layer, and gandiva with equal s
     python bench/sim_users.py --trace 6c71a0 --max-jobs 300 --gpus 200 --users 8 --kind v100=100,p100=100 \
         --placement both --out bench/results/sim_users_kinds_v100_p100.json
 
-The trace's jobs are dealt to users as `quanta simulate --users N` does (`app.sim.users`: the trace's own
+The trace's jobs are dealt to users as `quanta simulate --users N` does (`quanta.sim.users`: the trace's own
 users, else N users with Zipf-skewed demand); rho of a user = mean JCT on the shared cluster / mean JCT
 of the same jobs alone on its fair share (same policy); Jain's index is over min(1, 1/rho). Goals:
 max rho within 1.3 of the ideal (1), Jain's index >= 0.9 with shares on, and overall mean JCT within
@@ -30,10 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.executor.policy.knobs import ShareKnobs  # noqa: E402
-from app.sim.driver import simulate  # noqa: E402
-from app.sim.traces import load_trace  # noqa: E402
-from app.sim.users import assign_users, user_summary  # noqa: E402
+from quanta.executor.policy.knobs import ShareKnobs  # noqa: E402
+from quanta.sim.driver import simulate  # noqa: E402
+from quanta.sim.traces import load_trace  # noqa: E402
+from quanta.sim.users import assign_users, user_summary  # noqa: E402
 
 # (label, policy, shares on, favour_worst_rho, rho_bound on)
 RUNS = (

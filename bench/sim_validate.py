@@ -1,6 +1,6 @@
 """Validate the simulator against the real runtime: a small trace, scaled to seconds, simulated with
 SimRuntime and run for real with LocalRuntime on CPU devices (each mini-batch a sleep at the job's
-rate, `app.sim.workload:train`), both through the same controller and policy. Reports per-job
+rate, `quanta.sim.workload:train`), both through the same controller and policy. Reports per-job
 completion times both ways and their relative differences (goal: within 10 %).
 
     python bench/sim_validate.py --jobs 10 --devices 2 --policy fifo --out bench/results/sim_validate_fifo.json
@@ -33,14 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.controller import Controller, ControllerOptions  # noqa: E402
-from app.db.store import Store  # noqa: E402
-from app.devices import cpu_devices  # noqa: E402
-from app.executor.policy import make_policy  # noqa: E402
-from app.executor.runtime.local import LocalRuntime  # noqa: E402
-from app.sim.driver import simulate  # noqa: E402
-from app.sim.runtime import SimCosts  # noqa: E402
-from app.sim.traces import TraceJob, synthetic  # noqa: E402
+from quanta.controller import Controller, ControllerOptions  # noqa: E402
+from quanta.db.store import Store  # noqa: E402
+from quanta.devices import cpu_devices  # noqa: E402
+from quanta.executor.policy import make_policy  # noqa: E402
+from quanta.executor.runtime.local import LocalRuntime  # noqa: E402
+from quanta.sim.driver import simulate  # noqa: E402
+from quanta.sim.runtime import SimCosts  # noqa: E402
+from quanta.sim.traces import TraceJob, synthetic  # noqa: E402
 
 
 def real_run(
@@ -49,12 +49,12 @@ def real_run(
     """JCT per job id, running for real on `devices` CPU devices; median mechanism latencies (seconds,
     by kind: start, park, resume, migrate) and how many of each the run had."""
     work = Path(tempfile.mkdtemp(prefix="quanta-validate-"))
-    rt = LocalRuntime(cpu_devices(devices), warm_modules=["app.sim.workload"])
+    rt = LocalRuntime(cpu_devices(devices), warm_modules=["quanta.sim.workload"])
     pol = make_policy(policy, **(knobs or {}))
     options = ControllerOptions(workdir=work, policy=pol, quantum_s=quantum)
     ctl = Controller(Store(f"sqlite:///{work / 'v.db'}"), rt, options)
     # Warm up (the template imports torch; the first fork pays for it): one tiny job before the clock starts.
-    warm = ctl.add_job("warm-up", 2, 1, trainable="app.sim.workload:train", config={"rate": 20.0, "steps": 2})
+    warm = ctl.add_job("warm-up", 2, 1, trainable="quanta.sim.workload:train", config={"rate": 20.0, "steps": 2})
     while not ctl.trial(warm).status.final:
         ctl.step()
     t0 = rt.now()
@@ -69,7 +69,7 @@ def real_run(
                     j.job_type,
                     j.steps,
                     j.devices,
-                    trainable="app.sim.workload:train",
+                    trainable="quanta.sim.workload:train",
                     config={"rate": j.rate, "steps": j.steps},
                 )
                 ids[tid] = j

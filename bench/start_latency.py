@@ -8,7 +8,7 @@ search posted to it starts from a fork. This script measures both, the way a use
 - `cold`: `quanta run SPEC` in a new process (as `bench/search.py` runs it), wall seconds from the
   launch to the end of the first trial's first mini-batch (its first report at step 0);
 - `served`: one `quanta serve` started once, then `--repeats` + 1 searches posted one after the other
-  through the REST API (`app.sdk.Client`), wall seconds from the POST to the first report at step 0
+  through the REST API (`quanta.sdk.Client`), wall seconds from the POST to the first report at step 0
   of that search. The first search, posted 5 s after the server answers, is `served_first`: it may
   still wait for the template to finish importing torch, and it warms the trainable's module there;
   the others are `served`, a server that has been up a while;
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from app.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
+from quanta.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
 
 def small_spec(path: Path, seed: int) -> SearchSpec:
@@ -58,7 +58,7 @@ def small_spec(path: Path, seed: int) -> SearchSpec:
 
 def first_step_at(db: str) -> float | None:
     """Wall-clock time (epoch seconds) of the earliest report at step 0 in the database."""
-    from app.db.store import Store
+    from quanta.db.store import Store
 
     store = Store(db)
     reports = [r for s in store.searches() if s.id is not None for r in store.search_reports(s.id)]
@@ -70,7 +70,7 @@ def cold_run(spec: SearchSpec, devices: int) -> float | None:
         spec_path = Path(work) / "spec.json"
         spec_path.write_text(spec.model_dump_json())
         db = f"sqlite:///{work}/q.db"
-        cmd = [sys.executable, "-m", "app.cli", "run", str(spec_path), "--devices", f"cpu:{devices}"]
+        cmd = [sys.executable, "-m", "quanta.cli", "run", str(spec_path), "--devices", f"cpu:{devices}"]
         t0 = time.time()
         subprocess.run(
             [*cmd, "--db", db, "--workdir", f"{work}/.quanta"], cwd=ROOT, capture_output=True, timeout=300, check=False
@@ -103,7 +103,7 @@ def served_runs(specs: list[SearchSpec], devices: int) -> list[float | None]:
     """Start one `quanta serve`, post each spec once it is up (one after the other, each to its end)."""
     import httpx
 
-    from app.sdk import Client
+    from quanta.sdk import Client
 
     out: list[float | None] = []
     with tempfile.TemporaryDirectory(prefix="qstart-served-") as work:
@@ -113,7 +113,8 @@ def served_runs(specs: list[SearchSpec], devices: int) -> list[float | None]:
         # The data-set cache `quanta run` from the repository uses (examples/mnist1d.py `load_data`).
         cache = str(ROOT / ".quanta" / "cache")
         env = {**os.environ, "QUANTA_TOKEN": token, "PYTHONPATH": str(ROOT), "QUANTA_CACHE_DIR": cache}
-        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--db", db, "--devices", f"cpu:{devices}"]
+        cmd = [sys.executable, "-m", "quanta.cli", "serve", "--port", str(port), "--db", db]
+        cmd += ["--devices", f"cpu:{devices}"]
         log = open(Path(work) / "serve.log", "w")  # noqa: SIM115  (closed below, after the server)
         server = subprocess.Popen([*cmd, "--workdir", f"{work}/.quanta"], cwd=work, env=env, stdout=log, stderr=log)
         try:
@@ -144,7 +145,7 @@ def served_runs(specs: list[SearchSpec], devices: int) -> list[float | None]:
 
 
 def _first_report_of(db: str, search_id: int) -> float | None:
-    from app.db.store import Store
+    from quanta.db.store import Store
 
     return min((r.at for r in Store(db).search_reports(search_id) if r.step == 0), default=None)
 

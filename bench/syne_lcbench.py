@@ -3,7 +3,7 @@
 Syne Tune's documented simulator path for a blackbox of one's own: a `Blackbox` subclass
 (`LCBenchBlackbox`) run by `UserBlackboxBackend` (a `SimulatorBackend`) with a `SimulatorCallback`, so
 trials advance on a simulated clock and nothing sleeps. The blackbox answers from the very curves
-Quanta's simulator uses (`app.sim.lcbench.LCBench`: YAHPO Gym's LCBench surrogate, whole curves in one
+Quanta's simulator uses (`quanta.sim.lcbench.LCBench`: YAHPO Gym's LCBench surrogate, whole curves in one
 batched call, cached); Syne Tune's own YAHPO import downloads the data, which cannot be reached here.
 `val_accuracy` is reported as a fraction, `time` as cumulative training seconds (Syne Tune's
 elapsed-time attribute), `epoch` 1..52 as the resource.
@@ -208,7 +208,7 @@ def run_syne_method(
     clock: str = "syne",
 ) -> PeerRun:
     """One Syne Tune search on the simulated clock (see the module docstring). `bench` replaces the real
-    surrogate (`app.sim.lcbench.load_lcbench(task, data_path)`), e.g. with a stand-in in tests; `clock`
+    surrogate (`quanta.sim.lcbench.load_lcbench(task, data_path)`), e.g. with a stand-in in tests; `clock`
     is one of `CLOCKS`."""
     import os
 
@@ -234,7 +234,7 @@ def run_syne_method(
     if clock not in CLOCKS:
         raise ValueError(f"clock: unknown {clock!r} (known: {', '.join(CLOCKS)})")
     if bench is None:
-        from app.sim.lcbench import load_lcbench
+        from quanta.sim.lcbench import load_lcbench
 
         bench = load_lcbench(task, None if data_path is None else str(data_path))
     budget_s = hours * 3600.0

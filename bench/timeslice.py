@@ -27,14 +27,14 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from app.controller import Controller, ControllerOptions  # noqa: E402
-from app.db.store import Store  # noqa: E402
-from app.devices import parse_devices  # noqa: E402
-from app.executor.actions import Migrate, Reported, Resumed, Run, Started, Stop, TrialLaunch  # noqa: E402
-from app.executor.runtime.base import LaunchFn  # noqa: E402
-from app.executor.runtime.local import LocalRuntime  # noqa: E402
-from app.spec import parse_spec  # noqa: E402
 from bench.trainables import param_count  # noqa: E402
+from quanta.controller import Controller, ControllerOptions  # noqa: E402
+from quanta.db.store import Store  # noqa: E402
+from quanta.devices import parse_devices  # noqa: E402
+from quanta.executor.actions import Migrate, Reported, Resumed, Run, Started, Stop, TrialLaunch  # noqa: E402
+from quanta.executor.runtime.base import LaunchFn  # noqa: E402
+from quanta.executor.runtime.local import LocalRuntime  # noqa: E402
+from quanta.spec import parse_spec  # noqa: E402
 
 TRAINABLE = "bench.trainables:mlp"
 
@@ -148,7 +148,7 @@ def start_ms(tmp: Path, repeats: int = 5) -> tuple[float, float]:
     finally:
         rt.close()
     cold = []
-    code = "import torch, app.sdk; print('ready', flush=True)"
+    code = "import torch, quanta.sdk; print('ready', flush=True)"
     for _ in range(repeats):
         t0 = time.monotonic()
         subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)

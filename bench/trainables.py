@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from app.sdk import Trial
+from quanta.sdk import Trial
 
 
 def mlp(config: dict, trial: Trial) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.sdk import Trial
+from quanta import Trial
 
 DEFAULTS: dict[str, Any] = {
     "lr": 1e-3,

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.sdk import Trial
 from examples.common import batch_indices
+from quanta import Trial
 
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_FILE = "test_batch"

@@ -1,5 +1,5 @@
 """A tiny transformer trained by the Hugging Face `Trainer`, run as a Quanta trial by one callback
-(`app.integrations.transformers.QuantaTrainerCallback`).
+(`quanta.integrations.transformers.QuantaTrainerCallback`).
 
     quanta run examples/hf_tiny.yaml --devices cpu:2
     python -m examples.hf_tiny                    # one standalone run
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification, EvalPrediction, Trainer, TrainingArguments
 
-from app.integrations.transformers import QuantaTrainerCallback
-from app.sdk import Trial
+from quanta import Trial
+from quanta.integrations.transformers import QuantaTrainerCallback
 
 DEFAULTS: dict[str, Any] = {
     "lr": 1e-3,

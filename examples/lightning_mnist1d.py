@@ -1,5 +1,5 @@
 """MNIST-1D with PyTorch Lightning: an unchanged LightningModule and `Trainer.fit`, run as a Quanta trial
-by one callback (`app.integrations.lightning.QuantaCallback`).
+by one callback (`quanta.integrations.lightning.QuantaCallback`).
 
     quanta run examples/lightning_mnist1d.yaml --devices cpu:2
     python -m examples.lightning_mnist1d          # one standalone fit, with Lightning's progress bar
@@ -26,10 +26,10 @@ from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from app.integrations.lightning import QuantaCallback, ResumableLoader
-from app.sdk import Trial
 from examples.mnist1d import CNN1D, build_optimizer, load_data
 from examples.mnist1d import prepare as prepare  # the template loads the data once before forking
+from quanta import Trial
+from quanta.integrations.lightning import QuantaCallback, ResumableLoader
 
 DEFAULTS: dict[str, Any] = {
     "lr": 3e-3,

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.sdk import Trial
 from examples.common import batch_indices
+from quanta import Trial
 
 DEFAULTS: dict[str, Any] = {
     "lr": 3e-3,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.sdk import Client, SearchStatus
+from quanta import Client, SearchStatus
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from app.db.public import SearchPatch
-from app.db.queries import BudgetError, Conflict
-from app.db.store import Store
-from app.spec import parse_spec
+from quanta.db.public import SearchPatch
+from quanta.db.queries import BudgetError, Conflict
+from quanta.db.store import Store
+from quanta.spec import parse_spec
 
 SPEC = {
     "name": "s",

@@ -11,11 +11,11 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, text
 from sqlmodel import SQLModel
 
-from app.db.engine import make_engine
-from app.db.migrate import upgrade
-from app.db.models import ReportRow
-from app.db.public import SearchPatch
-from app.db.store import Store
+from quanta.db.engine import make_engine
+from quanta.db.migrate import upgrade
+from quanta.db.models import ReportRow
+from quanta.db.public import SearchPatch
+from quanta.db.store import Store
 
 
 def schema_differences(engine: Engine) -> list:

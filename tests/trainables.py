@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from app.sdk import Trial
+from quanta.sdk import Trial
 
 
 def _data(seed: int, n: int = 256, d: int = 16) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from app.sdk import Trial
+from quanta.sdk import Trial
 
 
 def _data(seed: int, n: int = 512, d: int = 20, noise: float = 0.05) -> tuple[torch.Tensor, torch.Tensor]:

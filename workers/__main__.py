@@ -33,15 +33,15 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s %(levelname)s [{args.node}] %(name)s: %(message)s",
     )
     # Trainables come from installed packages and PYTHONPATH, never from the directory the worker started in.
-    from app.syspath import drop_working_dir
+    from quanta.syspath import drop_working_dir
 
     drop_working_dir()
 
-    from app.allowlist import ENV, Allowlist
-    from app.db.cluster import DbCluster
-    from app.devices import parse_devices
-    from app.executor.runtime.celery_runtime import queue_of
-    from app.executor.runtime.node import NodeAgent
+    from quanta.allowlist import ENV, Allowlist
+    from quanta.db.cluster import DbCluster
+    from quanta.devices import parse_devices
+    from quanta.executor.runtime.celery_runtime import queue_of
+    from quanta.executor.runtime.node import NodeAgent
     from workers import tasks
     from workers.celery_app import configure
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.executor.actions import Order
-from app.executor.runtime.celery_runtime import APPLY_TASK, CHECKPOINT_TASK, WARM_TASK
-from app.executor.runtime.node import NodeAgent
+from quanta.executor.actions import Order
+from quanta.executor.runtime.celery_runtime import APPLY_TASK, CHECKPOINT_TASK, WARM_TASK
+from quanta.executor.runtime.node import NodeAgent
 from workers.celery_app import app
 
 _agent: NodeAgent | None = None

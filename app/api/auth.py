@@ -1,13 +1,13 @@
 """API tokens as the API uses them: each belongs to a user; the store keeps only keyed hashes
-(`app.db.tokens`). `QUANTA_TOKEN` is the first admin's token (`FIRST_ADMIN`)."""
+(`quanta.db.tokens`). `QUANTA_TOKEN` is the first admin's token (`FIRST_ADMIN`)."""
 
 from __future__ import annotations
 
 import time
 
-from app.db.models import FIRST_ADMIN, UserRow
-from app.db.store import Store
-from app.db.tokens import new_token
+from quanta.db.models import FIRST_ADMIN, UserRow
+from quanta.db.store import Store
+from quanta.db.tokens import new_token
 
 __all__ = ["create_token", "ensure_token", "new_token", "verify"]
 

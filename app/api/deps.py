@@ -17,11 +17,11 @@ from fastapi import Depends, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.api import auth
-from app.api.settings import Settings
-from app.db.public import UserOut
-from app.db.queries import Owner
-from app.db.store import Store
+from quanta.api import auth
+from quanta.api.settings import Settings
+from quanta.db.public import UserOut
+from quanta.db.queries import Owner
+from quanta.db.store import Store
 
 bearer = HTTPBearer(auto_error=False, description="a user's API token (QUANTA_TOKEN is the first admin's)")
 

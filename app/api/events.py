@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from app.db.models import ReportRow, SearchRow, TrialRow, UserRow
-from app.db.public import SearchSummary, TrialOut
-from app.db.store import Store
-from app.status import SEARCH_ACTIVE
+from quanta.db.models import ReportRow, SearchRow, TrialRow, UserRow
+from quanta.db.public import SearchSummary, TrialOut
+from quanta.db.store import Store
+from quanta.status import SEARCH_ACTIVE
 
 MAX_REPORTS_PER_POLL = 1000
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class SharedReads:
         return self._shared(key, lambda: self.store.reports_after(report_id, search_id, limit, owner_id))
 
     def verify(self, token: str) -> UserRow | None:
-        """The token's user, as `app.api.auth.verify` says (None: refused)."""
+        """The token's user, as `quanta.api.auth.verify` says (None: refused)."""
         digest = hashlib.sha256(token.encode()).hexdigest()
         return self._shared(("verify", digest), lambda: self.store.authenticate(token, time.time()))
 

@@ -12,13 +12,13 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.api import auth
-from app.api.metrics import make_registry
-from app.api.routes import analysis, cluster, events, lineage, searches, system, trials, users
-from app.api.settings import Settings
-from app.db.analysis import FitCache
-from app.db.store import Store
-from app.spec import SearchSpec
+from quanta.api import auth
+from quanta.api.metrics import make_registry
+from quanta.api.routes import analysis, cluster, events, lineage, searches, system, trials, users
+from quanta.api.settings import Settings
+from quanta.db.analysis import FitCache
+from quanta.db.store import Store
+from quanta.spec import SearchSpec
 
 API_PREFIX = "/api/v1"
 STATIC_DIR = Path(__file__).resolve().parent / "static"

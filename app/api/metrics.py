@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from app.db.store import Store
-from app.status import SearchStatus, TrialStatus
+from quanta.db.store import Store
+from quanta.status import SearchStatus, TrialStatus
 
 # Mechanism latencies in seconds: parking and resuming take milliseconds; migrations and cold starts longer.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -1,11 +1,11 @@
 """The API's own shapes: errors, list envelopes, health. The read models it returns (`SearchOut`,
-`TrialOut`, ...) are the store's, in `app.db.public`, re-exported here."""
+`TrialOut`, ...) are the store's, in `quanta.db.public`, re-exported here."""
 
 from __future__ import annotations
 
 from sqlmodel import Field, SQLModel
 
-from app.db.public import (
+from quanta.db.public import (
     BestCurveOut,
     BestOut,
     ClusterOut,

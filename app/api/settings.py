@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.allowlist import DEFAULT, Allowlist
+from quanta.allowlist import DEFAULT, Allowlist
 
 # The shortest QUANTA_TOKEN accepted: the first admin's token is the one secret between the network and
 # everything, and a short one can be guessed (the tokens Quanta makes have 43 random characters).

@@ -17,7 +17,7 @@ outside it imports it (the SDK and the API need no typer).
 
 Heavy modules (torch, the database, the API) are imported inside the commands that use them, so
 `quanta --help` stays fast. The wiring the commands call (the controller loop, the runtime factory)
-is in `app.service`."""
+is in `quanta.service`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import db, distributed, export, fork, lifecycle, remote, run, serve, simulate, users
+from quanta.cli import db, distributed, export, fork, lifecycle, remote, run, serve, simulate, users
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 

@@ -1,5 +1,5 @@
-"""`python -m app.cli`: the `quanta` command."""
+"""`python -m quanta.cli`: the `quanta` command."""
 
-from app.cli import main
+from quanta.cli import main
 
 main()

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import fail
+from quanta.cli.output import fail
 
 EXIT_BEHIND = 1
 
@@ -27,7 +27,7 @@ Db = Annotated[str, typer.Option("--db", help="the service's database URL", envv
 def upgrade_command(db: Db = "sqlite:///quanta.db") -> None:
     """Migrate the database to the newest schema revision, keeping every row (an empty database gets the
     whole schema; one written before revisions existed is brought up from the first)."""
-    from app.db.migrate import head_revision, upgrade
+    from quanta.db.migrate import head_revision, upgrade
 
     try:
         applied = upgrade(db)
@@ -42,8 +42,8 @@ def upgrade_command(db: Db = "sqlite:///quanta.db") -> None:
 @db_app.command("current")
 def current_command(db: Db = "sqlite:///quanta.db") -> None:
     """Print the database's schema revision and whether it is the newest (exit 1 when it is not)."""
-    from app.db.engine import make_engine, sqlite_path
-    from app.db.migrate import current_revision, head_revision
+    from quanta.db.engine import make_engine, sqlite_path
+    from quanta.db.migrate import current_revision, head_revision
 
     path = sqlite_path(db)
     if db.startswith("sqlite") and (path is None or not Path(path).exists()):

@@ -1,5 +1,5 @@
 """`quanta controller` and `quanta worker`: distributed mode's commands. The wiring they use
-(`make_runtime`, `ControllerLoop`) lives in `app.service`.
+(`make_runtime`, `ControllerLoop`) lives in `quanta.service`.
 
     export QUANTA_DB_URL=postgresql://quanta:PASSWORD@db:5432/quanta QUANTA_BROKER=redis://:PASSWORD@redis:6379/0
     quanta worker --node n1 --devices cuda:all --checkpoints /shared/checkpoints
@@ -21,8 +21,8 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import fail
-from app.cli.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
+from quanta.cli.output import fail
+from quanta.cli.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
 
 
 def controller(
@@ -52,13 +52,13 @@ def controller(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from app.cli.share_options import ShareOptionError, apply_weights, share_options
-    from app.controller import Controller, ControllerOptions
-    from app.controller.options import SERVICE_SEARCHER_WAIT_S
-    from app.db.lease import ControllerLease, LeaseHeld
-    from app.db.store import Store
-    from app.service import ControllerLoop, make_runtime
-    from app.syspath import drop_working_dir
+    from quanta.cli.share_options import ShareOptionError, apply_weights, share_options
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.controller.options import SERVICE_SEARCHER_WAIT_S
+    from quanta.db.lease import ControllerLease, LeaseHeld
+    from quanta.db.store import Store
+    from quanta.service import ControllerLoop, make_runtime
+    from quanta.syspath import drop_working_dir
 
     drop_working_dir()  # nothing is imported from the directory the controller started in
     knobs, weights = share_options(share_window_s, favour_worst_rho, rho_cap, weight, rho_bound)
@@ -119,7 +119,7 @@ def worker(
 ) -> None:
     """Run this machine's node agent: a Celery worker on the queue `node.<name>` hosting the node's
     trial processes. Registers its devices and heartbeats to the database."""
-    from app.devices import DeviceSpecError, parse_devices
+    from quanta.devices import DeviceSpecError, parse_devices
 
     try:
         parse_devices(devices)

@@ -1,5 +1,5 @@
 """`quanta export SEARCH --format csv|json|parquet [--output PATH] [--db URL | --url URL]`: a search's
-trials as a file, one row per trial (`app.db.export`), read from a database or from a running server.
+trials as a file, one row per trial (`quanta.db.export`), read from a database or from a running server.
 
 The file is written whole or not at all (a temporary file renamed into place); `--output -` writes csv
 or json to standard output. Exit codes: 0 written; 2 bad input (no such search, a format whose library
@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import fail, write_atomic
-from app.cli.remote import server_client
+from quanta.cli.output import fail, write_atomic
+from quanta.cli.remote import server_client
 
 
 class ExportFormat(StrEnum):
@@ -25,8 +25,8 @@ class ExportFormat(StrEnum):
 
 
 def _from_db(db: str, search_id: int, fmt: str) -> bytes:
-    from app.db.export import ExportError, render, trial_table
-    from app.db.store import Store
+    from quanta.db.export import ExportError, render, trial_table
+    from quanta.db.store import Store
 
     if db.startswith("sqlite:///") and not Path(db.removeprefix("sqlite:///")).is_file():
         raise fail(f"no database at {db}")  # (opening it would create an empty one)

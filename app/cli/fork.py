@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.output import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, fail
-from app.cli.remote import DEFAULT_URL, Token, Url, server_client
+from quanta.cli.output import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, fail
+from quanta.cli.remote import DEFAULT_URL, Token, Url, server_client
 
 Sets = Annotated[
     list[str] | None,

@@ -14,7 +14,7 @@ It also holds what `quanta run` prints when interrupted (`interrupted_report`): 
 command that resumes the search.
 
 Checkpoints and logs are where `quanta run` put them: a folder of the database's own under `.quanta/`
-unless `--workdir` (or $QUANTA_WORKDIR) names one (`app.workdir`).
+unless `--workdir` (or $QUANTA_WORKDIR) names one (`quanta.workdir`).
 
 Exit codes: as `quanta run` for a resume run here; otherwise 0 done, 2 bad input (no such search, a
 refused request, a value out of bounds, a database a controller holds), 1 the server cannot be reached."""
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.cli.output import EXIT_BAD_INPUT, fail, search_exit_code, write_json_atomic
-from app.cli.remote import server_client
+from quanta.cli.output import EXIT_BAD_INPUT, fail, search_exit_code, write_json_atomic
+from quanta.cli.remote import server_client
 
 if TYPE_CHECKING:
-    from app.db.store import Store
+    from quanta.db.store import Store
 
 EXIT_INTERRUPTED = 130
 DEFAULT_DB = "sqlite:///quanta.db"
@@ -71,8 +71,8 @@ def _target(db: str | None, url: str | None) -> tuple[str | None, str | None]:
 def _open_store(db: str) -> Store:
     """The database at `db`; one that does not exist is not created (a mistyped path would make an empty
     one)."""
-    from app.db.engine import sqlite_path
-    from app.db.store import Store
+    from quanta.db.engine import sqlite_path
+    from quanta.db.store import Store
 
     path = sqlite_path(db)
     if path is not None and not Path(path).is_file():
@@ -90,7 +90,7 @@ def interrupted_report(store: Store, search_id: int, db: str, workdir: Path) -> 
     """What an interrupted `quanta run` (or `quanta resume`) prints: the search stopped, its best trial so
     far (id, metric value, config) or that none reported yet, and the command that resumes it (naming
     `workdir` when it is not the database's own)."""
-    from app.workdir import workdir_for
+    from quanta.workdir import workdir_for
 
     row = store.search(search_id)
     if row is None:
@@ -165,12 +165,12 @@ def _resume_here(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app.db.lease import ControllerLease, LeaseHeld
-    from app.db.queries import BudgetError, Conflict
-    from app.devices import DeviceSpecError, parse_devices
-    from app.service import SearchProgress, resume_search
-    from app.spec import SpecError, place_locally, spec_from_stored
-    from app.workdir import WorkdirTaken, claim_workdir, workdir_for
+    from quanta.db.lease import ControllerLease, LeaseHeld
+    from quanta.db.queries import BudgetError, Conflict
+    from quanta.devices import DeviceSpecError, parse_devices
+    from quanta.service import SearchProgress, resume_search
+    from quanta.spec import SpecError, place_locally, spec_from_stored
+    from quanta.workdir import WorkdirTaken, claim_workdir, workdir_for
 
     store = _open_store(db)
     row = store.search(search_id)
@@ -246,7 +246,7 @@ def _print_result(result: dict[str, Any], metric: str, db: str, workdir: Path) -
     from rich.console import Console
     from rich.table import Table
 
-    from app.status import TrialCounts
+    from quanta.status import TrialCounts
 
     table = Table(title=f"search {result['search_id']}: {result['name']}", show_header=False)
     table.add_row("status", str(result["status"]))
@@ -308,9 +308,9 @@ def delete(
         )
         return
     assert database is not None
-    from app.db.lease import LeaseHeld
-    from app.service import delete_stored_search
-    from app.workdir import workdir_for
+    from quanta.db.lease import LeaseHeld
+    from quanta.service import delete_stored_search
+    from quanta.workdir import workdir_for
 
     store = _open_store(database)
     row = store.search(search_id)
@@ -364,7 +364,7 @@ def tag(
     assert database is not None
     from pydantic import ValidationError
 
-    from app.db.public import SearchPatch
+    from quanta.db.public import SearchPatch
 
     store = _open_store(database)
     row = store.search(search_id)

@@ -23,7 +23,7 @@ def search_exit_code(status: str, reached: bool, target: float | None) -> int:
     """The exit code of a command that waited for a search which ended with `status` (see the module's
     docstring): a failed search is `EXIT_FAILED` whatever else; a search without a target that ran to
     its end (completed) is `EXIT_OK`, as is one that reached its target."""
-    from app.status import SearchStatus
+    from quanta.status import SearchStatus
 
     if status == SearchStatus.FAILED:
         return EXIT_FAILED

@@ -22,8 +22,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.output import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, fail, search_exit_code
-from app.status import SEARCH_ACTIVE, TrialCounts, count_trials
+from quanta.cli.output import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, fail, search_exit_code
+from quanta.status import SEARCH_ACTIVE, TrialCounts, count_trials
 
 Url = Annotated[str, typer.Option(help="server URL", envvar="QUANTA_URL")]
 Token = Annotated[str | None, typer.Option(help="API token (default: QUANTA_TOKEN)", envvar="QUANTA_TOKEN")]
@@ -37,7 +37,7 @@ def server_client(url: str, token: str | None) -> Iterator[Any]:
     means the server is unavailable."""
     import httpx
 
-    from app.sdk.client import ApiError, Client
+    from quanta.sdk.client import ApiError, Client
 
     if not token:
         raise fail("no token: pass --token or set QUANTA_TOKEN")

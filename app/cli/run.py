@@ -20,15 +20,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.cli.output import fail, search_exit_code, write_json_atomic
-from app.status import SearchStatus
+from quanta.cli.output import fail, search_exit_code, write_json_atomic
+from quanta.status import SearchStatus
 
 if TYPE_CHECKING:
-    from app.controller.state import SearchState
-    from app.db.lease import ControllerLease
-    from app.devices import Device
-    from app.executor.runtime.template import TemplateStart
-    from app.spec import SearchSpec
+    from quanta.controller.state import SearchState
+    from quanta.db.lease import ControllerLease
+    from quanta.devices import Device
+    from quanta.executor.runtime.template import TemplateStart
+    from quanta.spec import SearchSpec
 
 EXIT_INTERRUPTED = 130
 
@@ -57,7 +57,7 @@ def run(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    from app.spec import SpecError, load_spec, place_locally
+    from quanta.spec import SpecError, load_spec, place_locally
 
     # The spec is validated first, before anything heavy is imported or started (validating costs a
     # tenth of a second; the template's torch seconds, on a busy machine many): a typo is refused at once.
@@ -72,13 +72,13 @@ def run(
         spec = place_locally(spec, spec_path.parent)
     except SpecError as exc:
         raise fail(f"{spec_path}: trainable: {exc.errors[0][1]}") from None
-    from app.executor.runtime.template import start_template
+    from quanta.executor.runtime.template import start_template
 
     # Then the trial template: it imports torch and the trainable's module and prepares its data while
     # this process imports and starts the rest (measured: 2 s and 1.2 s, overlapped).
     template = start_template([spec.module])
     try:
-        from app.devices import DeviceSpecError, oversubscription, parse_devices
+        from quanta.devices import DeviceSpecError, oversubscription, parse_devices
 
         try:
             devs = parse_devices(devices)
@@ -88,7 +88,7 @@ def run(
         if crowded:
             typer.echo(f"{typer.style('warning:', fg='yellow', bold=True)} {crowded}", err=True)
         # One controller per database: a `quanta serve` (or another run) on the same database refuses us.
-        from app.db.lease import ControllerLease, LeaseHeld
+        from quanta.db.lease import ControllerLease, LeaseHeld
 
         try:
             lease = ControllerLease(db)
@@ -96,7 +96,7 @@ def run(
         except (LeaseHeld, ValueError) as exc:
             raise fail(str(exc)) from None
         # One workdir per database: searches are numbered per database, their files by that number.
-        from app.workdir import WorkdirTaken, claim_workdir, workdir_for
+        from quanta.workdir import WorkdirTaken, claim_workdir, workdir_for
 
         work = workdir_for(db, workdir)
         try:
@@ -123,12 +123,12 @@ def _run_search(
     workdir: Path,
 ) -> None:
     """`quanta run` once the spec is valid and the lease is held: run it, print and write the result."""
-    from app.controller import Controller, ControllerOptions
-    from app.db.store import Store
-    from app.db.summary import search_result
-    from app.db.warm import WarmStartError
-    from app.executor.runtime.local import LocalRuntime
-    from app.service import ControllerLoop
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.db.store import Store
+    from quanta.db.summary import search_result
+    from quanta.db.warm import WarmStartError
+    from quanta.executor.runtime.local import LocalRuntime
+    from quanta.service import ControllerLoop
 
     # The controller binds itself as the runtime's launcher before any trial starts.
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)
@@ -182,8 +182,8 @@ def _run_search(
             ctl.settle()
             show()  # the last figures: the bar ends where the summary does
     except KeyboardInterrupt:
-        from app.cli.lifecycle import interrupted_report
-        from app.service import settle_interrupted
+        from quanta.cli.lifecycle import interrupted_report
+        from quanta.service import settle_interrupted
 
         ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
         settle_interrupted(ctl)  # its trials checkpoint as they stop: `quanta resume` loses no work
@@ -211,7 +211,7 @@ def short_traceback(error: str, lines: int = 12) -> str:
 
 
 def _print_result(search_id: int, s: SearchState, result: dict, db: str, workdir: Path) -> None:
-    from app.status import SearchStatus, TrialCounts
+    from quanta.status import SearchStatus, TrialCounts
 
     metric = s.spec.metric
     table = Table(title=f"search {search_id}: {s.spec.name}", show_header=False)

@@ -1,4 +1,4 @@
-"""`quanta serve`: the API (uvicorn) and the controller (`app.service.ControllerThread`: the controller
+"""`quanta serve`: the API (uvicorn) and the controller (`quanta.service.ControllerThread`: the controller
 loop in a thread of its own, with a LocalRuntime) in one process.
 
 The API threads only read and write database rows; the loop's thread owns the controller. On start the
@@ -21,8 +21,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.output import EXIT_BAD_INPUT, fail
-from app.cli.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
+from quanta.cli.output import EXIT_BAD_INPUT, fail
+from quanta.cli.share_options import FavourOption, RhoBoundOption, RhoCapOption, WeightsOption, WindowOption
 
 log = logging.getLogger("quanta.serve")
 
@@ -75,7 +75,7 @@ def serve(
     )
     from pydantic import ValidationError
 
-    from app.api.settings import Settings
+    from quanta.api.settings import Settings
 
     try:  # first: a QUANTA_TOKEN too short is refused before anything is imported, opened or shown
         settings = Settings(db_url=db, host=host, port=port, devices=devices, workdir=str(workdir))
@@ -84,15 +84,15 @@ def serve(
 
     import uvicorn
 
-    from app.api import auth
-    from app.api.logs import install as redact_tokens
-    from app.api.main import create_app
-    from app.cli.share_options import ShareOptionError, apply_weights, share_options
-    from app.db.store import Store
-    from app.devices import DeviceSpecError, oversubscription, parse_devices
-    from app.service import ControllerThread
-    from app.syspath import drop_working_dir
-    from app.workdir import WorkdirTaken, claim_workdir
+    from quanta.api import auth
+    from quanta.api.logs import install as redact_tokens
+    from quanta.api.main import create_app
+    from quanta.cli.share_options import ShareOptionError, apply_weights, share_options
+    from quanta.db.store import Store
+    from quanta.devices import DeviceSpecError, oversubscription, parse_devices
+    from quanta.service import ControllerThread
+    from quanta.syspath import drop_working_dir
+    from quanta.workdir import WorkdirTaken, claim_workdir
 
     # Trainables come from installed packages and PYTHONPATH, never from the directory serve started in.
     drop_working_dir()
@@ -115,7 +115,7 @@ def serve(
         raise fail(f"cannot open database {db}: {exc}") from None
     # One controller per database: this server's loop is one, so a second server (or `quanta run`,
     # `quanta controller`) on the same database is refused here, before anything is served.
-    from app.db.lease import ControllerLease, LeaseHeld
+    from quanta.db.lease import ControllerLease, LeaseHeld
 
     lease = ControllerLease(settings.db_url)
     try:

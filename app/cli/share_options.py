@@ -3,7 +3,7 @@ also from a `QUANTA_*` environment variable) and check them before anything star
 
 - `--share-window-s` (QUANTA_SHARE_WINDOW_S), `--favour-worst-rho` (QUANTA_SHARE_FAVOUR_WORST_RHO),
   `--rho-cap` (QUANTA_SHARE_RHO_CAP), `--rho-bound` (QUANTA_SHARE_RHO_BOUND):
-  `app.executor.policy.share.ShareKnobs`, validated by it.
+  `quanta.executor.policy.share.ShareKnobs`, validated by it.
 - `--weight NAME=W`, repeatable (QUANTA_USER_WEIGHTS, space-separated): users' weights, written to the
   users' rows at start (the admin API, `PATCH /users/NAME`, may change them later), each in the range
   `PATCH /users` accepts. Every name must be a user; nothing is written unless all are valid.
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.output import fail
+from quanta.cli.output import fail
 
 if TYPE_CHECKING:  # imported where used: `quanta --help` stays fast
-    from app.db.users import UserQueries
-    from app.executor.policy.knobs import ShareKnobs
+    from quanta.db.users import UserQueries
+    from quanta.executor.policy.knobs import ShareKnobs
 
 WindowOption = Annotated[
     float | None,
@@ -91,7 +91,7 @@ def share_knobs(
     option and the field)."""
     from pydantic import ValidationError
 
-    from app.executor.policy.knobs import ShareKnobs
+    from quanta.executor.policy.knobs import ShareKnobs
 
     given: dict[str, float | bool] = {"favour_worst_rho": favour_worst_rho}
     if window_s is not None:
@@ -129,7 +129,7 @@ def share_options(
 def parse_weights(items: Iterable[str]) -> dict[str, float]:
     """`NAME=W` items as {name: weight}; `ShareOptionError` naming the item for a malformed one or a
     weight outside the range the users' rows take (0, MAX_WEIGHT]."""
-    from app.db.public import MAX_WEIGHT
+    from quanta.db.public import MAX_WEIGHT
 
     out: dict[str, float] = {}
     for item in items:

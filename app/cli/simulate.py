@@ -1,5 +1,5 @@
 """`quanta simulate`: replay a trace under one or more policies and compare them. `quanta simulate-search`:
-replay one hyperparameter search on YAHPO Gym's LCBench surrogate (`app.sim.search_bench`)."""
+replay one hyperparameter search on YAHPO Gym's LCBench surrogate (`quanta.sim.search_bench`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.cli.output import fail, write_json_atomic
+from quanta.cli.output import fail, write_json_atomic
 
 
 def simulate(
@@ -69,8 +69,8 @@ def simulate(
     ] = False,
 ) -> None:
     """Simulate a job trace on a virtual cluster with the service's own controller and policies."""
-    from app.sim.driver import simulate as run_sim
-    from app.sim.traces import load_trace
+    from quanta.sim.driver import simulate as run_sim
+    from quanta.sim.traces import load_trace
 
     console = Console()
     err = Console(stderr=True)
@@ -79,8 +79,8 @@ def simulate(
         jobs = load_trace(trace, max_jobs)
     except FileNotFoundError as exc:
         raise fail(str(exc)) from None
-    from app.executor.policy import policy_names
-    from app.sim.driver import server_kinds
+    from quanta.executor.policy import policy_names
+    from quanta.sim.driver import server_kinds
 
     try:
         server_kinds(kind, gpus, gpus_per_server)
@@ -88,7 +88,7 @@ def simulate(
         raise fail(str(exc)) from None
     weights: dict[str, float] | None = None
     if users or shares != "none" or favour_worst_rho or rho_bound is not None:
-        from app.sim.users import assign_users, parse_shares, user_summary
+        from quanta.sim.users import assign_users, parse_shares, user_summary
 
         try:
             if not users:
@@ -99,8 +99,8 @@ def simulate(
             jobs = assign_users(jobs, users)
         except ValueError as exc:
             raise fail(str(exc)) from None
-    from app.cli.share_options import ShareOptionError
-    from app.cli.share_options import share_knobs as checked_knobs
+    from quanta.cli.share_options import ShareOptionError
+    from quanta.cli.share_options import share_knobs as checked_knobs
 
     try:
         share_knobs = checked_knobs(None, favour_worst_rho, None, rho_bound)
@@ -232,8 +232,8 @@ def simulate_search(
 ) -> None:
     """Replay a hyperparameter search on a learning-curve surrogate (YAHPO Gym's LCBench) in simulated
     time, through the service's own controller, searcher and policy."""
-    from app.executor.policy import policy_names
-    from app.sim.search_bench import simulate_search as run
+    from quanta.executor.policy import policy_names
+    from quanta.sim.search_bench import simulate_search as run
 
     err = Console(stderr=True)
 
@@ -262,7 +262,7 @@ def simulate_search(
 
 
 def _search_table(task: str, workers: int, hours: float, seed: int, res: object) -> Table:
-    from app.sim.search_bench import SearchSimResult
+    from quanta.sim.search_bench import SearchSimResult
 
     assert isinstance(res, SearchSimResult)
     t = Table(title=f"lcbench {task}: {res.policy} + {res.algorithm}, {workers} workers, {hours:g} h, seed {seed}")

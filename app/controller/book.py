@@ -28,7 +28,7 @@ Contract:
   to go on from their checkpoints. It waits while any of its trials is still resident. Ending a search
   asks its resident trials for a checkpoint as they stop, so that a resume loses no work.
 - `add_job` creates a trial that belongs to no search (a trace job).
-- Forks (`app.controller.forks`): a forked trial takes the next number of its search (`fork_number`,
+- Forks (`quanta.controller.forks`): a forked trial takes the next number of its search (`fork_number`,
   once the searcher has no ask outstanding) but is not the searcher's: it never asks, tells or observes
   it, its history leaves it out, and it does not count against `max_trials`. A fork whose parent's
   state is still being taken (no `fork_step`) is the fork desk's, not the book's, after a restart too.
@@ -48,22 +48,22 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.controller.health import SearchHealth
-from app.controller.rounds import Rounds
-from app.controller.searcher_host import SearcherHost
-from app.controller.state import SearchState, Signals, TrialState, objective_loss
-from app.controller.trials import TrialIndex
-from app.db.models import FIRST_ADMIN, SearchRow
-from app.db.protocol import ControllerStore
-from app.db.reports import latest_per_step
-from app.db.warm import items_from_json, warm_items
-from app.executor.actions import Stop
-from app.executor.policy.knobs import RunToRungKnobs
-from app.executor.runtime.base import Runtime
-from app.search.factory import make_searcher
-from app.search.searcher import HistoryItem, Searcher, Suggestion
-from app.spec import SearchSpec, spec_from_stored
-from app.status import (
+from quanta.controller.health import SearchHealth
+from quanta.controller.rounds import Rounds
+from quanta.controller.searcher_host import SearcherHost
+from quanta.controller.state import SearchState, Signals, TrialState, objective_loss
+from quanta.controller.trials import TrialIndex
+from quanta.db.models import FIRST_ADMIN, SearchRow
+from quanta.db.protocol import ControllerStore
+from quanta.db.reports import latest_per_step
+from quanta.db.warm import items_from_json, warm_items
+from quanta.executor.actions import Stop
+from quanta.executor.policy.knobs import RunToRungKnobs
+from quanta.executor.runtime.base import Runtime
+from quanta.search.factory import make_searcher
+from quanta.search.searcher import HistoryItem, Searcher, Suggestion
+from quanta.spec import SearchSpec, spec_from_stored
+from quanta.status import (
     SEARCH_STARTED,
     TRIAL_STOPPED_BY_USER,
     SearchStatus,
@@ -141,7 +141,7 @@ class SearchBook:
         warm: list[dict[str, Any]] | None = None,
     ) -> SearchState:
         """Hold search `search_id` (of user `owner`) as running, its searcher rebuilt from `history` and
-        seeded with the stored warm-start items `warm` (`app.db.warm`): built here, or on its own thread
+        seeded with the stored warm-start items `warm` (`quanta.db.warm`): built here, or on its own thread
         when the book hosts searchers (`searcher_wait_s`)."""
         items = items_from_json(warm or [])
 

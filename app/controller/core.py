@@ -26,26 +26,26 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.controller.book import SearchBook
-from app.controller.forks import Forks
-from app.controller.launcher import TrialLauncher
-from app.controller.options import ControllerOptions
-from app.controller.packed import PackedRates
-from app.controller.policies import PolicyChoice
-from app.controller.publish import cluster_view
-from app.controller.recorder import EventRecorder
-from app.controller.rounds import Rounds
-from app.controller.snapshot import KnownResidency, SnapshotBuilder
-from app.controller.state import SearchState, Signals, TrialState
-from app.controller.tracking import ReportTracking
-from app.controller.trials import TrialIndex
-from app.db.protocol import ControllerStore
-from app.executor.actions import Action, Event, Run, Stop
-from app.executor.policy.types import ClusterSnapshot, Placement, Plan, Policy
-from app.executor.reconcile import reconcile
-from app.executor.runtime.base import Runtime
-from app.spec import SearchSpec
-from app.status import SEARCH_STARTED, SearchStatus, TrialStatus
+from quanta.controller.book import SearchBook
+from quanta.controller.forks import Forks
+from quanta.controller.launcher import TrialLauncher
+from quanta.controller.options import ControllerOptions
+from quanta.controller.packed import PackedRates
+from quanta.controller.policies import PolicyChoice
+from quanta.controller.publish import cluster_view
+from quanta.controller.recorder import EventRecorder
+from quanta.controller.rounds import Rounds
+from quanta.controller.snapshot import KnownResidency, SnapshotBuilder
+from quanta.controller.state import SearchState, Signals, TrialState
+from quanta.controller.tracking import ReportTracking
+from quanta.controller.trials import TrialIndex
+from quanta.db.protocol import ControllerStore
+from quanta.executor.actions import Action, Event, Run, Stop
+from quanta.executor.policy.types import ClusterSnapshot, Placement, Plan, Policy
+from quanta.executor.reconcile import reconcile
+from quanta.executor.runtime.base import Runtime
+from quanta.spec import SearchSpec
+from quanta.status import SEARCH_STARTED, SearchStatus, TrialStatus
 
 
 class Controller:

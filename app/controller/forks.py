@@ -42,18 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.controller.book import SearchBook
-from app.controller.rounds import Rounds
-from app.controller.state import SearchState, Signals, TrialState
-from app.controller.trials import TrialIndex
-from app.db.launch import checkpoint_path, trial_log_path
-from app.db.lineage import fork_state_problem
-from app.db.models import ForkRow
-from app.db.protocol import ControllerStore
-from app.executor.actions import Action, Configured, Fork, Forked, Reconfigure
-from app.executor.runtime.base import Runtime
-from app.search.space import SpaceError, vals_with_values, with_values
-from app.status import SearchStatus, TrialStatus
+from quanta.controller.book import SearchBook
+from quanta.controller.rounds import Rounds
+from quanta.controller.state import SearchState, Signals, TrialState
+from quanta.controller.trials import TrialIndex
+from quanta.db.launch import checkpoint_path, trial_log_path
+from quanta.db.lineage import fork_state_problem
+from quanta.db.models import ForkRow
+from quanta.db.protocol import ControllerStore
+from quanta.executor.actions import Action, Configured, Fork, Forked, Reconfigure
+from quanta.executor.runtime.base import Runtime
+from quanta.search.space import SpaceError, vals_with_values, with_values
+from quanta.status import SearchStatus, TrialStatus
 
 log = logging.getLogger("quanta.controller")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.status import TrialStatus
+from quanta.status import TrialStatus
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """`TrialLauncher`: the controller's `Launcher` (app/executor/runtime/base.py), which the controller binds
 to its runtime. It builds a trial's `TrialLaunch` from the working state: a search's trial the same way
-node agents do from the database (`app.db.launch.search_launch`); a trace job run for real from its own
+node agents do from the database (`quanta.db.launch.search_launch`); a trace job run for real from its own
 trainable and config, under `workdir/jobs`.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.controller.book import SearchBook
-from app.controller.forks import Forks
-from app.controller.trials import TrialIndex
-from app.db.launch import search_launch
-from app.executor.policy.knobs import MECHANISM
-from app.executor.runtime.base import TrialLaunch
+from quanta.controller.book import SearchBook
+from quanta.controller.forks import Forks
+from quanta.controller.trials import TrialIndex
+from quanta.db.launch import search_launch
+from quanta.executor.policy.knobs import MECHANISM
+from quanta.executor.runtime.base import TrialLaunch
 
 
 class TrialLauncher:

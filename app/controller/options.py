@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.executor.policy.knobs import ShareKnobs
-from app.executor.policy.types import Policy
+from quanta.executor.policy.knobs import ShareKnobs
+from quanta.executor.policy.types import Policy
 
 # What a serving controller waits for a hosted searcher per tick: asks of ordinary spaces take a few ms and
 # come within it (the trial starts this tick); a slow one is taken up at a later tick.
@@ -25,7 +25,7 @@ class ControllerOptions:
     """`workdir`: checkpoints and trial logs (in distributed mode the store every node reads).
     `policy` / `quantum_s`: fix the cluster's policy and quantum (the simulator, benchmarks); when None
     the oldest running search's spec chooses them.
-    `share`: the share layer's knobs (`app.executor.policy.share`) when no policy is fixed (None: defaults).
+    `share`: the share layer's knobs (`quanta.executor.policy.share`) when no policy is fixed (None: defaults).
     `poll_cap_s`: the longest one poll of the runtime may block (seconds of the runtime's clock), so
     commands written to the database are picked up promptly; `math.inf` lifts the cap.
     `publish_every_s`: republish the cluster view (API `/cluster`, dashboard) at most this often
@@ -33,7 +33,7 @@ class ControllerOptions:
     `cache_views`: reuse a trial's `TrialView` between snapshots while nothing about it changed (no
     event, no action, not resident); worth it for clusters of thousands of trials.
     `kind_aware`: on a cluster of several device kinds, place trials where their rate relative to
-    other kinds is highest (`ClusterSnapshot.kind_aware`, `app.executor.policy.kinds`); False:
+    other kinds is highest (`ClusterSnapshot.kind_aware`, `quanta.executor.policy.kinds`); False:
     kind-blind (still never on a kind where a trial's rate is 0).
     `trust_quiet`: skip planning while the last plan's `Plan.quiet_until` holds (the policy promised
     the same placement until then unless an event wakes the controller) and wait for that event rather

@@ -2,7 +2,7 @@
 from one plan to the next.
 
 Contract: `current(governing)` is the fixed policy if one was given, else (some search is running) the
-share layer (`app.executor.policy.share.SharePolicy`), which divides device time between users and
+share layer (`quanta.executor.policy.share.SharePolicy`), which divides device time between users and
 their running searches and lets each search's own policy (the one its spec names, one instance per
 distinct scheduler block, built on first use) plan inside its share; trials outside any search are
 planned by the governing search's policy. None when no search governs and none is fixed.
@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.controller.state import SearchState
-from app.db.protocol import ControllerStore
-from app.executor.policy import policy_for
-from app.executor.policy.knobs import PolicyKnobs, ShareKnobs
-from app.executor.policy.share import SharePolicy
-from app.executor.policy.types import Plan, Policy
+from quanta.controller.state import SearchState
+from quanta.db.protocol import ControllerStore
+from quanta.executor.policy import policy_for
+from quanta.executor.policy.knobs import PolicyKnobs, ShareKnobs
+from quanta.executor.policy.share import SharePolicy
+from quanta.executor.policy.types import Plan, Policy
 
 
 class PolicyChoice:

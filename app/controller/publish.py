@@ -3,8 +3,8 @@ the snapshot a plan was made on and the plan; the controller stores it with `pub
 
 from __future__ import annotations
 
-from app.db.models import ClusterView, DevicePlacement, PairRates
-from app.executor.policy.types import ClusterSnapshot, Plan
+from quanta.db.models import ClusterView, DevicePlacement, PairRates
+from quanta.executor.policy.types import ClusterSnapshot, Plan
 
 
 def cluster_view(snapshot: ClusterSnapshot, plan: Plan, round_no: int) -> ClusterView:

@@ -23,15 +23,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.controller.book import SearchBook
-from app.controller.forks import Forks
-from app.controller.packed import PackedRates
-from app.controller.state import SearchState, Signals, TrialState
-from app.controller.tracking import StoredReport
-from app.controller.trials import TrialIndex
-from app.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
-from app.db.protocol import ControllerStore
-from app.executor.actions import (
+from quanta.controller.book import SearchBook
+from quanta.controller.forks import Forks
+from quanta.controller.packed import PackedRates
+from quanta.controller.state import SearchState, Signals, TrialState
+from quanta.controller.tracking import StoredReport
+from quanta.controller.trials import TrialIndex
+from quanta.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
+from quanta.db.protocol import ControllerStore
+from quanta.executor.actions import (
     Checkpointed,
     Configured,
     Event,
@@ -44,14 +44,14 @@ from app.executor.actions import (
     Started,
     split_non_finite,
 )
-from app.executor.policy.knobs import MECHANISM
-from app.executor.runtime.base import Runtime
-from app.status import TrialStatus
+from quanta.executor.policy.knobs import MECHANISM
+from quanta.executor.runtime.base import Runtime
+from quanta.status import TrialStatus
 
 log = logging.getLogger("quanta.controller")
 
 _EMA = 0.5  # weight of the newest rate sample in the running estimate
-RELEASED = "released"  # an `Exited` status: see app.executor.actions.Release
+RELEASED = "released"  # an `Exited` status: see quanta.executor.actions.Release
 # Waits between tries of a failed write (a database restarting, a brief network fault): about 3.5 s in
 # all before the error is raised to the controller loop, which tries again on its next round.
 FLUSH_DELAYS_S = (0.1, 0.4, 1.0, 2.0)

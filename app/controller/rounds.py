@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.db.protocol import ControllerStore
-from app.executor.actions import Action
+from quanta.db.protocol import ControllerStore
+from quanta.executor.actions import Action
 
 
 class Rounds:

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import Any
 
-from app.search.searcher import Searcher, Suggestion
+from quanta.search.searcher import Searcher, Suggestion
 
 log = logging.getLogger("quanta.controller")
 

@@ -8,7 +8,7 @@ residency, as the last snapshot saw it (planning does not change it), and `runni
 running in it.
 
 For a policy that plans on verdicts (`judge_knobs` given), `build` also runs the judge
-(`app.search.judge`) on the snapshot, judging apart from placing: the verdicts arrive in
+(`quanta.search.judge`) on the snapshot, judging apart from placing: the verdicts arrive in
 `ClusterSnapshot.verdicts`, and `judge_state` is the judge's state after it (to carry to the next
 build and persist with the policy's); without `judge_knobs` it is {} (as a policy's state is replaced
 by the next policy's).
@@ -25,16 +25,16 @@ from dataclasses import replace
 from itertools import compress
 from typing import Any
 
-from app.controller.book import SearchBook
-from app.controller.packed import PackedRates
-from app.controller.state import TrialState
-from app.controller.trials import TrialIndex
-from app.executor.actions import Residency
-from app.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, SearchView, TrialView
-from app.executor.runtime.base import Runtime
-from app.search.judge import judge
-from app.search.verdict import JudgeKnobs
-from app.status import SearchStatus
+from quanta.controller.book import SearchBook
+from quanta.controller.packed import PackedRates
+from quanta.controller.state import TrialState
+from quanta.controller.trials import TrialIndex
+from quanta.executor.actions import Residency
+from quanta.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, SearchView, TrialView
+from quanta.executor.runtime.base import Runtime
+from quanta.search.judge import judge
+from quanta.search.verdict import JudgeKnobs
+from quanta.status import SearchStatus
 
 
 class SnapshotBuilder:

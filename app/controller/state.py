@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.controller.health import SearchHealth
-from app.db.models import FIRST_ADMIN
-from app.search.searcher import Searcher
-from app.spec import SearchSpec
-from app.status import SearchStatus, TrialCounts, TrialStatus
+from quanta.controller.health import SearchHealth
+from quanta.db.models import FIRST_ADMIN
+from quanta.search.searcher import Searcher
+from quanta.spec import SearchSpec
+from quanta.status import SearchStatus, TrialCounts, TrialStatus
 
 
 @dataclass

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from app.controller.book import SearchBook
-from app.controller.trials import TrialIndex
-from app.executor.actions import Event, Exited
-from app.integrations.tracking import TrackingHub, TrialInfo
+from quanta.controller.book import SearchBook
+from quanta.controller.trials import TrialIndex
+from quanta.executor.actions import Event, Exited
+from quanta.integrations.tracking import TrackingHub, TrialInfo
 
 # A stored report as the recorder hands it over: (search id, trial id, step, at, metrics).
 StoredReport = tuple[int, int, int, float, dict[str, Any]]

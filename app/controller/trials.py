@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from app.controller.state import TrialState
+from quanta.controller.state import TrialState
 
 
 @dataclass

@@ -3,7 +3,7 @@ behind the dashboard's importance, slice and contour charts), as read models for
 
 `importance_out(store, search_id)` and `landscape_out(store, search_id, x, y)` read the search's
 finished trials that say something about their parameters (`observed`: completed ones, and those stopped
-without a judgement, at their last value) and hand them to `app.search.importance` (a random forest:
+without a judgement, at their last value) and hand them to `quanta.search.importance` (a random forest:
 permutation importance; partial dependence over a grid). None when the search does not exist.
 
 Fitting the forest takes a good part of a second; the dashboard asks again after every trial event. With
@@ -23,12 +23,12 @@ from typing import Any, TypeVar
 
 from sqlmodel import Field, SQLModel
 
-from app.db.models import TrialRow
-from app.db.protocol import ControllerStore
-from app.db.public import parsed_spec
-from app.search.importance import Axis, Observed, importance, landscape
-from app.spec import SearchSpec
-from app.status import TrialStatus
+from quanta.db.models import TrialRow
+from quanta.db.protocol import ControllerStore
+from quanta.db.public import parsed_spec
+from quanta.search.importance import Axis, Observed, importance, landscape
+from quanta.spec import SearchSpec
+from quanta.status import TrialStatus
 
 
 class ParamImportanceOut(SQLModel):

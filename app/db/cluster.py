@@ -1,5 +1,5 @@
 """`DbCluster`, which implements both sides' protocols of distributed mode
-(`app.executor.runtime.cluster.ClusterView` for the controller, `NodeLedger` for node agents) with
+(`quanta.executor.runtime.cluster.ClusterView` for the controller, `NodeLedger` for node agents) with
 SQLModel, on PostgreSQL (SQLite works for one machine and tests).
 
 Its tables (in app/db/models.py, created by the migrations with the rest of the schema): `node`
@@ -22,12 +22,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from app.db.engine import make_engine
-from app.db.launch import launch_from_db
-from app.db.migrate import upgrade
-from app.db.models import AppliedRow, AssignmentRow, EventCursorRow, NodeEventRow, NodeRow, ReportRow
-from app.executor.actions import TrialLaunch
-from app.executor.wire import (
+from quanta.db.engine import make_engine
+from quanta.db.launch import launch_from_db
+from quanta.db.migrate import upgrade
+from quanta.db.models import AppliedRow, AssignmentRow, EventCursorRow, NodeEventRow, NodeRow, ReportRow
+from quanta.executor.actions import TrialLaunch
+from quanta.executor.wire import (
     Assignment,
     EventRecord,
     NodeDevice,

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.db.models import TrialRow
-from app.db.protocol import ControllerStore
-from app.db.public import finite, parsed_spec
-from app.search.space import is_dimension
+from quanta.db.models import TrialRow
+from quanta.db.protocol import ControllerStore
+from quanta.db.public import finite, parsed_spec
+from quanta.search.space import is_dimension
 
 Format = Literal["csv", "json", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "json", "parquet")

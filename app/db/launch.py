@@ -3,7 +3,7 @@ builds it from its working state, a node agent from the database (it only ever r
 
 Paths live under the working directory (in distributed mode: the checkpoint store every node reads):
 `search-<id>/checkpoints/trial-<id>.pt` and `search-<id>/logs/trial-<id>.log`. A trial's log holds its
-stdout and stderr, bounded in size (`app.executor.runtime.trial_log`); `trial_log_path` names it for readers.
+stdout and stderr, bounded in size (`quanta.executor.runtime.trial_log`); `trial_log_path` names it for readers.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.db.models import SearchRow, TrialRow
-from app.executor.actions import TrialLaunch
-from app.spec import SearchSpec, spec_from_stored
+from quanta.db.models import SearchRow, TrialRow
+from quanta.executor.actions import TrialLaunch
+from quanta.spec import SearchSpec, spec_from_stored
 
 
 def search_dir(workdir: str | Path, search_id: int) -> Path:

@@ -20,10 +20,10 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from app.db.launch import checkpoint_path
-from app.db.models import ConfigChangeRow, ForkRow, SearchRow, TrialRow
-from app.db.public import ConfigChangeOut, ForkOut, LineageOut, LineageTrial, finite, parsed_spec, shown
-from app.status import TrialStatus
+from quanta.db.launch import checkpoint_path
+from quanta.db.models import ConfigChangeRow, ForkRow, SearchRow, TrialRow
+from quanta.db.public import ConfigChangeOut, ForkOut, LineageOut, LineageTrial, finite, parsed_spec, shown
+from quanta.status import TrialStatus
 
 
 def fork_state_problem(trial: TrialRow, workdir: str | Path) -> str | None:

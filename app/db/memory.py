@@ -1,6 +1,6 @@
 """`MemoryStore`: the `Store` interface kept in process memory, for the simulator and tests.
 
-Same methods, signatures and return shapes as `app.db.store.Store` (the SQLModel row classes,
+Same methods, signatures and return shapes as `quanta.db.store.Store` (the SQLModel row classes,
 constructed without a session), but no database: every call is a dict or list operation, so a
 simulated trace of 15,000 jobs does not pay for a transaction per fact. `tests/unit/test_store_contract.py`
 runs the same assertions against both.
@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.db.models import (
+from quanta.db.models import (
     FIRST_ADMIN,
     ClusterView,
     ConfigChangeRow,
@@ -31,10 +31,10 @@ from app.db.models import (
     TrialRow,
     UserRow,
 )
-from app.db.queries import Conflict
-from app.db.reports import Key, merge_report, report_key
-from app.db.users import checked_new, checked_update, name_taken, taken_message
-from app.status import SearchStatus, TrialStatus
+from quanta.db.queries import Conflict
+from quanta.db.reports import Key, merge_report, report_key
+from quanta.db.users import checked_new, checked_update, name_taken, taken_message
+from quanta.status import SearchStatus, TrialStatus
 
 _MEASUREMENTS = (ReportRow, QuantumRow, LatencyRow, PairRow)
 
@@ -275,7 +275,7 @@ class MemoryStore:
         items = self._warm.get(search_id)
         return None if items is None else json.loads(json.dumps(items))
 
-    # ---- forks and lineage (as `app.db.lineage.LineageQueries`) --------------------------------------
+    # ---- forks and lineage (as `quanta.db.lineage.LineageQueries`) --------------------------------------
 
     def add_fork_request(
         self, parent_id: int, values: Mapping[str, Any], steps: int | None, at: float, requested_by: int | None = None

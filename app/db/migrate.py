@@ -30,8 +30,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
-from app.db.engine import make_engine
-from app.db.models import TABLES
+from quanta.db.engine import make_engine
+from quanta.db.models import TABLES
 
 log = logging.getLogger("quanta.db")
 

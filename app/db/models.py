@@ -11,12 +11,12 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from app.status import SearchStatus, TrialStatus
+from quanta.status import SearchStatus, TrialStatus
 
 # The user that owns what was there before users existed (searches of older databases, tokens stored
 # before they had a user) and what `QUANTA_TOKEN` and `quanta run` act as. Every store has this admin.
 FIRST_ADMIN = "admin"
-ROLES = ("admin", "member", "viewer")  # app.db.public.Role says what each may do
+ROLES = ("admin", "member", "viewer")  # quanta.db.public.Role says what each may do
 
 # The ids of users, searches, trials, reports and tokens are never handed out twice, also after the
 # newest row is deleted (an id names one thing for good: in URLs, logs, checkpoints and other users'
@@ -71,11 +71,11 @@ class SearchRow(SQLModel, table=True):
     waiting: str | None = None
     # What the controller warns about while it runs (its metric never reported, naming those that were).
     warning: str | None = Field(default=None, sa_column=Column(Text))
-    # How its trials stand (`app.status.TrialCounts.as_dict`), as the controller last stored them: running
+    # How its trials stand (`quanta.status.TrialCounts.as_dict`), as the controller last stored them: running
     # and parked apart, which the trials' rows do not tell (None: stored before the counts were).
     trial_counts: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
     # What its users write about it (`PATCH /searches/{id}`): short labels, distinct, in the order given
-    # (`app.db.public.SearchPatch` bounds them), and free text.
+    # (`quanta.db.public.SearchPatch` bounds them), and free text.
     tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
     notes: str | None = Field(default=None, sa_column=Column(Text))
     # Seconds it spent ended before it was resumed (`finished_at` to the resume, summed): its time budget
@@ -130,12 +130,12 @@ class ReportRow(SQLModel, table=True):
     """What a trial reported at `step` (mini-batches done), in its `attempt`: which process of the trial
     made it (0 for its first, one more for each process started after it, whatever started it: a
     restart after a crash or a lost server or node, a release, a move to another node; see
-    `app.executor.runtime.child.claim_attempt`). A report is stored once: one delivered again (replayed
+    `quanta.executor.runtime.child.claim_attempt`). A report is stored once: one delivered again (replayed
     from the trial's spool, redelivered after a failed round) lands on the row of its (trial, step,
     attempt), and a second report at the same step of one attempt adds its metrics to that row, later
-    values winning (`app.db.reports.merge_report`). A step run again by a later process (restarted from
+    values winning (`quanta.db.reports.merge_report`). A step run again by a later process (restarted from
     an older checkpoint, or from the start) is a report of a later attempt: a row of its own, and readers
-    show each step once, by its latest attempt (`app.db.reports.latest_per_step`)."""
+    show each step once, by its latest attempt (`quanta.db.reports.latest_per_step`)."""
 
     __tablename__ = "report"
     __table_args__ = (Index(REPORT_KEY_INDEX, "trial_id", "step", "attempt", unique=True), NEVER_REUSED)
@@ -269,7 +269,7 @@ class ClusterViewRow(SQLModel, table=True):
 
 
 class WarmStartRow(SQLModel, table=True):
-    """The earlier searches' trials a search was warm-started with (`app.db.warm`), as they were when it
+    """The earlier searches' trials a search was warm-started with (`quanta.db.warm`), as they were when it
     started: a restarted controller rebuilds its searcher from this copy, so the replay is exact."""
 
     __tablename__ = "warm_start"

@@ -4,7 +4,7 @@
   `Store` (SQL) and `MemoryStore` (process memory, for the simulator) both implement it and pass the
   same tests (tests/unit/test_store_contract.py).
 - `ServiceStore`: `ControllerStore` plus what the service needs: the readers' queries returning read
-  models (`app.db.queries`), the API's requests (commands, deletions), carrying out deletions, tokens
+  models (`quanta.db.queries`), the API's requests (commands, deletions), carrying out deletions, tokens
   and the metrics' counts.
   Only `Store` implements it, deliberately: the API and the dashboard run on a database, and the
   simulator has no readers, so `MemoryStore` does not carry a second copy of every query.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from app.db.models import (
+from quanta.db.models import (
     ClusterView,
     ConfigChangeRow,
     ForkRow,
@@ -29,7 +29,7 @@ from app.db.models import (
     TrialRow,
     UserRow,
 )
-from app.db.public import (
+from quanta.db.public import (
     BestCurveOut,
     ClusterOut,
     CurvesOut,
@@ -44,9 +44,9 @@ from app.db.public import (
     TrialDetail,
     TrialOut,
 )
-from app.db.queries import MetricFacts, Owner, SearchCommand, SearchSort, TrialSort
-from app.spec import SearchSpec
-from app.status import SearchStatus, TrialStatus
+from quanta.db.queries import MetricFacts, Owner, SearchCommand, SearchSort, TrialSort
+from quanta.spec import SearchSpec
+from quanta.status import SearchStatus, TrialStatus
 
 
 @runtime_checkable
@@ -114,11 +114,11 @@ class ControllerStore(Protocol):
     def cluster_view(self) -> ClusterView | None: ...
     def publish_cluster_view(self, view: ClusterView) -> None: ...
 
-    # warm start: the earlier trials a search started with (app.db.warm)
+    # warm start: the earlier trials a search started with (quanta.db.warm)
     def save_warm_start(self, search_id: int, items: list[dict[str, Any]]) -> None: ...
     def warm_start(self, search_id: int) -> list[dict[str, Any]] | None: ...
 
-    # forks and lineage (app.db.lineage): the controller carries requests out, one transaction a step
+    # forks and lineage (quanta.db.lineage): the controller carries requests out, one transaction a step
     def add_fork_request(
         self, parent_id: int, values: Mapping[str, Any], steps: int | None, at: float, requested_by: int | None = ...
     ) -> ForkRow: ...

@@ -1,6 +1,6 @@
 """Read models: what readers of the store get (the API's JSON contract, FastAPI's "Public" models).
 
-`Store` builds them from table rows (`app.db.models`); the API returns them as they are. Their field
+`Store` builds them from table rows (`quanta.db.models`); the API returns them as they are. Their field
 names and shapes are a contract the dashboard and the SDK read: change them only with both.
 """
 
@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator
 from pydantic import Field as PydanticField
 from sqlmodel import Field, SQLModel
 
-from app.db.models import ConfigChangeRow, ForkRow, SearchRow, TokenRow, TrialRow, UserRow
-from app.search.knobs import MAX_TRIALS
-from app.spec import MAX_DEPTH, SearchSpec, SpecError, spec_from_stored
-from app.status import SearchStatus, TrialCounts, TrialStatus
+from quanta.db.models import ConfigChangeRow, ForkRow, SearchRow, TokenRow, TrialRow, UserRow
+from quanta.search.knobs import MAX_TRIALS
+from quanta.spec import MAX_DEPTH, SearchSpec, SpecError, spec_from_stored
+from quanta.status import SearchStatus, TrialCounts, TrialStatus
 
 log = logging.getLogger("quanta.db")
 
@@ -63,7 +63,7 @@ class BestOut(SQLModel):
 
 
 class TrialCountsOut(SQLModel):
-    """How a search's trials stand (`app.status.TrialCounts`), each trial in one of the first seven."""
+    """How a search's trials stand (`quanta.status.TrialCounts`), each trial in one of the first seven."""
 
     queued: int = PydanticField(description="not started yet")
     running: int = PydanticField(description="computing now")
@@ -272,7 +272,7 @@ class UserShareOut(SQLModel):
     """One user's share of device time (`GET /shares`). From the stored quanta over the request's window:
     `device_s`, the device-seconds the user's trials computed (a device shared by k trials counts 1/k to
     each) and `share`, that over all users' device-seconds in the window (None when nobody computed).
-    From the share layer's accounts (`app.executor.policy.share`, as of `SharesOut.accounts_at`; None
+    From the share layer's accounts (`quanta.executor.policy.share`, as of `SharesOut.accounts_at`; None
     when the controller has none for the user): `devices` held and `fair_devices` due at the last
     plan, and over the accounts' decaying window the device-seconds `used_s`, `fair_s` (its
     work-conserving fair share) and `ideal_s` (its weighted share of the cluster alone, up to its
@@ -474,7 +474,7 @@ class ClusterOut(SQLModel):
 
 # ---- forks and lineage -------------------------------------------------------------------------
 
-MAX_FORK_VALUES = 256  # as many as a space has parameters at most (`app.spec.MAX_PARAMETERS`)
+MAX_FORK_VALUES = 256  # as many as a space has parameters at most (`quanta.spec.MAX_PARAMETERS`)
 MAX_FORK_STEPS = 10**12  # as `budget.max_steps`
 
 

@@ -1,6 +1,6 @@
 """`ReaderQueries`: what the API (and the dashboard through it) reads from and asks of the store, as
-read models (`app.db.public`). Part of `Store` (SQL only: `MemoryStore`, the simulator's store, serves
-no API; see `app.db.protocol`).
+read models (`quanta.db.public`). Part of `Store` (SQL only: `MemoryStore`, the simulator's store, serves
+no API; see `quanta.db.protocol`).
 
 Every method is one short transaction. The API never calls the controller: its requests are rows
 (a queued search, a `command` column, a deletion request) the controller picks up at its next tick.
@@ -16,8 +16,8 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, delete, func, text, update
 from sqlmodel import Session, col, select
 
-from app.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TrialRow
-from app.db.public import (
+from quanta.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TrialRow
+from quanta.db.public import (
     BestCurveOut,
     ClusterOut,
     CurvePoint,
@@ -35,9 +35,9 @@ from app.db.public import (
     finite,
     parsed_spec,
 )
-from app.db.reports import latest_per_step
-from app.spec import SearchSpec, SpecError, parse_spec, spec_from_stored
-from app.status import (
+from quanta.db.reports import latest_per_step
+from quanta.spec import SearchSpec, SpecError, parse_spec, spec_from_stored
+from quanta.status import (
     SEARCH_STARTED,
     TRIAL_ACTIVE,
     TRIAL_FINAL,
@@ -60,7 +60,7 @@ COMMAND_NEEDS: dict[str, tuple[SearchStatus, ...]] = {
 
 @dataclass(frozen=True)
 class MetricFacts:
-    """Counts and rows the Prometheus metrics are computed from (`app.api.metrics`)."""
+    """Counts and rows the Prometheus metrics are computed from (`quanta.api.metrics`)."""
 
     trials_by_status: dict[str, int]
     searches_by_status: dict[str, int]
@@ -336,7 +336,7 @@ class ReaderQueries:
 
     @staticmethod
     def _resumable_trials(s: Session, search_id: int) -> int:
-        """How many of the search's trials its end stopped (`app.status.resumable_trial`)."""
+        """How many of the search's trials its end stopped (`quanta.status.resumable_trial`)."""
         q = select(func.count()).select_from(TrialRow)
         q = q.where(TrialRow.search_id == search_id, TrialRow.status == TrialStatus.STOPPED)
         return s.exec(q.where(func.coalesce(TrialRow.reason, "") != TRIAL_STOPPED_BY_USER)).one()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-from app.db.models import ReportRow
+from quanta.db.models import ReportRow
 
 Key = tuple[int, int, int]  # (trial id, step, attempt)
 T = TypeVar("T")

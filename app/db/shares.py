@@ -3,7 +3,7 @@
 Two sources, each what it is best at:
 - the stored quanta (what really ran): the device-seconds each user's trials computed over a recent
   window, and that as a share of all users' device-seconds there;
-- the share layer's accounts, carried in the controller's policy state (`app.executor.policy.share`,
+- the share layer's accounts, carried in the controller's policy state (`quanta.executor.policy.share`,
   `shares_of`): what the layer counts each user as due and given over its own decaying window, and
   from that the user's rho (Themis's finish-time fairness).
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from app.db.models import ClusterView, QuantumRow, SearchRow, UserRow
-from app.db.public import SharesOut, UserShareOut
-from app.executor.policy.share import SHARE_STATE, shares_of
+from quanta.db.models import ClusterView, QuantumRow, SearchRow, UserRow
+from quanta.db.public import SharesOut, UserShareOut
+from quanta.executor.policy.share import SHARE_STATE, shares_of
 
 
 def _count(text: str) -> int:

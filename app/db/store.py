@@ -1,5 +1,5 @@
 """`Store`: every read and write the controller and the API make, over SQLModel (the API's queries,
-returning read models, are the `ReaderQueries` part, in `app.db.queries`).
+returning read models, are the `ReaderQueries` part, in `quanta.db.queries`).
 
 SQLite by default (a file in the working directory), PostgreSQL by URL. Each method is one short
 transaction, so a crash between two calls leaves the database consistent, and a failed call leaves
@@ -16,10 +16,10 @@ from typing import Any
 from sqlalchemy import delete, or_, tuple_, update
 from sqlmodel import Session, col, select
 
-from app.db.engine import DEFAULT_URL, make_engine
-from app.db.lineage import LineageQueries
-from app.db.migrate import upgrade
-from app.db.models import (
+from quanta.db.engine import DEFAULT_URL, make_engine
+from quanta.db.lineage import LineageQueries
+from quanta.db.migrate import upgrade
+from quanta.db.models import (
     FIRST_ADMIN,
     ClusterView,
     ClusterViewRow,
@@ -37,13 +37,13 @@ from app.db.models import (
     UserRow,
     WarmStartRow,
 )
-from app.db.queries import ReaderQueries
-from app.db.reports import fold_batch, merge_report, report_key
-from app.db.secret import server_secret
-from app.db.shares import ShareQueries
-from app.db.tokens import TokenQueries
-from app.db.users import UserQueries, ensure_first_admin
-from app.status import SearchStatus
+from quanta.db.queries import ReaderQueries
+from quanta.db.reports import fold_batch, merge_report, report_key
+from quanta.db.secret import server_secret
+from quanta.db.shares import ShareQueries
+from quanta.db.tokens import TokenQueries
+from quanta.db.users import UserQueries, ensure_first_admin
+from quanta.status import SearchStatus
 
 # Stored report keys are looked up this many at a time (three bound values each: SQLite allows 32766).
 _KEYS_PER_QUERY = 500
@@ -59,7 +59,7 @@ class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries, LineageQueri
     keep_measurements = True
 
     def __init__(self, url: str = DEFAULT_URL, *, secret: bytes | None = None):
-        """`secret`: what tokens are hashed with (default: `app.db.secret.server_secret(url)`, read or
+        """`secret`: what tokens are hashed with (default: `quanta.db.secret.server_secret(url)`, read or
         created the first time a token is checked or stored)."""
         self.url = url
         self._secret = secret
@@ -202,7 +202,7 @@ class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries, LineageQueri
     def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
         """Store the rows in one transaction. Reports are stored once per (trial, step, attempt) (see
         `ReportRow`): one whose key is stored already, or repeats one before it in `rows`, is merged into
-        that row (`app.db.reports.merge_report`) instead of added, so writing the same report again is a
+        that row (`quanta.db.reports.merge_report`) instead of added, so writing the same report again is a
         no-op."""
         rows = list(rows)
         if not rows:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.db.protocol import ControllerStore
-from app.db.public import parsed_spec
-from app.status import TrialCounts, count_trials
+from quanta.db.protocol import ControllerStore
+from quanta.db.public import parsed_spec
+from quanta.status import TrialCounts, count_trials
 
 
 def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
     """`best_params`, `best_metric`, `reached`, `seconds_to_target`, `wall_seconds` (the time it ran),
     `status`, `tags`, `notes`, `error` (why a failed search failed), `warning` (what the controller
-    warned about), `counts` (how the trials stand: `app.status.TrialCounts.as_dict`), and `trials`: one
+    warned about), `counts` (how the trials stand: `quanta.status.TrialCounts.as_dict`), and `trials`: one
     object per trial with `id`, `number`, `params`, `status`, `metric` (last reported objective),
     `best_metric`, `steps`, `device_seconds`, `retries`, `error` (a failed trial's traceback), `reason`
     (why a stopped or killed trial ended early)."""

@@ -1,5 +1,5 @@
 """API tokens: random strings handed to a user once; the database keeps only a keyed hash of each
-(HMAC-SHA256 with the server secret, `app.db.secret`), its first characters (to name it), its expiry
+(HMAC-SHA256 with the server secret, `quanta.db.secret`), its first characters (to name it), its expiry
 and its revocation. `TokenQueries` is part of `Store` (the service's store; the simulator has none).
 
 Migration: a database written by an older Quanta holds unkeyed sha256 digests (`scheme` "sha256", the
@@ -21,10 +21,10 @@ from sqlalchemy import and_, delete, func, literal, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from app.db.models import FIRST_ADMIN, SearchRow, TokenRow, UserRow
-from app.db.public import NewToken, TokenOut
-from app.db.queries import Conflict
-from app.status import SEARCH_ACTIVE, SEARCH_STARTED, SearchStatus
+from quanta.db.models import FIRST_ADMIN, SearchRow, TokenRow, UserRow
+from quanta.db.public import NewToken, TokenOut
+from quanta.db.queries import Conflict
+from quanta.status import SEARCH_ACTIVE, SEARCH_STARTED, SearchStatus
 
 TOKEN_PREFIX = "qnt_"
 # Characters of a token kept in clear to name it: "qnt_" and 6 random ones of the 43 (36 of its 256 bits),

@@ -1,9 +1,9 @@
 """`UserQueries`: the users of the service, in SQL (part of `Store`; `MemoryStore` keeps the same
 methods in memory, and tests/unit/test_store_contract.py runs the same tests on both).
 
-A user has a name unique regardless of case, a role (`admin`, `member` or `viewer`: `app.db.public.Role`),
+A user has a name unique regardless of case, a role (`admin`, `member` or `viewer`: `quanta.db.public.Role`),
 a weight (their share of device time relative to the other users') and two quotas (`max_alive_trials`,
-`max_devices`; 0 = none). Values are checked against `UserCreate` / `UserUpdate` (app.db.public) before
+`max_devices`; 0 = none). Values are checked against `UserCreate` / `UserUpdate` (quanta.db.public) before
 anything is written: a bad one raises pydantic's `ValidationError` (a `ValueError`) naming the field, and
 nothing is stored.
 """
@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from app.db.models import FIRST_ADMIN, UserRow
-from app.db.public import UserCreate, UserUpdate
-from app.db.queries import Conflict
+from quanta.db.models import FIRST_ADMIN, UserRow
+from quanta.db.public import UserCreate, UserUpdate
+from quanta.db.queries import Conflict
 
 
 def ensure_first_admin(engine: Engine, at: float) -> None:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.db.protocol import ControllerStore
-from app.search.searcher import HistoryItem
-from app.search.space import space_difference
-from app.spec import SearchSpec, SpecError, spec_from_stored
-from app.status import TrialStatus
+from quanta.db.protocol import ControllerStore
+from quanta.search.searcher import HistoryItem
+from quanta.search.space import space_difference
+from quanta.spec import SearchSpec, SpecError, spec_from_stored
+from quanta.status import TrialStatus
 
 
 class WarmStartError(ValueError):

@@ -1,6 +1,6 @@
 """Actions a runtime carries out, and the events it reports back. Plain values that carry ids only,
 so they cross a process or a broker unchanged: each is a `Wire` dataclass with one `to_dict` /
-`from_dict` pair (see `app.executor.wire`), used by the controller's side and the node's side alike.
+`from_dict` pair (see `quanta.executor.wire`), used by the controller's side and the node's side alike.
 
 Vocabulary (Ray Tune's CONTINUE/PAUSE/STOP, made explicit about devices):
 - `Run(trial, devices)`: make the trial compute on `devices` (start it, restart it from its checkpoint,
@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cadence import CHECKPOINT_EVERY_QUANTA, CHECKPOINT_EVERY_S
-from app.executor.wire import Wire, WireError
+from quanta.cadence import CHECKPOINT_EVERY_QUANTA, CHECKPOINT_EVERY_S
+from quanta.executor.wire import Wire, WireError
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class Reported(Wire):
     in `non_finite` (``{"loss": "nan"}``); build one with `reported()`, which does that split.
     `replay`: sent again from the trial's spool by a later process (it may be stored already).
     `attempt`: which process of the trial made it (0 for its first, one more for each process started
-    after it: `app.executor.runtime.child.claim_attempt`): a step run again by a later process (restarted
+    after it: `quanta.executor.runtime.child.claim_attempt`): a step run again by a later process (restarted
     from an older checkpoint) is a report of a later attempt, stored beside the first (`ReportRow`)."""
 
     trial_id: int
@@ -344,7 +344,7 @@ class Residency:
 @dataclass(frozen=True)
 class TrialLaunch:
     """Everything a node needs to start (or restart) a trial's process. Looked up by trial id, so
-    actions and tasks carry ids only (built by `app.db.launch` for the controller and the nodes)."""
+    actions and tasks carry ids only (built by `quanta.db.launch` for the controller and the nodes)."""
 
     trial_id: int
     trainable: str  # "package.module:function"
@@ -352,7 +352,7 @@ class TrialLaunch:
     max_steps: int
     checkpoint_path: str
     resume: bool = False  # restore from checkpoint_path if it exists
-    checkpoint_every_quanta: int = CHECKPOINT_EVERY_QUANTA  # the knobs' defaults (app.cadence)
+    checkpoint_every_quanta: int = CHECKPOINT_EVERY_QUANTA  # the knobs' defaults (quanta.cadence)
     checkpoint_every_s: float = CHECKPOINT_EVERY_S
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

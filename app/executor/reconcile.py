@@ -4,8 +4,8 @@ devices), then releases, then migrations, then runs; the runtime applies them in
 
 from __future__ import annotations
 
-from app.executor.actions import Action, Migrate, Release, Run, Stop, Suspend
-from app.executor.policy.types import Placement, Plan
+from quanta.executor.actions import Action, Migrate, Release, Run, Stop, Suspend
+from quanta.executor.policy.types import Placement, Plan
 
 
 def reconcile(current: Placement, plan: Plan, *, checkpoint: frozenset[int] = frozenset()) -> list[Action]:

@@ -11,9 +11,9 @@ error. Annotations understood: int, float (an int is accepted), str, bool, None,
 
 The records of distributed mode that need no action or event types live here too: a node's devices
 (`NodeDevice`) and resident trials (`NodeResidency`) as its row stores them, `NodeInfo`, `EventRecord`
-and `Assignment`. Actions (with the node's `Order` envelope) and events are in `app.executor.actions`.
-This module is ground floor: it imports nothing from `app`, so the database layer (`app.db.cluster`)
-and the runtime layer (`app.executor.runtime`) both use it without importing each other.
+and `Assignment`. Actions (with the node's `Order` envelope) and events are in `quanta.executor.actions`.
+This module is ground floor: it imports nothing from `app`, so the database layer (`quanta.db.cluster`)
+and the runtime layer (`quanta.executor.runtime`) both use it without importing each other.
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ class NodeInfo:
 @dataclass(frozen=True)
 class EventRecord:
     """One event row: the node's `seq`-th event, made by the trial's process of assignment `epoch`.
-    `data` is the event's `to_dict()` (decode it with `app.executor.actions.decode_event(kind, data)`)."""
+    `data` is the event's `to_dict()` (decode it with `quanta.executor.actions.decode_event(kind, data)`)."""
 
     node: str
     seq: int

@@ -1,7 +1,7 @@
 """Training loops Quanta does not own, run as Quanta trials: a callback per library.
 
-- `app.integrations.lightning.QuantaCallback`: PyTorch Lightning (`lightning.pytorch.Trainer`).
-- `app.integrations.transformers.QuantaTrainerCallback`: the Hugging Face `transformers.Trainer`.
+- `quanta.integrations.lightning.QuantaCallback`: PyTorch Lightning (`lightning.pytorch.Trainer`).
+- `quanta.integrations.transformers.QuantaTrainerCallback`: the Hugging Face `transformers.Trainer`.
 
 Both are built on the same lower-level `Trial` interface (`app/sdk/trial.py`): `track()` the loop's
 state (module, optimizers, schedulers, the loop's own counters), `enter_loop(step)` when training

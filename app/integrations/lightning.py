@@ -1,7 +1,7 @@
 """PyTorch Lightning as a Quanta trial: `QuantaCallback`.
 
     import lightning.pytorch as pl
-    from app.integrations.lightning import QuantaCallback
+    from quanta.integrations.lightning import QuantaCallback
 
     def train(config: dict, trial: Trial) -> None:
         module = MyModule(lr=config["lr"])                       # an unchanged LightningModule
@@ -67,10 +67,10 @@ import torch
 from lightning.pytorch.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from app.integrations.metrics import report_metrics
-from app.integrations.moves import move_scaler
-from app.sdk import checkpoint as ckpt
-from app.sdk.trial import Trial
+from quanta.integrations.metrics import report_metrics
+from quanta.integrations.moves import move_scaler
+from quanta.sdk import checkpoint as ckpt
+from quanta.sdk.trial import Trial
 
 __all__ = ["QuantaCallback", "ResumableLoader"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from app.sdk.trial import Trial
+from quanta.sdk.trial import Trial
 
 
 def scalar_metrics(metrics: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """The Hugging Face `transformers.Trainer` as a Quanta trial: `QuantaTrainerCallback`.
 
     from transformers import Trainer, TrainingArguments
-    from app.integrations.transformers import QuantaTrainerCallback
+    from quanta.integrations.transformers import QuantaTrainerCallback
 
     def train(config: dict, trial: Trial) -> None:
         model = build_model(config)
@@ -62,10 +62,10 @@ import torch
 from torch.utils.data import BatchSampler, SequentialSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from app.integrations.metrics import report_metrics
-from app.integrations.moves import move_scaler
-from app.sdk import checkpoint as ckpt
-from app.sdk.trial import Trial
+from quanta.integrations.metrics import report_metrics
+from quanta.integrations.moves import move_scaler
+from quanta.sdk import checkpoint as ckpt
+from quanta.sdk.trial import Trial
 
 __all__ = ["QuantaTrainerCallback"]
 

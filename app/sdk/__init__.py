@@ -1,9 +1,9 @@
 """What users import: `Trial` (inside a trainable), `Client` (the REST client), `run` and `resume` (a
-search run, or taken up again, in this process, for notebooks: `app.sdk.local`), and the states a
-search or trial reports (`SearchStatus`, `TrialStatus`, from `app.status`).
+search run, or taken up again, in this process, for notebooks: `quanta.sdk.local`), and the states a
+search or trial reports (`SearchStatus`, `TrialStatus`, from `quanta.status`).
 
-Names are imported on first use (module `__getattr__`): `from app.sdk import Trial` inside a trial
-process does not import httpx, and `from app.sdk import Client` (or the `quanta` command) does not
+Names are imported on first use (module `__getattr__`): `from quanta.sdk import Trial` inside a trial
+process does not import httpx, and `from quanta.sdk import Client` (or the `quanta` command) does not
 import torch."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.sdk.client import ApiError, Client, Search
-    from app.sdk.local import LocalRun, resume, run
-    from app.sdk.trial import ControllerGone, Trial, TrialStopped
-    from app.status import SearchStatus, TrialStatus
+    from quanta.sdk.client import ApiError, Client, Search
+    from quanta.sdk.local import LocalRun, resume, run
+    from quanta.sdk.trial import ControllerGone, Trial, TrialStopped
+    from quanta.status import SearchStatus, TrialStatus
 
 __all__ = [
     "ApiError",
@@ -32,21 +32,21 @@ __all__ = [
 ]
 
 _HOME = {
-    "Trial": "app.sdk.trial",
-    "TrialStopped": "app.sdk.trial",
-    "ControllerGone": "app.sdk.trial",
-    "Client": "app.sdk.client",
-    "Search": "app.sdk.client",
-    "ApiError": "app.sdk.client",
-    "run": "app.sdk.local",
-    "resume": "app.sdk.local",
-    "LocalRun": "app.sdk.local",
-    "SearchStatus": "app.status",
-    "TrialStatus": "app.status",
+    "Trial": "quanta.sdk.trial",
+    "TrialStopped": "quanta.sdk.trial",
+    "ControllerGone": "quanta.sdk.trial",
+    "Client": "quanta.sdk.client",
+    "Search": "quanta.sdk.client",
+    "ApiError": "quanta.sdk.client",
+    "run": "quanta.sdk.local",
+    "resume": "quanta.sdk.local",
+    "LocalRun": "quanta.sdk.local",
+    "SearchStatus": "quanta.status",
+    "TrialStatus": "quanta.status",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _HOME:
         return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'app.sdk' has no attribute {name!r}")
+    raise AttributeError(f"module 'quanta.sdk' has no attribute {name!r}")

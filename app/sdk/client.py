@@ -1,6 +1,6 @@
 """`Client`: the REST client of a Quanta server (httpx).
 
-from app.sdk import Client
+from quanta.sdk import Client
 
 client = Client("http://127.0.0.1:8000", token)       # token: argument or QUANTA_TOKEN
 search = client.submit("examples/digits.yaml")       # a path, YAML/JSON text, or a dict
@@ -29,8 +29,8 @@ from typing import Any
 
 import httpx
 
-from app.sdk.notebook import ProgressKind, make_bar, plot_best, progress_kind, progress_text, trials_frame
-from app.status import SEARCH_FINAL, SearchStatus
+from quanta.sdk.notebook import ProgressKind, make_bar, plot_best, progress_kind, progress_text, trials_frame
+from quanta.status import SEARCH_FINAL, SearchStatus
 
 NO_PANDAS = (
     "Search.trials() returns a pandas DataFrame: pip install 'quanta[notebook]' (or pandas), "
@@ -175,7 +175,7 @@ class Search:
 
     def export(self, format: str = "csv") -> bytes:
         """Every trial as one file's bytes, `format` csv, json or parquet: one row per trial with its
-        parameters flattened into `params.*` columns (see `app.db.export`)."""
+        parameters flattened into `params.*` columns (see `quanta.db.export`)."""
         return self._client._request("GET", f"/searches/{self.id}/trials", params={"format": format}).content
 
     def lineage(self) -> dict[str, Any]:

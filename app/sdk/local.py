@@ -2,14 +2,14 @@
 Optuna's `study.optimize` runs one in a notebook: no server, no shell. It returns the result (what
 `quanta run --output` writes) and the trials as a pandas DataFrame.
 
-    from app.sdk import run
+    from quanta.sdk import run
 
     result, trials = run("spec.yaml", devices="cpu:2")
     result["best_params"], result["best_metric"]
     trials.sort_values("best_metric").tail()
     result, trials = resume(result["search_id"], trials=20)   # go on with 20 more trials
 
-It drives the same controller as `quanta run` (`app.service.run_search`): trials are processes forked
+It drives the same controller as `quanta run` (`quanta.service.run_search`): trials are processes forked
 from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
 working directory, beside the spec file or on `sys.path`, or named by its path relative to the spec:
 not a function defined in a notebook cell). The DataFrame needs the
@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from app.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
-from app.spec import SearchSpec, SpecError, load_spec, parse_spec, place_locally
+from quanta.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
+from quanta.spec import SearchSpec, SpecError, load_spec, parse_spec, place_locally
 
-NO_PANDAS = "app.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
+NO_PANDAS = "quanta.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
 
 
 class LocalRun(NamedTuple):
@@ -77,9 +77,9 @@ def run(
     goes on up (`resume` goes on with it)."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
-    from app.devices import parse_devices
-    from app.service import run_search
-    from app.workdir import claim_workdir, workdir_for
+    from quanta.devices import parse_devices
+    from quanta.service import run_search
+    from quanta.workdir import claim_workdir, workdir_for
 
     # Trials are forked from a template that imports the trainable by module name from this process's
     # sys.path (absolute entries only): the working directory, where a notebook's modules sit, goes on it
@@ -133,13 +133,13 @@ def resume(
     Its searcher goes on from every trial so far (only new configurations) and the trials its end stopped
     go on from their checkpoints under `workdir` (the one it ran with; None: the database's own, as `run`
     uses). `KeyError`: no such search;
-    `app.db.queries.Conflict` or `BudgetError`, naming why, when it cannot be resumed (nothing changes
+    `quanta.db.queries.Conflict` or `BudgetError`, naming why, when it cannot be resumed (nothing changes
     then); `ImportError` without pandas, before anything starts."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
-    from app.devices import parse_devices
-    from app.service import resume_search
-    from app.workdir import claim_workdir, workdir_for
+    from quanta.devices import parse_devices
+    from quanta.service import resume_search
+    from quanta.workdir import claim_workdir, workdir_for
 
     here = os.getcwd()
     if here not in sys.path:

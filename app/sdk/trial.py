@@ -61,8 +61,8 @@ from typing import Any
 
 import torch
 
-from app.devices import Device, cpu_devices, pin_process, torch_device
-from app.sdk import checkpoint as ckpt
+from quanta.devices import Device, cpu_devices, pin_process, torch_device
+from quanta.sdk import checkpoint as ckpt
 
 
 class TrialStopped(BaseException):

@@ -2,7 +2,7 @@
 configuration not started yet) reaches a value by a later step, and what finding out costs.
 
 The model looks at every trial on one grid of steps, `levels` (geometric, `factor` apart, ending at the
-search's `max_steps`, as `app.search.fidelity.rungs` makes them), and at each level records the trial's
+search's `max_steps`, as `quanta.search.fidelity.rungs` makes them), and at each level records the trial's
 best value so far (`fidelity.value_at`: the best report up to its first report at or past the level),
 transformed to a *score* `z` where larger is better: a metric bounded in [0, 1] (accuracy, error rate) is
 mapped through the logit, so that equal steps of `z` mean equal odds near 0.99 and near 0.6.
@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from app.search.fidelity import rungs, value_at
+from quanta.search.fidelity import rungs, value_at
 
 __all__ = ["CurveModel", "Transition", "levels_for", "score"]
 

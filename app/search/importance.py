@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from app.search.space import is_dimension
+from quanta.search.space import is_dimension
 
 MIN_TRIALS = 4
 _SEED = 0
@@ -110,7 +110,7 @@ def _is_number(v: Any) -> bool:
 
 
 def dimensions(space: Mapping[str, Any], prefix: str = "") -> dict[str, Dimension]:
-    """Every flattened parameter of `space` (the columns `app.db.export` writes), with what the grid of a
+    """Every flattened parameter of `space` (the columns `quanta.db.export` writes), with what the grid of a
     landscape needs to know about it. Constants are categorical with one option."""
     out: dict[str, Dimension] = {}
     for key, node in space.items():

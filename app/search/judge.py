@@ -3,7 +3,7 @@
 Judging is kept apart from placing, in the shape of Optuna's pruners: the controller calls
 `judge(snapshot, knobs, state)` while it builds the round's snapshot and hands the verdicts to the
 policy in `ClusterSnapshot.verdicts`; policies read verdicts, they never fit curves. The judge's
-vocabulary (`Verdict`, `JudgeKnobs`) is in `app.search.verdict`; it reads trials and searches through
+vocabulary (`Verdict`, `JudgeKnobs`) is in `quanta.search.verdict`; it reads trials and searches through
 structural protocols, so this layer imports nothing from the policies above it.
 
 A trial of a search is judged once it has run `JudgeKnobs.min_steps` steps (`min_steps_before_judgement`,
@@ -17,7 +17,7 @@ all lie in [0, 1] is taken as a fraction (bounds (0, 1)), so that no fit extrapo
 above 1. A job outside a search (a simulated trace job) reports no curve and gets no verdict.
 
 **Rungs and curves together** (`JudgeKnobs.rung_eta` set, the default: 3): the first judgement
-comes at the first successive-halving rung, `max_steps / eta**3` steps (`app.search.fidelity.rungs`),
+comes at the first successive-halving rung, `max_steps / eta**3` steps (`quanta.search.fidelity.rungs`),
 instead of at 10 % of the steps. Every trial's loss at each rung it has passed is recorded, as ASHA
 records it (`fidelity.RungRecords`, kept after the trial ends), and a trial is *in the top* at its
 highest rung when it is among the best `floor(n / eta)` of the `n` trials recorded there (fewer than
@@ -50,9 +50,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.search import feedback
-from app.search.fidelity import RungRecords, in_top, rungs
-from app.search.verdict import CurveSearch, CurveTrial, JudgeKnobs, Verdict, max_steps_of
+from quanta.search import feedback
+from quanta.search.fidelity import RungRecords, in_top, rungs
+from quanta.search.verdict import CurveSearch, CurveTrial, JudgeKnobs, Verdict, max_steps_of
 
 JudgeState = dict[str, dict[str, Any]]  # trial id -> its last prediction (see `_predict`); RUNGS
 RUNGS = "rungs"  # the judge state's key for rung records (never a trial id: those are digits)
@@ -60,7 +60,7 @@ RANK_P = 0.5  # a rank estimate of P(reach) is at most this (a trial not judged 
 
 
 class Round(Protocol):
-    """What the judge reads of a round (`app.executor.policy.types.ClusterSnapshot` is one)."""
+    """What the judge reads of a round (`quanta.executor.policy.types.ClusterSnapshot` is one)."""
 
     @property
     def searches(self) -> Sequence[CurveSearch]: ...

@@ -1,5 +1,5 @@
 """The searcher's knobs, declared once: a search spec's `search` block (`SearchAlgoSpec`), validated,
-defaulted and documented here; `app.search.factory.make_searcher` builds the searcher from it. Also the
+defaulted and documented here; `quanta.search.factory.make_searcher` builds the searcher from it. Also the
 rule every block of the spec applies to knobs it no longer has (`Retired`, `drop_retired`).
 
 Frozen, unknown fields refused (a typo is an error naming the field). Pure: pydantic only.
@@ -56,7 +56,7 @@ def drop_retired(block: Any, retired: Mapping[str, Retired]) -> Any:
         )
     return out
 
-# Upper bounds (see `app.spec`): far above any real search, low enough that a typo or a hostile spec
+# Upper bounds (see `quanta.spec`): far above any real search, low enough that a typo or a hostile spec
 # cannot make the controller create millions of rows.
 MAX_TRIALS = 100_000
 MAX_WARM_START = 100  # earlier searches one search may be warm-started from
@@ -76,7 +76,7 @@ SEARCH_RETIRED = {
 
 class SearchAlgoSpec(BaseModel):
     """How configurations are proposed. `bohb` (the default) is TPE that learns from partial learning
-    curves (`app.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps /
+    curves (`quanta.search.multifidelity.MultiFidelityTPE`): rungs start at `min_steps` (default max_steps /
     eta**4) and grow by `eta` (default 3), the scheduler's when its policy has rungs; `min_points` trials
     must have reached a rung before TPE fits there (default: one more than the number of
     hyperparameters), on the highest rung that has them (BOHB's level); `random_fraction` of the asks

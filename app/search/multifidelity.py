@@ -1,7 +1,7 @@
 """BOHB's searcher: TPE fitted on the highest rung that enough trials have reached (`MultiFidelityTPE`).
 
-Same ask/observe/tell/restore contract as the searchers in `app.search.searcher`;
-`app.search.factory.make_searcher` builds it for `search.algorithm: bohb` (the default). Pure: no devices,
+Same ask/observe/tell/restore contract as the searchers in `quanta.search.searcher`;
+`quanta.search.factory.make_searcher` builds it for `search.algorithm: bohb` (the default). Pure: no devices,
 no I/O, no clock.
 """
 
@@ -15,8 +15,8 @@ import numpy as np
 from hyperopt import rand
 from hyperopt.tpe import _default_gamma
 
-from app.search.fidelity import value_at
-from app.search.searcher import HistoryItem, HyperOptSearcher
+from quanta.search.fidelity import value_at
+from quanta.search.searcher import HistoryItem, HyperOptSearcher
 
 __all__ = ["MultiFidelityTPE"]
 
@@ -25,7 +25,7 @@ class MultiFidelityTPE(HyperOptSearcher):
     """TPE that learns from partial learning curves, in the manner of BOHB (Falkner et al. 2018).
 
     Why this design: of the two ways to make TPE use unfinished trials, (a) scoring each trial by the
-    rungs (see `app.search.fidelity.rungs`) it reached, or (b) telling it each trial's curve-fitted
+    rungs (see `quanta.search.fidelity.rungs`) it reached, or (b) telling it each trial's curve-fitted
     final value, (a) is chosen. It needs no curve fit (cheap at every ask, no extrapolation error on
     late bloomers), and the kill-time bug of plain TPE (a trial stopped early told its early metric
     as if it were final, compared with finished trials' finals) cannot happen: a trial is compared

@@ -45,8 +45,8 @@ from hyperopt.exceptions import BadSearchSpace
 from hyperopt.pyll import Apply
 from hyperopt.tpe import _default_gamma
 
-from app.search.space import SpaceError, compile_space
-from app.search.tpe import Posterior
+from quanta.search.space import SpaceError, compile_space
+from quanta.search.tpe import Posterior
 
 __all__ = [
     "HistoryItem",
@@ -412,7 +412,7 @@ class HyperOptSearcher(_TrialsSearcher):
         return self._posterior().suggest([number], self._trials, seed, n_startup_jobs=self.n_startup)
 
     def _posterior(self) -> Posterior:
-        """`hyperopt.tpe.suggest` with its posterior graph built once for this searcher (app.search.tpe)."""
+        """`hyperopt.tpe.suggest` with its posterior graph built once for this searcher (quanta.search.tpe)."""
         if self._tpe is None:
             self._tpe = Posterior(self._domain, gamma=self.gamma)
         return self._tpe

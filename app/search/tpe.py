@@ -302,7 +302,7 @@ def _split_nodes(observed_idxs: Any, posterior: Any) -> dict[str, Any]:
         if node.name == "ap_split_trials":
             getitem = node.pos_args[0]
             if getitem.name != "getitem" or getitem.pos_args[0] is not observed_idxs:
-                raise RuntimeError("hyperopt's TPE graph is not shaped as app.search.tpe expects")
+                raise RuntimeError("hyperopt's TPE graph is not shaped as quanta.search.tpe expects")
             nodes[getitem.pos_args[1].obj] = node
     return nodes
 

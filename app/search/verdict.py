@@ -1,7 +1,7 @@
 """The judge's vocabulary: its knobs (`JudgeKnobs`) and what it says about a trial (`Verdict`).
 
 Beneath the policies (they read verdicts and include these knobs) and beside the judge
-(`app.search.judge`, which fits curves): pydantic and the standard library only, so the spec and
+(`quanta.search.judge`, which fits curves): pydantic and the standard library only, so the spec and
 the policy types import it without numpy/scipy. The judge reads trials and searches through the
 structural protocols `CurveTrial` and `CurveSearch`, which the policy layer's `TrialView` and
 `SearchView` satisfy: nothing here imports the policy layer.
@@ -16,13 +16,13 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.search.fidelity import default_first_rung
+from quanta.search.fidelity import default_first_rung
 
 JOB_GUARD_STEPS = 100  # a trace job's first steps ("time to the first 100 mini-batches", Gandiva)
 
 
 class CurveTrial(Protocol):
-    """What the judge reads of a trial (`app.executor.policy.types.TrialView` is one)."""
+    """What the judge reads of a trial (`quanta.executor.policy.types.TrialView` is one)."""
 
     @property
     def id(self) -> int: ...
@@ -37,7 +37,7 @@ class CurveTrial(Protocol):
 
 
 class CurveSearch(Protocol):
-    """What the judge reads of a search (`app.executor.policy.types.SearchView` is one)."""
+    """What the judge reads of a search (`quanta.executor.policy.types.SearchView` is one)."""
 
     @property
     def id(self) -> int: ...
@@ -51,7 +51,7 @@ class CurveSearch(Protocol):
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the judge (`app.search.judge`) says about one trial's learning curve this round.
+    """What the judge (`quanta.search.judge`) says about one trial's learning curve this round.
 
     `judged`: the trial has run its minimum steps and its curve has a prediction; then `p_reach` is
     the predicted probability of reaching the search's target, `final` the predicted final value,
@@ -71,7 +71,7 @@ NOT_JUDGED = Verdict()
 
 
 class JudgeKnobs(BaseModel):
-    """Early feedback (`app.search.judge`): when a trial's curve is judged and what a verdict kills.
+    """Early feedback (`quanta.search.judge`): when a trial's curve is judged and what a verdict kills.
     Frozen, unknown fields refused (a policy's knob model may include these fields)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -101,9 +101,9 @@ class JudgeKnobs(BaseModel):
 
     def first_rung(self, trial: CurveTrial, search: CurveSearch | None) -> int:
         """The first rung in steps: `max_steps / rung_eta**3` (textbook ASHA's; the `asha` policy's default
-        is one factor of eta lower, `app.search.fidelity.default_first_rung`, and was not measured under
+        is one factor of eta lower, `quanta.search.fidelity.default_first_rung`, and was not measured under
         gandiva), at least 1 (0 when nothing bounds the trial, or with `rung_eta` None: no rungs); the rungs
-        follow as `app.search.fidelity.rungs` makes them."""
+        follow as `quanta.search.fidelity.rungs` makes them."""
         max_steps = max_steps_of(trial, search)
         if not max_steps or self.rung_eta is None:
             return 0
@@ -111,7 +111,7 @@ class JudgeKnobs(BaseModel):
 
     def curve_min_steps(self, trial: CurveTrial, search: CurveSearch | None) -> int:
         """Steps before the curve alone may condemn a trial: `min_steps_before_judgement`, else 10 % of
-        its max steps (before that, a kill needs the rungs to agree: see `app.search.judge`)."""
+        its max steps (before that, a kill needs the rungs to agree: see `quanta.search.judge`)."""
         if self.min_steps_before_judgement is not None:
             return int(self.min_steps_before_judgement)
         max_steps = max_steps_of(trial, search)

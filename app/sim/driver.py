@@ -23,16 +23,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.executor.policy import make_policy
-from app.executor.policy.knobs import ShareKnobs
-from app.executor.policy.share import SharePolicy
-from app.executor.policy.types import Policy
-from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
-from app.sim.throughputs import Throughputs
-from app.sim.traces import TraceJob, throughputs_path
-from app.status import TrialStatus
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.executor.policy import make_policy
+from quanta.executor.policy.knobs import ShareKnobs
+from quanta.executor.policy.share import SharePolicy
+from quanta.executor.policy.types import Policy
+from quanta.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime
+from quanta.sim.throughputs import Throughputs
+from quanta.sim.traces import TraceJob, throughputs_path
+from quanta.status import TrialStatus
 
 PACKING_POLICIES = frozenset({"gandiva"})  # policies that may put two jobs on one device
 
@@ -74,12 +74,12 @@ def simulate(
     table rates, and then `seed` changes nothing). `event_driven=False` ticks event-driven policies (fifo)
     every quantum too, and plans the rounds a policy promised quiet (`Plan.quiet_until`, gandiva's when
     nobody waits): the same results, slower (tests check they agree).
-    `shares` (None: off) puts the share layer (`app.executor.policy.share`) over `policy`: each job counts
+    `shares` (None: off) puts the share layer (`quanta.executor.policy.share`) over `policy`: each job counts
     against its `user`, weighted by `shares[user]` (1 when not named), with `share_knobs`.
     Each job's rate on every kind of the cluster is known to the controller from the throughput table
     (`SimRuntime.known_rates`); a job is never placed on a kind where it is 0, and with `kind_aware` (on a
     mix) the policies place jobs where their rate relative to the other kinds is highest
-    (`app.executor.policy.kinds`); off: kind-blind. ValueError for a job that no device set of this
+    (`quanta.executor.policy.kinds`); off: kind-blind. ValueError for a job that no device set of this
     cluster can run (its rate is 0 on every kind with enough devices)."""
     if gpus < 1 or gpus_per_server < 1:
         raise ValueError("gpus and gpus_per_server must be >= 1")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.executor.actions import Residency
+from quanta.executor.actions import Residency
 
 __all__ = ["JobSpec", "SimCosts", "SimJob", "StepCurve", "reporting_job"]
 

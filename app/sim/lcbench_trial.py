@@ -1,11 +1,11 @@
 """An LCBench configuration as a real trainable: each epoch lasts the surrogate's epoch time (times
 `time_scale`) of sleeping, then reports the surrogate's `val_accuracy` (a fraction).
 
-This is the trainable named by the specs `app.sim.search_bench` builds. In the simulator it never runs
+This is the trainable named by the specs `quanta.sim.search_bench` builds. In the simulator it never runs
 (`SimRuntime` replays the same curve on its virtual clock); run for real (`quanta run`, LocalRuntime)
 with a small `time_scale` it is the live counterpart the simulator's figures can be checked against,
-as `app.sim.workload` is for traces. Config: the 7 hyperparameters, `task`, optionally `time_scale`
-(default 1.0) and `data_path` (see `app.sim.lcbench.data_dir`).
+as `quanta.sim.workload` is for traces. Config: the 7 hyperparameters, `task`, optionally `time_scale`
+(default 1.0) and `data_path` (see `quanta.sim.lcbench.data_dir`).
 
 Loading a task's surrogate takes ~1.8 s, which a live trial would otherwise pay at every start: name the
 tasks in `QUANTA_LCBENCH_PRELOAD` (comma-separated) and the trial template loads them once in `prepare()`,
@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any
 
-from app.sim.lcbench import LCBench, load_lcbench
+from quanta.sim.lcbench import LCBench, load_lcbench
 
 _TASKS: dict[tuple[str, str | None], LCBench] = {}  # one surrogate per task in this process
 PRELOAD_ENV = "QUANTA_LCBENCH_PRELOAD"

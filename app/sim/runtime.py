@@ -20,7 +20,7 @@ Reporting jobs (a `JobSpec` with a `StepCurve`: search trials replayed from a le
 also report: step k ends `curve.ends[k-1]` solo seconds into the job (its rate changes from step to step,
 times the sharing factor when packed) and the job then emits `Reported(step=k-1, {metric: values[k-1]})`:
 exactly what `trial.report(...)` at the end of the k-th iteration of `for step in trial.steps()` sends
-(the SDK reports the iteration's index), so the simulated trial is `app.sim.lcbench_trial.train` run for
+(the SDK reports the iteration's index), so the simulated trial is `quanta.sim.lcbench_trial.train` run for
 real. A `Run`/`Migrate` with `until` makes it park itself after its first report at or past that step
 (`Parked(at_limit=True)`, no park cost), as a real trial does at a successive-halving rung. Trace jobs
 report nothing, so `until` never stops them. `workload` says what a launched trial is (default: the
@@ -34,7 +34,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from app.executor.actions import (
+from quanta.executor.actions import (
     Action,
     Configured,
     Event,
@@ -54,13 +54,13 @@ from app.executor.actions import (
     Stop,
     Suspend,
 )
-from app.executor.policy.types import DeviceView
-from app.executor.runtime.base import Launcher, TrialLaunch
-from app.sim.jobs import JobSpec, SimCosts, SimJob, StepCurve
-from app.sim.throughputs import Throughputs
-from app.status import TrialStatus
+from quanta.executor.policy.types import DeviceView
+from quanta.executor.runtime.base import Launcher, TrialLaunch
+from quanta.sim.jobs import JobSpec, SimCosts, SimJob, StepCurve
+from quanta.sim.throughputs import Throughputs
+from quanta.status import TrialStatus
 
-# The job model lives in app.sim.jobs; importers of app.sim.runtime keep finding it here.
+# The job model lives in quanta.sim.jobs; importers of quanta.sim.runtime keep finding it here.
 __all__ = ["InvariantError", "JobSpec", "SimCosts", "SimRuntime", "StepCurve"]
 
 

@@ -6,7 +6,7 @@ bohb or random); the simulated trial reports `val_accuracy` (a fraction) after e
 = one step) at the surrogate's cumulative training time, parks, resumes and moves at SimRuntime's
 mechanism costs, and parks itself at the step limits successive-halving policies give it. The spec is
 what a user would write (`search_spec`): the space is LCBench's config space, the trainable
-`app.sim.lcbench_trial:train` (the same curve, run for real), the policy and algorithm by name
+`quanta.sim.lcbench_trial:train` (the same curve, run for real), the policy and algorithm by name
 (`"default"` / None: what a spec naming none gets). Nothing in the controller, policies or searchers
 knows it is simulated.
 
@@ -31,17 +31,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.executor.actions import TrialLaunch
-from app.executor.policy.knobs import DEFAULT_POLICY, knobs_for
-from app.sim.jobs import reporting_job
-from app.sim.lcbench import LCBench, load_lcbench
-from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve
-from app.spec import SearchSpec, parse_spec
-from app.status import SearchStatus, TrialStatus
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.executor.actions import TrialLaunch
+from quanta.executor.policy.knobs import DEFAULT_POLICY, knobs_for
+from quanta.sim.jobs import reporting_job
+from quanta.sim.lcbench import LCBench, load_lcbench
+from quanta.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve
+from quanta.spec import SearchSpec, parse_spec
+from quanta.status import SearchStatus, TrialStatus
 
-TRAINABLE = "app.sim.lcbench_trial:train"
+TRAINABLE = "quanta.sim.lcbench_trial:train"
 METRIC = "val_accuracy"
 MAX_TRIALS = 100_000  # the spec's ceiling: a search here is bounded by its simulated hours
 QUANTUM_S = 30.0  # LCBench epochs last seconds and trials minutes (the service's 2 s suits live trials)

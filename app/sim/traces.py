@@ -31,7 +31,7 @@ class TraceJob:
     arrival: float
     devices: int = 1
     rate: float | None = None
-    user: str = ""  # who submitted it, when the trace says (see `app.sim.users`)
+    user: str = ""  # who submitted it, when the trace says (see `quanta.sim.users`)
 
 
 def traces_dir() -> Path:

@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.sim.traces import TraceJob
+from quanta.sim.traces import TraceJob
 
 
 def zipf_weights(n: int) -> list[float]:
@@ -91,7 +91,7 @@ def fair_mix(kind: str, gpus: int, gpus_per_server: int, devices: int, jobs: Seq
     """(kind, GPUs) of a fair share of `devices` out of `gpus` for `jobs`: `kind` itself when it is one
     kind; for a mix, each kind's count scaled by devices / gpus in whole servers (at least one), then
     servers added (of the kind with the most GPUs left) until every job fits on the kinds it runs on."""
-    from app.sim.driver import server_kinds
+    from quanta.sim.driver import server_kinds
 
     if "=" not in kind:
         return kind, devices
@@ -106,8 +106,8 @@ def fair_mix(kind: str, gpus: int, gpus_per_server: int, devices: int, jobs: Seq
             runs = set(full)
         else:
             if table is None:
-                from app.sim.throughputs import Throughputs
-                from app.sim.traces import throughputs_path
+                from quanta.sim.throughputs import Throughputs
+                from quanta.sim.traces import throughputs_path
 
                 table = Throughputs.load(throughputs_path())
             runs = {k for k in full if (table.solo(j.job_type, j.devices, k) or 0.0) > 0}
@@ -184,7 +184,7 @@ def user_summary(
     """`user_report` for one run of `policy`, each user's ideal simulated with the same policy (and the
     same `kind_aware`) alone on its fair share (`fair_mix` on a mix of kinds; `cache`, when given, keeps
     those JCTs by (policy, user, cluster, kind_aware) across runs)."""
-    from app.sim.driver import simulate
+    from quanta.sim.driver import simulate
 
     memo = cache if cache is not None else {}
     aware = kind_aware and "=" in kind  # on one kind the knob changes nothing: share the cache

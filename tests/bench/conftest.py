@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def yahpo() -> Path:
     """YAHPO Gym's data folder (LCBench's surrogate), or a skip."""
-    from app.sim.lcbench import data_dir
+    from quanta.sim.lcbench import data_dir
 
     try:
         return data_dir()
@@ -27,7 +27,7 @@ def yahpo() -> Path:
 @pytest.fixture(scope="session")
 def traces() -> Path:
     """The Philly and Tiresias traces folder, or a skip."""
-    from app.sim.traces import traces_dir
+    from quanta.sim.traces import traces_dir
 
     folder = traces_dir()
     if not (folder / "tiresias" / "60_job.csv").is_file():

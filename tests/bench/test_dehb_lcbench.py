@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.sim.lcbench import Curve, Param
 from bench.dehb_lcbench import run_dehb, simulate
+from quanta.sim.lcbench import Curve, Param
 
 
 class StandIn:

@@ -218,8 +218,8 @@ def test_runs_file_round_trip_and_resume_skips_finished_units(tmp_path):
 
 
 def test_task_names_stand_for_the_suite_and_the_held_out_ten_which_together_are_lcbenchs_34():
-    from app.sim.lcbench import HELD_OUT, SUITE
     from bench.lcbench import task_list
+    from quanta.sim.lcbench import HELD_OUT, SUITE
 
     assert task_list("suite") == list(SUITE) and task_list("heldout") == list(HELD_OUT)
     assert task_list("3945, heldout,7") == ["3945", *HELD_OUT, "7"]

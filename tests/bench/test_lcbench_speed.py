@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.sim.search_bench import run_search
 from bench.lcbench_speed import PARTS, timed_parts
+from quanta.sim.search_bench import run_search
 from tests.unit.test_sim_search import stand_in
 
 

@@ -34,8 +34,8 @@ def test_the_live_against_simulated_check_starts(yahpo, tmp_path, monkeypatch):
     surrogate's epochs at 1/100 of their time) and simulated with the live run's costs."""
     import json
 
-    from app.sim.lcbench_trial import PRELOAD_ENV
     from bench.lcbench_validate import main
+    from quanta.sim.lcbench_trial import PRELOAD_ENV
 
     monkeypatch.setenv(PRELOAD_ENV, "")  # the live run sets it for its template: restored afterwards
     out = tmp_path / "validate.json"

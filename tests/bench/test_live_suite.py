@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from app.spec import load_spec
 from bench.live_suite import ADAPTERS, BY_NAME, SUITE, TARGETS_TO_CHOOSE, select
 from bench.peers import AdapterTrial, configspace, decode_flat
 from bench.search import suite_summary
+from quanta.spec import load_spec
 
 from .conftest import run_script
 

@@ -18,10 +18,10 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from app.db.cluster import DbCluster
-from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRow, QuantumRow, ReportRow
-from app.db.store import Store
-from app.executor.wire import NodeDevice
+from quanta.db.cluster import DbCluster
+from quanta.db.models import ClusterView, DevicePlacement, LatencyRow, PairRow, QuantumRow, ReportRow
+from quanta.db.store import Store
+from quanta.executor.wire import NodeDevice
 
 SECRET = b"release-db-secret"
 BOB_TOKEN = "qnt_bob-release-token-0123456789abcdef"

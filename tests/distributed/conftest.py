@@ -53,7 +53,7 @@ class Cluster:
 
     @property
     def store(self):  # noqa: ANN201
-        from app.db.store import Store
+        from quanta.db.store import Store
 
         if self._store is None:
             self._store = Store(self.db_url)
@@ -69,7 +69,7 @@ class Cluster:
             **env_over,
         }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env
+            [sys.executable, "-m", "quanta.cli", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env
         )
         self.procs[name] = proc
         return proc
@@ -87,7 +87,7 @@ class Cluster:
         return proc
 
     def wait_node(self, node: str, timeout: float = 90) -> None:
-        from app.db.cluster import NodeRow
+        from quanta.db.cluster import NodeRow
 
         def up() -> bool:
             assert self.procs[node].poll() is None, f"worker {node} exited: {self.log(node)[-3000:]}"
@@ -143,7 +143,7 @@ class Cluster:
         return "\n".join(parts)
 
     def submit(self, spec: dict[str, Any]) -> int:
-        from app.spec import parse_spec
+        from quanta.spec import parse_spec
 
         parsed = parse_spec(spec)
         row = self.store.create_search(parsed.name, parsed.model_dump(mode="json"), time.time())
@@ -171,7 +171,7 @@ class Cluster:
             raise
 
     def node_trials(self, node: str) -> dict[int, dict[str, Any]]:
-        from app.db.cluster import NodeRow
+        from quanta.db.cluster import NodeRow
 
         with self.store.session() as s:
             row = s.get(NodeRow, node)

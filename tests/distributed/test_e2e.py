@@ -10,7 +10,7 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from app.db.models import IntentRow
+from quanta.db.models import IntentRow
 from tests.conftest_services import free_port
 from tests.distributed.conftest import Cluster, wait_for
 

@@ -13,10 +13,10 @@ import pytest
 from celery import Celery
 from sqlmodel import select
 
-from app.db.cluster import AppliedRow, DbCluster, NodeRow
-from app.db.models import SearchRow
-from app.executor.runtime.celery_runtime import APPLY_TASK, celery_conf, queue_of
-from app.spec import parse_spec
+from quanta.db.cluster import AppliedRow, DbCluster, NodeRow
+from quanta.db.models import SearchRow
+from quanta.executor.runtime.celery_runtime import APPLY_TASK, celery_conf, queue_of
+from quanta.spec import parse_spec
 from tests.distributed.conftest import Cluster, fault_spec, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

@@ -4,7 +4,7 @@ list filters on a tag exactly (PostgreSQL's own JSON functions)."""
 
 from __future__ import annotations
 
-from app.db.store import Store
+from quanta.db.store import Store
 from tests.conftest_services import PostgresServer
 from tests.lifecycle_checks import assert_resumes_raise_the_budget_once_each, assert_tags_filter_exactly
 

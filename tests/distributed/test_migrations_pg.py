@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from app.db.engine import make_engine
-from app.db.migrate import current_revision, head_revision, revisions_between, upgrade
-from app.db.store import Store
+from quanta.db.engine import make_engine
+from quanta.db.migrate import current_revision, head_revision, revisions_between, upgrade
+from quanta.db.store import Store
 from tests.conftest_services import PostgresServer
 from tests.schema_checks import (
     assert_ids_never_reused,

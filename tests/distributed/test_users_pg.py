@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import psycopg
 
-from app.db.models import FIRST_ADMIN
-from app.db.queries import Conflict, Owner
-from app.db.store import Store
-from app.db.tokens import legacy_digest, visible_prefix
+from quanta.db.models import FIRST_ADMIN
+from quanta.db.queries import Conflict, Owner
+from quanta.db.store import Store
+from quanta.db.tokens import legacy_digest, visible_prefix
 from tests.conftest_services import PostgresServer
 
 

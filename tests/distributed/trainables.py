@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from app.sdk import Trial
+from quanta.sdk import Trial
 
 
 def _nonce() -> float:

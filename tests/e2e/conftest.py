@@ -53,7 +53,7 @@ def server(tmp_path):
     log_path = tmp_path / "serve.log"
     log = log_path.open("w")  # noqa: SIM115 (closed in the finally below)
     cmd = [
-        sys.executable, "-m", "app.cli", "serve",
+        sys.executable, "-m", "quanta.cli", "serve",
         "--host", "127.0.0.1", "--port", str(port),
         "--db", f"sqlite:///{tmp_path}/q.db", "--devices", "cpu:2", "--workdir", str(tmp_path),
     ]  # fmt: skip

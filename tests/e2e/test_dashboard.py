@@ -1,6 +1,6 @@
 """The dashboard in a real headless Chromium, against a real `quanta serve`.
 
-Starts `python -m app.cli serve` on a free port with a temporary SQLite database and two CPU devices,
+Starts `python -m quanta.cli serve` on a free port with a temporary SQLite database and two CPU devices,
 posts a small search (tests.trainables:linear, a target it reaches) and one whose name is an HTML
 injection attempt, then drives the page with Playwright (Debian's /usr/bin/chromium; no browser
 download). Checks the token form, the searches list, live updates while the search runs, the charts

@@ -17,9 +17,9 @@ import time
 import httpx
 import pytest
 
-from app.db.models import SearchRow
-from app.db.store import Store
-from app.spec import parse_spec
+from quanta.db.models import SearchRow
+from quanta.db.store import Store
+from quanta.spec import parse_spec
 from tests.e2e.conftest import TOKEN
 from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sync_api
 

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from app.db.store import Store
+from quanta.db.store import Store
 from tests.e2e.conftest import ARTIFACTS, TOKEN, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
-from app.db.export import flatten
-from app.db.store import Store
+from quanta.db.export import flatten
+from quanta.db.store import Store
 from tests.e2e.conftest import ARTIFACTS, TOKEN, canvas_ink, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

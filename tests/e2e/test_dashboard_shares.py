@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from app.db.models import QuantumRow, SearchRow
-from app.db.store import Store
-from app.spec import parse_spec
+from quanta.db.models import QuantumRow, SearchRow
+from quanta.db.store import Store
+from quanta.spec import parse_spec
 from tests.e2e.conftest import TOKEN
 from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sync_api
 

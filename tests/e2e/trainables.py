@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from app.sdk import Trial
+from quanta.sdk import Trial
 from tests.trainables import linear
 
 

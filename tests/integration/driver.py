@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from app.devices import Device
-from app.sdk import Trial
+from quanta.devices import Device
+from quanta.sdk import Trial
 
 
 class Driver:
@@ -144,7 +144,7 @@ def lightning_train(config: dict[str, Any], trial: Trial) -> Any:
     from torch import nn
     from torch.utils.data import TensorDataset
 
-    from app.integrations.lightning import QuantaCallback, ResumableLoader
+    from quanta.integrations.lightning import QuantaCallback, ResumableLoader
 
     class Tiny(pl.LightningModule):
         def __init__(self) -> None:
@@ -203,8 +203,8 @@ def hf_train(config: dict[str, Any], trial: Trial, output: Path) -> Any:
     `eval_every` steps on 200; on the CPU unless `config["cuda"]`. Returns the trainer."""
     from transformers import Trainer, TrainingArguments
 
-    from app.integrations.transformers import QuantaTrainerCallback
     from examples.hf_tiny import DEFAULTS, CountingTask, accuracy, build_model
+    from quanta.integrations.transformers import QuantaTrainerCallback
 
     cfg = {**DEFAULTS, "hidden": 16, **config}
     model = build_model(cfg)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from app.executor.actions import Event, Exited, TrialLaunch
-from app.executor.runtime.base import LaunchFn
-from app.executor.runtime.local import LocalRuntime
+from quanta.executor.actions import Event, Exited, TrialLaunch
+from quanta.executor.runtime.base import LaunchFn
+from quanta.executor.runtime.local import LocalRuntime
 
 
 def launches(tmp: Path, table: dict[int, tuple[str, dict]], max_steps: int = 200, **kw) -> LaunchFn:

@@ -99,7 +99,7 @@ def start_server(
     cmd = [
         sys.executable,
         "-m",
-        "app.cli",
+        "quanta.cli",
         "serve",
         "--host",
         "127.0.0.1",

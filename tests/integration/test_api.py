@@ -10,15 +10,15 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from app.api.routes import events as events_route
-from app.api.settings import Settings
-from app.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, QuantumRow, ReportRow
-from app.db.store import Store
-from app.devices import parse_devices
-from app.sdk.client import parse_sse
-from app.service import ControllerThread
-from app.status import SEARCH_FINAL, TRIAL_FINAL
+from quanta.api.main import create_app
+from quanta.api.routes import events as events_route
+from quanta.api.settings import Settings
+from quanta.db.models import ClusterView, DevicePlacement, LatencyRow, PairRates, QuantumRow, ReportRow
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.sdk.client import parse_sse
+from quanta.service import ControllerThread
+from quanta.status import SEARCH_FINAL, TRIAL_FINAL
 
 TOKEN = "api-test-token-0123456789abcdefghij"  # 32 characters at least (QUANTA_TOKEN's minimum)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -122,7 +122,7 @@ def test_every_route_but_health_and_dashboard_needs_a_token(client, store):
 def test_tokens_are_stored_hashed(client, store):
     from sqlmodel import select
 
-    from app.db.models import TokenRow
+    from quanta.db.models import TokenRow
 
     with store.session() as s:
         rows = list(s.exec(select(TokenRow)))
@@ -190,7 +190,7 @@ def test_invalid_specs_are_422_naming_the_field_and_create_nothing(client):
 
 
 def test_trainables_outside_the_allowlist_are_403(client):
-    for trainable in ("os:system", "subprocess:run", "examplesx.mod:f", "app.cli:main"):
+    for trainable in ("os:system", "subprocess:run", "examplesx.mod:f", "quanta.cli:main"):
         r = post(client, {**SPEC, "trainable": trainable})
         assert r.status_code == 403, trainable
         assert f"trainable '{trainable}' is not allowed" in r.json()["detail"]

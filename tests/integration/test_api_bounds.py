@@ -13,10 +13,10 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from app.db.public import NESTED_TOO_DEEPLY
-from app.db.store import Store
-from app.spec import MAX_DEPTH, MAX_OPTIONS, MAX_PARAMETERS, parse_spec
+from quanta.api.main import create_app
+from quanta.db.public import NESTED_TOO_DEEPLY
+from quanta.db.store import Store
+from quanta.spec import MAX_DEPTH, MAX_OPTIONS, MAX_PARAMETERS, parse_spec
 from tests.integration.test_api import AUTH, SPEC, post, running_search, settings_for
 
 
@@ -176,7 +176,7 @@ def test_a_trainable_that_is_not_a_function_is_refused(client):
 
 
 def test_importance_is_fitted_once_per_set_of_finished_trials(client, store, monkeypatch):
-    import app.db.analysis as analysis
+    import quanta.db.analysis as analysis
 
     fits: list[int] = []
     real = analysis.importance

@@ -12,9 +12,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from app.db.secret import ENV
-from app.db.store import Store
+from quanta.api.main import create_app
+from quanta.db.secret import ENV
+from quanta.db.store import Store
 from tests.integration.test_api import AUTH, SPEC, post, running_search, settings_for
 from tests.integration.test_users import bearer
 
@@ -187,7 +187,7 @@ def test_openapi_documents_patch_and_the_resume_body(client):
 
 
 def test_a_change_of_tags_notes_or_budget_is_a_search_event(client, store):
-    from app.api.events import Poller
+    from quanta.api.events import Poller
 
     sid = running_search(client, store)
     poller = Poller(store)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
+from quanta.api.main import create_app
 from tests.integration.test_api import AUTH, SPEC, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]

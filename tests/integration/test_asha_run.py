@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from app.db.store import Store
+from quanta.db.store import Store
 from tests.integration.test_quanta_run import TINY, quanta_run
 
 ASHA = {

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.devices import cpu_devices
-from app.sdk import checkpoint as ckpt
-from app.sdk.trial import Trial
+from quanta.devices import cpu_devices
+from quanta.sdk import checkpoint as ckpt
+from quanta.sdk.trial import Trial
 
 
 class _Payload:

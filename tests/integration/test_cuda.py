@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from app.devices import parse_devices
-from app.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Suspend
-from app.executor.runtime.local import LocalRuntime
+from quanta.devices import parse_devices
+from quanta.executor.actions import Exited, Migrate, Parked, Reported, Resumed, Run, Suspend
+from quanta.executor.runtime.local import LocalRuntime
 from tests.integration.helpers import collect_until_exit, launches
 
 pytestmark = pytest.mark.cuda
@@ -82,7 +82,7 @@ def _integration_run(name, config, trial, tmp_path):
 def _driven(name, tmp_path, devices):
     """An uninterrupted run on the first device, then one parked often and resumed on the next of
     `devices` in turn (its state goes to host memory and back, or to the other GPU)."""
-    from app.sdk import Trial
+    from quanta.sdk import Trial
     from tests.integration.driver import Driver
 
     config, metric = INTEGRATIONS[name]
@@ -100,7 +100,7 @@ def _driven(name, tmp_path, devices):
 
 @pytest.mark.parametrize("name", sorted(INTEGRATIONS))
 def test_integration_parked_in_host_memory_is_exact(name, tmp_path):
-    from app.devices import cuda_devices
+    from quanta.devices import cuda_devices
 
     reference, driver = _driven(name, tmp_path, cuda_devices([0]))
     assert driver.reports == reference  # the same GPU: bit for bit
@@ -109,7 +109,7 @@ def test_integration_parked_in_host_memory_is_exact(name, tmp_path):
 @pytest.mark.skipif("not __import__('torch').cuda.device_count() > 1", reason="needs two CUDA devices")
 @pytest.mark.parametrize("name", sorted(INTEGRATIONS))
 def test_integration_moved_between_gpus(name, tmp_path):
-    from app.devices import cuda_devices
+    from quanta.devices import cuda_devices
 
     reference, driver = _driven(name, tmp_path, cuda_devices([0, 1]))
     assert driver.moves >= 1

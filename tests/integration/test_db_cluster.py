@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from app.db.cluster import DbCluster
-from app.db.store import Store
-from app.executor.wire import EventRecord, NodeDevice, NodeResidency
-from app.spec import parse_spec
+from quanta.db.cluster import DbCluster
+from quanta.db.store import Store
+from quanta.executor.wire import EventRecord, NodeDevice, NodeResidency
+from quanta.spec import parse_spec
 
 SPEC = {
     "name": "s",
@@ -78,7 +78,7 @@ def test_launch_from_the_database_matches_the_controllers(tmp_path) -> None:
     store.update_trial(tid, checkpoint_step=10)
     assert db.launch(tid, epoch=1).resume is True
 
-    from app.controller import Controller, ControllerOptions
+    from quanta.controller import Controller, ControllerOptions
 
     class NoRuntime:
         def now(self) -> float:

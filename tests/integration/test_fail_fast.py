@@ -112,7 +112,7 @@ started = []
 sys.addaudithook(lambda event, args: started.append(str(args[0])) if event == "subprocess.Popen" else None)
 t0 = time.perf_counter()
 from typer.testing import CliRunner
-from app.cli import app
+from quanta.cli import app
 result = CliRunner().invoke(app, ["run", {str(bad)!r}, "--db", "sqlite:///{tmp_path}/q.db"])
 heavy = sorted({{m.split(".")[0] for m in sys.modules}} & {{"torch", "hyperopt", "scipy", "sqlalchemy", "numpy"}})
 print(json.dumps({{"code": result.exit_code, "output": result.output, "heavy": heavy, "started": started,

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from app.sdk import Client
+from quanta.cli import app as cli
+from quanta.sdk import Client
 from tests.integration.live_server import ROOT, TOKEN, start_server
 
 TYPO = {
@@ -83,7 +83,7 @@ def test_a_metric_never_reported_is_a_warning_event_then_the_search_fails(client
 def _submit_wait(server, spec: dict, tmp_path) -> subprocess.CompletedProcess:
     path = tmp_path / f"{spec['name']}.yaml"
     path.write_text(yaml.safe_dump(spec))
-    cmd = [sys.executable, "-m", "app.cli", "submit", str(path), "--wait", "--url", server.url]
+    cmd = [sys.executable, "-m", "quanta.cli", "submit", str(path), "--wait", "--url", server.url]
     env = {**os.environ, "QUANTA_TOKEN": TOKEN}
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 

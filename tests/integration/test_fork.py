@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.launch import checkpoint_path
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.runtime.local import LocalRuntime
-from app.spec import parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.launch import checkpoint_path
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.spec import parse_spec
 
 STEPS = 60
 

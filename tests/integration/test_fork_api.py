@@ -10,10 +10,10 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from app.db.launch import checkpoint_path
-from app.db.secret import ENV
-from app.db.store import Store
+from quanta.api.main import create_app
+from quanta.db.launch import checkpoint_path
+from quanta.db.secret import ENV
+from quanta.db.store import Store
 from tests.integration.test_api import TOKEN, settings_for
 from tests.integration.test_users import bearer
 
@@ -82,7 +82,7 @@ def test_a_fork_request_is_checked_stored_and_followed(api):
     same = c.post(f"/api/v1/trials/{running}/fork", json={})  # the same values, to the search's budget
     assert same.status_code == 202 and same.json()["values"] == {} and same.json()["steps"] is None
 
-    # The controller's steps, as `app.controller.forks` takes them: the new trial, then the state at step 30.
+    # The controller's steps, as `quanta.controller.forks` takes them: the new trial, then the state at step 30.
     params = {**PARAMS, "lr": 0.002, "opt": {"wd": 0.0, "kind": "sgd"}}
     child = store.start_fork(fork["id"], 1, params, VALS, None, time.time()).id
     waiting = c.get(f"/api/v1/forks/{fork['id']}").json()

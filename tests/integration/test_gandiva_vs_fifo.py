@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.runtime.local import LocalRuntime
-from app.spec import parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.spec import parse_spec
 
 MAX_STEPS = 400
 GOOD_LR = 0.3

@@ -64,7 +64,7 @@ def _start_controller(tmp: Path, broker: str) -> tuple[subprocess.Popen, Path]:
     log = tmp / "controller.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     cmd = [
-        *(sys.executable, "-m", "app.cli", "controller", "--broker", broker),
+        *(sys.executable, "-m", "quanta.cli", "controller", "--broker", broker),
         *("--db", f"sqlite:///{tmp / 'controller.db'}", "--checkpoints", str(tmp / "checkpoints")),
     ]
     with open(log, "ab") as out:

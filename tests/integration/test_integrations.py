@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from app.api.settings import Settings
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.actions import Exited, Migrate, Parked, Release, Reported, Resumed, Run, Suspend
-from app.executor.runtime.local import LocalRuntime
-from app.sdk import Trial
-from app.spec import load_spec
+from quanta.api.settings import Settings
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.actions import Exited, Migrate, Parked, Release, Reported, Resumed, Run, Suspend
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.sdk import Trial
+from quanta.spec import load_spec
 from tests.integration.helpers import collect_until_exit, launches
 from tests.integration.test_quanta_run import ROOT, quanta_run
 
@@ -168,8 +168,8 @@ def test_a_short_search_runs_through_the_integration(name, tmp_path):
 
 
 def test_lightning_callback_outside_quanta_runs_standalone(tmp_path, one_thread):
-    from app.integrations.lightning import QuantaCallback
     from examples import lightning_mnist1d
+    from quanta.integrations.lightning import QuantaCallback
 
     cfg = {"eval_every": 20, "channels": 8}
     trial = Trial.standalone(cfg, max_steps=40, metric="accuracy")
@@ -183,8 +183,8 @@ def test_lightning_callback_outside_quanta_runs_standalone(tmp_path, one_thread)
 
 
 def test_transformers_callback_outside_quanta_runs_standalone(tmp_path, one_thread):
-    from app.integrations.transformers import QuantaTrainerCallback
     from examples import hf_tiny
+    from quanta.integrations.transformers import QuantaTrainerCallback
 
     cfg = {"eval_every": 10, "hidden": 16, "train_size": 320}
     trial = Trial.standalone(cfg, max_steps=20, metric="eval_accuracy")

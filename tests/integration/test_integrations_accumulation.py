@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.devices import cpu_devices
-from app.sdk import Trial
-from app.sdk.trial import TrialReleased
+from quanta.devices import cpu_devices
+from quanta.sdk import Trial
+from quanta.sdk.trial import TrialReleased
 from tests.integration.driver import Driver, hf_train, lightning_train, restored
 
 STEPS = 12

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.devices import cpu_devices
-from app.integrations.moves import move_scaler
-from app.sdk import Trial
+from quanta.devices import cpu_devices
+from quanta.integrations.moves import move_scaler
+from quanta.sdk import Trial
 from tests.integration.driver import Driver, hf_train, lightning_train
 
 STEPS = 8

@@ -16,13 +16,13 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from app.controller import Controller
-from app.db.lease import ControllerLease, LeaseHeld
-from app.db.migrate import upgrade
-from app.db.models import TRIAL_NUMBER_INDEX
-from app.db.store import Store
-from app.sim.runtime import SimRuntime
-from app.spec import parse_spec
+from quanta.controller import Controller
+from quanta.db.lease import ControllerLease, LeaseHeld
+from quanta.db.migrate import upgrade
+from quanta.db.models import TRIAL_NUMBER_INDEX
+from quanta.db.store import Store
+from quanta.sim.runtime import SimRuntime
+from quanta.spec import parse_spec
 from tests.conftest_services import PostgresServer, postgres_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def test_quanta_run_refuses_a_database_another_controller_holds(tmp_path: Path) 
     spec.write_text(json.dumps({**SPEC, "config": {"steps": 10}}))
     with ControllerLease(f"sqlite:///{db}"):
         out = subprocess.run(
-            [sys.executable, "-m", "app.cli", "run", str(spec), "--db", f"sqlite:///{db}", "--devices", "cpu:1"],
+            [sys.executable, "-m", "quanta.cli", "run", str(spec), "--db", f"sqlite:///{db}", "--devices", "cpu:1"],
             cwd=tmp_path,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True,

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from app.db.store import Store
-from app.sdk.client import ApiError, Client
+from quanta.cli import app as cli
+from quanta.db.store import Store
+from quanta.sdk.client import ApiError, Client
 from tests.integration.live_server import TOKEN, LiveServer, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ SPEC = {
 def quanta(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "quanta.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -63,7 +63,7 @@ def test_ctrl_c_prints_the_best_so_far_and_quanta_resume_goes_on_with_more_trial
     with open(log, "wb") as out:
         # A session of its own: SIGINT goes to the whole group, as a terminal's Ctrl-C does.
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "run", str(spec_path), "--devices", "cpu:2", "--db", url,
+            [sys.executable, "-m", "quanta.cli", "run", str(spec_path), "--devices", "cpu:2", "--db", url,
              "--workdir", str(work)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
@@ -149,7 +149,7 @@ def test_quanta_tag_and_delete_on_a_database(tmp_path):
 
 
 def test_quanta_delete_is_refused_while_a_controller_runs_on_the_database(tmp_path):
-    from app.db.lease import ControllerLease
+    from quanta.db.lease import ControllerLease
 
     url, store = _search_in(tmp_path)
     lease = ControllerLease(url)

@@ -96,7 +96,7 @@ def test_a_new_user_installs_quanta_and_runs_a_search(tmp_path, record_property)
 
     # The environment ran its own copy of Quanta, not this tree.
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import app, torch; print(app.__file__); print(torch.__version__)"],
+        [str(venv / "bin" / "python"), "-c", "import quanta, torch; print(quanta.__file__); print(torch.__version__)"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from app.allowlist import Allowlist
-from app.db.cluster import DbCluster
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.actions import Exited, Order, Run, Stop, Suspend, decode_event
-from app.executor.runtime.node import NodeAgent
-from app.spec import parse_spec
+from quanta.allowlist import Allowlist
+from quanta.db.cluster import DbCluster
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.actions import Exited, Order, Run, Stop, Suspend, decode_event
+from quanta.executor.runtime.node import NodeAgent
+from quanta.spec import parse_spec
 
 
 def spec(trainable: str) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from app.controller import Controller, ControllerOptions
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.runtime.local import LocalRuntime
-from app.spec import parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def quanta_run(tmp_path: Path, spec: dict, *extra: str) -> tuple[int, str, Path]
         [
             sys.executable,
             "-m",
-            "app.cli",
+            "quanta.cli",
             "run",
             str(spec_path),
             "--devices",

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.controller import recorder as recorder_module
-from app.db.cluster import DbCluster
-from app.db.store import Store
-from app.executor.actions import Event, Reported, event_kind, reported
-from app.executor.runtime.celery_runtime import CeleryRuntime
-from app.executor.wire import EventRecord, NodeDevice
-from app.spec import parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.controller import recorder as recorder_module
+from quanta.db.cluster import DbCluster
+from quanta.db.store import Store
+from quanta.executor.actions import Event, Reported, event_kind, reported
+from quanta.executor.runtime.celery_runtime import CeleryRuntime
+from quanta.executor.wire import EventRecord, NodeDevice
+from quanta.spec import parse_spec
 from tests.conftest_services import PostgresServer, RedisServer, postgres_fixture
 
 pytestmark = [pytest.mark.services]

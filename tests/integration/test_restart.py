@@ -16,10 +16,10 @@ from collections import Counter
 
 import pytest
 
-from app.db.store import Store
+from quanta.db.store import Store
 from tests.integration.live_server import alive, cmdline, descendants, parent, start_server
 
-TEMPLATE = "app.executor.runtime.template"
+TEMPLATE = "quanta.executor.runtime.template"
 MAX_STEPS = 120
 SPEC = {
     "name": "restart",

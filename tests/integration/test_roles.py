@@ -12,12 +12,12 @@ from click.testing import Result
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from app.api.main import create_app
-from app.cli import app as cli
-from app.db.models import ClusterView, DevicePlacement, ReportRow
-from app.db.secret import ENV
-from app.db.store import Store
-from app.sdk.client import parse_sse
+from quanta.api.main import create_app
+from quanta.cli import app as cli
+from quanta.db.models import ClusterView, DevicePlacement, ReportRow
+from quanta.db.secret import ENV
+from quanta.db.store import Store
+from quanta.sdk.client import parse_sse
 from tests.integration.test_api import SPEC, TOKEN, settings_for
 from tests.integration.test_users import bearer
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A trainable without torch: the score rises with the step, `helpers` is a module beside it (imported by
 # the trial processes from the same folder).
 TRAINABLE = """
-from app.sdk import Trial
+from quanta.sdk import Trial
 from {helpers} import score
 
 
@@ -45,7 +45,7 @@ def quanta_run(cwd: Path, spec_path: Path, db: Path) -> tuple[int, str, dict | N
     """`quanta run SPEC` in `cwd`, with Quanta on PYTHONPATH (as installed) and not the spec's folder."""
     out = db.with_suffix(".json")
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", os.path.relpath(spec_path, cwd), "--devices", "cpu:1"]
+        [sys.executable, "-m", "quanta.cli", "run", os.path.relpath(spec_path, cwd), "--devices", "cpu:1"]
         + ["--db", f"sqlite:///{db}", "--output", str(out)],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -132,7 +132,7 @@ def test_the_lightning_example_without_lightning_names_the_extra(tmp_path):
     )
     out = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", "examples/lightning_mnist1d.yaml", "--devices", "cpu:1"]
+        [sys.executable, "-m", "quanta.cli", "run", "examples/lightning_mnist1d.yaml", "--devices", "cpu:1"]
         + ["--db", f"sqlite:///{tmp_path}/e.db", "--output", str(out)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}"},
@@ -149,8 +149,8 @@ def test_the_lightning_example_without_lightning_names_the_extra(tmp_path):
 
 def test_app_sdk_run_finds_the_module_beside_its_spec_and_refuses_a_missing_package(tmp_path, monkeypatch):
     """The notebook's in-process run places trainables as `quanta run` does."""
-    from app.sdk import run
-    from app.spec import SpecError
+    from quanta.sdk import run
+    from quanta.spec import SpecError
 
     pytest.importorskip("pandas")
     monkeypatch.setattr(sys, "path", sys.path[:])  # the spec's folder goes on it: keep it to this test

@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from app.workdir import MARKER
+from quanta.cli import app as cli
+from quanta.workdir import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 CORES = len(os.sched_getaffinity(0))
@@ -39,7 +39,7 @@ def quanta_run(folder: Path, *args: str, env: dict[str, str] | None = None) -> t
     out.unlink(missing_ok=True)
     base = {k: v for k, v in os.environ.items() if k not in ("QUANTA_DB_URL", "QUANTA_DEVICES", "QUANTA_WORKDIR")}
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", str(spec), "--output", str(out), *args],
+        [sys.executable, "-m", "quanta.cli", "run", str(spec), "--output", str(out), *args],
         cwd=folder,
         env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
         capture_output=True,
@@ -99,7 +99,7 @@ def test_a_workdir_named_explicitly_belongs_to_one_database(tmp_path):
 
     # `quanta serve` claims its workdir too.
     serve = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--db", b, "--workdir", str(shared), "--port", "1"],
+        [sys.executable, "-m", "quanta.cli", "serve", "--db", b, "--workdir", str(shared), "--port", "1"],
         cwd=tmp_path,
         env={**os.environ, "QUANTA_TOKEN": "t" * 32},
         capture_output=True,

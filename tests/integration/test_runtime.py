@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.devices import Device, parse_devices
-from app.executor.actions import (
+from quanta.devices import Device, parse_devices
+from quanta.executor.actions import (
     Checkpointed,
     Exited,
     Migrate,
@@ -26,8 +26,8 @@ from app.executor.actions import (
     Stop,
     Suspend,
 )
-from app.executor.runtime.local import LocalRuntime
-from app.executor.runtime.template import start_template
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.executor.runtime.template import start_template
 from tests.integration.helpers import collect_until_exit, launches
 
 LINEAR = "tests.trainables:linear"
@@ -266,9 +266,9 @@ def test_trials_exit_when_their_controller_dies(tmp_path: Path):
             import sys, time
             sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
             from pathlib import Path
-            from app.executor.actions import Run, Started
-            from app.devices import Device, parse_devices
-            from app.executor.runtime.local import LocalRuntime
+            from quanta.executor.actions import Run, Started
+            from quanta.devices import Device, parse_devices
+            from quanta.executor.runtime.local import LocalRuntime
             from tests.integration.helpers import launches
             table = {{1: ("tests.trainables:linear", {{"steps": 10**7, "report_every": 10**6, "sleep_s": 0.001}})}}
             rt = LocalRuntime(parse_devices("cpu:1"), launches(Path({str(tmp_path)!r}), table))

@@ -12,9 +12,9 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from sqlalchemy import text
 
-from app.api.main import create_app
-from app.api.settings import Settings
-from app.db.models import QuantumRow, ReportRow
+from quanta.api.main import create_app
+from quanta.api.settings import Settings
+from quanta.db.models import QuantumRow, ReportRow
 
 TOKEN = "schemathesis-token-0123456789abcdef"
 

@@ -1,4 +1,4 @@
-"""The Python SDK (`app.sdk.Client`), `quanta submit` and examples/sdk_submit.py against a live
+"""The Python SDK (`quanta.sdk.Client`), `quanta submit` and examples/sdk_submit.py against a live
 `quanta serve` on a free port."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from app.sdk import ApiError, Client
+from quanta.sdk import ApiError, Client
 from tests.integration.live_server import ROOT, TOKEN, start_server
 
 SPEC = {
@@ -138,7 +138,7 @@ def test_quanta_submit_exit_codes(server, tmp_path):
     miss.write_text(yaml.safe_dump({**UNREACHABLE, "name": "cli-miss"}))
     bad.write_text(yaml.safe_dump({**SPEC, "budget": {"max_steps": -1}}))
     env = {"QUANTA_TOKEN": TOKEN}
-    base = ["-m", "app.cli", "submit", "--url", server.url]
+    base = ["-m", "quanta.cli", "submit", "--url", server.url]
     started = time.monotonic()
     r = _run([*base, str(good), "--wait"], env)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -168,7 +168,7 @@ def test_example_script(server, tmp_path):
 def test_quanta_submit_prints_the_searchs_dashboard_link(server, client, tmp_path):
     path = tmp_path / "link.yaml"
     path.write_text(yaml.safe_dump({**SLOW, "name": "link"}))
-    r = _run(["-m", "app.cli", "submit", str(path), "--url", server.url + "/"], {"QUANTA_TOKEN": TOKEN})
+    r = _run(["-m", "quanta.cli", "submit", str(path), "--url", server.url + "/"], {"QUANTA_TOKEN": TOKEN})
     assert r.returncode == 0, r.stdout + r.stderr
     sid = int(r.stdout.split()[1])
     assert f"{server.url}/#/search/{sid}" in r.stdout.split(), r.stdout  # one slash, the fragment route
@@ -194,7 +194,7 @@ def test_trials_without_pandas_raise_naming_the_extra(client, server):
     script = (
         "import sys\n"
         "sys.modules['pandas'] = None  # as without the notebook extra: `import pandas` raises ImportError\n"
-        "from app.sdk import Client\n"
+        "from quanta.sdk import Client\n"
         f"search = Client({server.url!r}).search({search.id})\n"
         "print(len(search.trials(frame=False)))\n"
         "try:\n"
@@ -217,7 +217,7 @@ def test_trials_without_pandas_raise_naming_the_extra(client, server):
 def _quanta(server, *args: str):
     from typer.testing import CliRunner
 
-    from app.cli import app as cli
+    from quanta.cli import app as cli
 
     return CliRunner().invoke(cli, [*args, "--url", server.url], env={"QUANTA_TOKEN": server.token})
 
@@ -304,7 +304,7 @@ def test_fork_through_the_cli_and_the_sdk(client, server):
 def _quanta_without_token(server):
     from typer.testing import CliRunner
 
-    from app.cli import app as cli
+    from quanta.cli import app as cli
 
     return CliRunner().invoke(cli, ["status", "--url", server.url], env={"QUANTA_TOKEN": ""})
 

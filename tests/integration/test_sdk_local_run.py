@@ -1,4 +1,4 @@
-"""`app.sdk.run`: a search run in the caller's process, as in a notebook, with real trial processes."""
+"""`quanta.sdk.run`: a search run in the caller's process, as in a notebook, with real trial processes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import importlib.util
 import pytest
 import yaml
 
-from app.sdk import LocalRun, run
-from app.spec import SpecError
+from quanta.sdk import LocalRun, run
+from quanta.spec import SpecError
 
 TINY = {
     "name": "in-process",
@@ -64,8 +64,8 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path, monkeypatch):
 
 def test_resume_goes_on_with_more_trials_in_this_process(tmp_path):
     pytest.importorskip("pandas")
-    from app.db.queries import Conflict
-    from app.sdk import resume
+    from quanta.db.queries import Conflict
+    from quanta.sdk import resume
 
     db, work = f"sqlite:///{tmp_path}/q.db", tmp_path / "work"
     spec = {**TINY, "metric": {"name": "accuracy", "target": 1.5}, "budget": {"max_trials": 1, "max_steps": 60}}

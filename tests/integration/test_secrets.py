@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.devices import parse_devices
-from app.executor.actions import Exited, Run
-from app.executor.runtime.local import LocalRuntime
+from quanta.devices import parse_devices
+from quanta.executor.actions import Exited, Run
+from quanta.executor.runtime.local import LocalRuntime
 from tests.conftest_services import postgres_fixture
 from tests.integration.helpers import collect_until_exit, launches
 from tests.integration.live_server import cmdline, descendants
@@ -82,7 +82,7 @@ def test_worker_urls_with_passwords_are_not_on_any_command_line(tmp_path, postgr
     env.pop("QUANTA_BROKER", None)
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "app.cli", "worker", "--node", "n1", "--devices", "cpu:1"),
+            *(sys.executable, "-m", "quanta.cli", "worker", "--node", "n1", "--devices", "cpu:1"),
             *("--db", db_url),
             *("--broker", f"redis://:{secret_broker}@127.0.0.1:9/0"),
             *("--checkpoints", str(tmp_path / "ckpt")),

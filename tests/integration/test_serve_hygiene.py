@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from app.api import auth
-from app.db.store import Store
+from quanta.api import auth
+from quanta.db.store import Store
 from tests.integration.live_server import ROOT, TOKEN, free_port, start_server
 
 SHADOW = """
@@ -114,7 +114,7 @@ def test_serve_imports_nothing_from_its_directory_keeps_tokens_out_of_logs_and_c
 def test_serve_refuses_a_quanta_token_shorter_than_32_characters(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     env = {**os.environ, "QUANTA_TOKEN": "short-token", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--db", f"sqlite:///{db}", "--port", str(free_port())]
+    cmd = [sys.executable, "-m", "quanta.cli", "serve", "--db", f"sqlite:///{db}", "--port", str(free_port())]
     cmd += ["--devices", "cpu:1"]
     try:  # it exits at once (under a second); one that serves instead is stopped here
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path)

@@ -10,15 +10,15 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from app.db.models import ClusterView, QuantumRow
-from app.db.secret import ENV
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.policy.knobs import ShareKnobs
-from app.executor.policy.types import DeviceView
-from app.service import ControllerThread
-from app.spec import parse_spec
+from quanta.api.main import create_app
+from quanta.db.models import ClusterView, QuantumRow
+from quanta.db.secret import ENV
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.policy.knobs import ShareKnobs
+from quanta.executor.policy.types import DeviceView
+from quanta.service import ControllerThread
+from quanta.spec import parse_spec
 from tests.integration.test_api import SPEC, TOKEN, settings_for
 from tests.integration.test_shares_live import spec as long_spec
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from app.controller import Controller, ControllerOptions
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.runtime.local import LocalRuntime
-from app.spec import parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.spec import parse_spec
 
 QUANTUM_S = 0.25
 

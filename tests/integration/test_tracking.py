@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from app.db.store import Store
-from app.devices import parse_devices
-from app.service import run_search
-from app.spec import parse_spec
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.service import run_search
+from quanta.spec import parse_spec
 
 INSTALLED = {name: importlib.util.find_spec(name) is not None for name in ("tensorboard", "mlflow", "wandb")}
 BLOCKS = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.devices import parse_devices
-from app.executor.actions import Exited, Reported, Run
-from app.executor.runtime import local
-from app.executor.runtime.local import LocalRuntime
+from quanta.devices import parse_devices
+from quanta.executor.actions import Exited, Reported, Run
+from quanta.executor.runtime import local
+from quanta.executor.runtime.local import LocalRuntime
 from tests.integration.helpers import collect_until_exit, launches
 
 CAP_MB = 900.0

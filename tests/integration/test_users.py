@@ -15,13 +15,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from app.db.models import FIRST_ADMIN, ClusterView, DevicePlacement, PairRates, ReportRow
-from app.db.secret import ENV
-from app.db.store import Store
-from app.devices import parse_devices
-from app.sdk.client import parse_sse
-from app.service import ControllerThread
+from quanta.api.main import create_app
+from quanta.db.models import FIRST_ADMIN, ClusterView, DevicePlacement, PairRates, ReportRow
+from quanta.db.secret import ENV
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.sdk.client import parse_sse
+from quanta.service import ControllerThread
 from tests.integration.live_server import ROOT, start_server
 from tests.integration.test_api import SPEC, TOKEN, settings_for
 
@@ -261,7 +261,7 @@ def test_the_id_of_a_deleted_newest_search_is_not_given_to_the_next(api):
 
 def _quanta(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [sys.executable, "-m", "quanta.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.store import Store
-from app.devices import parse_devices
-from app.executor.runtime.local import LocalRuntime
-from app.spec import parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.spec import parse_spec
 from tests.integration.test_quanta_run import TINY, quanta_run
 
 EARLIER = {

@@ -7,14 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from app.executor.policy import make_policy
-from app.executor.policy.asha import AshaPolicy
-from app.executor.policy.asha.held import Held, HeldSet
-from app.executor.policy.knobs import AshaKnobs
-from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
-from app.search.factory import make_searcher
-from app.search.fidelity import default_first_rung, rungs
-from app.spec import parse_spec
+from quanta.executor.policy import make_policy
+from quanta.executor.policy.asha import AshaPolicy
+from quanta.executor.policy.asha.held import Held, HeldSet
+from quanta.executor.policy.knobs import AshaKnobs
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+from quanta.search.factory import make_searcher
+from quanta.search.fidelity import default_first_rung, rungs
+from quanta.spec import parse_spec
 
 MAX = 270  # rungs 10, 30, 90, 270 with eta 3 and min_steps 10
 SEARCH = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX)
@@ -383,8 +383,8 @@ def test_the_held_set_keeps_each_rung_sorted_and_drops_trials_whose_view_changed
 
 
 def test_the_rules_bars_are_li_et_als_top_third_and_the_thin_rungs_best():
-    from app.executor.policy.asha.rules import held_since, promotion_bar, thin_bar
-    from app.search.fidelity import in_top_sorted
+    from quanta.executor.policy.asha.rules import held_since, promotion_bar, thin_bar
+    from quanta.search.fidelity import in_top_sorted
 
     rng = np.random.default_rng(3)
     for n in range(1, 12):

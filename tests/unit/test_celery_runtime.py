@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from app.executor.actions import Exited, Fork, Migrate, Reconfigure, Reported, Run, Started, Stop, Suspend
-from app.executor.runtime.celery_runtime import APPLY_TASK, CeleryRuntime
-from app.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
+from quanta.executor.actions import Exited, Fork, Migrate, Reconfigure, Reported, Run, Started, Stop, Suspend
+from quanta.executor.runtime.celery_runtime import APPLY_TASK, CeleryRuntime
+from quanta.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
 
 
 class FakeCluster:

@@ -13,8 +13,8 @@ import pytest
 import typer
 import yaml
 
-from app.cli import app
-from app.devices import parse_devices
+from quanta.cli import app
+from quanta.devices import parse_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 

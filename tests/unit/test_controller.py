@@ -8,13 +8,13 @@ import math
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.db.models import ClusterView
-from app.executor.policy import make_policy
-from app.sim.runtime import JobSpec, SimRuntime
-from app.spec import parse_spec
-from app.status import TRIAL_FINAL, SearchStatus, TrialStatus
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.db.models import ClusterView
+from quanta.executor.policy import make_policy
+from quanta.sim.runtime import JobSpec, SimRuntime
+from quanta.spec import parse_spec
+from quanta.status import TRIAL_FINAL, SearchStatus, TrialStatus
 
 
 def _controller(**options) -> tuple[Controller, SimRuntime, MemoryStore]:
@@ -103,7 +103,7 @@ SPEC = {
 def _broken_searcher(monkeypatch):
     """Searches seeded 13 (the ones named 'bad' below) cannot build their searcher (as a space HyperOpt
     refuses would)."""
-    import app.controller.book as book
+    import quanta.controller.book as book
 
     real = book.make_searcher
 
@@ -153,7 +153,7 @@ class _KillsFirst:
     judge_knobs = None
 
     def plan(self, snapshot):
-        from app.executor.policy.types import Plan
+        from quanta.executor.policy.types import Plan
 
         first = min(t.id for t in snapshot.alive())
         return Plan(stop=(first,), reasons={first: "P(reach target) 0.010 < kill threshold 0.05"})
@@ -197,7 +197,7 @@ def test_a_replayed_report_is_stored_once_even_when_its_original_was_stored_afte
     still being read: the original of a report may be stored after the replay's first report made the
     recorder read what was stored. Its replay must still be recognised (this lost a distributed fault
     test once: 'a report was stored twice')."""
-    from app.executor.actions import reported
+    from quanta.executor.actions import reported
 
     ctl, _, store = _controller()
     tid = ctl.add_job("toy", 100, 1)

@@ -68,7 +68,7 @@ def test_no_module_outside_the_controller_touches_its_private_state():
 
 def test_the_check_sees_private_access_however_the_controller_was_bound():
     src = """
-from app.controller import Controller
+from quanta.controller import Controller
 
 def drive(store, rt):
     ctl = Controller(store, rt)
@@ -80,7 +80,7 @@ def check(c: Controller | None) -> None:
 
 class Loop:
     def __init__(self, store, rt):
-        self.ctl = app.controller.Controller(store, rt)
+        self.ctl = quanta.controller.Controller(store, rt)
 
     def go(self, other: "Controller"):
         self.ctl._signals.wake = True
@@ -90,8 +90,8 @@ class Loop:
 
 
 def test_known_residency_shows_only_the_trials_the_controller_knows():
-    from app.controller.snapshot import KnownResidency
-    from app.executor.actions import Residency
+    from quanta.controller.snapshot import KnownResidency
+    from quanta.executor.actions import Residency
 
     seen = {1: Residency(("cpu:0",), True), 2: Residency(("cpu:1",), False), 3: Residency(("cpu:0", "cpu:1"), False)}
     known = {1: "t1", 3: "t3"}

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from app.search.curve_model import CurveModel, infer_unit, levels_for, score, used_pairs
+from quanta.search.curve_model import CurveModel, infer_unit, levels_for, score, used_pairs
 
 
 def curve(values: list[float], every: int = 1) -> list[tuple[int, float]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.devices import CPU_KIND_ENV, DeviceSpecError, parse_devices
+from quanta.devices import CPU_KIND_ENV, DeviceSpecError, parse_devices
 
 
 def test_cpu_devices_are_kind_cpu_by_default(monkeypatch):
@@ -30,7 +30,7 @@ def test_a_bad_cpu_kind_is_refused_naming_the_variable(monkeypatch, bad):
 
 
 def test_the_local_runtime_reports_the_placement_kind(monkeypatch, tmp_path):
-    from app.executor.runtime.local import LocalRuntime
+    from quanta.executor.runtime.local import LocalRuntime
 
     monkeypatch.setenv(CPU_KIND_ENV, "epyc")
     rt = LocalRuntime(parse_devices("cpu:2"), workdir=str(tmp_path))

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from app.devices import cpu_devices
-from app.sdk import Trial
-from app.spec import load_spec
 from examples import cifar10, cifar10_fake, digits, mnist1d
+from quanta.devices import cpu_devices
+from quanta.sdk import Trial
+from quanta.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = [

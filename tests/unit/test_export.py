@@ -1,4 +1,4 @@
-"""Export of a search's trials (`app.db.export`, `quanta export --db`): one row per trial with flattened
+"""Export of a search's trials (`quanta.db.export`, `quanta export --db`): one row per trial with flattened
 params; csv, json and parquet read back to the stored values; a search without trials is a header."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from app.db.export import FIXED, flatten, render, space_columns, trial_table
-from app.db.models import TrialRow
-from app.db.store import Store
-from app.spec import parse_spec
+from quanta.cli import app as cli
+from quanta.db.export import FIXED, flatten, render, space_columns, trial_table
+from quanta.db.models import TrialRow
+from quanta.db.store import Store
+from quanta.spec import parse_spec
 
 SPACE = {
     "lr": {"loguniform": [1e-4, 1e-1]},
@@ -139,7 +139,7 @@ def test_space_columns_is_linear_in_the_names():
 
 
 def test_formula_cells_are_escaped_and_dotted_keys_kept_apart():
-    from app.db.export import formula_safe, name_part
+    from quanta.db.export import formula_safe, name_part
 
     for text in ("=1+1", "+1", "-1", "@x", "\tx", "\rx", "＝1", "＋1", "－1", "＠x"):
         assert formula_safe(text) == "'" + text

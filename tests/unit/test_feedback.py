@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.search import feedback
-from app.search.feedback import P_MAX, P_MIN, Prediction, predict, priority, should_kill
+from quanta.search import feedback
+from quanta.search.feedback import P_MAX, P_MIN, Prediction, predict, priority, should_kill
 
 MAX_STEPS = 1000
 SEEDS = range(5)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from app.executor.policy import make_policy
-from app.executor.policy.freeze_thaw import FreezeThawPolicy
-from app.executor.policy.knobs import FreezeThawKnobs
-from app.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
-from app.search.curve_model import levels_for
+from quanta.executor.policy import make_policy
+from quanta.executor.policy.freeze_thaw import FreezeThawPolicy
+from quanta.executor.policy.knobs import FreezeThawKnobs
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+from quanta.search.curve_model import levels_for
 
 MAX = 52
 LEVELS = levels_for(MAX)  # (2, 3, 4, 6, 8, 11, 16, 23, 32, 52)

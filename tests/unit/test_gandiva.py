@@ -14,11 +14,11 @@ from functools import cache
 
 import pytest
 
-from app.executor.actions import Migrate, Suspend
-from app.executor.policy import make_policy, policy_for, policy_names
-from app.executor.policy.gandiva import EXCLUSIVE, GUARD, GandivaPolicy
-from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.types import (
+from quanta.executor.actions import Migrate, Suspend
+from quanta.executor.policy import make_policy, policy_for, policy_names
+from quanta.executor.policy.gandiva import EXCLUSIVE, GUARD, GandivaPolicy
+from quanta.executor.policy.knobs import GandivaKnobs
+from quanta.executor.policy.types import (
     ClusterSnapshot,
     DeviceView,
     Placement,
@@ -27,10 +27,10 @@ from app.executor.policy.types import (
     TrialStatus,
     TrialView,
 )
-from app.executor.reconcile import reconcile
-from app.search import feedback
-from app.search.judge import judge
-from app.spec import parse_spec
+from quanta.executor.reconcile import reconcile
+from quanta.search import feedback
+from quanta.search.judge import judge
+from quanta.spec import parse_spec
 
 MAX = 1000
 TARGET = 0.85
@@ -88,7 +88,7 @@ JUDGE = "_judge"  # where these tests carry the judge's state: beside the policy
 
 class Judged:
     """`GandivaPolicy` behind the judge, in the controller's order: each `plan` first judges the
-    snapshot (`app.search.judge`) and hands the verdicts to the policy. The judge's state rides in
+    snapshot (`quanta.search.judge`) and hands the verdicts to the policy. The judge's state rides in
     `Plan.state[JUDGE]` so that these tests carry (and fork) both states as one."""
 
     name = "gandiva"
@@ -914,10 +914,14 @@ def test_policy_module_imports_no_heavy_layers():
                 mods |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
                 mods.add(node.module)
-    allowed_app = {"app.executor.policy.knobs", "app.executor.policy.placement.board", "app.executor.policy.types"}
+    allowed_app = {
+        "quanta.executor.policy.knobs",
+        "quanta.executor.policy.placement.board",
+        "quanta.executor.policy.types",
+    }
     for m in mods:
-        if m.startswith("app"):
-            assert m in allowed_app or m.startswith("app.executor.policy.gandiva"), m
+        if m.startswith("quanta"):
+            assert m in allowed_app or m.startswith("quanta.executor.policy.gandiva"), m
         else:
             assert m in {"__future__", "math", "collections", "collections.abc", "dataclasses", "typing"}, m
 
@@ -946,7 +950,7 @@ def test_jobs_without_a_search_are_time_shared_and_never_judged():
 def test_shared_tier_ignores_millisecond_noise_in_device_time():
     # Two trace jobs past their guard phase share one device; each ran one 2 s quantum, the running one
     # measured 4 ms more (a real park's latency). It keeps the device: noise must not cost a switch.
-    from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus
+    from quanta.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus
 
     def job(tid, running, ds):
         return TrialView(
@@ -989,8 +993,8 @@ def test_sticky_jobs_leaving_a_crowded_device_count_the_devices_taken_before_the
 def test_least_loaded_respects_a_cap_and_move_caps_keep_moves_balancing():
     """`least_loaded` with a cap takes only devices carrying at most that many units (None when none is
     free); `move_caps` lets a waiting unit move only where it balances the loads (two below its home)."""
-    from app.executor.policy.gandiva import placement
-    from app.executor.policy.placement.board import Board
+    from quanta.executor.policy.gandiva import placement
+    from quanta.executor.policy.placement.board import Board
 
     trials = _jobs({1: "cpu:0", 2: "cpu:1", 3: "cpu:2", 4: "cpu:3"})
     board = Board(snap(trials, devices=devs(4), searches=()))

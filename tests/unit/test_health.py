@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.controller.health import SearchHealth
-from app.status import TrialCounts, TrialStatus, count_trials
+from quanta.controller.health import SearchHealth
+from quanta.status import TrialCounts, TrialStatus, count_trials
 
 F, C, K, S = TrialStatus.FAILED, TrialStatus.COMPLETED, TrialStatus.KILLED, TrialStatus.STOPPED
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.import_check import ImportProblem, extra_for, import_failure
+from quanta.import_check import ImportProblem, extra_for, import_failure
 
 
 @pytest.mark.parametrize(

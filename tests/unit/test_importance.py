@@ -1,4 +1,4 @@
-"""Hyperparameter importance and landscape (`app.search.importance`), on synthetic searches: no training.
+"""Hyperparameter importance and landscape (`quanta.search.importance`), on synthetic searches: no training.
 A parameter the metric depends on ranks first; one it ignores ranks last; the landscape's grid follows
 the space (log axes for loguniform, options for choices) and its prediction peaks where the metric does."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.search.importance import MIN_TRIALS, Observed, dimensions, importance, landscape
+from quanta.search.importance import MIN_TRIALS, Observed, dimensions, importance, landscape
 
 SPACE = {
     "lr": {"loguniform": [1e-4, 1e-1]},

@@ -1,4 +1,4 @@
-"""Which trials importance and the landscape learn from (`app.db.analysis.observed`/`observations`), on
+"""Which trials importance and the landscape learn from (`quanta.db.analysis.observed`/`observations`), on
 trial rows built by hand: completed ones; stopped ones (their search ended, or a user stopped them) at
 their last value with their progress; killed ones only when they had run all their steps; nothing else."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.db.analysis import importance_out, observations, observed
-from app.db.memory import MemoryStore
-from app.db.models import TrialRow
-from app.spec import parse_spec
-from app.status import TrialStatus
+from quanta.db.analysis import importance_out, observations, observed
+from quanta.db.memory import MemoryStore
+from quanta.db.models import TrialRow
+from quanta.spec import parse_spec
+from quanta.status import TrialStatus
 
 MAX_STEPS = 200
 

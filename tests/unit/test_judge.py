@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
-from app.executor.policy.types import NOT_JUDGED, ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
-from app.search import feedback
-from app.search.judge import judge
+from quanta.executor.policy.knobs import GandivaKnobs, JudgeKnobs
+from quanta.executor.policy.types import NOT_JUDGED, ClusterSnapshot, DeviceView, SearchView, TrialStatus, TrialView
+from quanta.search import feedback
+from quanta.search.judge import judge
 
 MAX, TARGET = 1000, 0.85
 SEARCH = SearchView(1, "maximize", TARGET, MAX)
@@ -140,10 +140,10 @@ def test_jobs_outside_a_search_get_no_verdict():
 def test_a_restarted_controller_carries_the_judges_state():
     # The controller's PolicyChoice stores the judge's state with the policy's (one write a plan) and a new
     # one, built on the same store after a restart, starts from it: the next round judges the same.
-    from app.controller.policies import PolicyChoice
-    from app.db.memory import MemoryStore
-    from app.executor.policy import make_policy
-    from app.executor.policy.types import Plan
+    from quanta.controller.policies import PolicyChoice
+    from quanta.db.memory import MemoryStore
+    from quanta.executor.policy import make_policy
+    from quanta.executor.policy.types import Plan
 
     store = MemoryStore()
     knobs = JudgeKnobs(rung_eta=None, feedback_every_steps=50)

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.db.models import FIRST_ADMIN
-from app.executor.policy import policy_for
-from app.sim.runtime import SimRuntime
-from app.spec import parse_spec
-from app.status import TrialStatus
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.db.models import FIRST_ADMIN
+from quanta.executor.policy import policy_for
+from quanta.sim.runtime import SimRuntime
+from quanta.spec import parse_spec
+from quanta.status import TrialStatus
 
 
 def _spec(scheduler: dict[str, Any], parallelism: int = 8, devices_per_trial: int = 1) -> Any:

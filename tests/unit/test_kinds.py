@@ -1,4 +1,4 @@
-"""Placement by device kind (Gavel; `app.executor.policy.placement.kinds`) on hand-built snapshots: the trial that
+"""Placement by device kind (Gavel; `quanta.executor.policy.placement.kinds`) on hand-built snapshots: the trial that
 gains most from a fast kind gets it, a kind where a trial's rate is 0 is never chosen, and the share
 layer counts device time in effective throughput. No training: snapshots and plans only."""
 
@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from app.executor.policy import make_policy
-from app.executor.policy.placement.board import Board
-from app.executor.policy.placement.kind_rebalance import EVICT_MARGIN, MOVE_MARGIN, rebalance
-from app.executor.policy.placement.kinds import Effective, effective_rates
-from app.executor.policy.share import SharePolicy, allocation, shares_of
-from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
+from quanta.executor.policy import make_policy
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.placement.kind_rebalance import EVICT_MARGIN, MOVE_MARGIN, rebalance
+from quanta.executor.policy.placement.kinds import Effective, effective_rates
+from quanta.executor.policy.share import SharePolicy, allocation, shares_of
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
 
 R = TrialStatus.RUNNING
 POLICIES = ["fifo", "timeslice", "tiresias", "gandiva", "asha"]

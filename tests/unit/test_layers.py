@@ -16,7 +16,7 @@ import pytest
 
 APP = Path(__file__).resolve().parents[2] / "app"
 HEAVY = {"torch", "celery", "sqlmodel", "sqlalchemy", "redis", "fastapi"}
-CLI = ("app.cli",)  # every `quanta` command is in the package app/cli/
+CLI = ("quanta.cli",)  # every `quanta` command is in the package app/cli/
 
 # Imports that break a rule below and are being removed: (importing file, imported module). Empty:
 # service wiring (`make_runtime`, the controller loop) moved out of the CLI into `app/service.py`.
@@ -34,9 +34,9 @@ def import_statements(path: Path) -> list[tuple[str, tuple[str, ...] | None]]:
     """Each import `path` makes at run time as (absolute module, the names imported from it; None for a
     plain `import m`), relative imports resolved."""
     tree = ast.parse(path.read_text())
-    package = ".".join(path.relative_to(APP.parent).with_suffix("").parts[:-1])
+    package = ".".join(("quanta", *path.relative_to(APP).with_suffix("").parts[:-1]))
     if path.name == "__init__.py":
-        package = ".".join(path.relative_to(APP.parent).parts[:-1])
+        package = ".".join(("quanta", *path.relative_to(APP).parts[:-1]))
     out: list[tuple[str, tuple[str, ...] | None]] = []
 
     def visit(node: ast.AST) -> None:
@@ -80,11 +80,11 @@ def rel(f: Path) -> str:
 
 
 def unit(module: str) -> str | None:
-    """The package a module belongs to, for the package-level graph: `app.executor.policy` and
-    `app.executor.runtime` stand apart from the rest of `app.executor` (actions, wire, reconcile);
+    """The package a module belongs to, for the package-level graph: `quanta.executor.policy` and
+    `quanta.executor.runtime` stand apart from the rest of `quanta.executor` (actions, wire, reconcile);
     every other `app.<name>` (a package or a top-level module) is one unit."""
     parts = module.split(".")
-    if parts[0] != "app" or len(parts) < 2:
+    if parts[0] != "quanta" or len(parts) < 2:
         return None
     if parts[1] == "executor" and len(parts) > 2 and parts[2] in ("policy", "runtime"):
         return ".".join(parts[:3])
@@ -92,21 +92,24 @@ def unit(module: str) -> str | None:
 
 
 def _exists(module: str) -> bool:
-    p = APP.parent.joinpath(*module.split("."))
+    top, *rest = module.split(".")
+    if top != "quanta":
+        return False
+    p = APP.joinpath(*rest)
     return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
 
 
 def app_imports(f: Path) -> set[str]:
     """The app modules (files or packages) that `f` imports."""
-    return {m for m in imports(f) if m.startswith("app.") and _exists(m)}
+    return {m for m in imports(f) if m.startswith("quanta.") and _exists(m)}
 
 
 # Imports a layer makes by design, against its row below: (importing file, imported module).
-# `app.sdk.run` runs a whole search in the user's process (a notebook's `quanta run`), so its module is a
+# `quanta.sdk.run` runs a whole search in the user's process (a notebook's `quanta run`), so its module is a
 # wiring entry point like the CLI: it calls the service wiring, and only that (no runtime, db or controller).
-# The edge is taken when `run` is called, never by a trial process (`app.sdk` loads its names on first
+# The edge is taken when `run` is called, never by a trial process (`quanta.sdk` loads its names on first
 # use), so it is left out of the package graph too; it goes when `run` moves to the product's top package.
-WIRING: set[tuple[str, str]] = {("sdk/local.py", "app.service")}
+WIRING: set[tuple[str, str]] = {("sdk/local.py", "quanta.service")}
 
 
 def violations(layer: str, banned: tuple[str, ...]) -> list[str]:
@@ -129,14 +132,22 @@ def test_pure_layers_import_nothing_heavy(layer):
 @pytest.mark.parametrize(
     ("layer", "banned"),
     [
-        ("executor/runtime", ("app.db", "app.api", "app.controller", "app.service", *CLI)),
-        ("sdk", ("app.executor.runtime", "app.controller", "app.service", "app.db", "app.api", *CLI)),
+        ("executor/runtime", ("quanta.db", "quanta.api", "quanta.controller", "quanta.service", *CLI)),
+        ("sdk", ("quanta.executor.runtime", "quanta.controller", "quanta.service", "quanta.db", "quanta.api", *CLI)),
         # The integrations are the sdk for other libraries' loops: they see a Trial, nothing below it.
         (
             "integrations",
-            ("app.executor", "app.controller", "app.service", "app.db", "app.api", "app.search", *CLI),
+            (
+                "quanta.executor",
+                "quanta.controller",
+                "quanta.service",
+                "quanta.db",
+                "quanta.api",
+                "quanta.search",
+                *CLI,
+            ),
         ),
-        ("db", ("app.api", "app.controller", "app.service", "app.executor.runtime", *CLI)),
+        ("db", ("quanta.api", "quanta.controller", "quanta.service", "quanta.executor.runtime", *CLI)),
         ("api", CLI),
     ],
 )
@@ -161,8 +172,8 @@ def test_the_sdk_and_the_api_load_without_typer():
     typer nor any command comes with them (every other module: `test_only_the_cli_imports_the_cli_or_typer`)."""
     code = (
         "import sys\n"
-        "import app.sdk, app.sdk.client, app.api.main, app.service\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer' or m.split('.')[:2] == ['app', 'cli']))\n"
+        "import quanta.sdk, quanta.sdk.client, quanta.api.main, quanta.service\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer' or m.split('.')[:2] == ['quanta', 'cli']))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(APP.parent)}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=APP.parent, capture_output=True, text=True)
@@ -177,7 +188,7 @@ def calls(path: Path) -> set[str]:
 
 
 def test_one_controller_loop():
-    """`quanta run`, `quanta serve` and `quanta controller` run one loop, `app.service.ControllerLoop`: what
+    """`quanta run`, `quanta serve` and `quanta controller` run one loop, `quanta.service.ControllerLoop`: what
     a running controller does beside its tick (the lease check, the deletions the API asked for) is called
     there and nowhere else, so no second loop grows its own copy. (Its rest while idle is measured:
     tests/unit/test_service_loop.py, tests/integration/test_idle_cpu.py.)"""
@@ -202,7 +213,7 @@ def package_graph() -> dict[str, dict[str, list[str]]]:
     """unit -> imported unit -> the files whose imports make that edge."""
     graph: dict[str, dict[str, list[str]]] = {}
     for f in files():
-        mod = ".".join(f.relative_to(APP.parent).with_suffix("").parts).removesuffix(".__init__")
+        mod = module_name(f)
         u = unit(mod)
         if u is None:
             continue
@@ -258,7 +269,7 @@ def test_known_exceptions_are_still_there():
 
 def test_status_is_the_ground_floor():
     """app/status.py (the states' vocabulary) imports nothing from app: every layer may import it."""
-    assert {m for m in imports(APP / "status.py") if m.startswith("app")} == set()
+    assert {m for m in imports(APP / "status.py") if m.startswith("quanta")} == set()
 
 
 def test_the_api_reads_and_writes_only_through_the_store():
@@ -275,7 +286,8 @@ MODULE_GRAPH_LAYERS = ("search", "executor/policy")
 
 
 def module_name(f: Path) -> str:
-    return ".".join(f.relative_to(APP.parent).with_suffix("").parts).removesuffix(".__init__")
+    """`f`'s import name: the folder app/ is the package `quanta`."""
+    return ".".join(("quanta", *f.relative_to(APP).with_suffix("").parts)).removesuffix(".__init__")
 
 
 def module_imports(f: Path) -> set[str]:
@@ -284,7 +296,7 @@ def module_imports(f: Path) -> set[str]:
     imported from it is not a module; the parent packages an import passes through are not counted."""
     out: set[str] = set()
     for module, names in import_statements(f):
-        if not module.startswith("app") or not _exists(module):
+        if not module.startswith("quanta") or not _exists(module):
             continue
         subs = {f"{module}.{n}" for n in names or () if _exists(f"{module}.{n}")}
         out |= subs
@@ -331,3 +343,14 @@ def test_no_import_cycle_between_db_modules():
     if cycle:
         edges = [f"{a} -> {b} ({', '.join(graph[a][b])})" for a, b in zip(cycle, cycle[1:], strict=False)]
         pytest.fail("import cycle between app/db modules:\n  " + "\n  ".join(edges))
+
+
+def test_every_package_of_app_is_installed_as_quanta():
+    """pyproject.toml lists the packages by name (`app/` is installed as `quanta`, which setuptools' finder
+    cannot map): every folder of app/ holding Python modules is there, so an install misses none."""
+    import tomllib
+
+    listed = set(tomllib.loads((APP.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {p.parent for p in APP.rglob("*.py") if "__pycache__" not in p.parts}
+    wanted = {".".join(("quanta", *f.relative_to(APP).parts)) for f in folders}
+    assert wanted - listed == set()

@@ -15,8 +15,8 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
 
-from app.db.cluster import DbCluster
-from app.db.migrate import (
+from quanta.db.cluster import DbCluster
+from quanta.db.migrate import (
     UnknownRevision,
     alembic_config,
     current_revision,
@@ -24,8 +24,8 @@ from app.db.migrate import (
     revisions_between,
     upgrade,
 )
-from app.db.models import FIRST_ADMIN
-from app.db.store import Store
+from quanta.db.models import FIRST_ADMIN
+from quanta.db.store import Store
 from tests.data.make_release_db import BOB_TOKEN, CAROL_TOKEN, SECRET, T0
 from tests.schema_checks import (
     assert_ids_never_reused,
@@ -181,7 +181,7 @@ def test_searches_get_tags_and_notes_by_the_upgrade_and_filter_by_tag(tmp_path):
 def test_quanta_db_upgrade_and_current(tmp_path):
     from typer.testing import CliRunner
 
-    from app.cli import app as quanta
+    from quanta.cli import app as quanta
 
     url = release_copy(tmp_path)
 

@@ -18,7 +18,7 @@ import statistics
 import numpy as np
 import pytest
 
-from app.search.fidelity import (
+from quanta.search.fidelity import (
     RungRecords,
     cutoff_sorted,
     in_top,
@@ -28,8 +28,8 @@ from app.search.fidelity import (
     rungs,
     value_at,
 )
-from app.search.multifidelity import MultiFidelityTPE
-from app.search.searcher import HistoryItem, HyperOptSearcher
+from quanta.search.multifidelity import MultiFidelityTPE
+from quanta.search.searcher import HistoryItem, HyperOptSearcher
 
 SPACE = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}, "z": {"uniform": [0.0, 1.0]}}
 MAX_STEPS, MIN_STEPS, ETA, REPORT_EVERY = 270, 10, 3, 10
@@ -245,8 +245,8 @@ def test_multi_fidelity_needs_fewer_full_budget_trials_than_plain_tpe():
 
 
 def test_random_fraction_makes_that_share_of_model_asks_random_and_restores_exactly():
-    from app.search.multifidelity import _coin
-    from app.search.searcher import RandomSearcher, ask_seed
+    from quanta.search.multifidelity import _coin
+    from quanta.search.searcher import RandomSearcher, ask_seed
 
     def searcher(fraction):
         s = MultiFidelityTPE(SPACE, seed=5, n_startup=0, levels=LEVELS, min_points=1, random_fraction=fraction)
@@ -299,8 +299,8 @@ def test_asks_in_tid_order_equal_the_generic_scored_path(seed):
     # (`Posterior.suggest_in_order`, no loop over the documents); at every ask, with warm-start trials,
     # failures, pending trials and reports arriving out of order, it must suggest what the generic path
     # (`Posterior.suggest_scored` on a fresh Posterior, each document scored by its level value) does.
-    from app.search.searcher import ask_seed
-    from app.search.tpe import Posterior
+    from quanta.search.searcher import ask_seed
+    from quanta.search.tpe import Posterior
 
     rng = random.Random(seed)
     warm = [
@@ -349,8 +349,8 @@ def test_gamma_restores_exactly_and_changes_the_asks():
 
 
 def test_the_specs_gamma_reaches_the_searcher_and_bad_values_name_the_field():
-    from app.search.factory import make_searcher
-    from app.spec import parse_spec
+    from quanta.search.factory import make_searcher
+    from quanta.spec import parse_spec
 
     base = {"name": "s", "trainable": "examples.m:train", "metric": {"name": "acc"}, "space": SPACE, "seed": 3}
     spec = parse_spec({**base, "search": {"gamma": 0.5}})

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from app.devices import Device
-from app.executor import actions as A
-from app.executor.runtime import node as node_module
-from app.executor.runtime.node import NodeAgent
-from app.executor.wire import (
+from quanta.devices import Device
+from quanta.executor import actions as A
+from quanta.executor.runtime import node as node_module
+from quanta.executor.runtime.node import NodeAgent
+from quanta.executor.wire import (
     Assignment,
     EventRecord,
     NodeDevice,

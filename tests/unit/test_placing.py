@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.executor.policy import make_policy
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
-from app.sim.runtime import JobSpec, SimRuntime
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.executor.policy import make_policy
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
+from quanta.sim.runtime import JobSpec, SimRuntime
 
 
 def cluster(nodes: int, per: int) -> tuple[DeviceView, ...]:

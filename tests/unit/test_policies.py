@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app.executor.actions import Migrate, Run, Stop, Suspend
-from app.executor.policy import make_policy, policy_names
-from app.executor.policy.types import ClusterSnapshot, DeviceView, Placement, Plan, TrialStatus, TrialView
-from app.executor.reconcile import reconcile
+from quanta.executor.actions import Migrate, Run, Stop, Suspend
+from quanta.executor.policy import make_policy, policy_names
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, Placement, Plan, TrialStatus, TrialView
+from quanta.executor.reconcile import reconcile
 
 Q = TrialStatus.QUEUED
 R = TrialStatus.RUNNING
@@ -31,8 +31,8 @@ def test_every_policy_of_the_knob_union_is_built_the_same_way_from_its_knobs():
     knobs it was given."""
     from typing import get_args
 
-    from app.executor.policy import policy_for, registry
-    from app.executor.policy.knobs import KNOBS, PolicyKnobs
+    from quanta.executor.policy import policy_for, registry
+    from quanta.executor.policy.knobs import KNOBS, PolicyKnobs
 
     assert policy_names() == sorted(KNOBS) == sorted(registry())
     assert sorted(KNOBS.values(), key=lambda m: m.__name__) == sorted(get_args(PolicyKnobs), key=lambda m: m.__name__)

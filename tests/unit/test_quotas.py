@@ -4,13 +4,13 @@ says why; raising the quota lets it start at the next tick."""
 
 from __future__ import annotations
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.db.models import FIRST_ADMIN
-from app.executor.policy import make_policy
-from app.sim.runtime import SimRuntime
-from app.spec import parse_spec
-from app.status import TrialStatus
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.db.models import FIRST_ADMIN
+from quanta.executor.policy import make_policy
+from quanta.sim.runtime import SimRuntime
+from quanta.spec import parse_spec
+from quanta.status import TrialStatus
 
 SPEC = parse_spec(
     {

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.db.models import ReportRow
-from app.db.reports import latest_per_step, merge_report
-from app.db.store import Store
-from app.executor.actions import reported
-from app.executor.policy import make_policy
-from app.sim.runtime import SimRuntime
-from app.spec import parse_spec
-from app.status import TrialStatus
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.db.models import ReportRow
+from quanta.db.reports import latest_per_step, merge_report
+from quanta.db.store import Store
+from quanta.executor.actions import reported
+from quanta.executor.policy import make_policy
+from quanta.sim.runtime import SimRuntime
+from quanta.spec import parse_spec
+from quanta.status import TrialStatus
 
 SPEC = {
     "name": "s",
@@ -115,7 +115,7 @@ def test_a_trial_whose_process_was_lost_with_its_controller_counts_a_retry():
 
 
 def test_each_process_of_a_trial_claims_an_attempt_of_its_own_and_a_first_process_starts_again_at_0(tmp_path):
-    from app.executor.runtime.child import claim_attempt
+    from quanta.executor.runtime.child import claim_attempt
 
     ckpt = str(tmp_path / "search-1" / "checkpoints" / "trial-3.pt")
     assert [claim_attempt(ckpt, first=i == 0) for i in range(4)] == [0, 1, 2, 3]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.executor.policy.asha.rung_check import rungs_passed
-from app.search.fidelity import RungRecords
+from quanta.executor.policy.asha.rung_check import rungs_passed
+from quanta.search.fidelity import RungRecords
 
 LEVELS = (1, 3, 9, 27)
 

@@ -14,9 +14,9 @@ import pytest
 from hyperopt import space_eval
 from hyperopt.base import JOB_STATE_DONE, JOB_STATE_RUNNING, STATUS_FAIL, STATUS_OK, spec_from_misc
 
-from app.search.factory import make_searcher
-from app.search.knobs import SearchAlgoSpec
-from app.search.searcher import (
+from quanta.search.factory import make_searcher
+from quanta.search.knobs import SearchAlgoSpec
+from quanta.search.searcher import (
     HistoryItem,
     HyperOptSearcher,
     RandomSearcher,
@@ -25,7 +25,7 @@ from app.search.searcher import (
     _plain,
     ask_seed,
 )
-from app.search.space import SpaceError
+from quanta.search.space import SpaceError
 
 QUAD = {"x": {"uniform": [-5, 5]}, "y": {"uniform": [-5, 5]}}
 NESTED = {
@@ -346,7 +346,7 @@ FLAT = {  # every kind of flat dimension
     ("space", "loss"), [(NESTED, nested_loss), ({"n": {"randint": [3, 8]}, **QUAD}, quad), (FLAT, quad)]
 )
 def test_tpe_asks_what_hyperopts_own_suggest_asks(space, loss):
-    # The searcher builds TPE's posterior graph once (app.search.tpe) instead of at every ask and runs it
+    # The searcher builds TPE's posterior graph once (quanta.search.tpe) instead of at every ask and runs it
     # as a fixed program of calls (conditional spaces too: the posterior vectorises them, no switch is
     # left); at every ask, with pending, failed and finished trials behind it, it must suggest what
     # hyperopt.tpe.suggest suggests from the same trials and seed.
@@ -410,7 +410,7 @@ def test_tpe_beats_random_on_a_quadratic():
 
 def test_search_layer_imports_nothing_heavy():
     code = (
-        "import sys, app.search.searcher, app.search.space\n"
+        "import sys, quanta.search.searcher, quanta.search.space\n"
         "bad = [m for m in ('torch', 'celery', 'sqlmodel', 'redis', 'fastapi') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -419,12 +419,12 @@ def test_search_layer_imports_nothing_heavy():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_numpy_split_equals_hyperopts_ap_split_trials(seed):
-    # app.search.tpe binds each parameter's below/above split computed with numpy; it must equal what
+    # quanta.search.tpe binds each parameter's below/above split computed with numpy; it must equal what
     # hyperopt's own `ap_split_trials` returns, with tied losses (many pending trials are +inf), a
     # parameter seen on every trial, one seen on some (conditional), one on none, and int choices.
     from hyperopt.tpe import ap_split_trials
 
-    from app.search.tpe import _split
+    from quanta.search.tpe import _split
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 80))

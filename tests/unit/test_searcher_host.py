@@ -9,15 +9,15 @@ import time
 
 import pytest
 
-import app.controller.book as book
-from app.controller import Controller, ControllerOptions
-from app.controller.searcher_host import SearcherHost
-from app.db.memory import MemoryStore
-from app.executor.policy import make_policy
-from app.search.factory import make_searcher
-from app.sim.runtime import JobSpec, SimRuntime
-from app.spec import parse_spec
-from app.status import SearchStatus
+import quanta.controller.book as book
+from quanta.controller import Controller, ControllerOptions
+from quanta.controller.searcher_host import SearcherHost
+from quanta.db.memory import MemoryStore
+from quanta.executor.policy import make_policy
+from quanta.search.factory import make_searcher
+from quanta.sim.runtime import JobSpec, SimRuntime
+from quanta.spec import parse_spec
+from quanta.status import SearchStatus
 
 SPEC = {
     "name": "fast",

@@ -1,4 +1,4 @@
-"""The one controller loop (`app.service.ControllerLoop`) that `quanta run`, `quanta serve` and
+"""The one controller loop (`quanta.service.ControllerLoop`) that `quanta run`, `quanta serve` and
 `quanta controller` run: it rests while idle, never while a trial is alive, retries or raises a failing
 round as told, ends on a lost lease, and shows the devices empty without rewriting what readers see.
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from app import service
-from app.controller import Controller, ControllerOptions
-from app.db.lease import LeaseHeld
-from app.db.store import Store
-from app.executor.policy import make_policy
-from app.service import ControllerLoop
-from app.sim.runtime import JobSpec, SimRuntime
+from quanta import service
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.lease import LeaseHeld
+from quanta.db.store import Store
+from quanta.executor.policy import make_policy
+from quanta.service import ControllerLoop
+from quanta.sim.runtime import JobSpec, SimRuntime
 
 
 def _controller(tmp_path: Path) -> tuple[Controller, SimRuntime, Store]:
@@ -82,7 +82,7 @@ def test_a_busy_loop_never_rests_and_a_new_search_is_picked_up_within_a_tick(tmp
     thread.start()
     try:
         time.sleep(0.5)
-        from app.spec import parse_spec
+        from quanta.spec import parse_spec
 
         spec = parse_spec(
             {
@@ -114,7 +114,7 @@ def test_an_idle_loop_starts_a_search_its_own_store_creates_at_once_and_stops_wi
     """A search created through the loop's own store (the API of `quanta serve` shares it) ends the idle
     rest at once: with a 30 s tick it is running within a fraction of a second, not at the next tick. A
     stop set during a rest ends the loop without waiting for the tick either."""
-    from app.spec import parse_spec
+    from quanta.spec import parse_spec
 
     ctl, _, store = _controller(tmp_path)
     stop = threading.Event()

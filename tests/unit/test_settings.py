@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.api.settings import Settings
+from quanta.api.settings import Settings
 
 
 @pytest.mark.parametrize("prefixes", ["examples", "examples.", " examples. ,other"])
@@ -27,7 +27,7 @@ def test_allowlist_prefixes_name_whole_packages(prefixes, module, allowed):
 def test_a_quanta_token_shorter_than_32_characters_is_refused(monkeypatch):
     from pydantic import ValidationError
 
-    from app.api.settings import MIN_TOKEN_CHARS
+    from quanta.api.settings import MIN_TOKEN_CHARS
 
     with pytest.raises(ValidationError, match="QUANTA_TOKEN has 31 characters; it must have at least 32"):
         Settings(token="x" * 31)
@@ -53,6 +53,6 @@ def test_a_quanta_token_shorter_than_32_characters_is_refused(monkeypatch):
 )
 def test_the_access_log_redacts_a_token_however_its_name_is_encoded(line, shown):
     """Starlette decodes `%74oken` to `token`: the server accepts it, so the log must not show it."""
-    from app.api.logs import redact
+    from quanta.api.logs import redact
 
     assert redact(line) == shown

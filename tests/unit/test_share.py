@@ -1,4 +1,4 @@
-"""The share layer (`app.executor.policy.share`) on hand-built snapshots: weights, equal split among a
+"""The share layer (`quanta.executor.policy.share`) on hand-built snapshots: weights, equal split among a
 user's searches, work conservation and give-back, each search's own policy inside its share, rho."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from app.executor.policy import make_policy
-from app.executor.policy.knobs import ShareKnobs
-from app.executor.policy.share import (
+from quanta.executor.policy import make_policy
+from quanta.executor.policy.knobs import ShareKnobs
+from quanta.executor.policy.share import (
     SharePolicy,
     bounded_shares,
     fair_shares,
@@ -19,8 +19,8 @@ from app.executor.policy.share import (
     shares_of,
     water_fill,
 )
-from app.executor.policy.types import ClusterSnapshot, DeviceView, Plan, SearchView, TrialStatus, TrialView
-from app.search.judge import judge
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, Plan, SearchView, TrialStatus, TrialView
+from quanta.search.judge import judge
 
 R = TrialStatus.RUNNING
 

@@ -11,10 +11,10 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
-from app.cli.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
-from app.db.store import Store
-from app.executor.policy.knobs import ShareKnobs
+from quanta.cli import app
+from quanta.cli.share_options import ShareOptionError, apply_weights, parse_weights, share_knobs
+from quanta.db.store import Store
+from quanta.executor.policy.knobs import ShareKnobs
 
 
 def test_knobs_default_to_the_share_layers_and_take_what_is_given():

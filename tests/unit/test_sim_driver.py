@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from app.db.memory import MemoryStore
-from app.sim.driver import simulate
-from app.sim.runtime import SimRuntime
-from app.sim.throughputs import Throughputs
-from app.sim.traces import TraceJob, load_trace, read_philly, read_tiresias, synthetic, traces_dir
+from quanta.db.memory import MemoryStore
+from quanta.sim.driver import simulate
+from quanta.sim.runtime import SimRuntime
+from quanta.sim.throughputs import Throughputs
+from quanta.sim.traces import TraceJob, load_trace, read_philly, read_tiresias, synthetic, traces_dir
 
 HAVE_DATA = (traces_dir() / "tiresias" / "60_job.csv").exists()
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason="../shared/data/traces not present")
@@ -155,9 +155,9 @@ def test_memory_store_is_what_the_simulator_writes_through():
 
 
 def test_controller_builds_measurement_rows_only_for_a_store_that_keeps_them():
-    from app.controller import Controller, ControllerOptions
-    from app.executor.policy import make_policy
-    from app.sim.runtime import JobSpec
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.executor.policy import make_policy
+    from quanta.sim.runtime import JobSpec
 
     def run(keep: bool) -> tuple[MemoryStore, dict[int, float]]:
         rt = SimRuntime(1, 2, throughputs=small_table())
@@ -203,7 +203,7 @@ def test_a_mixed_cluster_runs_every_policy_and_slow_devices_cost_time(policy):
 
 
 def test_server_kinds_are_filled_in_order_and_bad_mixes_are_refused():
-    from app.sim.driver import server_kinds
+    from quanta.sim.driver import server_kinds
 
     assert server_kinds("v100", 10, 4) == ["v100"] * 3
     assert server_kinds("v100=8,k80=4", 12, 4) == ["v100", "v100", "k80"]
@@ -216,8 +216,8 @@ def test_server_kinds_are_filled_in_order_and_bad_mixes_are_refused():
 
 
 def test_a_job_spread_over_two_kinds_runs_at_the_slower_kind():
-    from app.executor.actions import Run
-    from app.sim.runtime import JobSpec
+    from quanta.executor.actions import Run
+    from quanta.sim.runtime import JobSpec
 
     rt = SimRuntime(2, 1, kinds=["v100", "k80"], throughputs=mixed_table(), max_per_device=1)
     rt.register(1, JobSpec("H", 800, 2))
@@ -256,8 +256,8 @@ def test_a_job_that_cannot_run_on_a_kind_runs_on_the_others_and_kind_aware_place
 
 
 def test_the_runtime_refuses_a_placement_on_a_kind_where_the_job_cannot_run():
-    from app.executor.actions import Run
-    from app.sim.runtime import InvariantError, JobSpec
+    from quanta.executor.actions import Run
+    from quanta.sim.runtime import InvariantError, JobSpec
 
     rt = SimRuntime(2, 1, kinds=["v100", "k80"], throughputs=kinds_table(), max_per_device=1)
     assert rt.known_rates(1, JobSpec("Z", 100, 1)) == {"v100": 6.0, "k80": 0.0}
@@ -267,7 +267,7 @@ def test_the_runtime_refuses_a_placement_on_a_kind_where_the_job_cannot_run():
 
 
 def test_the_rates_the_controller_knows_are_those_of_the_placement_a_job_can_get():
-    from app.sim.runtime import JobSpec
+    from quanta.sim.runtime import JobSpec
 
     # G: 8 devices; consolidated (one server) 40 on a v100 and 10 on a k80, spread 5 and 6.
     solo = {
@@ -294,8 +294,8 @@ def test_a_job_no_kind_of_the_cluster_can_run_is_refused_by_name():
 def test_simulate_flags_set_the_gandiva_placement_knobs():
     """`quanta simulate --sticky --gang --gang-patience N`: the knobs the flags give the policy (-1 turns
     patience off; no flag leaves the knob's default), each one a valid GandivaKnobs."""
-    from app.cli.simulate import _gandiva_knobs
-    from app.executor.policy.knobs import GandivaExperimental, GandivaKnobs
+    from quanta.cli.simulate import _gandiva_knobs
+    from quanta.executor.policy.knobs import GandivaExperimental, GandivaKnobs
 
     assert _gandiva_knobs(False, False) is None
     assert _gandiva_knobs(True, False, 3) == {"sticky": True}
@@ -352,9 +352,9 @@ def test_gandiva_quiet_rounds_on_a_philly_trace_give_the_same_summary():
 def test_a_trusted_quiet_promise_skips_planning_until_then_and_ends_on_the_tick_grid():
     from dataclasses import replace
 
-    from app.controller import Controller, ControllerOptions
-    from app.executor.policy import make_policy
-    from app.sim.runtime import JobSpec
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.executor.policy import make_policy
+    from quanta.sim.runtime import JobSpec
 
     class Promising:
         """fifo's plans, each promising quiet for 125 s (a policy's own promise; the controller's grid is 30 s)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.executor.actions import (
+from quanta.executor.actions import (
     Exited,
     Migrate,
     Parked,
@@ -18,9 +18,9 @@ from app.executor.actions import (
     Stop,
     Suspend,
 )
-from app.sim.jobs import reporting_job
-from app.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve
-from app.sim.throughputs import Throughputs
+from quanta.sim.jobs import reporting_job
+from quanta.sim.runtime import InvariantError, JobSpec, SimCosts, SimRuntime, StepCurve
+from quanta.sim.throughputs import Throughputs
 
 A, B = ("A", 1), ("B", 1)
 BIG = ("A", 2)

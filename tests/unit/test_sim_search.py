@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.sim.lcbench import MIN_EPOCH_S, LCBench, clean_curve, data_dir, lcbench_space, read_params
-from app.sim.runtime import InvariantError
-from app.sim.search_bench import SearchSimResult, run_search, search_spec
+from quanta.sim.lcbench import MIN_EPOCH_S, LCBench, clean_curve, data_dir, lcbench_space, read_params
+from quanta.sim.runtime import InvariantError
+from quanta.sim.search_bench import SearchSimResult, run_search, search_spec
 
 CONT = ("epoch", "batch_size", "learning_rate", "momentum", "weight_decay", "num_layers", "max_units", "max_dropout")
 Y = ("time", "val_accuracy", "val_cross_entropy")
@@ -216,8 +216,8 @@ def test_every_policy_searches_with_invariants_checked_at_every_tick(policy, alg
 
 @pytest.mark.parametrize("policy,algorithm", [("asha", "bohb"), ("fifo", "tpe")])
 def test_model_based_searchers_propose_from_simulated_reports(policy, algorithm):
-    from app.search.multifidelity import MultiFidelityTPE
-    from app.search.searcher import HyperOptSearcher
+    from quanta.search.multifidelity import MultiFidelityTPE
+    from quanta.search.searcher import HyperOptSearcher
 
     seen = {}
 
@@ -257,12 +257,12 @@ def test_a_search_stops_at_its_stop_target_and_fifo_runs_one_trial_per_device():
     assert res.best_so_far[-1][1] >= 0.9
     spec = search_spec(stand_in(), policy="fifo", workers=2, hours=4, stop_at=0.9)
     assert spec.parallelism == 2 and spec.metric.target == 0.9 and spec.budget.stop_on_target
-    assert spec.budget.max_steps == 52 and spec.trainable == "app.sim.lcbench_trial:train"
+    assert spec.budget.max_steps == 52 and spec.trainable == "quanta.sim.lcbench_trial:train"
 
 
 def test_a_step_overhead_lengthens_every_epoch_of_a_simulated_trial():
-    from app.executor.actions import TrialLaunch
-    from app.sim.search_bench import lcbench_workload
+    from quanta.executor.actions import TrialLaunch
+    from quanta.sim.search_bench import lcbench_workload
 
     bench = stand_in()
     launch = TrialLaunch(1, "t:f", {**CONFIG, "task": "3945"}, 52, "ckpt")
@@ -278,7 +278,7 @@ def test_a_step_overhead_lengthens_every_epoch_of_a_simulated_trial():
 
 
 def test_the_trial_template_preloads_named_tasks_once(monkeypatch):
-    from app.sim import lcbench_trial
+    from quanta.sim import lcbench_trial
 
     loaded: list[tuple[str, object]] = []
     monkeypatch.setattr(lcbench_trial, "_TASKS", {})
@@ -292,8 +292,8 @@ def test_the_trial_template_preloads_named_tasks_once(monkeypatch):
 
 
 def test_default_means_what_a_spec_naming_nothing_gets():
-    from app.executor.policy.knobs import DEFAULT_POLICY
-    from app.spec import SearchAlgoSpec
+    from quanta.executor.policy.knobs import DEFAULT_POLICY
+    from quanta.spec import SearchAlgoSpec
 
     spec = search_spec(stand_in(), policy="default", algorithm=None, workers=4)
     assert spec.scheduler.policy == DEFAULT_POLICY
@@ -304,7 +304,7 @@ def test_default_means_what_a_spec_naming_nothing_gets():
 
 
 def test_knobs_are_merged_over_the_spec_blocks_and_bad_ones_named():
-    from app.spec import SpecError
+    from quanta.spec import SpecError
 
     spec = search_spec(stand_in(), policy="default", scheduler={"mode": "kill"}, search={"n_startup": 10})
     assert spec.scheduler.policy == "asha" and spec.scheduler.mode == "kill"
@@ -331,7 +331,7 @@ needs_yahpo = pytest.mark.skipif(REAL is None, reason="../shared/data/yahpo/lcbe
 
 @needs_yahpo
 def test_the_real_surrogate_batched_equals_yahpos_objective_function():
-    from app.sim.lcbench import load_lcbench, yahpo_bench
+    from quanta.sim.lcbench import load_lcbench, yahpo_bench
 
     bench = load_lcbench("3945")
     yb = yahpo_bench()
@@ -357,7 +357,7 @@ def test_the_real_surrogate_batched_equals_yahpos_objective_function():
 
 @needs_yahpo
 def test_a_short_search_on_the_real_surrogate():
-    from app.sim.search_bench import simulate_search
+    from quanta.sim.search_bench import simulate_search
 
     res = simulate_search("3945", "asha", "bohb", 2, 0.25, 0, {"low": 0.5})
     assert res.started > 2 and res.reports > 0 and res.sim_seconds == pytest.approx(900.0)

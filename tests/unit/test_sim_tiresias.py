@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.executor.policy import make_policy, policy_names
-from app.executor.policy.knobs import TiresiasKnobs
-from app.executor.policy.tiresias import TiresiasPolicy
-from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
+from quanta.executor.policy import make_policy, policy_names
+from quanta.executor.policy.knobs import TiresiasKnobs
+from quanta.executor.policy.tiresias import TiresiasPolicy
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, TrialStatus, TrialView
 
 R = TrialStatus.RUNNING
 

@@ -1,4 +1,4 @@
-"""Many users in the simulator (`app.sim.users`, `simulate(..., shares=...)`): dealing jobs to users,
+"""Many users in the simulator (`quanta.sim.users`, `simulate(..., shares=...)`): dealing jobs to users,
 `--shares` files, the share layer end to end with invariants checked, and the per-user report."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from app.sim.driver import simulate
-from app.sim.traces import TraceJob, synthetic
-from app.sim.users import assign_users, jain, parse_shares, user_report, user_summary
+from quanta.sim.driver import simulate
+from quanta.sim.traces import TraceJob, synthetic
+from quanta.sim.users import assign_users, jain, parse_shares, user_report, user_summary
 
 
 def jobs(n=40, seed=3, gap=30.0, rate=10.0) -> list[TraceJob]:
@@ -89,7 +89,7 @@ def test_a_rho_bound_lies_between_strict_shares_and_none():
     """With shares guaranteed only to users behind a bound, the light user u1 is protected less than by
     strict shares (but more than by none) and the heavy u0 capped less: each user's mean JCT lies between
     the two; invariants are checked after every event."""
-    from app.executor.policy.knobs import ShareKnobs
+    from quanta.executor.policy.knobs import ShareKnobs
 
     trace = assign_users(jobs(60, gap=5.0), 2)
     kw = dict(gpus=4, gpus_per_server=4, quantum_s=30, check=True)
@@ -135,7 +135,7 @@ def test_user_report_arithmetic():
 
 
 def test_a_fair_share_of_a_mix_keeps_the_mix_in_whole_servers():
-    from app.sim.users import fair_mix
+    from quanta.sim.users import fair_mix
 
     assert fair_mix("v100", 100, 4, 12, jobs()) == ("v100", 12)
     # 25 of 200 GPUs: 12.5 of each kind, in whole servers of 4 (at least one of each kind).

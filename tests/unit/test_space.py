@@ -9,8 +9,8 @@ import pytest
 from hyperopt.base import Domain
 from hyperopt.pyll.stochastic import sample
 
-from app.search.space import KINDS, SpaceError, compile_space, is_dimension, validate_space
-from app.spec import SpecError, parse_spec
+from quanta.search.space import KINDS, SpaceError, compile_space, is_dimension, validate_space
+from quanta.spec import SpecError, parse_spec
 
 NESTED = {
     "lr": {"loguniform": [1e-4, 1e-1]},

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from app.spec import SpecError, load_spec, parse_spec
+from quanta.spec import SpecError, load_spec, parse_spec
 
 GOOD = """
 name: mnist1d-cnn
@@ -84,7 +84,7 @@ def test_load_spec_json_and_missing_file(tmp_path):
 
 
 def test_spec_text_is_decoded_one_way_with_the_format_named_in_errors():
-    from app.spec import decode_spec_text
+    from quanta.spec import decode_spec_text
 
     assert decode_spec_text('{"a": 1}', "json") == {"a": 1}
     assert decode_spec_text("a: 1", "yaml") == decode_spec_text("a: 1") == {"a": 1}
@@ -101,8 +101,8 @@ def test_spec_text_is_decoded_one_way_with_the_format_named_in_errors():
 
 
 def test_a_stored_spec_is_validated_once_per_process(monkeypatch):
-    import app.spec as spec_module
-    from app.spec import spec_from_stored
+    import quanta.spec as spec_module
+    from quanta.spec import spec_from_stored
 
     stored = parse_spec(GOOD).model_dump(mode="json")
     calls = []
@@ -155,8 +155,8 @@ def with_scheduler(block) -> str:
 
 @pytest.mark.parametrize("policy", ["fifo", "timeslice", "gandiva", "tiresias"])
 def test_every_knob_of_every_policy_is_settable(policy):
-    from app.executor.policy import policy_for
-    from app.executor.policy.knobs import KNOBS
+    from quanta.executor.policy import policy_for
+    from quanta.executor.policy.knobs import KNOBS
 
     fields = set(KNOBS[policy].model_fields) - {"policy"}
     assert fields <= set(KNOB_VALUES), fields - set(KNOB_VALUES)
@@ -363,7 +363,7 @@ def test_under_a_policy_with_rungs_the_searcher_fits_at_the_schedulers_rungs():
 
 
 def test_a_search_stored_with_its_own_rungs_keeps_them():
-    from app.spec import spec_from_stored
+    from quanta.spec import spec_from_stored
 
     spec = parse_spec({**BASE, "budget": {"max_steps": 2000}, "scheduler": {"eta": 4}})
     old = _stored(spec, search={"eta": 3.0})  # dumped before the rule: the search block's default then
@@ -376,7 +376,7 @@ def test_a_search_stored_with_its_own_rungs_keeps_them():
 
 
 def test_a_spec_nested_deeper_than_the_bound_is_refused_naming_the_path(tmp_path):
-    from app.spec import MAX_DEPTH, nesting_problem
+    from quanta.spec import MAX_DEPTH, nesting_problem
 
     base = yaml.safe_load(GOOD)
     deep: object = 1
@@ -399,7 +399,7 @@ def test_a_spec_nested_deeper_than_the_bound_is_refused_naming_the_path(tmp_path
 
 
 def test_a_space_with_too_many_parameters_or_options_or_a_dotted_name_is_refused():
-    from app.spec import MAX_OPTIONS, MAX_PARAMETERS
+    from quanta.spec import MAX_OPTIONS, MAX_PARAMETERS
 
     base = yaml.safe_load(GOOD)
     nested = {"opt": {"choice": [{f"k{i}": {"uniform": [0, 1]} for i in range(MAX_PARAMETERS)}]}}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from app.executor.policy.knobs import KNOBS
-from app.spec import SearchSpec
-from app.spec_reference import COMMAND, main, nested_models, render
+from quanta.executor.policy.knobs import KNOBS
+from quanta.spec import SearchSpec
+from quanta.spec_reference import COMMAND, main, nested_models, render
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 

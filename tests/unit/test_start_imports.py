@@ -24,8 +24,8 @@ def test_the_run_command_starts_without_torch_scipy_stats_or_scipy_optimize():
     its first trial starts: torch is the template's, scipy.stats (hyperopt's ATPE, ASHA's rung check)
     and scipy.optimize (curve fits) come when first used."""
     code = (
-        "import app.cli, app.cli.run, app.spec, app.devices, app.db.lease, app.controller, app.db.store, "
-        "app.db.summary, app.db.warm, app.executor.runtime.local, app.service"
+        "import quanta.cli, quanta.cli.run, quanta.spec, quanta.devices, quanta.db.lease, quanta.controller, "
+        "quanta.db.store, quanta.db.summary, quanta.db.warm, quanta.executor.runtime.local, quanta.service"
     )
     heavy = ["torch", "scipy.stats", "scipy.optimize"]
     assert loaded_after(code, heavy) == dict.fromkeys(heavy, False)
@@ -34,7 +34,7 @@ def test_the_run_command_starts_without_torch_scipy_stats_or_scipy_optimize():
 def test_hyperopts_atpe_is_imported_when_used():
     """hyperopt's ATPE module is registered unexecuted: its names resolve on first use, as imported."""
     code = (
-        "import app.search.space, hyperopt, sys\n"
+        "import quanta.search.space, hyperopt, sys\n"
         "assert 'scipy.stats' not in sys.modules\n"
         "from hyperopt import atpe\n"
         "assert callable(atpe.ATPEOptimizer) and atpe.__name__ == 'hyperopt.atpe'"
@@ -44,14 +44,14 @@ def test_hyperopts_atpe_is_imported_when_used():
 
 def test_a_trial_process_loads_no_knob_models():
     """The trial side of the runtime (what the template imports before it forks) needs neither the
-    policies nor pydantic: a trial's launch carries plain numbers (`app.cadence`)."""
-    modules = ["app.executor.policy", "pydantic"]
-    assert loaded_after("import app.executor.runtime.child", modules) == dict.fromkeys(modules, False)
+    policies nor pydantic: a trial's launch carries plain numbers (`quanta.cadence`)."""
+    modules = ["quanta.executor.policy", "pydantic"]
+    assert loaded_after("import quanta.executor.runtime.child", modules) == dict.fromkeys(modules, False)
 
 
 def test_the_knobs_defaults_are_the_launch_defaults():
-    from app.executor.actions import TrialLaunch
-    from app.executor.policy.knobs import MECHANISM
+    from quanta.executor.actions import TrialLaunch
+    from quanta.executor.policy.knobs import MECHANISM
 
     launch = TrialLaunch(1, "m:f", {}, 10, "/tmp/c.pt")
     assert launch.checkpoint_every_quanta == MECHANISM.checkpoint_every_quanta == 10

@@ -9,9 +9,9 @@ import json
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.db.cluster import DbCluster
-from app.db.memory import MemoryStore
-from app.db.models import (
+from quanta.db.cluster import DbCluster
+from quanta.db.memory import MemoryStore
+from quanta.db.models import (
     FIRST_ADMIN,
     ClusterView,
     DevicePlacement,
@@ -21,11 +21,11 @@ from app.db.models import (
     QuantumRow,
     ReportRow,
 )
-from app.db.protocol import ControllerStore, ServiceStore
-from app.db.queries import Conflict
-from app.db.store import Store
-from app.spec import parse_spec
-from app.status import SearchStatus, TrialStatus
+from quanta.db.protocol import ControllerStore, ServiceStore
+from quanta.db.queries import Conflict
+from quanta.db.store import Store
+from quanta.spec import parse_spec
+from quanta.status import SearchStatus, TrialStatus
 from tests.lifecycle_checks import assert_resumes_raise_the_budget_once_each, assert_tags_filter_exactly
 
 
@@ -242,7 +242,7 @@ def test_a_fork_is_carried_out_in_steps_that_never_touch_its_parent(store):
 
 def test_which_contract_each_store_keeps(store):
     assert isinstance(store, ControllerStore)
-    # The service's readers' queries and deletions are SQL only (see app.db.protocol).
+    # The service's readers' queries and deletions are SQL only (see quanta.db.protocol).
     assert isinstance(store, ServiceStore) == isinstance(store, Store)
 
 

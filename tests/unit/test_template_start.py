@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from app.executor.runtime.template import spec_module, start_template
+from quanta.executor.runtime.template import spec_module, start_template
 
 
 def test_spec_module_reads_yaml_and_json_and_gives_up_quietly(tmp_path):

@@ -10,12 +10,12 @@ import stat
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.db.models import FIRST_ADMIN, TokenRow
-from app.db.queries import Conflict
-from app.db.secret import ENV, secret_path, server_secret
-from app.db.store import Store
-from app.db.tokens import keyed_digest, legacy_digest, visible_prefix
-from app.status import SearchStatus
+from quanta.db.models import FIRST_ADMIN, TokenRow
+from quanta.db.queries import Conflict
+from quanta.db.secret import ENV, secret_path, server_secret
+from quanta.db.store import Store
+from quanta.db.tokens import keyed_digest, legacy_digest, visible_prefix
+from quanta.status import SearchStatus
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_a_new_sqlite_database_file_is_private(tmp_path, no_env_secret):
 
 
 def test_a_tokens_visible_prefix_is_at_most_a_quarter_of_it_and_ten_characters(store):
-    from app.db.tokens import SHOWN
+    from quanta.db.tokens import SHOWN
 
     assert visible_prefix("qnt_" + "a" * 43) == "qnt_aaaaaa" and SHOWN == 10  # 36 of a made token's 256 bits
     for n in (8, 16, 20, 32, 40, 100):
@@ -193,7 +193,7 @@ def test_a_tokens_visible_prefix_is_at_most_a_quarter_of_it_and_ten_characters(s
 
 
 def test_a_new_quanta_token_revokes_the_one_it_replaces(store):
-    from app.api.auth import ensure_token
+    from quanta.api.auth import ensure_token
 
     old, new = "o" * 40, "n" * 40
     ensure_token(store, old)

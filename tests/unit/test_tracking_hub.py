@@ -9,10 +9,10 @@ import logging
 
 import pytest
 
-from app.integrations.tracking import TrackingHub, TrialInfo
-from app.integrations.tracking import hub as hub_module
-from app.integrations.tracking.base import flat_params, numeric
-from app.spec import SpecError, parse_spec
+from quanta.integrations.tracking import TrackingHub, TrialInfo
+from quanta.integrations.tracking import hub as hub_module
+from quanta.integrations.tracking.base import flat_params, numeric
+from quanta.spec import SpecError, parse_spec
 
 BASE = {
     "name": "s",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.spec import parse_spec
-from app.trainable_ref import trainable_problem
+from quanta.spec import parse_spec
+from quanta.trainable_ref import trainable_problem
 
 SPEC = {
     "name": "t",

@@ -11,9 +11,9 @@ from multiprocessing import Pipe
 import pytest
 import torch
 
-from app.devices import cpu_devices
-from app.sdk import Trial
-from app.sdk import checkpoint as ckpt
+from quanta.devices import cpu_devices
+from quanta.sdk import Trial
+from quanta.sdk import checkpoint as ckpt
 
 
 def _trial(config: dict, mutable: tuple[str, ...], **kw) -> tuple[Trial, object]:

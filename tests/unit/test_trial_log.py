@@ -1,9 +1,9 @@
-"""A trial's log stays bounded (`app.executor.runtime.trial_log`): cut to its tail from a line start,
+"""A trial's log stays bounded (`quanta.executor.runtime.trial_log`): cut to its tail from a line start,
 with a mark; `tail` reads whole lines from the end."""
 
 from __future__ import annotations
 
-from app.executor.runtime import trial_log
+from quanta.executor.runtime import trial_log
 
 
 def test_a_log_past_its_cap_is_cut_to_its_last_lines(tmp_path):

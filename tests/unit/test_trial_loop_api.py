@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.devices import cpu_devices
-from app.sdk import Trial
+from quanta.devices import cpu_devices
+from quanta.sdk import Trial
 
 
 def test_steps_are_counted_by_the_loop_and_reports_carry_them():

@@ -9,16 +9,16 @@ import statistics
 
 import pytest
 
-from app.controller import Controller, ControllerOptions
-from app.db.memory import MemoryStore
-from app.db.warm import WarmStartError, check_warm_start, items_from_json, warm_items
-from app.executor.policy import make_policy
-from app.search.factory import make_searcher
-from app.search.multifidelity import MultiFidelityTPE
-from app.search.searcher import HistoryItem, HyperOptSearcher, Searcher
-from app.search.space import SpaceError, point_vals, space_difference
-from app.sim.runtime import SimRuntime
-from app.spec import SearchSpec, SpecError, parse_spec
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.memory import MemoryStore
+from quanta.db.warm import WarmStartError, check_warm_start, items_from_json, warm_items
+from quanta.executor.policy import make_policy
+from quanta.search.factory import make_searcher
+from quanta.search.multifidelity import MultiFidelityTPE
+from quanta.search.searcher import HistoryItem, HyperOptSearcher, Searcher
+from quanta.search.space import SpaceError, point_vals, space_difference
+from quanta.sim.runtime import SimRuntime
+from quanta.spec import SearchSpec, SpecError, parse_spec
 
 NESTED = {
     "lr": {"loguniform": [1e-4, 1e-1]},
@@ -187,7 +187,7 @@ def _finished_search(store: MemoryStore, space=None, goal="minimize") -> int:
     sp = parse_spec(data)
     row = store.create_search("old", sp.model_dump(mode="json"), 0.0)
     assert row.id is not None
-    from app.db.models import ReportRow
+    from quanta.db.models import ReportRow
 
     for n, (x, status, metric) in enumerate(
         [(0.1, "completed", 0.04), (0.5, "stopped", 0.05), (0.7, "failed", None), (0.9, "running", 0.4)]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from app.executor import actions as A
-from app.executor.wire import (
+from quanta.executor import actions as A
+from quanta.executor.wire import (
     NodeDevice,
     NodeResidency,
     Wire,
@@ -151,7 +151,7 @@ def test_floats_accept_json_integers() -> None:
 
 
 def test_a_status_enum_travels_as_its_string() -> None:
-    from app.status import TrialStatus
+    from quanta.status import TrialStatus
 
     e = A.Exited(1, TrialStatus.KILLED, 3, None, 2.0)
     assert A.Exited.from_dict(through_json(e.to_dict())) == e

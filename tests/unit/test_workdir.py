@@ -1,4 +1,4 @@
-"""One workdir per database (`app.workdir`): the folder names, the identity a workdir is claimed with."""
+"""One workdir per database (`quanta.workdir`): the folder names, the identity a workdir is claimed with."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from app.workdir import MARKER, WorkdirTaken, claim_workdir, database_identity, database_key, workdir_for
+from quanta.workdir import MARKER, WorkdirTaken, claim_workdir, database_identity, database_key, workdir_for
 
 
 def test_identity_resolves_sqlite_paths_and_leaves_passwords_out(tmp_path, monkeypatch):

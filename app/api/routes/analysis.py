@@ -1,5 +1,5 @@
 """/searches/{id}/importance and /landscape: what the finished trials say about the parameters
-(`app.db.analysis`: a random forest's permutation importance and partial dependence)."""
+(`quanta.db.analysis`: a random forest's permutation importance and partial dependence)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from app.api.deps import Authenticated, CurrentUser, StoreDep
-from app.api.models import Message
-from app.api.routes.common import AUTH_ERRORS, NOT_FOUND, SearchId, found
-from app.api.routes.searches import visible
-from app.db.analysis import FitCache, ImportanceOut, LandscapeOut, importance_out, landscape_out
+from quanta.api.deps import Authenticated, CurrentUser, StoreDep
+from quanta.api.models import Message
+from quanta.api.routes.common import AUTH_ERRORS, NOT_FOUND, SearchId, found
+from quanta.api.routes.searches import visible
+from quanta.db.analysis import FitCache, ImportanceOut, LandscapeOut, importance_out, landscape_out
 
 
 def fit_cache(request: Request) -> FitCache:
     """The app's cache of fitted forests (`create_app` makes it): a result is fitted again only when the
-    search's finished trials changed (`app.db.analysis.FitCache`)."""
+    search's finished trials changed (`quanta.db.analysis.FitCache`)."""
     cache: FitCache = request.app.state.fit_cache
     return cache
 

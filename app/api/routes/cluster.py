@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import Authenticated, CurrentUser, StoreDep, owner_filter
-from app.api.models import ClusterOut
-from app.api.routes.common import AUTH_ERRORS
+from quanta.api.deps import Authenticated, CurrentUser, StoreDep, owner_filter
+from quanta.api.models import ClusterOut
+from quanta.api.routes.common import AUTH_ERRORS
 
 router = APIRouter(tags=["cluster"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 

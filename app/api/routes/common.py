@@ -6,7 +6,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import HTTPException, Path, Query, status
 
-from app.api.models import Message
+from quanta.api.models import Message
 
 T = TypeVar("T")
 

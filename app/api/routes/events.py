@@ -12,12 +12,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from app.api.deps import SettingsDep, StoreDep, StreamCaller, owner_filter, sees, stream_caller
-from app.api.events import Poller, SharedReads
-from app.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, not_found
-from app.api.settings import Settings
-from app.api.streams import StreamSlots
-from app.db.store import Store
+from quanta.api.deps import SettingsDep, StoreDep, StreamCaller, owner_filter, sees, stream_caller
+from quanta.api.events import Poller, SharedReads
+from quanta.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, not_found
+from quanta.api.settings import Settings
+from quanta.api.streams import StreamSlots
+from quanta.db.store import Store
 
 # How often an open stream checks that its token is still valid: a revoked token's stream ends within this
 # (and the shared reads' freshness, half the poll interval).

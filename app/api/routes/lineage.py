@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.concurrency import run_in_threadpool
 
-from app.api.deps import Authenticated, CurrentUser, StoreDep, sees
-from app.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, SearchId, found, not_found
-from app.api.routes.searches import visible
-from app.db.public import ForkOut, LineageOut
+from quanta.api.deps import Authenticated, CurrentUser, StoreDep, sees
+from quanta.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, SearchId, found, not_found
+from quanta.api.routes.searches import visible
+from quanta.db.public import ForkOut, LineageOut
 
 router = APIRouter(tags=["lineage"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 

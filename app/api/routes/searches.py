@@ -14,8 +14,8 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, owner_filter, sees
-from app.api.models import (
+from quanta.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, owner_filter, sees
+from quanta.api.models import (
     BestCurveOut,
     CurvesOut,
     Deleting,
@@ -26,16 +26,26 @@ from app.api.models import (
     TimelineOut,
     TrialList,
 )
-from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, Limit, Offset, SearchId, conflict, found, not_found
-from app.api.settings import Settings
-from app.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
-from app.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
-from app.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
-from app.db.warm import WarmStartError, check_warm_start
-from app.import_check import check_import
-from app.spec import MAX_DEPTH, SearchSpec, SpecError, decode_spec_text, nesting_problem, parse_spec
-from app.status import SearchStatus, TrialStatus
-from app.trainable_ref import DOCS_SERVING, file_ref_problem, is_file_ref
+from quanta.api.routes.common import (
+    AUTH_ERRORS,
+    CONFLICT,
+    NOT_FOUND,
+    Limit,
+    Offset,
+    SearchId,
+    conflict,
+    found,
+    not_found,
+)
+from quanta.api.settings import Settings
+from quanta.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
+from quanta.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
+from quanta.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
+from quanta.db.warm import WarmStartError, check_warm_start
+from quanta.import_check import check_import
+from quanta.spec import MAX_DEPTH, SearchSpec, SpecError, decode_spec_text, nesting_problem, parse_spec
+from quanta.status import SearchStatus, TrialStatus
+from quanta.trainable_ref import DOCS_SERVING, file_ref_problem, is_file_ref
 
 router = APIRouter(prefix="/searches", tags=["searches"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 
@@ -345,7 +355,7 @@ def list_trials(
 ) -> TrialList | Response:
     """The search's trials, paged. `metric` sorts by the last reported objective (trials without
     one last); prefix `-` for descending. With `format`, every trial as a file instead: one row per
-    trial with its parameters flattened into `params.*` columns (`app.db.export`); a search without
+    trial with its parameters flattened into `params.*` columns (`quanta.db.export`); a search without
     trials gives a header and no rows."""
     visible(store, user, search_id)
     if format is not None:

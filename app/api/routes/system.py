@@ -7,10 +7,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, owner_filter
-from app.api.metrics import make_registry
-from app.api.models import Health
-from app.api.routes.common import AUTH_ERRORS
+from quanta.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, owner_filter
+from quanta.api.metrics import make_registry
+from quanta.api.models import Health
+from quanta.api.routes.common import AUTH_ERRORS
 
 router = APIRouter(tags=["system"])
 

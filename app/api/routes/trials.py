@@ -9,17 +9,17 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from fastapi.responses import PlainTextResponse
 
-from app.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, reads_all, sees
-from app.api.models import SpecErrors, TrialDetail, TrialOut
-from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found, not_found
-from app.db.launch import trial_log_path
-from app.db.lineage import fork_state_problem
-from app.db.public import ForkOut, ForkRequest, UserOut, parsed_spec
-from app.db.queries import Conflict
-from app.executor.runtime.trial_log import LOG_CAP_BYTES
-from app.executor.runtime.trial_log import tail as log_tail
-from app.search.space import SpaceError
-from app.status import SearchStatus
+from quanta.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, reads_all, sees
+from quanta.api.models import SpecErrors, TrialDetail, TrialOut
+from quanta.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found, not_found
+from quanta.db.launch import trial_log_path
+from quanta.db.lineage import fork_state_problem
+from quanta.db.public import ForkOut, ForkRequest, UserOut, parsed_spec
+from quanta.db.queries import Conflict
+from quanta.executor.runtime.trial_log import LOG_CAP_BYTES
+from quanta.executor.runtime.trial_log import tail as log_tail
+from quanta.search.space import SpaceError
+from quanta.status import SearchStatus
 
 router = APIRouter(prefix="/trials", tags=["trials"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 
-from app.api.deps import AdminUser, Authenticated, CurrentUser, StoreDep, owner_filter
-from app.api.models import Message
-from app.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND
-from app.db.public import (
+from quanta.api.deps import AdminUser, Authenticated, CurrentUser, StoreDep, owner_filter
+from quanta.api.models import Message
+from quanta.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND
+from quanta.db.public import (
     NAME_PATTERN,
     NewToken,
     SharesOut,
@@ -22,7 +22,7 @@ from app.db.public import (
     UserOut,
     UserUpdate,
 )
-from app.db.queries import Conflict
+from quanta.db.queries import Conflict
 
 router = APIRouter(tags=["users"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 

@@ -1,4 +1,4 @@
-"""Alembic's environment for Quanta's schema. `app.db.migrate.upgrade` hands it an open connection
+"""Alembic's environment for Quanta's schema. `quanta.db.migrate.upgrade` hands it an open connection
 inside a locked transaction (`config.attributes["connection"]`); the `alembic` command line (configured
 in pyproject.toml's [tool.alembic], for writing revisions) connects to `-x db=URL` (default
 `sqlite:///quanta.db`).
@@ -13,8 +13,8 @@ from typing import Any
 from alembic import context
 from sqlmodel import SQLModel
 
-import app.db.models  # noqa: F401  # registers every table
-from app.db.engine import DEFAULT_URL, make_engine, postgres_url
+import quanta.db.models  # noqa: F401  # registers every table
+from quanta.db.engine import DEFAULT_URL, make_engine, postgres_url
 
 config = context.config
 target_metadata = SQLModel.metadata

@@ -1,5 +1,5 @@
 """Scheduling policies: pure `plan(snapshot) -> Plan` functions, each built the same way, from its knob
-model (`app.executor.policy.knobs`): `PolicyClass(knobs)`, or `policy_for(knobs)` for a spec's
+model (`quanta.executor.policy.knobs`): `PolicyClass(knobs)`, or `policy_for(knobs)` for a spec's
 `scheduler` block.
 
 The names are declared once, by the knob models (`KNOBS`, derived from the `PolicyKnobs` union); a knob
@@ -13,18 +13,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from app.executor.policy.knobs import KNOBS, PolicyKnobs, knobs_for
-from app.executor.policy.types import ClusterSnapshot, Plan, Policy
+from quanta.executor.policy.knobs import KNOBS, PolicyKnobs, knobs_for
+from quanta.executor.policy.types import ClusterSnapshot, Plan, Policy
 
 
 def _policy_classes() -> tuple[Any, ...]:
     """Every policy class (each has `Knobs`, its knob model, and is built as `cls(knobs)`)."""
-    from app.executor.policy.asha import AshaPolicy
-    from app.executor.policy.fifo import FifoPolicy
-    from app.executor.policy.freeze_thaw import FreezeThawPolicy
-    from app.executor.policy.gandiva import GandivaPolicy
-    from app.executor.policy.timeslice import TimeslicePolicy
-    from app.executor.policy.tiresias import TiresiasPolicy
+    from quanta.executor.policy.asha import AshaPolicy
+    from quanta.executor.policy.fifo import FifoPolicy
+    from quanta.executor.policy.freeze_thaw import FreezeThawPolicy
+    from quanta.executor.policy.gandiva import GandivaPolicy
+    from quanta.executor.policy.timeslice import TimeslicePolicy
+    from quanta.executor.policy.tiresias import TiresiasPolicy
 
     return (FifoPolicy, TimeslicePolicy, GandivaPolicy, TiresiasPolicy, AshaPolicy, FreezeThawPolicy)
 

@@ -5,9 +5,9 @@ kind no earlier waiting trial could ever use (that delays none of them)."""
 
 from __future__ import annotations
 
-from app.executor.policy.knobs import FifoKnobs, JudgeKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, Plan
+from quanta.executor.policy.knobs import FifoKnobs, JudgeKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, Plan
 
 
 class FifoPolicy:

@@ -3,7 +3,7 @@ chance of reaching the target per device-second.
 
 Quanta parks a trial in host memory at a mini-batch boundary for almost nothing, so "run trial i for one
 more increment" is a cheap action, and a search can be a sequence of such choices (Swersky et al. 2014's
-freeze-thaw; DyHPO, ifBO). Each search's curves feed one `app.search.curve_model.CurveModel`; a trial runs
+freeze-thaw; DyHPO, ifBO). Each search's curves feed one `quanta.search.curve_model.CurveModel`; a trial runs
 from one level of the model's grid to the next (`Plan.limits` parks it there), and at each decision the
 policy ranks every trial not running, and a configuration not started yet, by an *index*:
 
@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.executor.policy.knobs import FreezeThawKnobs, JudgeKnobs
-from app.executor.policy.placement import Board
-from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.curve_model import FIRST_FRACTION, LOCAL_PAIRS, CurveModel, infer_unit, levels_for, score
+from quanta.executor.policy.knobs import FreezeThawKnobs, JudgeKnobs
+from quanta.executor.policy.placement import Board
+from quanta.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
+from quanta.search.curve_model import FIRST_FRACTION, LOCAL_PAIRS, CurveModel, infer_unit, levels_for, score
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()  # a standard normal's nodes and weights

@@ -2,9 +2,9 @@
 
 A search spec's `scheduler` block is one of these models, chosen by its `policy` field (a union
 discriminated by policy name; see `SchedulerKnobs`), and the policy is built from that model
-(`app.executor.policy.policy_for`). `MechanismKnobs` holds what every policy shares: how long a
+(`quanta.executor.policy.policy_for`). `MechanismKnobs` holds what every policy shares: how long a
 quantum is, how often trials checkpoint, how often a crashed trial restarts. `JudgeKnobs` holds the
-early-feedback knobs that `app.search.judge` reads (declared in `app.search.verdict`, beneath this
+early-feedback knobs that `quanta.search.judge` reads (declared in `quanta.search.verdict`, beneath this
 layer); `GandivaKnobs` includes them. `ShareKnobs` are the share layer's (cluster-wide, not a spec's).
 
 Knobs kept for research sit in a policy's `experimental` block (`GandivaExperimental`): off by default,
@@ -23,10 +23,10 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.cadence import CHECKPOINT_EVERY_QUANTA, CHECKPOINT_EVERY_S
-from app.search.fidelity import DEFAULT_ETA
-from app.search.knobs import KnobError, Retired, drop_retired
-from app.search.verdict import JudgeKnobs as JudgeKnobs  # declared beside the judge's vocabulary
+from quanta.cadence import CHECKPOINT_EVERY_QUANTA, CHECKPOINT_EVERY_S
+from quanta.search.fidelity import DEFAULT_ETA
+from quanta.search.knobs import KnobError, Retired, drop_retired
+from quanta.search.verdict import JudgeKnobs as JudgeKnobs  # declared beside the judge's vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ _RETIRED_RULES = {"stopping": "later to hard targets than promotion", "hybrid": 
 
 
 class AshaKnobs(RunToRungKnobs):
-    """Asynchronous successive halving (`app.executor.policy.asha`): rungs at `min_steps * eta**k` steps;
+    """Asynchronous successive halving (`quanta.executor.policy.asha`): rungs at `min_steps * eta**k` steps;
     `mode` pause parks a trial below its rung in host memory (promoted later, no work lost), kill stops
     it (the classic variant). Its `eta` and `min_steps` are the searcher's rungs too (bohb): one place
     for the rungs both read (`SearchSpec.searcher_rungs`)."""
@@ -261,9 +261,9 @@ class HyperbandKnobs(AshaKnobs):
 
 
 class FreezeThawKnobs(RunToRungKnobs):
-    """Freeze-thaw (`app.executor.policy.freeze_thaw`): every freed device goes to the trial, parked or
+    """Freeze-thaw (`quanta.executor.policy.freeze_thaw`): every freed device goes to the trial, parked or
     new, whose next increment buys the most chance of reaching the target per device-second, by one
-    learning-curve model per search (`app.search.curve_model`)."""
+    learning-curve model per search (`quanta.search.curve_model`)."""
 
     policy: Literal["freeze_thaw"] = "freeze_thaw"
     give_up_p: float = Field(

@@ -9,9 +9,9 @@ passes run. Subclasses change `weight()`; the offsets live in `Plan.state` so th
 
 from __future__ import annotations
 
-from app.executor.policy.knobs import JudgeKnobs, TimesliceKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
+from quanta.executor.policy.knobs import JudgeKnobs, TimesliceKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
 class TimeslicePolicy:

@@ -26,9 +26,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
-from app.executor.policy.placement.board import Board, moves_nobody
-from app.executor.policy.types import ClusterSnapshot, Plan, TrialView
+from quanta.executor.policy.knobs import JudgeKnobs, TiresiasKnobs
+from quanta.executor.policy.placement.board import Board, moves_nobody
+from quanta.executor.policy.types import ClusterSnapshot, Plan, TrialView
 
 
 class TiresiasPolicy:

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol
 
-from app.search.verdict import NOT_JUDGED as NOT_JUDGED  # the judge's verdicts, as policies read them
-from app.search.verdict import JudgeKnobs
-from app.search.verdict import Verdict as Verdict
+from quanta.search.verdict import NOT_JUDGED as NOT_JUDGED  # the judge's verdicts, as policies read them
+from quanta.search.verdict import JudgeKnobs
+from quanta.search.verdict import Verdict as Verdict
 
-# TrialStatus is defined in the ground module app.status; importing it from here keeps working.
-from app.status import TRIAL_FINAL, TrialStatus
+# TrialStatus is defined in the ground module quanta.status; importing it from here keeps working.
+from quanta.status import TRIAL_FINAL, TrialStatus
 
 _FINAL = frozenset(TRIAL_FINAL)
 
@@ -114,10 +114,10 @@ class ClusterSnapshot:
     quantum_s: float = 2.0
     round_no: int = 0
     verdicts: Mapping[int, Verdict] = field(default_factory=dict)
-    # Each user's weight in the share layer (`app.executor.policy.share`); a user not named weighs 1.
+    # Each user's weight in the share layer (`quanta.executor.policy.share`); a user not named weighs 1.
     user_weights: Mapping[str, float] = field(default_factory=dict)
     # When devices of several kinds are free, place each trial where its rate relative to its rates on
-    # the other kinds is highest (Gavel; `app.executor.policy.placement.kinds`). False: kind-blind (a trial is still
+    # the other kinds is highest (Gavel; `quanta.executor.policy.placement.kinds`). False: kind-blind (a trial is still
     # never placed on a kind where its rate is 0). A cluster of one kind plans the same either way.
     kind_aware: bool = True
     # Devices of each kind in the whole cluster, when `devices` is only part of it (the share layer's
@@ -209,7 +209,7 @@ class Plan:
 class Policy(Protocol):
     """Decides placement for one quantum. Must be pure and deterministic in the snapshot.
 
-    `judge_knobs`: None, or the knobs the judge (`app.search.judge`) judges trials with before each
+    `judge_knobs`: None, or the knobs the judge (`quanta.search.judge`) judges trials with before each
     of this policy's rounds (the verdicts arrive in `ClusterSnapshot.verdicts`)."""
 
     name: str

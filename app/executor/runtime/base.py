@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from app.executor.actions import Action, Event, Residency, TrialLaunch
+from quanta.executor.actions import Action, Event, Residency, TrialLaunch
 
 if TYPE_CHECKING:  # an annotation only: a trial process (which imports this module) never loads the policies
-    from app.executor.policy.types import DeviceView
+    from quanta.executor.policy.types import DeviceView
 
 # `TrialLaunch` (what a launcher returns for a trial id) is part of the runtime's interface; it is
-# defined in `app.executor.actions` so that the database layer builds it without importing runtimes.
+# defined in `quanta.executor.actions` so that the database layer builds it without importing runtimes.
 __all__ = ["LaunchFn", "Launcher", "Runtime", "TrialLaunch"]
 
 

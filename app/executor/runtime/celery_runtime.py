@@ -32,7 +32,7 @@ from typing import Any
 
 from celery import Celery
 
-from app.executor.actions import (
+from quanta.executor.actions import (
     HANDOFF,
     Action,
     Event,
@@ -50,10 +50,10 @@ from app.executor.actions import (
     Suspend,
     decode_event,
 )
-from app.executor.policy.types import DeviceView
-from app.executor.runtime.base import Launcher
-from app.executor.runtime.cluster import LIFECYCLE, ClusterView, split_device
-from app.executor.wire import Assignment, EventRecord, NodeInfo, NodeResidency
+from quanta.executor.policy.types import DeviceView
+from quanta.executor.runtime.base import Launcher
+from quanta.executor.runtime.cluster import LIFECYCLE, ClusterView, split_device
+from quanta.executor.wire import Assignment, EventRecord, NodeInfo, NodeResidency
 
 log = logging.getLogger("quanta.celery")
 

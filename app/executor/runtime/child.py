@@ -34,11 +34,11 @@ import traceback
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
-from app.devices import Device, bind_process
-from app.executor.runtime import trial_log
-from app.executor.runtime.base import TrialLaunch
-from app.sdk.trial import ControllerGone, Trial, TrialReleased, TrialStopped
-from app.status import TrialStatus
+from quanta.devices import Device, bind_process
+from quanta.executor.runtime import trial_log
+from quanta.executor.runtime.base import TrialLaunch
+from quanta.sdk.trial import ControllerGone, Trial, TrialReleased, TrialStopped
+from quanta.status import TrialStatus
 
 
 def load_trainable(ref: str) -> Any:
@@ -51,7 +51,7 @@ def load_trainable(ref: str) -> Any:
 
 def _redirect_output(path: str | None, fresh: bool) -> None:
     """stdout and stderr into the trial's log: appended to by a later process of the trial, emptied by its
-    first (`fresh`), since a log already there is another search's (see `app.sdk.trial`'s spool)."""
+    first (`fresh`), since a log already there is another search's (see `quanta.sdk.trial`'s spool)."""
     if not path:
         return
     fd = trial_log.open_log(path, fresh)  # 0600

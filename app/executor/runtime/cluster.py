@@ -1,9 +1,9 @@
 """What the controller side (`CeleryRuntime`) and the node side (`NodeAgent`) need from the database,
-as two small protocols, plus the cluster's device ids. `app.db.cluster` implements both protocols with
-SQLModel; the wiring layer (the CLI, `workers/`) injects it, so this layer never imports `app.db`. The
+as two small protocols, plus the cluster's device ids. `quanta.db.cluster` implements both protocols with
+SQLModel; the wiring layer (the CLI, `workers/`) injects it, so this layer never imports `quanta.db`. The
 records both sides exchange through the database (`NodeInfo`, `NodeResidency`, `EventRecord`, ...) are
-wire formats in `app.executor.wire`; events are encoded with their own `to_dict` and decoded with
-`app.executor.actions.decode_event`.
+wire formats in `quanta.executor.wire`; events are encoded with their own `to_dict` and decoded with
+`quanta.executor.actions.decode_event`.
 
 The database is the truth in distributed mode. Nodes write, in one transaction per flush: their
 heartbeat, the trials resident on them (with the assignment epoch and the last round each applied),
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from app.executor.actions import TrialLaunch
-from app.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
+from quanta.executor.actions import TrialLaunch
+from quanta.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
 
 SEP = "/"  # node/device
 

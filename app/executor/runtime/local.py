@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from app.devices import Device, repin_process
-from app.executor.actions import (
+from quanta.devices import Device, repin_process
+from quanta.executor.actions import (
     Action,
     Checkpointed,
     Configured,
@@ -47,10 +47,10 @@ from app.executor.actions import (
     Suspend,
     reported,
 )
-from app.executor.policy.types import DeviceView
-from app.executor.runtime.base import Launcher
-from app.executor.runtime.template import TemplateStart, kill_group, start_template
-from app.import_check import ImportProblem
+from quanta.executor.policy.types import DeviceView
+from quanta.executor.runtime.base import Launcher
+from quanta.executor.runtime.template import TemplateStart, kill_group, start_template
+from quanta.import_check import ImportProblem
 
 log = logging.getLogger("quanta.runtime")
 

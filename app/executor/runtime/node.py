@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from app.allowlist import Allowlist
-from app.devices import Device
-from app.executor.actions import (
+from quanta.allowlist import Allowlist
+from quanta.devices import Device
+from quanta.executor.actions import (
     HANDOFF,
     Event,
     Exited,
@@ -58,10 +58,10 @@ from app.executor.actions import (
     TrialLaunch,
     event_kind,
 )
-from app.executor.runtime.base import LaunchFn
-from app.executor.runtime.cluster import NodeLedger, global_device, split_device
-from app.executor.runtime.local import LocalRuntime
-from app.executor.wire import EventRecord, NodeDevice, NodeResidency
+from quanta.executor.runtime.base import LaunchFn
+from quanta.executor.runtime.cluster import NodeLedger, global_device, split_device
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.executor.wire import EventRecord, NodeDevice, NodeResidency
 
 log = logging.getLogger("quanta.node")
 

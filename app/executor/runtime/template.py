@@ -41,7 +41,7 @@ from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
-from app.import_check import import_failure
+from quanta.import_check import import_failure
 
 
 @dataclass
@@ -79,7 +79,7 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
     # process's arguments (`ps`), and with the key a local process could join the runtime's socket.
     process = subprocess.Popen(
         # -P: the working directory is not put on the template's sys.path (only what this process has).
-        [sys.executable, "-P", "-m", "app.executor.runtime.template", address, ",".join(warm_modules)],
+        [sys.executable, "-P", "-m", "quanta.executor.runtime.template", address, ",".join(warm_modules)],
         stdin=subprocess.PIPE,
         # numpy's BLAS pool would start threads in the template before it forks: keep it serial
         # (torch sizes its own pool per device in each trial).
@@ -180,7 +180,7 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
     _warm_torch()  # the point of the template: pay these imports once
 
-    import app.executor.runtime.child as child  # noqa: F401  (and the trial runtime)
+    import quanta.executor.runtime.child as child  # noqa: F401  (and the trial runtime)
 
     # Warm before connecting: the runtime may still be starting (it accepts later), and nothing here
     # needs it. Once connected, the first fork can follow at once.
@@ -231,7 +231,7 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
 
 
 def main() -> None:
-    """`python -m app.executor.runtime.template ADDRESS [MODULES]`, the authkey (hex) on the first line
+    """`python -m quanta.executor.runtime.template ADDRESS [MODULES]`, the authkey (hex) on the first line
     of stdin."""
     address = sys.argv[1]
     warm = [m for m in sys.argv[2].split(",") if m] if len(sys.argv) > 2 else []

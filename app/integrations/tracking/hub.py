@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.integrations.tracking.base import Tracker, TrialInfo, numeric
+from quanta.integrations.tracking.base import Tracker, TrialInfo, numeric
 
 if TYPE_CHECKING:
-    from app.spec import TrackingSpec
+    from quanta.spec import TrackingSpec
 
 log = logging.getLogger("quanta.tracking")
 
@@ -31,16 +31,16 @@ _STOP = ("stop",)
 def make_tracker(name: str, block: Any, trial: TrialInfo, base: Path) -> Tracker:
     """The tracker `name` of a spec's tracking block, for `trial`'s search, writing under `base`."""
     if name == "tensorboard":
-        from app.integrations.tracking.tensorboard_tracker import TensorBoardTracker
+        from quanta.integrations.tracking.tensorboard_tracker import TensorBoardTracker
 
         return TensorBoardTracker(base / block.dir)
     if name == "mlflow":
-        from app.integrations.tracking.mlflow_tracker import MlflowTracker
+        from quanta.integrations.tracking.mlflow_tracker import MlflowTracker
 
         database = base / block.tracking_uri.removeprefix("sqlite:///")
         return MlflowTracker(database, block.experiment or trial.search_name)
     if name == "wandb":
-        from app.integrations.tracking.wandb_tracker import WandbTracker
+        from quanta.integrations.tracking.wandb_tracker import WandbTracker
 
         return WandbTracker(base / block.dir, block.project)
     raise ValueError(f"unknown tracker {name!r}")

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from app.integrations.tracking.base import TrialInfo, flat_params
+from quanta.integrations.tracking.base import TrialInfo, flat_params
 
 # Quanta's final trial statuses as MLflow's run statuses.
 _STATUS = {"completed": "FINISHED", "failed": "FAILED", "stopped": "KILLED", "killed": "KILLED"}

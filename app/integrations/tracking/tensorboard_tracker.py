@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.integrations.tracking.base import TrialInfo, flat_params
+from quanta.integrations.tracking.base import TrialInfo, flat_params
 
 
 class TensorBoardTracker:

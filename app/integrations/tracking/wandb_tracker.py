@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.integrations.tracking.base import TrialInfo
+from quanta.integrations.tracking.base import TrialInfo
 
 
 class WandbTracker:

@@ -29,7 +29,7 @@ export function goalArrow(metric) {
   return metric.goal === "minimize" ? "↓" : "↑";
 }
 
-/** The buckets a search's trials stand in (`progress.trials`, app.status.TrialCounts), in lifecycle order. */
+/** The buckets a search's trials stand in (`progress.trials`, quanta.status.TrialCounts), in lifecycle order. */
 export const TRIAL_BUCKETS = ["queued", "running", "parked", "completed", "stopped", "killed", "failed"];
 
 /** "2 running, 3 parked, 1 failed": the non-empty buckets of `progress.trials` ("" when not stored). */

@@ -1,7 +1,7 @@
 """Asynchronous successive halving (ASHA, Li et al. 2020) and Hyperband as brackets of it, with
 Quanta's twist: a trial below its rung is *parked*, not killed.
 
-Rungs are `app.search.fidelity.rungs(max_steps, first, eta)` steps; in Hyperband bracket `b` (of
+Rungs are `quanta.search.fidelity.rungs(max_steps, first, eta)` steps; in Hyperband bracket `b` (of
 `brackets`) the first rung is `min_steps * eta**b` (`min_steps` defaults to
 `fidelity.default_first_rung`, max_steps / eta**4), and trial `i` goes to bracket `i % brackets`
 (trial ids; ASHA is Hyperband with one bracket). A trial's value at a rung is the best loss it reported
@@ -55,6 +55,6 @@ the values recorded, with `rule: rent` per held trial its rung and since when it
 decided.
 """
 
-from app.executor.policy.asha.policy import AshaPolicy
+from quanta.executor.policy.asha.policy import AshaPolicy
 
 __all__ = ["AshaPolicy"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import not_
 
-from app.executor.policy.types import TrialView
+from quanta.executor.policy.types import TrialView
 
 Where = tuple[int, int, int]  # (search id, rung index, bracket)
 

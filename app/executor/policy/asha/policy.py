@@ -10,14 +10,14 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
-from app.executor.policy.asha import rules
-from app.executor.policy.asha.held import Held, HeldSet
-from app.executor.policy.asha.rules import Decided, Round
-from app.executor.policy.asha.rung_check import rungs_passed
-from app.executor.policy.knobs import AshaKnobs, JudgeKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
-from app.search.fidelity import RungRecords, passed_values, report_values, rungs_of
+from quanta.executor.policy.asha import rules
+from quanta.executor.policy.asha.held import Held, HeldSet
+from quanta.executor.policy.asha.rules import Decided, Round
+from quanta.executor.policy.asha.rung_check import rungs_passed
+from quanta.executor.policy.knobs import AshaKnobs, JudgeKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
+from quanta.search.fidelity import RungRecords, passed_values, report_values, rungs_of
 
 # A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
 _Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
@@ -223,7 +223,7 @@ class AshaPolicy:
     ) -> dict[str, tuple[int, bool]]:
         """With `rung_check`: per "search/bracket" of the trials decided this round and those held again,
         (how many of the lowest rungs are passed over, whether that is decided), carried from `old` and
-        advanced on this round's records (`app.executor.policy.asha.rung_check`), in key order. Empty without
+        advanced on this round's records (`quanta.executor.policy.asha.rung_check`), in key order. Empty without
         the knob."""
         k = self.knobs
         if k.rung_check is None or k.mode != "pause":

@@ -21,11 +21,11 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from app.executor.policy.asha.held import HeldSet, Where
-from app.executor.policy.knobs import AshaKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, SearchView, TrialView
-from app.search.fidelity import RungRecords, cutoff_sorted
+from quanta.executor.policy.asha.held import HeldSet, Where
+from quanta.executor.policy.knobs import AshaKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, SearchView, TrialView
+from quanta.search.fidelity import RungRecords, cutoff_sorted
 
 # A held trial as the rules see it: (the index of the rung it is held at, its loss there, its view).
 HeldTrial = tuple[int, float, TrialView]

@@ -1,4 +1,4 @@
-"""Which of a (search, bracket)'s lowest rungs ASHA passes over: `rung_check` (see `app.executor.policy.asha`).
+"""Which of a (search, bracket)'s lowest rungs ASHA passes over: `rung_check` (see `quanta.executor.policy.asha`).
 
 A rung judges only while it ranks trials as the next rung does. Once `pairs` trials are recorded at both,
 a rung whose Spearman correlation with the next is below `threshold` is passed over for the rest of the
@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.search.fidelity import RungRecords
+from quanta.search.fidelity import RungRecords
 
 __all__ = ["rungs_passed"]
 

@@ -2,7 +2,7 @@
 
 One round = one quantum. From the snapshot the policy decides, purely:
 
-1. **Early feedback.** The judge (`app.search.judge`, run by the controller before each round with
+1. **Early feedback.** The judge (`quanta.search.judge`, run by the controller before each round with
    this policy's knobs, `judge_knobs`) judges each trial from its first successive-halving rung
    (`rung_eta`, default 3: `max_steps / 27` steps, textbook ASHA's first rung) by the trial's rank among
    the trials recorded at its rungs together with the extrapolation of its curve, then every
@@ -69,7 +69,7 @@ Pure: no I/O, no clock (`snapshot.now`), no torch. Everything remembered lives i
 ``exclusive``, ``rank``, ``packs``, ``bad_pairs``, ``grown``, ``idle_since``.
 """
 
-from app.executor.policy.gandiva.policy import GandivaPolicy
-from app.executor.policy.gandiva.tiers import EXCLUSIVE, GUARD, SHARED
+from quanta.executor.policy.gandiva.policy import GandivaPolicy
+from quanta.executor.policy.gandiva.tiers import EXCLUSIVE, GUARD, SHARED
 
 __all__ = ["EXCLUSIVE", "GUARD", "SHARED", "GandivaPolicy"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 
-from app.executor.policy.gandiva.packs import Unit
+from quanta.executor.policy.gandiva.packs import Unit
 
 _GangMaps = tuple[Mapping[str, int], list[list[str]], dict[int, list[tuple[str, ...]]], dict[int, dict[str, int]]]
 _gang_cache: list[_GangMaps] = []  # the last cluster's (order, nodes, blocks by need, block of each device)

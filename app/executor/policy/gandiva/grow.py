@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import TrialView
+from quanta.executor.policy.knobs import GandivaKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import TrialView
 
 
 @dataclass(frozen=True)

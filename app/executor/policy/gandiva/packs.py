@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from app.executor.policy.gandiva.tiers import SHARED
-from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from quanta.executor.policy.gandiva.tiers import SHARED
+from quanta.executor.policy.knobs import GandivaKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, TrialView
 
 MEASURE_FRACTION = 0.95  # a pack is measured after this fraction of a quantum together (tick jitter)
 

@@ -5,7 +5,7 @@ Running trials stay where they are; a trial spread over nodes is consolidated as
 hold it; parked trials resume on their own devices when free; the others move onto free devices (a
 move = `Migrate`). Multi-device trials take devices of one node when one node fits. On a cluster of
 several device kinds a unit only takes devices of kinds all its trials run on, the kinds they gain most
-on first (`Board.choose_in`, `app.executor.policy.placement.kinds`).
+on first (`Board.choose_in`, `quanta.executor.policy.placement.kinds`).
 
 Which units run: `select` takes them in rank order while devices remain, wherever they are, so the
 rotation moves trials across the whole cluster (a parked trial whose devices the next unit up holds
@@ -36,10 +36,10 @@ from collections import Counter
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
-from app.executor.policy.gandiva.gang import Gang
-from app.executor.policy.gandiva.packs import Pack, Unit
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import TrialView
+from quanta.executor.policy.gandiva.gang import Gang
+from quanta.executor.policy.gandiva.packs import Pack, Unit
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import TrialView
 
 
 def units(

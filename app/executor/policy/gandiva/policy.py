@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.executor.policy.gandiva import grow, packs, placement, quiet, tiers
-from app.executor.policy.gandiva.gang import Gang
-from app.executor.policy.knobs import GandivaKnobs, JudgeKnobs
-from app.executor.policy.placement.board import Board
-from app.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
+from quanta.executor.policy.gandiva import grow, packs, placement, quiet, tiers
+from quanta.executor.policy.gandiva.gang import Gang
+from quanta.executor.policy.knobs import GandivaKnobs, JudgeKnobs
+from quanta.executor.policy.placement.board import Board
+from quanta.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 
 
 class GandivaPolicy:

@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from app.executor.policy.gandiva.packs import Pack
-from app.executor.policy.gandiva.tiers import Standing
-from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.placement.board import Board, moves_nobody
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from quanta.executor.policy.gandiva.packs import Pack
+from quanta.executor.policy.gandiva.tiers import Standing
+from quanta.executor.policy.knobs import GandivaKnobs
+from quanta.executor.policy.placement.board import Board, moves_nobody
+from quanta.executor.policy.types import ClusterSnapshot, TrialView
 
 
 def quiet_until(

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.executor.policy.knobs import GandivaKnobs
-from app.executor.policy.types import NOT_JUDGED, ClusterSnapshot, TrialView, Verdict
+from quanta.executor.policy.knobs import GandivaKnobs
+from quanta.executor.policy.types import NOT_JUDGED, ClusterSnapshot, TrialView, Verdict
 
 EXCLUSIVE, GUARD, SHARED = "exclusive", "guard", "shared"
 NEUTRAL_P = 0.5  # P(reach) assumed for the weight of a trial that cannot be judged

@@ -3,6 +3,6 @@ prefers resident devices, then one node, then any), `kinds` (device kinds: effec
 kind-aware choice, Gavel), `kind_rebalance` and `kind_nodes` (moving placed trials between kinds while
 their summed effective rate rises), `device_maps` (a cluster's device order and nodes, memoised)."""
 
-from app.executor.policy.placement.board import Board, moves_nobody
+from quanta.executor.policy.placement.board import Board, moves_nobody
 
 __all__ = ["Board", "moves_nobody"]

@@ -1,7 +1,7 @@
 """Placement helpers shared by policies: free-device bookkeeping and device choice that prefers a
 trial's resident devices (no move), then devices of one node (locality), then any.
 
-Device kinds (`app.executor.policy.placement.kinds`): a trial is never given devices of a kind where its rate is
+Device kinds (`quanta.executor.policy.placement.kinds`): a trial is never given devices of a kind where its rate is
 0; on a cluster of several kinds with `ClusterSnapshot.kind_aware`, `choose` prefers the kinds where
 its effective rate is highest, and `placement()` exchanges placed trials between kinds while that
 raises their summed effective rate (`kind_rebalance.rebalance`), so every policy that plans on a `Board`
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from app.executor.policy.placement.device_maps import device_maps
-from app.executor.policy.placement.kind_rebalance import rebalance
-from app.executor.policy.placement.kinds import Effective, kind_tiers
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from quanta.executor.policy.placement.device_maps import device_maps
+from quanta.executor.policy.placement.kind_rebalance import rebalance
+from quanta.executor.policy.placement.kinds import Effective, kind_tiers
+from quanta.executor.policy.types import ClusterSnapshot, TrialView
 
 
 class Board:

@@ -6,7 +6,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from app.executor.policy.types import DeviceView
+from quanta.executor.policy.types import DeviceView
 
 __all__ = ["device_maps"]
 

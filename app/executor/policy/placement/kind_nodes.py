@@ -1,6 +1,6 @@
 """Moves between device kinds that trade whole nodes between trials of different sizes, for
 `kind_rebalance.rebalance` (same-size exchange cannot make them: it needs a slot of the same size on the
-other kind). Gains and losses are counted per device, in effective rates (`app.executor.policy.placement.kinds`):
+other kind). Gains and losses are counted per device, in effective rates (`quanta.executor.policy.placement.kinds`):
 the unit the share layer charges in; counted per trial instead, four one-device trials outweighed any
 four-device one.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.executor.policy.placement.device_maps import device_maps
-from app.executor.policy.placement.kinds import Effective, KindMap
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from quanta.executor.policy.placement.device_maps import device_maps
+from quanta.executor.policy.placement.kinds import Effective, KindMap
+from quanta.executor.policy.types import ClusterSnapshot, TrialView
 
 # Effective-throughput gain a trial must bring to leave the devices it is resident on (a migration
 # costs 1-2 s, a few percent of a quantum; the gain lasts as long as the trial runs there).

@@ -1,5 +1,5 @@
 """Moving placed trials between device kinds while that raises their summed effective rate (Gavel's
-max-throughput allocation, Narayanan et al., OSDI 2020; effective rates: `app.executor.policy.placement.kinds`).
+max-throughput allocation, Narayanan et al., OSDI 2020; effective rates: `quanta.executor.policy.placement.kinds`).
 
 `rebalance` exchanges placed trials between kinds (and moves them onto free devices of another kind)
 while that raises the sum of effective rates of the placed trials: for every ordered pair of kinds
@@ -11,7 +11,7 @@ allocation: the trial with a 4x speed-up on a V100 gets the V100 before one with
 on their devices, on exactly the devices they need, of one kind, are exchanged (packs and grow-shrink
 loans stay where their policy put them), and only between device sets of the same size (a node's free
 devices in chunks, for multi-device trials; wholly free nodes of one kind, for a trial larger than a
-node). Two moves trade whole nodes between trials of different sizes (`app.executor.policy.placement.kind_nodes`):
+node). Two moves trade whole nodes between trials of different sizes (`quanta.executor.policy.placement.kind_nodes`):
 a large trial on fast nodes gives them up to smaller trials that gain more there (`give_way`), and a
 large trial on slow nodes takes fast nodes from smaller trials that lose less there (`take_nodes`). With
 `kind_aware` off nothing moves (`rebalance` returns the placement as it is).
@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.executor.policy.placement import kind_nodes
-from app.executor.policy.placement.kind_nodes import EVICT_MARGIN, MOVE_MARGIN, Placed
-from app.executor.policy.placement.kinds import Effective, kind_map
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from quanta.executor.policy.placement import kind_nodes
+from quanta.executor.policy.placement.kind_nodes import EVICT_MARGIN, MOVE_MARGIN, Placed
+from quanta.executor.policy.placement.kinds import Effective, kind_map
+from quanta.executor.policy.types import ClusterSnapshot, TrialView
 
 __all__ = ["EVICT_MARGIN", "MOVE_MARGIN", "rebalance"]
 

@@ -11,12 +11,12 @@ so a device-second on kind k is worth eff(t, k) device-seconds of the average de
 cluster of one kind, more than 1 on a kind t is fast on, 0 on a kind it cannot run on (rate 0). A
 kind t has no figure for counts as the mean of its known positive rates (no preference), and a trial
 with no figure for any of the cluster's kinds has eff 1 everywhere. The share layer counts device time
-in these units (`app.executor.policy.share`), so a user on the devices its trials gain most from is
+in these units (`quanta.executor.policy.share`), so a user on the devices its trials gain most from is
 charged for that gain, and fair shares stay in devices of the average kind.
 
 **Placement.** A trial is never placed on a kind where its rate is 0 (`usable`). With
 `ClusterSnapshot.kind_aware` (the default), `Board.choose` prefers, for each trial, the free kind where
-its effective rate is highest (`kind_tiers`); `app.executor.policy.placement.kind_rebalance` then moves placed
+its effective rate is highest (`kind_tiers`); `quanta.executor.policy.placement.kind_rebalance` then moves placed
 trials between kinds while that raises their summed effective rate. With `kind_aware` off the choice
 among usable kinds is kind-blind (the policies' own).
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from app.executor.policy.types import ClusterSnapshot, DeviceView, TrialView
+from quanta.executor.policy.types import ClusterSnapshot, DeviceView, TrialView
 
 
 @dataclass(frozen=True)

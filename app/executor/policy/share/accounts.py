@@ -1,4 +1,4 @@
-"""The share layer's accounts (step 1 of `app.executor.policy.share`): per user, exponentially decayed
+"""The share layer's accounts (step 1 of `quanta.executor.policy.share`): per user, exponentially decayed
 device-seconds used, fair and ideal, carried between rounds in `Plan.state["share"]`; rho (Themis's
 finish-time fairness) read from them; and what a placement charges each user.
 

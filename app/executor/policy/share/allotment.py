@@ -1,4 +1,4 @@
-"""The share layer's allotment (step 2 of `app.executor.policy.share`): a group (what one policy plans
+"""The share layer's allotment (step 2 of `quanta.executor.policy.share`): a group (what one policy plans
 for) and the snapshot's trials grouped (`groups_of`), weighted max-min fair division of the devices
 between users and a user's groups, and whole devices out of the fractional shares.
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from app.executor.policy.types import ClusterSnapshot, TrialView
+from quanta.executor.policy.types import ClusterSnapshot, TrialView
 
 __all__ = ["Group", "bounded_shares", "fair_shares", "groups_of", "water_fill", "whole_devices"]
 

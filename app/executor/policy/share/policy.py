@@ -58,7 +58,7 @@ plans on the snapshot itself with its own state and verdicts, exactly as it woul
 
 Device kinds (Gavel). On a cluster of several kinds, `used` is counted in *effective throughput*, not
 device-seconds: a device running trial t of kind k counts eff(t, k) (t's rate there over its rate on
-the cluster's average device, `app.executor.policy.placement.kinds`), so fair and ideal shares, in devices, are
+the cluster's average device, `quanta.executor.policy.placement.kinds`), so fair and ideal shares, in devices, are
 in the same unit (an average device is 1) and a user holding the devices its trials gain most from is
 charged for the gain. A group takes unclaimed devices of the kinds its trials run on (kind-aware: gain
 most on) first, the groups with the fewest usable kinds choosing first (`assign_devices`). Each
@@ -78,15 +78,15 @@ from itertools import compress
 from operator import attrgetter, not_
 from typing import Any
 
-from app.executor.policy.knobs import ShareKnobs
-from app.executor.policy.placement.device_maps import device_maps
-from app.executor.policy.placement.kind_rebalance import rebalance
-from app.executor.policy.placement.kinds import Effective, kind_map
-from app.executor.policy.share.accounts import SHARE_STATE, Accounts, allocation
-from app.executor.policy.share.allotment import Group, bounded_shares, fair_shares, groups_of, whole_devices
-from app.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
-from app.search.judge import judge
-from app.search.verdict import JudgeKnobs, Verdict
+from quanta.executor.policy.knobs import ShareKnobs
+from quanta.executor.policy.placement.device_maps import device_maps
+from quanta.executor.policy.placement.kind_rebalance import rebalance
+from quanta.executor.policy.placement.kinds import Effective, kind_map
+from quanta.executor.policy.share.accounts import SHARE_STATE, Accounts, allocation
+from quanta.executor.policy.share.allotment import Group, bounded_shares, fair_shares, groups_of, whole_devices
+from quanta.executor.policy.types import ClusterSnapshot, Plan, Policy, TrialView
+from quanta.search.judge import judge
+from quanta.search.verdict import JudgeKnobs, Verdict
 
 GROUPS_STATE = "groups"
 
