@@ -32,6 +32,7 @@ import typer
 
 from quanta.cli.output import EXIT_BAD_INPUT, fail, search_exit_code, write_json_atomic
 from quanta.cli.remote import server_client
+from quanta.cli.summary import print_summary
 
 if TYPE_CHECKING:
     from quanta.db.store import Store
@@ -235,38 +236,11 @@ def _resume_here(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         lease.release()
-    metric = (row.spec.get("metric") or {}).get("name", "metric")
-    _print_result(result, metric, db, work)
+    metric = row.spec.get("metric") or {}
+    print_summary(result, metric.get("name", "metric"), metric.get("goal", "maximize"), db, work)
     if output:
         write_json_atomic(output, result)
     raise typer.Exit(search_exit_code(result["status"], result["reached"], result["target"]))
-
-
-def _print_result(result: dict[str, Any], metric: str, db: str, workdir: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from quanta.status import TrialCounts
-
-    table = Table(title=f"search {result['search_id']}: {result['name']}", show_header=False)
-    table.add_row("status", str(result["status"]))
-    table.add_row("best metric", f"{metric} = {result['best_metric']}")
-    table.add_row("best config", json.dumps(result["best_params"]))
-    target = result["target"]
-    if result["reached"]:
-        table.add_row("target", f"{target}: reached after {result['seconds_to_target']:.1f} s")
-    else:
-        table.add_row("target", f"{target}: not reached")
-    if result["wall_seconds"] is not None:
-        table.add_row("time it ran", f"{result['wall_seconds']:.1f} s")
-    table.add_row("trials", f"{len(result['trials'])} ({TrialCounts.from_dict(result['counts']).text()})")
-    if result.get("error"):
-        table.add_row("error", str(result["error"]))
-    table.add_row("stored in", f"{db} (search {result['search_id']}); checkpoints and logs in {workdir}")
-    console = Console()
-    if not console.is_terminal:  # logs and CI: do not wrap paths at 80 columns
-        console = Console(width=200)
-    console.print(table)
 
 
 # ---- quanta delete ---------------------------------------------------------------------------------------

@@ -7,24 +7,21 @@ bad input (or the database is another controller's); 130 interrupted; other: err
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from quanta.cli.output import fail, search_exit_code, write_json_atomic
+from quanta.cli.summary import print_summary
 from quanta.status import SearchStatus
 
 if TYPE_CHECKING:
-    from quanta.controller.state import SearchState
     from quanta.db.lease import ControllerLease
     from quanta.devices import Device
     from quanta.executor.runtime.template import TemplateStart
@@ -194,54 +191,7 @@ def _run_search(
     result = search_result(store, search_id)
     result["devices"] = [d.id for d in devs]
     result["db"] = db
-    _print_result(search_id, s, result, db, workdir)
+    print_summary(result, s.spec.metric.name, s.spec.metric.goal, db, workdir)
     if output:
         write_json_atomic(output, result)
     raise typer.Exit(search_exit_code(result["status"], result["reached"], result["target"]))
-
-
-def short_traceback(error: str, lines: int = 12) -> str:
-    """A failed trial's error shortened for a summary: its last `lines` lines (where a traceback names the
-    trainable's line and the exception), after the traceback's first line when it is one."""
-    all_lines = error.strip().splitlines()
-    if len(all_lines) <= lines:
-        return "\n".join(all_lines)
-    head = [all_lines[0], "  ..."] if all_lines[0].startswith("Traceback") else ["..."]
-    return "\n".join(head + all_lines[-lines:])
-
-
-def _print_result(search_id: int, s: SearchState, result: dict, db: str, workdir: Path) -> None:
-    from quanta.status import SearchStatus, TrialCounts
-
-    metric = s.spec.metric
-    table = Table(title=f"search {search_id}: {s.spec.name}", show_header=False)
-    failed = result["status"] == SearchStatus.FAILED
-    status = f"[red]failed[/]: {result['error']}" if failed and result.get("error") else result["status"]
-    table.add_row("status", status)
-    if result.get("warning"):
-        table.add_row("warning", f"[yellow]{result['warning']}[/]")
-    table.add_row("best metric", f"{metric.name} = {result['best_metric']}")
-    table.add_row("best config", json.dumps(result["best_params"]))
-    if metric.target is None:
-        table.add_row("target", "none: the search ran its budget")
-    elif result["reached"]:
-        table.add_row("target", f"{metric.target} ({metric.goal}): reached after {result['seconds_to_target']:.1f} s")
-    else:
-        table.add_row("target", f"{metric.target} ({metric.goal}): not reached")
-    table.add_row("wall time", f"{result['wall_seconds']:.1f} s")
-    counts = TrialCounts.from_dict(result["counts"])
-    table.add_row("trials", f"{len(result['trials'])}: {counts.text()}")
-    stopped = Counter(t.get("reason") or "" for t in result["trials"] if t["status"] == "stopped")
-    if stopped:  # say why: "stopped" alone read as if those trials had been cut short by mistake
-        reason = stopped.most_common(1)[0][0]
-        table.add_row(
-            "stopped", f"{sum(stopped.values())} alive (running, parked or queued) when {reason or 'it ended'}"
-        )
-    first = next((t for t in result["trials"] if t["status"] == "failed" and t.get("error")), None)
-    if first is not None:  # the first failure's traceback, so a broken trainable is seen at once
-        table.add_row(f"first failure (trial {first['id']})", short_traceback(first["error"]), style="red")
-    table.add_row("stored in", f"{db} (search {search_id}); checkpoints and logs in {workdir}")
-    out_console = Console()
-    if not out_console.is_terminal:  # logs and CI: do not wrap paths at 80 columns
-        out_console = Console(width=200)
-    out_console.print(table)

@@ -107,7 +107,7 @@ def test_ctrl_c_prints_the_best_so_far_and_quanta_resume_goes_on_with_more_trial
         later = [r.step for r in store.reports(tid) if r.attempt > 0]
         assert later and min(later) >= before.checkpoint_step
     assert store.search(1).spec["budget"]["max_trials"] == 4
-    assert "time it ran" in done.stdout and "4 completed" in done.stdout
+    assert "wall time" in done.stdout and "4 completed" in done.stdout
 
     again = quanta("resume", "1", "--db", url, "--workdir", str(work))  # nothing left to do: refused, named
     assert again.returncode == 2 and "give more" in again.stderr, again.stderr
