@@ -58,5 +58,5 @@ def test_search_page_counts_parked_trials_and_warns_about_a_missing_metric(modul
     page.wait_for_selector(".search-head .badge:text-is('failed')", timeout=60_000)
     warning = page.text_content("#search-warning")
     assert warning is not None and "metric 'acc' has not been reported" in warning and "'accuracy'" in warning
-    assert "metric 'acc' was never reported" in (page.text_content(".error") or "")
+    assert "metric 'acc' was never reported" in (page.text_content("#search-error") or "")
     assert not errors, errors

@@ -33,7 +33,7 @@ SPEC = {
     "parallelism": 2,
     "search": {"algorithm": "random"},
     "scheduler": {"policy": "timeslice", "quantum_s": 0.3},
-    "config": {"report_every": 50, "sleep_s": 0.002},
+    "config": {"report_every": 50, "sleep_s": 0.01},
 }
 
 

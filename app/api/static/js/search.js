@@ -66,7 +66,7 @@ export function searchView(root, id, me = null) {
     h("button", { type: "submit", id: "more-go" }, "Go on"),
   );
   const stats = h("div", { class: "stats" });
-  const errorBox = h("div", { class: "error", hidden: true });
+  const errorBox = h("div", { class: "error", id: "search-error", hidden: true });
   const warningBox = h("div", { class: "warning", id: "search-warning", hidden: true });
   const bestEl = h("div", { class: "chart", id: "chart-best" });
   const curvesEl = h("div", { class: "chart", id: "chart-curves" });
