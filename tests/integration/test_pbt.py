@@ -44,6 +44,7 @@ def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_v
     assert len(trials) == 4 and all(t.status == "completed" for t in trials)  # the population, no more
     exploits = [c for t in trials for c in store.config_changes(t.id) if c.cause == "exploit"]
     assert exploits, "no exploit happened"
+    went_on = 0
     for change in exploits:
         target, source, k = change.trial_id, change.source_id, change.step
         assert source is not None and source != target and k >= INTERVAL
@@ -51,12 +52,17 @@ def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_v
         had = {r.metrics["config_lr"] for r in store.reports(source)}
         new_lr = change.values["lr"]
         assert any(new_lr == pytest.approx(min(1.0, v * f)) for v in had for f in (0.8, 1.2))
-        # Its reports under the new rate go on from the source's step, the optimizer at that rate.
-        mine = sorted(
-            (r for r in store.reports(target) if r.metrics["config_lr"] == pytest.approx(new_lr)), key=lambda r: r.step
-        )
-        assert mine and mine[0].step == k  # as a fork's: its first report is at the step it took over
-        assert all(r.metrics["lr"] == pytest.approx(new_lr) for r in mine)
+        # Its reports until its next change go on from the source's step (as a fork's: the first is at
+        # the step it took over), the optimizer at the new rate.
+        after = [c.at for c in store.config_changes(target) if c.at > change.at]
+        until = min(after, default=float("inf"))
+        mine = sorted((r for r in store.reports(target) if change.at < r.at < until), key=lambda r: r.at)
+        if mine:
+            went_on += 1
+            assert mine[0].step == k and [r.step for r in mine] == list(range(k, k + len(mine)))
+            assert all(r.metrics["lr"] == pytest.approx(new_lr) for r in mine)
+            assert all(r.metrics["config_lr"] == pytest.approx(new_lr) for r in mine)
+    assert went_on
     lineage = store.lineage(sid)
     shown = [c for t in lineage.trials for c in t.changes if c.cause == "exploit"]
     assert len(shown) == len(exploits) and {c.source_id for c in shown} == {c.source_id for c in exploits}
