@@ -272,6 +272,12 @@ class SearchSpec(_Frozen):
         problem = mutable_problem(self.space, self.mutable)
         if problem is not None:
             raise problem
+        if self.scheduler.policy == "pbt" and not self.mutable:
+            raise SpaceError(
+                "mutable",
+                "scheduler.policy pbt changes mutable parameters, and the space has none: mark one "
+                "(`lr: {loguniform: [0.0001, 0.1], mutable: true}` under space)",
+            )
         clash = set(self.space) & set(self.config)
         if clash:
             raise ValueError(f"config repeats space parameters {sorted(clash)}")

@@ -58,7 +58,7 @@ from quanta.db.protocol import ControllerStore
 from quanta.db.reports import latest_per_step
 from quanta.db.warm import items_from_json, warm_items
 from quanta.executor.actions import Stop
-from quanta.executor.policy.knobs import RunToRungKnobs
+from quanta.executor.policy.knobs import PbtKnobs, RunToRungKnobs
 from quanta.executor.runtime.base import Runtime
 from quanta.search.factory import make_searcher
 from quanta.search.searcher import HistoryItem, Searcher, Suggestion
@@ -571,6 +571,8 @@ class SearchBook:
         more than the cluster's devices can take plus its `lookahead`, so that each configuration is
         asked of the searcher just before a device takes it up."""
         knobs = spec.scheduler
+        if isinstance(knobs, PbtKnobs):
+            return knobs.population  # its parallelism: the population, a member replaced only when one ends
         if not isinstance(knobs, RunToRungKnobs) or knobs.lookahead is None:
             return spec.parallelism  # a time-slicing policy wants every trial of its parallelism alive
         slots = len(self._runtime.devices()) // max(1, spec.resources.devices_per_trial)

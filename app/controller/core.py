@@ -40,7 +40,7 @@ from quanta.controller.state import SearchState, Signals, TrialState
 from quanta.controller.tracking import ReportTracking
 from quanta.controller.trials import TrialIndex
 from quanta.db.protocol import ControllerStore
-from quanta.executor.actions import Action, Event, Run, Stop
+from quanta.executor.actions import Action, Event, Migrate, Run, Stop
 from quanta.executor.policy.types import ClusterSnapshot, Placement, Plan, Policy
 from quanta.executor.reconcile import reconcile
 from quanta.executor.runtime.base import Runtime
@@ -250,6 +250,8 @@ class Controller:
             plan = policy.plan(snapshot)
             self.policies.remember(policy, plan, self.snapshots.judge_state)
             self.book.held = frozenset(plan.hold)
+        for target, (source, values) in plan.exploits.items():
+            self.forks.exploit(target, source, values)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)
@@ -292,9 +294,10 @@ class Controller:
             if ts is not None and tid not in residency:
                 self.book.finalize(ts, TrialStatus.KILLED, now, reason=plan.reasons.get(tid, "stopped by policy"))
         actions = []
+        exploiting = self.forks.exploiting()  # they wait for their new state (`Forks.exploit`)
         for a in reconcile(current, plan):
             ts = trial(a.trial_id)
-            if ts is None:
+            if ts is None or (a.trial_id in exploiting and isinstance(a, Run | Migrate)):
                 continue
             if isinstance(a, Run) and ts.status == TrialStatus.RUNNING and a.trial_id not in residency:
                 # Started before, and no longer resident: its process has ended and its exit is still on

@@ -26,6 +26,13 @@ Contract:
   process takes them at its next boundary (`Reconfigure`, answered by `Configured`, which stores them
   with the step); any other has its parameters changed at once (its next process starts with them, and
   its restore brings the optimizers it restores to them).
+- `exploit(target, source, values)` (a population's, `Plan.exploits`): trial `target` takes trial
+  `source`'s state and `values` for its mutable parameters. The source's state is staged beside the
+  target's checkpoint (`Fork` with a path, or the source's checkpoint copied), the target's process is
+  released, and only once it has ended is the staged file renamed over its checkpoint and the change
+  stored (cause "exploit", its source and step), in one transaction. Until then the target does not run
+  (`exploiting`); whatever fails on the way drops the staged file and the target goes on from its own
+  state. Exploits live in memory: after a restart the population's policy decides again.
 - `waiting(trial_id)`: a new trial still waiting for its parent's state (the launcher finds its
   checkpoint path through it).
 """
@@ -50,7 +57,7 @@ from quanta.db.launch import checkpoint_path, trial_log_path
 from quanta.db.lineage import fork_state_problem
 from quanta.db.models import ForkRow
 from quanta.db.protocol import ControllerStore
-from quanta.executor.actions import Action, Configured, Fork, Forked, Reconfigure
+from quanta.executor.actions import Action, Configured, Fork, Forked, Reconfigure, Release
 from quanta.executor.runtime.base import Runtime
 from quanta.search.space import SpaceError, vals_with_values, with_values
 from quanta.status import SearchStatus, TrialStatus
@@ -73,6 +80,20 @@ class _Open:
     asked: bool = False  # a `Fork` went to the parent's process; its answer is awaited
     answer: Forked | None = None
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Exploit:
+    """A population's exploit being carried out: `target` takes `source`'s state and `values`."""
+
+    target: int
+    source: int
+    values: dict[str, Any]
+    stage: Path
+    asked: bool = False
+    answer: Forked | None = None
+    step: int | None = None  # the staged state's step (once staged)
+    released: bool = False
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
@@ -110,6 +131,7 @@ class Forks:
         self._signals = signals
         self._workdir = Path(workdir)
         self._open: dict[int, _Open] = {}
+        self._exploits: dict[int, _Exploit] = {}  # by target
 
     # ---- requests ------------------------------------------------------------------------------
 
@@ -121,6 +143,30 @@ class Forks:
         assert row.id is not None
         self._signals.wake = True
         return row.id
+
+    def exploit(self, target_id: int, source_id: int, values: Mapping[str, Any]) -> None:
+        """Trial `target_id` takes trial `source_id`'s state and `values` (see the module's contract);
+        nothing when it is being exploited already, or either is not alive."""
+        if target_id in self._exploits or target_id == source_id:
+            return
+        t, src = self._index.alive.get(target_id), self._index.get(source_id)
+        s = self._book.search(t.search_id) if t is not None else None
+        if t is None or src is None or s is None or src.search_id != s.id:
+            return
+        try:
+            checked = s.spec.checked_overrides(values)
+        except SpaceError as exc:
+            log.warning("exploit of trial %s by trial %s refused: %s", source_id, target_id, exc)
+            return
+        stage = Path(f"{checkpoint_path(self._workdir, s.id, target_id)}.exploit")
+        with contextlib.suppress(OSError):
+            stage.unlink(missing_ok=True)
+        self._exploits[target_id] = _Exploit(target_id, source_id, dict(checked), stage)
+        self._signals.wake = True
+
+    def exploiting(self) -> frozenset[int]:
+        """Trials being exploited: they do not run until it is done or failed."""
+        return frozenset(self._exploits)
 
     def load(self) -> None:
         """After a restart (the book loaded first): the requests the store holds open, each where it was."""
@@ -141,6 +187,84 @@ class Forks:
                 self._take(row)
         for f in list(self._open.values()):
             self._advance(f, now)
+        for x in list(self._exploits.values()):
+            self._advance_exploit(x, now)
+
+    # ---- a population's exploit ----------------------------------------------------------------
+
+    def _advance_exploit(self, x: _Exploit, now: float) -> None:
+        target, source = self._index.get(x.target), self._index.get(x.source)
+        if target is None or target.status.final:
+            self._drop_exploit(x, None)  # it ended meanwhile: nothing to carry out
+            return
+        residency = self._runtime.residency()
+        if x.step is None:  # staging the source's state
+            if x.answer is not None:
+                answer, x.answer = x.answer, None
+                if answer.error is not None and not answer.gone:
+                    self._drop_exploit(x, answer.error)
+                    return
+                if answer.error is None:
+                    x.step = answer.step
+                else:
+                    x.asked = False  # no process: its checkpoint is what is left
+            elif x.asked:
+                if x.source in residency or (source is not None and source.status == TrialStatus.RUNNING):
+                    return  # the answer is on its way
+                x.asked = False
+            if x.step is None:
+                if x.source in residency:
+                    actions: list[Action] = [Fork(x.source, x.target, str(x.stage))]
+                    self._runtime.apply(self._rounds.record(now, actions), actions)
+                    x.asked = True
+                    return
+                if source is not None and source.status == TrialStatus.RUNNING:
+                    return  # its exit is on its way: its checkpoint may change
+                row = self._store.trial(x.source)
+                src = checkpoint_path(self._workdir, target.search_id, x.source)
+                if row is None or row.checkpoint_step is None or not src.exists():
+                    self._drop_exploit(x, f"trial {x.source} has no state to give")
+                    return
+                try:
+                    copy_atomic(src, x.stage)
+                except OSError as exc:
+                    self._drop_exploit(x, f"cannot copy trial {x.source}'s checkpoint: {exc}")
+                    return
+                x.step = row.checkpoint_step
+        # Staged: the target's own process ends (its state is replaced), then the staged state is its own.
+        if x.target in residency or target.status == TrialStatus.RUNNING:
+            if not x.released and x.target in residency:
+                actions = [Release(x.target)]
+                self._runtime.apply(self._rounds.record(now, actions), actions)
+                x.released = True
+            return
+        assert x.step is not None
+        ckpt = checkpoint_path(self._workdir, target.search_id, x.target)
+        params = with_values(target.params, x.values)
+        try:
+            os.replace(x.stage, ckpt)
+        except OSError as exc:
+            self._drop_exploit(x, f"cannot move the staged state into place: {exc}")
+            return
+        self._store.record_config_change(
+            x.target, x.step, now, x.values, params, "exploit", source_id=x.source, restored=True
+        )
+        target.params, target.vals = params, vals_with_values(target.vals, x.values)
+        target.steps, target.resume = x.step, True
+        if source is not None:
+            target.curve = [p for p in source.curve if p[0] <= x.step]
+        self._exploits.pop(x.target, None)
+        self._signals.replan = True
+        log.info("trial %s took trial %s's state at step %s with %s", x.target, x.source, x.step, x.values)
+
+    def _drop_exploit(self, x: _Exploit, error: str | None) -> None:
+        """The exploit goes (failed with `error`, or moot): its staged file too; the target keeps its state."""
+        if error is not None:
+            log.warning("exploit of trial %s by trial %s failed: %s", x.source, x.target, error)
+        with contextlib.suppress(OSError):
+            x.stage.unlink(missing_ok=True)
+        self._exploits.pop(x.target, None)
+        self._signals.replan = True
 
     def _take(self, row: ForkRow) -> None:
         assert row.id is not None
@@ -284,6 +408,11 @@ class Forks:
 
     def forked(self, e: Forked) -> None:
         """A parent's answer: kept for its request (acted on at the next tick)."""
+        x = self._exploits.get(e.into)
+        if x is not None and x.source == e.trial_id and x.asked:
+            x.answer = e
+            self._signals.wake = True
+            return
         for f in self._open.values():
             if f.parent_id == e.trial_id and f.child is not None and f.child.id == e.into:
                 f.answer = e

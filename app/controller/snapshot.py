@@ -30,9 +30,10 @@ from quanta.controller.packed import PackedRates
 from quanta.controller.state import TrialState
 from quanta.controller.trials import TrialIndex
 from quanta.executor.actions import Residency
-from quanta.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, SearchView, TrialView
+from quanta.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, MutableDim, SearchView, TrialView
 from quanta.executor.runtime.base import Runtime
 from quanta.search.judge import judge
+from quanta.search.space import dimension_at, is_dimension
 from quanta.search.verdict import JudgeKnobs
 from quanta.status import SearchStatus
 
@@ -87,12 +88,14 @@ class SnapshotBuilder:
                 s.spec.budget.max_steps,
                 more_trials=s.created - s.forked < s.spec.budget.max_trials,
                 owner=s.owner,
+                mutable=mutable_dims(s.spec.space, s.spec.mutable),
             )
             for s in searches
             if s.status == SearchStatus.RUNNING
         )
         paused = {s.id for s in searches if s.status == SearchStatus.PAUSED}
         alive = self._index.alive
+        names = {s.id: s.spec.mutable for s in searches if s.spec.mutable}
         changes = self._index.take_changes()
         dirty = changes.touched
         seen, parked, parked_obj = self._res_seen, self._parked, self._parked_obj
@@ -141,7 +144,7 @@ class SnapshotBuilder:
             for tid in dirty:
                 t = alive.get(tid)
                 if t is not None:
-                    views[tid] = _view(t, residency.get(tid), views.get(tid))
+                    views[tid] = _view(t, residency.get(tid), views.get(tid), names.get(t.search_id, ()))
             trials: list[TrialView] = list(views.values())  # type: ignore[arg-type]  # every entry built above
             if self._index.in_arrival_order:  # views are in arrival order: keep it, no sort (a key per trial)
                 resident = list(compress(trials, map(residency.__contains__, views.keys())))
@@ -152,7 +155,11 @@ class SnapshotBuilder:
         else:
             resident_trials = None
             views.clear()
-            trials = [_view(t, residency.get(t.id)) for t in alive.values() if t.search_id not in paused]
+            trials = [
+                _view(t, residency.get(t.id), None, names.get(t.search_id, ()))
+                for t in alive.values()
+                if t.search_id not in paused
+            ]
         alive_ids = {t.id for t in trials} if paused else alive
         snapshot = ClusterSnapshot(
             now=now,
@@ -198,9 +205,34 @@ class KnownResidency(Mapping[int, tuple[str, ...]]):
         return sum(1 for _ in self)
 
 
-def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> TrialView:
+def mutable_dims(space: Mapping[str, Any], names: tuple[str, ...]) -> tuple[MutableDim, ...]:
+    """The mutable parameters `names` of `space`, as a policy reads them."""
+    out = []
+    for name in names:
+        node = dimension_at(space, name)
+        if is_dimension(node):
+            kind, args = next(iter(node.items()))
+            out.append(MutableDim(name, kind, tuple(float(a) for a in args)))
+    return tuple(out)
+
+
+def _values(params: Mapping[str, Any], names: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
+    """The values in `params` of the dotted `names` (numbers only), sorted by name."""
+    out = []
+    for name in sorted(names):
+        node: Any = params
+        for part in name.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, int | float) and not isinstance(node, bool):
+            out.append((name, float(node)))
+    return tuple(out)
+
+
+def _view(t: TrialState, r: Residency | None, old: TrialView | None = None, names: tuple[str, ...] = ()) -> TrialView:
     """Trial `t` as the policy sees it; brings its steps and device time up to date from residency `r`.
-    `old` (its previous view) is returned, or cheaply copied, when only its progress moved."""
+    `old` (its previous view) is returned, or cheaply copied, when only its progress moved. `names`: its
+    search's mutable parameters (their values in force are part of the view)."""
+    values = _values(t.params, names) if names else ()
     if r is not None:
         t.device_seconds = t.device_seconds_base + r.device_seconds
         t.steps = max(t.steps, r.steps)
@@ -217,6 +249,7 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> T
             and old.memory_mb == t.memory_mb
             and old.elastic == t.elastic
             and len(old.curve) == len(t.curve)
+            and old.values == values
         ):
             if old.steps_done == t.steps and old.device_seconds == t.device_seconds:
                 return old  # nothing changed (a parked trial): the frozen view is still true
@@ -244,4 +277,5 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None) -> T
         kind=t.kind,
         owner=t.owner,
         kind_rates=tuple(sorted(t.kind_rates.items())),
+        values=values,
     )

@@ -219,14 +219,19 @@ class LineageQueries:
         params: dict[str, Any],
         cause: str = "set",
         source_id: int | None = None,
+        restored: bool = False,
     ) -> None:
         """Trial `trial_id`'s mutable parameters changed to `values` at `step`: its parameters are
-        `params` from now on (the next process of it starts with them), and the change is kept."""
+        `params` from now on (the next process of it starts with them), and the change is kept.
+        `restored`: its checkpoint was just replaced by another trial's state at `step` (an exploit,
+        `source_id`'s): its steps and checkpoint step are `step` too, in the same transaction."""
         with self.session() as s:
             trial = s.get(TrialRow, trial_id)
             if trial is None:
                 raise KeyError(f"trial {trial_id} not found")
             trial.params = params
+            if restored:
+                trial.steps = trial.checkpoint_step = step
             s.add(trial)
             change = ConfigChangeRow(
                 search_id=trial.search_id,

@@ -349,11 +349,14 @@ class MemoryStore:
         params: dict[str, Any],
         cause: str = "set",
         source_id: int | None = None,
+        restored: bool = False,
     ) -> None:
         trial = self._trials.get(trial_id)
         if trial is None:
             raise KeyError(f"trial {trial_id} not found")
         trial.params = params
+        if restored:
+            trial.steps = trial.checkpoint_step = step
         self._changes.append(
             ConfigChangeRow(
                 id=self._next_id(ConfigChangeRow),

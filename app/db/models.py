@@ -178,7 +178,8 @@ class ForkRow(SQLModel, table=True):
 
 class ConfigChangeRow(SQLModel, table=True):
     """A trial's mutable parameters changed at `step` (its mini-batches done): `values` are the new ones.
-    `cause`: "fork" (it started from `source_id`'s state with them) or "set" (changed while it ran)."""
+    `cause`: "fork" (it started from `source_id`'s state with them), "set" (changed while it ran) or
+    "exploit" (a population member took `source_id`'s state with them, `quanta.executor.policy.pbt`)."""
 
     __tablename__ = "config_change"
     __table_args__ = NEVER_REUSED

@@ -137,6 +137,7 @@ class ControllerStore(Protocol):
         params: dict[str, Any],
         cause: str = ...,
         source_id: int | None = ...,
+        restored: bool = ...,
     ) -> None: ...
     def config_changes(self, trial_id: int) -> list[ConfigChangeRow]: ...
 

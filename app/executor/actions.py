@@ -88,10 +88,13 @@ class Handoff(Wire):
 @dataclass(frozen=True)
 class Fork(Wire):
     """Write the trial's state at its next boundary as trial `into`'s checkpoint (the runtime finds that
-    path through its launcher, as it finds every trial's). Answered by a `Forked` event."""
+    path through its launcher, as it finds every trial's), or at `path` when given (a population's
+    exploit stages the state beside `into`'s own checkpoint, which stays as it is until the exploit is
+    done). Answered by a `Forked` event."""
 
     trial_id: int
     into: int
+    path: str | None = None
     kind: str = "fork"
 
 

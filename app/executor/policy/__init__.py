@@ -23,10 +23,11 @@ def _policy_classes() -> tuple[Any, ...]:
     from quanta.executor.policy.fifo import FifoPolicy
     from quanta.executor.policy.freeze_thaw import FreezeThawPolicy
     from quanta.executor.policy.gandiva import GandivaPolicy
+    from quanta.executor.policy.pbt import PbtPolicy
     from quanta.executor.policy.timeslice import TimeslicePolicy
     from quanta.executor.policy.tiresias import TiresiasPolicy
 
-    return (FifoPolicy, TimeslicePolicy, GandivaPolicy, TiresiasPolicy, AshaPolicy, FreezeThawPolicy)
+    return (FifoPolicy, TimeslicePolicy, GandivaPolicy, TiresiasPolicy, AshaPolicy, FreezeThawPolicy, PbtPolicy)
 
 
 @functools.cache

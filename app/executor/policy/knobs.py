@@ -275,6 +275,39 @@ class FreezeThawKnobs(RunToRungKnobs):
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for parked trials; 0 = no limit")
 
 
+class PbtKnobs(MechanismKnobs):
+    """Population-based training (`quanta.executor.policy.pbt`; Jaderberg et al. 2017): `population`
+    trials time-sliced on the devices; each pauses every `interval_steps` and is ranked among the members
+    that reached the same interval: one in the bottom `quantile` exploits one in the top (takes its state)
+    and explores (its mutable values perturbed by a factor of `perturb`, or resampled from the space with
+    probability `resample_p`). The search needs mutable parameters (`space`, `mutable`)."""
+
+    policy: Literal["pbt"] = "pbt"
+    population: int = Field(default=8, ge=2, le=10_000, description="trials alive at once (the population)")
+    interval_steps: int | None = Field(
+        default=None, ge=1, description="steps between exploit decisions; default: budget.max_steps / 10"
+    )
+    quantile: float = Field(default=0.25, gt=0, le=0.5, description="bottom fraction that exploits the top fraction")
+    perturb: tuple[float, float] = Field(
+        default=(0.8, 1.2), description="factors a mutable value is multiplied by, one chosen at random"
+    )
+    resample_p: float = Field(default=0.25, ge=0, le=1, description="probability a value is resampled from the space")
+    seed: int = Field(default=0, description="seed of the exploit and explore draws")
+
+    @field_validator("perturb")
+    @classmethod
+    def _positive(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(f > 0 for f in v):
+            raise ValueError(f"factors must be above 0: {list(v)}")
+        return v
+
+    def interval(self, max_steps: int) -> int:
+        """Steps between decisions for a search of `max_steps` per trial."""
+        if self.interval_steps is not None:
+            return self.interval_steps
+        return max(1, max_steps // 10) if max_steps > 0 else 1000
+
+
 class ShareKnobs(_Knobs):
     """The share layer's knobs: cluster-wide (not a search's: no search may choose its own share)."""
 
@@ -289,7 +322,14 @@ class ShareKnobs(_Knobs):
 
 
 PolicyKnobs = (
-    FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs | FreezeThawKnobs
+    FifoKnobs
+    | TimesliceKnobs
+    | GandivaKnobs
+    | TiresiasKnobs
+    | AshaKnobs
+    | HyperbandKnobs
+    | FreezeThawKnobs
+    | PbtKnobs
 )
 SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 # Policy name -> its knob model, read off the union (each model's `policy` literal): the one list of names.

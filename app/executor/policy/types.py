@@ -34,6 +34,17 @@ class DeviceView:
 
 
 @dataclass(frozen=True)
+class MutableDim:
+    """One mutable parameter of a search's space, as a policy that changes values reads it: its dotted
+    `name`, its distribution `kind` (``uniform``, ``loguniform``, ``quniform``, ``qloguniform``,
+    ``randint``, ``normal``) and that kind's arguments (``[low, high]``, ``[low, high, q]``, ``[mu, sigma]``)."""
+
+    name: str
+    kind: str
+    args: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class TrialView:
     """What a policy knows about one trial.
 
@@ -68,6 +79,8 @@ class TrialView:
     kind: str = ""  # job type (simulator traces); empty for search trials
     owner: str = ""  # the user of a trial outside any search (a trace job); a search's trials: `SearchView.owner`
     kind_rates: tuple[tuple[str, float], ...] = ()  # solo rate per device kind (see the docstring)
+    # The values in force of its search's mutable parameters (`SearchView.mutable`), sorted by name.
+    values: tuple[tuple[str, float], ...] = ()
 
     @property
     def resident(self) -> bool:
@@ -92,6 +105,7 @@ class SearchView:
     max_steps: int = 0
     more_trials: bool = False  # the search will create more trials (its trial budget is not spent)
     owner: str = ""  # the user who submitted it (the share layer divides device time between users)
+    mutable: tuple[MutableDim, ...] = ()  # its mutable parameters (a population's exploits change them)
 
 
 @dataclass(frozen=True)
@@ -198,6 +212,11 @@ class Plan:
     # arrives or ends, a command comes); None: no promise. A controller may skip planning until then
     # (`ControllerOptions.trust_quiet`); the decisions are the same either way.
     quiet_until: float | None = None
+    # Population-based training: `exploits[b] = (a, values)` replaces trial b's state by trial a's (a fork
+    # of a into b itself, at a's next boundary) and gives b `values` for its mutable parameters. The
+    # controller carries it out through its forks; until it is done (or failed: b then goes on from its
+    # own state) b does not run, whatever `placement` says.
+    exploits: Mapping[int, tuple[int, Mapping[str, float]]] = field(default_factory=dict)
 
     def devices_of(self, trial_id: int) -> tuple[str, ...]:
         return tuple(sorted(d for d, ids in self.placement.items() if trial_id in ids))
