@@ -79,7 +79,7 @@ bench: dev system-deps
 	$(PY) bench/timeslice.py --steps 8000 --json bench/results/timeslice.json
 	$(PY) bench/start_latency.py --repeats 7 --json bench/results/start_latency.json
 	$(PY) bench/migration.py --json bench/results/migration.json
-	$(PY) bench/load.py --seconds 30 --clients 50 --streams 20 --json bench/results/load.json
+	$(PY) bench/load.py --seconds 30 --clients 50 --streams 20 --json bench/results/reliability/load.json
 	$(PY) bench/search.py --systems default,fifo,optuna,optuna_hb,ray --seeds 14,15,16,17,18,19,20 \
 	  --targets 0.85,0.92,0.95 --max-seconds 300 --json bench/results/search_mnist1d.json
 

@@ -2,7 +2,7 @@
 `--clients` clients calling the read routes back to back (each sends its next request when the last is
 answered) and `--streams` open `/events` streams, for `--seconds`.
 
-    python bench/load.py --seconds 30 --clients 50 --streams 20 --json bench/results/load.json
+    python bench/load.py --seconds 30 --clients 50 --streams 20 --json bench/results/reliability/load.json
 
 Goals (docs/reliability.md): at least 300 requests per second over the read routes, p99 at most 250 ms,
 `/healthz` p99 at most 50 ms, zero 5xx, no transport failure, every stream open (200) and receiving
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--streams", type=int, default=20)
     ap.add_argument("--devices", type=int, default=2, help="CPU devices of the server (its trials run there)")
-    ap.add_argument("--json", type=Path, default=None, help="write the figures here (bench/results/load.json)")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here (bench/results/reliability/load.json)")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.clients < 1 or args.streams < 0 or args.devices < 1:
         ap.error("--seconds must be > 0, --clients and --devices >= 1, --streams >= 0")
