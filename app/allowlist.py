@@ -2,7 +2,7 @@
 
 The API checks a posted spec's trainable against it; every worker node checks it again before it
 imports a warm-up module or starts a trial (the database and the broker are not trusted to hold only
-what the API let in). Ground floor: imports nothing from `app`, so the runtime layer may use it.
+what the API let in). Ground floor: imports nothing from `quanta`, so the runtime layer may use it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ on `cpu:i` is pinned to group i and starts with that many torch threads. Two tri
 device therefore really share its cores (packing is measured honestly), and moving a trial between CPU
 devices re-pins it without changing its thread count. CUDA devices map to `torch.device("cuda:i")`.
 
-A ground module (it imports nothing from `app`): the CLI and the workers parse devices, the runtime
+A ground module (it imports nothing from `quanta`): the CLI and the workers parse devices, the runtime
 places trials on them, and the trial itself (`quanta.sdk.trial`) binds its process to them. Living here
 rather than in `app/executor/runtime/` lets the sdk use it without importing the runtime, which
 imports the sdk to run trials (no import runs back up: tests/unit/test_layers.py).

@@ -5,7 +5,7 @@ Both are `StrEnum`s, so a member *is* its string: it is stored in the database, 
 compared with a plain string read back from a row unchanged (``SearchStatus.RUNNING == "running"``).
 `TrialCounts` is how a search's trials stand, as every view counts them (the `quanta run` summary and
 progress bar, `quanta status`, the API and the dashboard).
-This module is the ground floor: it imports nothing from `app`, so every layer may import it.
+This module is the ground floor: it imports nothing from `quanta`, so every layer may import it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 instead of the installed one by `quanta serve`, `quanta controller` or a worker, and by the trial
 template they start. `quanta run` (and `quanta.sdk.run`) alone import trainables from the working directory
 on purpose, and from the spec file's folder when the trainable is there (`quanta.trainable_ref.place_trainable`).
-Ground floor: imports nothing from `app`.
+Ground floor: imports nothing from `quanta`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ sharing a workdir would write each other's `search-1/`. Two rules keep them apar
   it belongs to (`claim_workdir`), and a command started on another database with the same workdir is
   refused, naming both, before it stores or writes anything.
 
-Ground floor: imports nothing from `app`.
+Ground floor: imports nothing from `quanta`.
 """
 
 from __future__ import annotations

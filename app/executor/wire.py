@@ -12,7 +12,7 @@ error. Annotations understood: int, float (an int is accepted), str, bool, None,
 The records of distributed mode that need no action or event types live here too: a node's devices
 (`NodeDevice`) and resident trials (`NodeResidency`) as its row stores them, `NodeInfo`, `EventRecord`
 and `Assignment`. Actions (with the node's `Order` envelope) and events are in `quanta.executor.actions`.
-This module is ground floor: it imports nothing from `app`, so the database layer (`quanta.db.cluster`)
+This module is ground floor: it imports nothing from `quanta`, so the database layer (`quanta.db.cluster`)
 and the runtime layer (`quanta.executor.runtime`) both use it without importing each other.
 """
 

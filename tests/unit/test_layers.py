@@ -268,7 +268,7 @@ def test_known_exceptions_are_still_there():
 
 
 def test_status_is_the_ground_floor():
-    """app/status.py (the states' vocabulary) imports nothing from app: every layer may import it."""
+    """app/status.py (the states' vocabulary) imports nothing from quanta: every layer may import it."""
     assert {m for m in imports(APP / "status.py") if m.startswith("quanta")} == set()
 
 
