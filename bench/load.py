@@ -329,7 +329,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--streams", type=int, default=20)
     ap.add_argument("--devices", type=int, default=2, help="CPU devices of the server (its trials run there)")
-    ap.add_argument("--json", type=Path, default=None, help="write the figures here (bench/results/reliability/load.json)")
+    ap.add_argument(
+        "--json", type=Path, default=None, help="write the figures here (bench/results/reliability/load.json)"
+    )
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.clients < 1 or args.streams < 0 or args.devices < 1:
         ap.error("--seconds must be > 0, --clients and --devices >= 1, --streams >= 0")
