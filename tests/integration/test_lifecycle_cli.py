@@ -66,6 +66,8 @@ def test_ctrl_c_prints_the_best_so_far_and_quanta_resume_goes_on_with_more_trial
             [sys.executable, "-m", "quanta.cli", "run", str(spec_path), "--devices", "cpu:2", "--db", url,
              "--workdir", str(work)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            # Ctrl-C as a terminal's foreground job has it, whatever this process inherited.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
     try:
         store = wait_for(lambda: (tmp_path / "q.db").exists() and Store(url), 60, "the database")
