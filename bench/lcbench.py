@@ -134,6 +134,9 @@ VARIANTS = {name: (p, a, _as_logged(sk), _searched_as_logged(k)) for name, (p, a
 # BOHB's level with its random third over today's default scheduler: today's default searcher, named with
 # its knobs pinned so that its logged runs (the screen by workers) keep their meaning if the default moves.
 VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_fraction": 1 / 3})
+# The freeze-thaw policy (`scheduler.policy: freeze_thaw`, its knobs' defaults) with the default searcher:
+# the candidate for the default, tuned on the suite's even-indexed tasks and to be confirmed on the others.
+VARIANTS["quanta_freeze_thaw"] = ("freeze_thaw", None, {}, {})
 
 # The goals quanta_default is held to at the hard target (docs/benchmarks.md, LCBench).
 GOAL_RATIO_BEST_SYNE = 1.3
