@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -20,6 +21,7 @@ from quanta.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from quanta.executor.policy.knobs import upgrade as upgrade_knobs
 from quanta.search.fidelity import DEFAULT_ETA, rungs_of
 from quanta.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
+from quanta.search.pareto import Bound, Objective
 from quanta.search.space import (
     SpaceError,
     dimension_at,
@@ -68,6 +70,33 @@ class MetricSpec(_Frozen):
     def loss(self, value: float) -> float:
         """The value as a loss to minimise (what the searcher is told)."""
         return -value if self.goal == "maximize" else value
+
+
+class ObjectiveSpec(_Frozen):
+    name: str = Field(min_length=1, description="a reported metric (a key of trial.report)")
+    goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
+
+
+class ConstraintSpec(_Frozen):
+    name: str = Field(min_length=1, description="a reported value (a key of trial.report): an objective or any other")
+    max: float | None = Field(default=None, description="the largest value that is feasible (null: no upper bound)")
+    min: float | None = Field(default=None, description="the smallest value that is feasible (null: no lower bound)")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ConstraintSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("give max, min or both")
+        for side in ("max", "min"):
+            v = getattr(self, side)
+            if v is not None and not math.isfinite(v):
+                raise ValueError(f"{side} must be a finite number")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min:g}) is above max ({self.max:g}): nothing would be feasible")
+        return self
+
+
+MAX_OBJECTIVES = 4
+HYPERVOLUME = "hypervolume"  # the key of a hypervolume target (`target: {hypervolume: X}`)
 
 
 # Upper bounds: far above any real search, low enough that a typo or a hostile spec cannot make the
@@ -189,7 +218,32 @@ class SearchSpec(_Frozen):
         "('src/train.py:train')"
     )
     space: dict[str, Any] = Field(description="the hyperparameters to search (see `space` below)")
-    metric: MetricSpec = Field(description="what to optimise and the target")
+    metric: MetricSpec = Field(
+        description="what to optimise and the target (with `metrics`: filled in as its first objective)"
+    )
+    metrics: tuple[ObjectiveSpec, ...] = Field(
+        default=(),
+        max_length=MAX_OBJECTIVES,
+        description="2-4 objectives for a Pareto front (instead of `metric`): "
+        "`[{name: accuracy, goal: maximize}, {name: latency_ms, goal: minimize}]`",
+    )
+    constraints: tuple[ConstraintSpec, ...] = Field(
+        default=(),
+        max_length=16,
+        description="bounds on reported values (`[{name: params_m, max: 5.0}]`): a trial outside one is "
+        "infeasible, ranked after every feasible one and never the target",
+    )
+    target: dict[str, float] | None = Field(
+        default=None,
+        description="with `metrics`: reached when one feasible report is at least this good in every "
+        "objective (`{accuracy: 0.9, latency_ms: 5}`), or when the feasible front's hypervolume reaches "
+        "`{hypervolume: X}` (up to `reference`)",
+    )
+    reference: dict[str, float] | None = Field(
+        default=None,
+        description="with `metrics`: the point the hypervolume is measured up to, one value per objective, "
+        "worse than any model worth keeping (e.g. `{accuracy: 0.0, latency_ms: 100}`)",
+    )
     budget: BudgetSpec = Field(default=BudgetSpec(), description="when the search ends")
     resources: ResourcesSpec = Field(default=ResourcesSpec(), description="what one trial needs")
     parallelism: int = Field(
@@ -228,6 +282,55 @@ class SearchSpec(_Frozen):
         if names and (given is None or isinstance(given, list | tuple)):
             out["mutable"] = list(dict.fromkeys([*(given or ()), *names]))
         return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _metric_of_metrics(cls, data: Any) -> Any:
+        """With `metrics`, `metric` is their first objective (what every single-metric reader reads: the
+        curve shown, the health checks); giving both is refused."""
+        if not isinstance(data, Mapping) or not data.get("metrics"):
+            return data
+        if "metric" in data:
+            stored = data.get("metric")
+            first = data["metrics"][0] if isinstance(data["metrics"], list | tuple) else None
+            same = (
+                isinstance(stored, Mapping)
+                and isinstance(first, Mapping)
+                and stored.get("name") == first.get("name")
+                and stored.get("goal", "maximize") == first.get("goal", "maximize")
+                and stored.get("target") is None
+            )
+            if not same:  # a dumped spec carries the filled-in one, which is accepted back
+                raise SpecError([("metric", "give `metric` (one objective) or `metrics` (2-4), not both")])
+            return data
+        first = data["metrics"][0]
+        if isinstance(first, Mapping):
+            return {**data, "metric": {k: first[k] for k in ("name", "goal") if k in first}}
+        return data
+
+    @field_validator("metrics")
+    @classmethod
+    def _objectives(cls, v: tuple[ObjectiveSpec, ...]) -> tuple[ObjectiveSpec, ...]:
+        if len(v) == 1:
+            raise ValueError("give 2-4 objectives; a single one is `metric: {name: ..., goal: ...}`")
+        seen: set[str] = set()
+        for i, o in enumerate(v):
+            if o.name in seen:
+                raise SpaceError(f"metrics[{i}].name", f"'{o.name}' is named twice")
+            seen.add(o.name)
+        return v
+
+    @field_validator("constraints")
+    @classmethod
+    def _distinct_constraints(cls, v: tuple[ConstraintSpec, ...]) -> tuple[ConstraintSpec, ...]:
+        seen: set[str] = set()
+        for i, c in enumerate(v):
+            if c.name in seen:
+                raise SpaceError(
+                    f"constraints[{i}].name", f"'{c.name}' is bounded twice: give one entry with min and max"
+                )
+            seen.add(c.name)
+        return v
 
     @field_validator("trainable")
     @classmethod
@@ -269,6 +372,7 @@ class SearchSpec(_Frozen):
                         f"{ours} differs from scheduler.{knob} ({theirs}): under {self.scheduler.policy} the "
                         f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
                     )
+        self._check_pareto_target()
         problem = mutable_problem(self.space, self.mutable)
         if problem is not None:
             raise problem
@@ -290,6 +394,86 @@ class SearchSpec(_Frozen):
         for i, point in enumerate(points):
             point_vals(self.space, point, f"search.points_to_evaluate[{i}]")  # raises naming the parameter
         return self
+
+    def _check_pareto_target(self) -> None:
+        """`target` and `reference` name the objectives of `metrics` (and only with them): a point target
+        names every objective, a hypervolume target needs a reference point, and a reference must be worse
+        than a point target in every objective (a point at the target would add no volume otherwise)."""
+        names = [o.name for o in self.metrics]
+        for field_name in ("target", "reference"):
+            given = getattr(self, field_name)
+            if given is None:
+                continue
+            if not self.metrics:
+                raise SpaceError(field_name, "goes with `metrics`; a single objective's target is `metric.target`")
+            for key, value in given.items():
+                if not math.isfinite(value):
+                    raise SpaceError(f"{field_name}.{key}", "must be a finite number")
+                if key not in names and not (field_name == "target" and key == HYPERVOLUME):
+                    raise SpaceError(f"{field_name}.{key}", f"is not an objective (metrics: {', '.join(names)})")
+        target, ref = self.target or {}, self.reference
+        if HYPERVOLUME in target:
+            if len(target) > 1:
+                raise SpaceError("target", "give a point (one value per objective) or {hypervolume: X}, not both")
+            if target[HYPERVOLUME] <= 0:
+                raise SpaceError("target.hypervolume", "must be above 0")
+            if ref is None:
+                raise SpaceError("reference", "a hypervolume target is measured up to a reference point: give one")
+        elif target:
+            missing = [n for n in names if n not in target]
+            if missing:
+                raise SpaceError(
+                    "target", f"names no value for {', '.join(missing)}: a point target names every objective"
+                )
+        if ref is not None:
+            missing = [n for n in names if n not in ref]
+            if missing:
+                raise SpaceError("reference", f"names no value for {', '.join(missing)}")
+            for o in self.metrics:
+                t = target.get(o.name)
+                if t is not None and (
+                    (o.goal == "maximize" and ref[o.name] >= t) or (o.goal == "minimize" and ref[o.name] <= t)
+                ):
+                    raise SpaceError(
+                        f"reference.{o.name}",
+                        f"{ref[o.name]:g} is on the wrong side of the target {t:g}: the reference must be worse"
+                        f" ({'below' if o.goal == 'maximize' else 'above'} it; {o.name} is to {o.goal})",
+                    )
+
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        """What the search optimises, in order: the objectives of `metrics`, else `metric` alone."""
+        if self.metrics:
+            return tuple(Objective(o.name, o.goal) for o in self.metrics)
+        return (Objective(self.metric.name, self.metric.goal),)
+
+    @property
+    def bounds(self) -> tuple[Bound, ...]:
+        """The constraints as `quanta.search.pareto` reads them."""
+        return tuple(Bound(c.name, c.min, c.max) for c in self.constraints)
+
+    @property
+    def pareto(self) -> bool:
+        """Whether trials are ranked by Pareto order (several objectives, or constraints) rather than by
+        the one metric's value."""
+        return bool(self.metrics or self.constraints)
+
+    def point_target(self) -> tuple[float, ...] | None:
+        """A point target as losses, one per objective (None: none, or a hypervolume target)."""
+        if not self.target or HYPERVOLUME in self.target:
+            return None
+        return tuple(o.loss(self.target[o.name]) for o in self.objectives)
+
+    def reference_losses(self) -> tuple[float, ...] | None:
+        """The reference point as losses (None: not given)."""
+        if self.reference is None:
+            return None
+        return tuple(o.loss(self.reference[o.name]) for o in self.objectives)
+
+    @property
+    def has_target(self) -> bool:
+        """Whether the search has a target at all (`metric.target` or `target`)."""
+        return self.metric.target is not None or bool(self.target)
 
     def searcher_rungs(self) -> tuple[int, ...]:
         """The rungs in steps a multi-fidelity searcher (`search.algorithm: bohb`) fits at: the search

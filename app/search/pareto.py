@@ -1,0 +1,164 @@
+"""Pareto ranking for searches with several objectives or with constraints: pure arithmetic on loss vectors.
+
+A *point* is what one report of one trial shows: its objectives as losses (each oriented smaller-is-better:
+a maximised objective negated), and its *violation* of the search's constraints (0: feasible; the sum of
+each constraint's excess relative to its bound, `inf` while a constrained value is unknown). A point
+with a non-finite loss (a NaN or infinite report) is kept and ranked last, never dropped.
+
+- `losses_of(metrics, objectives)`: a report's losses, or None while one objective is absent from it.
+- `violation(metrics, constraints)`: how far a report's values are outside the bounds.
+- `order(points, violations)`: indices best first: the feasible points by non-dominated rank (moocore's
+  `pareto_rank`), each rank spread by an epsilon-net (Syne Tune's MO-ASHA tie-break), then the
+  infeasible by violation, then those with a non-finite loss.
+- `front(points, violations)`: the feasible, finite, non-dominated points (moocore's `is_nondominated`).
+- `hypervolume(points, reference)`: the volume they dominate up to `reference` (moocore's `hypervolume`).
+
+moocore is used for the sort, the front and the volume: it is maintained, C-backed and exact for any number
+of objectives; the epsilon-net is a dozen lines, and neither moocore nor pymoo ships it.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import moocore
+import numpy as np
+
+Losses = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective: a reported metric and which way is better."""
+
+    name: str
+    goal: str = "maximize"  # or "minimize"
+
+    def loss(self, value: float) -> float:
+        return -value if self.goal == "maximize" else value
+
+    def value(self, loss: float) -> float:
+        """The reported value a loss came from (`loss` inverted)."""
+        return -loss if self.goal == "maximize" else loss
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One constraint: the reported value `name` must lie within [`low`, `high`] (None: unbounded there)."""
+
+    name: str
+    low: float | None = None
+    high: float | None = None
+
+    def excess(self, value: float | None) -> float:
+        """How far `value` is outside the bound, relative to the bound's size (0: inside; inf: unknown or
+        not finite). Relative, so that a search's constraints in different units add up fairly."""
+        if value is None or not math.isfinite(value):
+            return math.inf
+        over = 0.0
+        if self.high is not None and value > self.high:
+            over += (value - self.high) / max(1.0, abs(self.high))
+        if self.low is not None and value < self.low:
+            over += (self.low - value) / max(1.0, abs(self.low))
+        return over
+
+
+def losses_of(metrics: Mapping[str, float | None], objectives: Sequence[Objective]) -> Losses | None:
+    """The losses of a report's `metrics`, one per objective in order; None when an objective is absent.
+    A value stored as None (it was non-finite when reported) is an infinite loss: ranked last, kept."""
+    out: list[float] = []
+    for o in objectives:
+        if o.name not in metrics:
+            return None
+        v = metrics[o.name]
+        out.append(math.inf if v is None or not math.isfinite(v) else o.loss(float(v)))
+    return tuple(out)
+
+
+def violation(metrics: Mapping[str, float | None], bounds: Sequence[Bound]) -> float:
+    """The summed excess of the report's values over `bounds` (0: feasible; inf: a bounded value unknown)."""
+    return float(sum(b.excess(metrics.get(b.name)) for b in bounds))
+
+
+def _finite(points: Sequence[Losses]) -> np.ndarray:
+    return np.array([all(math.isfinite(v) for v in p) for p in points], dtype=bool)
+
+
+def epsilon_net(points: np.ndarray) -> list[int]:
+    """An order of `points` (rows) that spreads them: the best in the first objective first, then each
+    next one the farthest (Euclidean, each objective scaled to [0, 1] over these points so that units do
+    not decide) from those already taken (Clarkson's epsilon-net, as Syne Tune's MO-ASHA orders a front).
+    Deterministic: ties go to the lower index."""
+    n = len(points)
+    if n <= 1:
+        return list(range(n))
+    span = points.max(axis=0) - points.min(axis=0)
+    scaled = (points - points.min(axis=0)) / np.where(span > 0, span, 1.0)
+    first = int(np.lexsort(scaled.T[::-1])[0])  # best in objective 0, ties by the next objectives
+    taken = [first]
+    nearest = np.linalg.norm(scaled - scaled[first], axis=1)
+    nearest[first] = -1.0
+    for _ in range(n - 1):
+        nxt = int(np.argmax(nearest))
+        taken.append(nxt)
+        nearest = np.minimum(nearest, np.linalg.norm(scaled - scaled[nxt], axis=1))
+        nearest[taken] = -1.0
+    return taken
+
+
+def order(points: Sequence[Losses], violations: Sequence[float]) -> list[int]:
+    """Indices of `points` best first (see the module docstring): feasible and finite by non-dominated
+    rank, each rank in epsilon-net order; then infeasible by violation (ties by index); then non-finite."""
+    n = len(points)
+    if n == 0:
+        return []
+    finite = _finite(points)
+    feasible = [i for i in range(n) if finite[i] and violations[i] == 0.0]
+    infeasible = sorted((i for i in range(n) if finite[i] and violations[i] != 0.0), key=lambda i: (violations[i], i))
+    broken = [i for i in range(n) if not finite[i]]
+    out: list[int] = []
+    if feasible:
+        x = np.array([points[i] for i in feasible], dtype=float)
+        ranks = moocore.pareto_rank(x) if x.shape[1] > 1 else _ranks_1d(x[:, 0])
+        for r in range(int(ranks.max()) + 1):
+            members = np.flatnonzero(ranks == r)
+            out.extend(feasible[int(members[j])] for j in epsilon_net(x[members]))
+    return out + infeasible + broken
+
+
+def _ranks_1d(x: np.ndarray) -> np.ndarray:
+    """Non-dominated ranks of one objective: equal values share a rank."""
+    _, inverse = np.unique(x, return_inverse=True)
+    return np.asarray(inverse).reshape(-1)
+
+
+def front(points: Sequence[Losses], violations: Sequence[float]) -> list[int]:
+    """Indices of the feasible, finite points no other such point dominates, in index order (equal points
+    all stay)."""
+    finite = _finite(points)
+    keep = [i for i in range(len(points)) if finite[i] and violations[i] == 0.0]
+    if not keep:
+        return []
+    x = np.array([points[i] for i in keep], dtype=float)
+    mask = moocore.is_nondominated(x, keep_weakly=True)
+    return [keep[j] for j in np.flatnonzero(mask)]
+
+
+def hypervolume(points: Sequence[Losses], reference: Losses) -> float:
+    """The volume the points (losses) dominate up to `reference` (losses too); points not better than the
+    reference in every objective add nothing. 0 for no points."""
+    ref = np.asarray(reference, dtype=float)
+    x = np.array([p for p in points if all(math.isfinite(v) for v in p)], dtype=float).reshape(-1, len(ref))
+    x = x[np.all(x < ref, axis=1)]
+    if len(x) == 0:
+        return 0.0
+    return float(moocore.hypervolume(x, ref=ref))
+
+
+def reaches(losses: Losses, target: Losses) -> bool:
+    """Whether a point is at least as good as `target` (losses) in every objective."""
+    return all(math.isfinite(v) and v <= t for v, t in zip(losses, target, strict=True))

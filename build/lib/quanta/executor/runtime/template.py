@@ -1,0 +1,249 @@
+"""The pre-warmed template process: imports torch (and the trainables' modules) once, then forks one
+child per trial on request, so a trial starts in milliseconds instead of paying seconds of imports.
+
+`start_template` launches it (the runtime's side: a listener and the process). It is the first thing
+`quanta run` does, so the template's warm-up (torch, the trainable's module and its `prepare()`, about
+as long as the controller's own start) overlaps the controller's start instead of following it. The
+template warms everything before it connects: its "template" hello means trials can be forked now.
+
+Protocol with the runtime (over a `multiprocessing.connection` client to the runtime's listener):
+  runtime -> template: ("fork", {"launch": TrialLaunch, "devices": [Device], "sent": monotonic})
+                       ("warm", {"modules": [...]}), ("shutdown", {})
+  template -> runtime: ("template", {"pid"}), ("forked", {"trial_id", "pid"}),
+                       ("exited", {"trial_id", "pid", "code", "signal"}), ("warmed", {"module", "error", "import"})
+The child connects to the runtime itself and speaks the trial protocol (see `child.py`).
+
+The template is single-threaded on purpose: forking a multi-threaded process is unsafe. It reaps its
+children between messages and, when its connection to the runtime closes (the runtime died), kills
+its children and exits, so no trial keeps burning a device after its controller is gone. Each child
+leads a process group of its own (`child.run`), so what a trial started (data loader workers) is
+killed with it. The template leaves with `os._exit`: the interpreter's teardown with torch loaded
+takes a second of CPU, which a busy machine stretched to five and more after its runtime was gone.
+A trial does not rely on the template to end with the runtime: it watches its own connection
+(`child.end_with_runtime`), so one mid-mini-batch goes at once even while the template is busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+from typing import Any
+
+from quanta.import_check import import_failure
+
+
+@dataclass
+class TemplateStart:
+    """A template process and the listener it connects to, started before (and handed to) the
+    `LocalRuntime` that will accept its connection. `close()` if no runtime ever adopts it."""
+
+    listener: Listener
+    address: str
+    authkey: bytes
+    tmp: str  # directory of the socket
+    process: subprocess.Popen
+    warm_modules: tuple[str, ...]
+
+    def close(self) -> None:
+        """Stop the template (it has no children yet) and remove the socket."""
+        with contextlib.suppress(OSError):
+            self.listener.close()  # a template blocked in its handshake sees the socket close
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None) -> TemplateStart:
+    """Launch the template process: it imports torch, imports `warm_modules` and calls their
+    `prepare()`, then connects to the returned listener. Returns at once (a few ms): the warm-up runs
+    in the other process. The template inherits this process's `sys.path`, absolute entries only (put
+    the trainable's directory on it first), and not the directory it runs in."""
+    tmp = tempfile.mkdtemp(prefix="quanta-rt-", dir=workdir)
+    address = os.path.join(tmp, "ctl.sock")
+    authkey = secrets.token_bytes(16)
+    listener = Listener(address, family="AF_UNIX", authkey=authkey)
+    # The authkey goes through a pipe, not the command line: any user on the machine can read a
+    # process's arguments (`ps`), and with the key a local process could join the runtime's socket.
+    process = subprocess.Popen(
+        # -P: the working directory is not put on the template's sys.path (only what this process has).
+        [sys.executable, "-P", "-m", "quanta.executor.runtime.template", address, ",".join(warm_modules)],
+        stdin=subprocess.PIPE,
+        # numpy's BLAS pool would start threads in the template before it forks: keep it serial
+        # (torch sizes its own pool per device in each trial).
+        env={
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isabs(p)),
+        },
+    )
+    assert process.stdin is not None
+    try:
+        process.stdin.write(authkey.hex().encode() + b"\n")
+        process.stdin.close()
+    except OSError:  # it died at once: the runtime reports the exit when it waits for it
+        pass
+    return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules))
+
+
+def spec_module(spec_path: str | Path) -> str | None:
+    """The trainable's module named by a spec file (`trainable: module:function`), read without
+    validating the spec (so without importing what validation needs), or None if it cannot be read.
+    For warming the template early; the spec is validated properly afterwards."""
+    try:
+        text = Path(spec_path).read_text()
+        if str(spec_path).endswith(".json"):
+            raw = json.loads(text)
+        else:
+            import yaml
+
+            raw = yaml.safe_load(text)
+        module = str(raw["trainable"]).partition(":")[0].strip()
+        return module or None
+    except Exception:  # anything wrong is load_spec's to report
+        return None
+
+
+def _warm(module: str) -> dict[str, Any]:
+    """Import `module` and call its `prepare()`: the "warmed" message's body. `error`: what failed (None:
+    nothing); `import`: when the import itself failed, `import_failure`'s report (every trial would fail
+    the same way, so a run stops before its first trial), else None (a `prepare()` that failed is only
+    logged: the trials may do without it)."""
+    try:
+        mod = importlib.import_module(module)
+    except BaseException as exc:  # report, do not die: the runtime decides
+        return {"module": module, "error": f"{type(exc).__name__}: {exc}", "import": import_failure(exc)}
+    try:
+        prepare = getattr(mod, "prepare", None)
+        if callable(prepare):
+            prepare()  # e.g. load a data set once; forks share it copy-on-write
+    except BaseException as exc:
+        return {"module": module, "error": f"{type(exc).__name__}: {exc}", "import": None}
+    return {"module": module, "error": None, "import": None}
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL trial process `pid` and its process group (what it started), if still there."""
+    for kill in (os.killpg, os.kill):  # the group may not exist yet: a child not yet in its own group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+
+
+def _reap(conn: Connection, children: dict[int, int]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        trial_id = children.pop(pid, -1)
+        code = os.waitstatus_to_exitcode(status)
+        conn.send(
+            (
+                "exited",
+                {
+                    "trial_id": trial_id,
+                    "pid": pid,
+                    "code": code if code >= 0 else None,
+                    "signal": -code if code < 0 else None,
+                },
+            )
+        )
+
+
+def _warm_torch() -> None:
+    """Import torch and the lazily imported parts trainables hit first (building an optimizer pulls
+    in torch._dynamo: about a second, 800 modules). No compute ops here: starting torch's thread
+    pools before fork() would break them in the children."""
+    import torch
+
+    param = torch.zeros(1, requires_grad=True)
+    for opt in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.RMSprop):
+        opt([param])
+
+
+def serve(address: str, authkey: bytes, warm: list[str]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
+    _warm_torch()  # the point of the template: pay these imports once
+
+    import quanta.executor.runtime.child as child  # noqa: F401  (and the trial runtime)
+
+    # Warm before connecting: the runtime may still be starting (it accepts later), and nothing here
+    # needs it. Once connected, the first fork can follow at once.
+    warmed = [_warm(module) for module in warm]
+    try:
+        conn = Client(address, family="AF_UNIX", authkey=authkey)
+    except (OSError, EOFError):  # the runtime's process gave up or died meanwhile
+        return
+    conn.send(("template", {"pid": os.getpid()}))
+    for report in warmed:
+        conn.send(("warmed", report))
+    children: dict[int, int] = {}
+    try:
+        while True:
+            _reap(conn, children)
+            if not conn.poll(0.05):
+                continue
+            try:
+                kind, msg = conn.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "fork":
+                launch = msg["launch"]
+                pid = os.fork()
+                if pid == 0:  # child: never returns into this loop
+                    conn.close()
+                    child.run(address, authkey, launch, msg["devices"], msg.get("sent"))
+                    os._exit(0)
+                # The child puts itself in a group of its own too; whichever runs first wins the race
+                # (as shells do), so a kill of the group right after the fork reaches it.
+                with contextlib.suppress(OSError):
+                    os.setpgid(pid, pid)
+                children[pid] = launch.trial_id
+                conn.send(("forked", {"trial_id": launch.trial_id, "pid": pid}))
+            elif kind == "warm":
+                for module in msg["modules"]:
+                    conn.send(("warmed", _warm(module)))
+            elif kind == "shutdown":
+                break
+    except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+        pass
+    finally:
+        for pid in list(children):
+            kill_group(pid)
+        for pid in list(children):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def main() -> None:
+    """`python -m quanta.executor.runtime.template ADDRESS [MODULES]`, the authkey (hex) on the first line
+    of stdin."""
+    address = sys.argv[1]
+    warm = [m for m in sys.argv[2].split(",") if m] if len(sys.argv) > 2 else []
+    key_hex = sys.stdin.readline().strip()
+    if not key_hex:
+        sys.exit("quanta template: no authkey on stdin")
+    serve(address, bytes.fromhex(key_hex), warm)
+    # Its children are dead and reaped: skip the interpreter's teardown (see the module docstring).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Atomic trial checkpoints: tracked objects' state dicts, the step to resume at, RNG states.
+
+A checkpoint is written to a temporary file in the same directory, flushed to disk and renamed over
+the old one, and the directory is flushed after the rename, so a reader (a restarted trial, another
+node, the same machine after a power cut) sees either the previous checkpoint or the new one, never
+half of one. A write that fails (a full disk) leaves the previous checkpoint as it was.
+
+Checkpoints are read with `torch.load(weights_only=True)`: the shared checkpoint folder is writable by
+every node, so a file there must not be able to run code on the host that loads it. Only tensors,
+plain Python values and the types in `SAFE_GLOBALS` (numpy arrays, dtypes and scalars: the RNG state
+and numpy values a trainable's state dict may hold) are accepted; anything else is refused with
+`CheckpointRefused`.
+
+The sdk owns this format: only `Trial` writes and reads checkpoints (the runtime and the controller
+handle their paths, never their contents), so it lives beside `Trial` and the sdk imports nothing
+from the runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class CheckpointRefused(ValueError):
+    """A checkpoint file holds something other than tensors, plain values and `SAFE_GLOBALS`."""
+
+
+def _numpy_globals() -> list[Any]:
+    """What pickled numpy arrays, dtypes and scalars refer to (numpy 1.x and 2.x module paths)."""
+    try:
+        multiarray = importlib.import_module("numpy._core.multiarray")
+    except ImportError:  # numpy < 2
+        multiarray = importlib.import_module("numpy.core.multiarray")
+    dtypes = {type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDG"}
+    return [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar, *sorted(dtypes, key=lambda t: t.__name__)]
+
+
+# Types a checkpoint may name besides tensors and plain values (see the module's docstring).
+SAFE_GLOBALS: list[Any] = _numpy_globals()
+
+
+def rng_state() -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_atomic(payload: dict[str, Any], path: str | Path) -> Path:
+    """Write `payload` with torch.save to `path` atomically (temp file + fsync + rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(payload, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)  # the rename itself must survive a crash
+    return target
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems (network mounts) refuse fsync on a directory: the rename stands
+        pass
+    finally:
+        os.close(fd)
+
+
+def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by `save_atomic` with `weights_only=True` and `SAFE_GLOBALS`. Raises
+    `CheckpointRefused` (naming the file) when it holds anything else, e.g. a pickle that would call
+    a function: nothing in it is executed."""
+    try:
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            return torch.load(Path(path), map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointRefused(
+            f"checkpoint {path}: refused, it holds more than tensors and plain values ({first})"
+        ) from None

@@ -1,0 +1,52 @@
+"""Where searchers are wired: `make_searcher` builds the searcher a search's `search` block asks for.
+
+It sits above the searchers it chooses between (`quanta.search.searcher`'s TPE and random search, the
+multi-fidelity TPE of `quanta.search.multifidelity`, which subclasses TPE), so that none of them imports
+another to build it. It takes plain values and the `search` block (`quanta.search.knobs`), never the whole
+spec: the rungs a multi-fidelity searcher fits at are given in steps (`SearchSpec.searcher_rungs` says
+which settings they come from). Pure: no devices, no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from quanta.search.knobs import SearchAlgoSpec
+from quanta.search.multifidelity import MultiFidelityTPE
+from quanta.search.searcher import HistoryItem, HyperOptSearcher, RandomSearcher, Searcher
+from quanta.search.space import point_vals
+
+__all__ = ["make_searcher"]
+
+
+def make_searcher(
+    space: Mapping[str, Any],
+    seed: int,
+    search: SearchAlgoSpec,
+    *,
+    rungs: Sequence[int] = (),
+    history: Sequence[HistoryItem] = (),
+    warm: Sequence[HistoryItem] = (),
+) -> Searcher:
+    """The searcher `search` asks for over `space`, seeded with `seed`, rebuilt from `history` (empty: a
+    fresh search). Its first trials try `search.points_to_evaluate`; `warm` (earlier searches' trials,
+    same space; see `quanta.db.warm`) seeds its model. `rungs`: the rungs in steps a `bohb` searcher fits at
+    (required for it, ignored by the others). Given the same history and warm items, it asks the same.
+    Raises ValueError for `bohb` without rungs and `SpaceError` for a point outside the space."""
+    points = [point_vals(space, p, f"search.points_to_evaluate[{i}]") for i, p in enumerate(search.points_to_evaluate)]
+    if search.algorithm == "bohb":
+        return MultiFidelityTPE.restore(
+            space,
+            seed,
+            search.n_startup,
+            history,
+            levels=rungs,
+            min_points=search.min_points,
+            points=points,
+            warm=warm,
+            random_fraction=search.random_fraction,
+            gamma=search.gamma,
+        )
+    cls = HyperOptSearcher if search.algorithm == "tpe" else RandomSearcher
+    return cls.restore(space, seed, search.n_startup, history, points=points, warm=warm)

@@ -1,0 +1,502 @@
+"""Service wiring: the one loop that drives a controller, `quanta serve`'s controller thread, and the
+runtime factory for distributed mode. The commands (app/cli/) parse options and call these; they hold
+no wiring.
+
+- `ControllerLoop(ctl, store, workdir)`: steps a built controller in the calling thread until told to
+  stop. `quanta run` (until its search ends), `quanta controller` (until SIGINT/SIGTERM) and
+  `quanta serve` (in `ControllerThread`) all run it, so what a running controller does beside its tick
+  is in one place: the lease check, the deletions the API asked for, the devices shown while nothing
+  runs, and the rest while idle.
+- `ControllerThread`: `quanta serve`'s controller (with a `LocalRuntime`, or a `CeleryRuntime` when given a
+  broker). The controller is not thread-safe, so this one thread owns it (and the runtime); the API
+  threads only read and write database rows. On start it calls `Controller.load()`, so a server killed
+  in the middle of a search continues it; on `stop()` it asks resident trials for a checkpoint and
+  closes the runtime (trial processes exit), leaving searches `running` to continue at the next start.
+- `make_runtime(broker, store, checkpoints)`: a `CeleryRuntime` over the node agents registered in the
+  database (`quanta controller`, `quanta serve --broker`).
+- `run_search(spec, devices, db=..., workdir=...)`: one search run to its end on this machine's devices in
+  the calling thread, its result returned: the controller `quanta run` drives, for `quanta.sdk.run` (a
+  notebook's in-process search) and any caller that holds no typer. `resume_search(search_id, devices,
+  ...)`: a stored search taken up again (more trials or time) and run to its end the same way (`quanta
+  resume --db`); `delete_stored_search`: one deleted where no controller runs (`quanta delete --db`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from quanta.status import SEARCH_STARTED, SearchStatus, TrialCounts
+
+if TYPE_CHECKING:
+    from quanta.controller import Controller
+    from quanta.db.lease import ControllerLease
+    from quanta.db.protocol import ServiceStore
+    from quanta.db.store import Store
+    from quanta.devices import Device
+    from quanta.executor.policy.knobs import ShareKnobs
+    from quanta.executor.runtime.celery_runtime import CeleryRuntime
+    from quanta.executor.runtime.template import TemplateStart
+    from quanta.spec import SearchSpec
+
+log = logging.getLogger("quanta.service")
+
+STOP_CHECK_S = 0.05  # how often an idle loop's rest looks at `stop`
+TICK_S = 0.5  # the longest a running controller goes without a tick: new searches and commands wait no longer
+LEASE_CHECK_S = 5.0  # how often a running controller checks that it still holds its database's lease
+SHOW_IDLE_S = 2.0  # how often an idle controller checks that the published view shows its devices empty
+RETRY_S = 1.0  # the pause after a failed round (database or broker away) before the next
+DELETE_GRACE_S = 0.3  # after a deleted search's last process has gone, for its last exit events to arrive
+
+
+def make_runtime(
+    broker: str, store: Store, checkpoints: str | Path, *, dead_after_s: float = 10.0, expect_timeout_s: float = 30.0
+) -> CeleryRuntime:
+    """A `CeleryRuntime` over the node agents registered in `store`'s database, sending actions through
+    `broker`. The controller driving it must use `checkpoints` as its workdir (the shared store)."""
+    from quanta.db.cluster import DbCluster
+    from quanta.executor.runtime.celery_runtime import CeleryRuntime
+
+    cluster = DbCluster(workdir=checkpoints, engine=store.engine)
+    return CeleryRuntime(broker, cluster, dead_after_s=dead_after_s, expect_timeout_s=expect_timeout_s)
+
+
+class ControllerLoop:
+    """Steps `ctl` (whose store is `store`, whose checkpoints and logs are under `workdir`) in the calling
+    thread. `lease`: held by the caller, checked every `LEASE_CHECK_S` while the loop runs (the caller
+    releases it). `stop`: set it (from a signal handler or another thread) to end the loop within a
+    tick. `retry_failed_ticks`: a failing round is logged and retried after `RETRY_S` (a service outlives
+    its database or broker going away); False: the error ends the loop (`quanta run`)."""
+
+    def __init__(
+        self,
+        ctl: Controller,
+        store: ServiceStore,
+        workdir: Path,
+        *,
+        tick_s: float = TICK_S,
+        lease: ControllerLease | None = None,
+        stop: threading.Event | None = None,
+        retry_failed_ticks: bool = True,
+    ):
+        self.ctl = ctl
+        self.store = store
+        self.workdir = Path(workdir)
+        self.tick_s = tick_s
+        self.lease = lease
+        self.stop = stop if stop is not None else threading.Event()
+        self.retry_failed_ticks = retry_failed_ticks
+        self._deletable: dict[int, float] = {}
+        self._idle_shown_at = -float("inf")
+        # Set when this process's store creates a search (the API of `quanta serve`): an idle loop's rest
+        # ends then, so a posted search starts at once rather than at the next tick (up to `tick_s`).
+        self._wake = threading.Event()
+        subscribe = getattr(store, "on_search_created", None)
+        if callable(subscribe):
+            subscribe(self._wake.set)
+
+    def run(self, until: Callable[[], bool] | None = None, on_step: Callable[[], None] | None = None) -> None:
+        """Round after round until `stop` is set or `until()` is true (checked before each round):
+        check the lease when due (`LeaseHeld`, another controller took the database over, ends the loop),
+        carry out requested deletions, `ctl.step(max_wait=tick_s)`, show the devices empty while no
+        trial is alive, then `on_step()`.
+
+        `step` waits for events while a trial is alive or a search runs, and returns early when one
+        wakes it (a trial ended or parked at its step limit, freeing a device), so a busy controller is
+        never held up here. Idle (`ctl.idle()`: no trial alive, no search running) `step` returns at
+        once, and the loop rests for the rest of the tick instead of ticking back to back: a new search
+        is picked up at the next tick, within `tick_s`, or at once when this process's store created
+        it (`Store.on_search_created`: a search posted to `quanta serve`)."""
+        checked = time.monotonic()
+        while not self.stop.is_set() and not (until is not None and until()):
+            if self.lease is not None and time.monotonic() - checked > LEASE_CHECK_S:
+                checked = time.monotonic()
+                self._keep_lease()
+            began = time.monotonic()
+            try:
+                self._deletions()
+                self.ctl.step(max_wait=self.tick_s)
+                self.show_idle()
+            except Exception:
+                if not self.retry_failed_ticks:
+                    raise
+                log.exception("controller tick failed; retrying")
+                self.stop.wait(RETRY_S)
+                continue
+            if on_step is not None:
+                on_step()
+            if self.ctl.idle():
+                self._rest(max(0.0, self.tick_s - (time.monotonic() - began)))
+
+    def _rest(self, seconds: float) -> None:
+        """Rest while idle: `seconds`, or until `stop` is set or a search is created in this process,
+        whichever comes first (`stop` is looked at every `STOP_CHECK_S`)."""
+        end = time.monotonic() + seconds
+        while not self.stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0 or self._wake.wait(min(left, STOP_CHECK_S)):
+                break
+        self._wake.clear()
+
+    def show_idle(self) -> None:
+        """While no trial is alive the controller plans nothing and so publishes nothing: every
+        `SHOW_IDLE_S`, publish the runtime's devices with nothing on them, unless that is what readers
+        already see (an idle service does not write to its database)."""
+        from quanta.db.models import ClusterView
+
+        if self.ctl.has_alive() or time.monotonic() - self._idle_shown_at < SHOW_IDLE_S:
+            return
+        self._idle_shown_at = time.monotonic()
+        idle = ClusterView.idle(time.time(), self.ctl.runtime.devices(), self.ctl.round_no)
+        shown = self.store.cluster_view()
+        if shown is None or (shown.devices, shown.pairs, shown.notes) != (idle.devices, idle.pairs, idle.notes):
+            self.store.publish_cluster_view(idle)
+
+    def _keep_lease(self) -> None:
+        """Raise `LeaseHeld` when another controller took the database over while our lease's connection
+        was down (it is taken again when free); a database merely away is retried at the next check."""
+        from quanta.db.lease import LeaseHeld
+
+        assert self.lease is not None
+        try:
+            self.lease.ensure()
+        except LeaseHeld:
+            raise
+        except Exception as exc:
+            log.warning("cannot check the controller lease: %s", exc)
+
+    def _deletions(self) -> None:
+        """Carry out DELETE requests: stop the search, wait until its trial processes have exited
+        (and their last events are recorded), then delete its rows and its checkpoints."""
+        ctl = self.ctl
+        for sid in self.store.pending_deletes():
+            s = ctl.search(sid)
+            if s is not None and s.status in SEARCH_STARTED:
+                ctl.stop_search(sid, SearchStatus.STOPPED, "deleted by user")
+            resident = ctl.runtime.residency()
+            if any(t.id in resident for t in ctl.trials_of(sid)):
+                self._deletable.pop(sid, None)
+                continue
+            first = self._deletable.setdefault(sid, time.monotonic())
+            if time.monotonic() - first < DELETE_GRACE_S:
+                continue
+            ctl.handle(ctl.runtime.poll(0))
+            ctl.flush()
+            self.store.delete_search(sid)
+            ctl.forget_search(sid)
+            shutil.rmtree(self.workdir / f"search-{sid}", ignore_errors=True)
+            self._deletable.pop(sid, None)
+            log.info("search %s deleted", sid)
+
+
+@dataclass(frozen=True)
+class SearchProgress:
+    """What a search run by `run_search` has done so far, after each step of its controller: trials
+    evaluated (`done`: ended, or judged at a rung; `TrialCounts.evaluated`) of `max_trials`, how its
+    trials stand (`counts`), the best metric (None before the first report), whether the target was
+    reached, and how many of the runtime's devices are computing now."""
+
+    search_id: int
+    name: str
+    metric: str
+    done: int
+    counts: TrialCounts
+    max_trials: int
+    best: float | None
+    reached: bool
+    busy_devices: int
+    devices: int
+
+
+def run_search(
+    spec: SearchSpec,
+    devices: list[Device],
+    *,
+    db: str = "sqlite:///quanta.db",
+    workdir: str | Path = ".quanta",
+    lease: ControllerLease | None = None,
+    template: TemplateStart | None = None,
+    on_step: Callable[[SearchProgress], None] | None = None,
+) -> dict[str, Any]:
+    """Run the validated `spec` as a new search on `devices` (this machine's) in the calling thread until
+    it ends (target reached, budget spent), with the controller loop every command runs
+    (`ControllerLoop`), and return its result: `quanta.db.summary.search_result` with `devices` and `db`
+    added (what `quanta run --output` writes).
+
+    `lease`: the database's controller lease, held by the caller; None: taken here (`LeaseHeld`, naming
+    the holder, when another controller runs on `db`; nothing is stored then) and released at the end.
+    `template`: a trial template started early (`start_template`), else one is started here.
+    `on_step(progress)`: called after every step of the controller. `WarmStartError`: an earlier search
+    named in `search.warm_start_from` is missing or has another space (nothing stored). `SpecError` on
+    `trainable`: its module fails to import in the trial template (a package it needs is missing; nothing
+    stored, no trial started). A failing round
+    ends the search with its error (no retries: there is no service to outlive it). KeyboardInterrupt:
+    the search is stopped (`interrupted`), its trials write their checkpoints and end (a second interrupt
+    cuts that short), and the interrupt goes on up: `resume_search` takes it up again."""
+    return _run_local(db, devices, workdir, lease, template, on_step, spec, lambda ctl, store: ctl.submit(spec))
+
+
+def resume_search(
+    search_id: int,
+    devices: list[Device],
+    *,
+    db: str = "sqlite:///quanta.db",
+    workdir: str | Path = ".quanta",
+    more_trials: int = 0,
+    more_seconds: float = 0.0,
+    lease: ControllerLease | None = None,
+    template: TemplateStart | None = None,
+    on_step: Callable[[SearchProgress], None] | None = None,
+) -> dict[str, Any]:
+    """Take search `search_id` of `db` up again on `devices` (this machine's) with its budget raised by
+    `more_trials` and `more_seconds`, in the calling thread, until it ends, as `run_search` runs a new one
+    (same `lease`, `template`, `on_step`, result and interrupt), with `workdir` the folder its checkpoints
+    are in (the one it ran with). What a resume does is `Store.resume_search`'s: a stopped or completed
+    search goes on from its history and the trials its end stopped from their checkpoints; a running or
+    paused one whose controller ended without ending it is taken up as after a restart.
+
+    `KeyError`: no such search. `Conflict`: it cannot be resumed (queued, failed, or it would end again at
+    once: its budget spent), `BudgetError`: the raised budget is out of bounds, both naming why; nothing is
+    changed then. `RuntimeError`: the controller could not take it up (the reason is also stored as its
+    error)."""
+    from quanta.db.queries import Conflict
+    from quanta.db.store import Store
+    from quanta.spec import SpecError, spec_from_stored
+
+    row = Store(db).search(search_id)
+    if row is None:
+        raise KeyError(f"search {search_id} not found in {db}")
+    try:
+        spec = spec_from_stored(row.spec)
+    except SpecError as exc:
+        raise Conflict(f"cannot resume search {search_id}: its stored spec does not parse ({exc})") from None
+
+    def take_up(ctl: Controller, store: Store) -> int:
+        store.resume_search(search_id, time.time(), more_trials=more_trials, more_seconds=more_seconds, unheld=True)
+        ctl.tick()  # its first round takes it up (`SearchBook`)
+        s = ctl.search(search_id)
+        if s is None or s.status != SearchStatus.RUNNING:
+            after = store.search(search_id)
+            why = (after.error if after is not None else None) or "its controller did not take it up"
+            raise RuntimeError(f"search {search_id} cannot be resumed: {why}")
+        return search_id
+
+    return _run_local(db, devices, workdir, lease, template, on_step, spec, take_up)
+
+
+def delete_stored_search(db: str, search_id: int, workdir: str | Path) -> bool:
+    """Delete search `search_id` of `db` with everything recorded about it and its checkpoints and logs
+    under `workdir`, where no controller runs (a running one deletes what the API asks, `ControllerLoop`):
+    the database's controller lease is taken for it (`LeaseHeld`, naming the holder, when a controller
+    runs there), so none of its trials can be alive. False: no such search."""
+    from quanta.db.lease import ControllerLease
+    from quanta.db.store import Store
+
+    lease = ControllerLease(db)
+    lease.acquire()
+    try:
+        store = Store(db)
+        if store.search(search_id) is None:
+            return False
+        store.delete_search(search_id)
+    finally:
+        lease.release()
+    shutil.rmtree(Path(workdir) / f"search-{search_id}", ignore_errors=True)
+    return True
+
+
+def settle_interrupted(ctl: Controller, timeout_s: float = 10.0) -> None:
+    """After an interrupt stopped a search: let its trials write their checkpoints and end, and record it
+    (`Controller.settle`) for at most `timeout_s`; a second interrupt cuts the wait short."""
+    try:
+        ctl.settle(timeout_s)
+    except KeyboardInterrupt:
+        log.warning("interrupted again: trials that have not written their checkpoint yet go on from an older one")
+
+
+def _run_local(
+    db: str,
+    devices: list[Device],
+    workdir: str | Path,
+    lease: ControllerLease | None,
+    template: TemplateStart | None,
+    on_step: Callable[[SearchProgress], None] | None,
+    spec: SearchSpec,
+    start: Callable[[Controller, Store], int],
+) -> dict[str, Any]:
+    """A controller on `devices` over `db` (lease taken here when None), trials of `spec`'s trainable
+    warmed (a module that fails to import: `SpecError`), and `start(ctl, store)` giving the search it
+    drives to its end (see `run_search`)."""
+    from quanta.controller import Controller, ControllerOptions
+    from quanta.db.lease import ControllerLease
+    from quanta.db.store import Store
+    from quanta.db.summary import search_result
+    from quanta.executor.runtime.local import LocalRuntime
+    from quanta.spec import SpecError
+
+    workdir = Path(workdir)
+    own_lease = lease is None
+    if lease is None:
+        lease = ControllerLease(db)
+        lease.acquire()
+    try:
+        # The controller binds itself as the runtime's launcher before any trial starts.
+        runtime = LocalRuntime(devices, warm_modules=[spec.module], template=template)
+        try:  # before any trial: a module that fails to import (a missing package) fails them all
+            problem = runtime.import_problem(spec.module)
+        except BaseException:
+            runtime.close()
+            raise
+        if problem is not None:
+            runtime.close()
+            raise SpecError([("trainable", problem.sentence())], spec.name)
+        store = Store(db)
+        ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
+        try:
+            search_id = start(ctl, store)
+        except BaseException:
+            ctl.close()
+            raise
+        s = ctl.search(search_id)
+        assert s is not None
+        loop = ControllerLoop(ctl, store, workdir, lease=lease, retry_failed_ticks=False)
+
+        def step() -> None:
+            if on_step is None:
+                return
+            busy = {d for r in runtime.residency().values() if r.running for d in r.devices}
+            on_step(
+                SearchProgress(
+                    search_id=search_id,
+                    name=s.spec.name,
+                    metric=s.spec.metric.name,
+                    done=s.counts.evaluated,
+                    counts=s.counts,
+                    max_trials=s.spec.budget.max_trials,
+                    best=s.best,
+                    reached=s.reached_at is not None,
+                    busy_devices=len(busy),
+                    devices=len(devices),
+                )
+            )
+
+        try:
+            loop.run(until=lambda: s.status != SearchStatus.RUNNING, on_step=step)
+            ctl.settle()
+            step()  # the last figures: the bar ends at what the result says
+        except KeyboardInterrupt:
+            ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
+            settle_interrupted(ctl)  # its trials checkpoint as they stop: a resume loses no work
+            raise
+        finally:
+            ctl.close()
+        result = search_result(store, search_id)
+        result["devices"] = [d.id for d in devices]
+        result["db"] = db
+        return result
+    finally:
+        if own_lease:
+            lease.release()
+
+
+class ControllerThread:
+    """`quanta serve`'s controller: `ControllerLoop` in a thread of its own until `stop()`. `devices`: this
+    machine's (a `LocalRuntime`); with `broker`, trials run on `quanta worker` nodes instead and
+    `workdir` is their shared checkpoint store. `lease`: held by the caller for this thread, released at
+    its end. `share`: the share layer's knobs (None: its defaults)."""
+
+    def __init__(
+        self,
+        store: Store,
+        devices: list[Device],
+        workdir: Path,
+        *,
+        tick_s: float = TICK_S,
+        broker: str | None = None,
+        lease: ControllerLease | None = None,
+        share: ShareKnobs | None = None,
+    ):
+        self.store = store
+        self.share = share
+        self.lease = lease
+        self.broker = broker
+        self.devices = devices
+        self.workdir = Path(workdir)
+        self.tick_s = tick_s
+        self._stop = threading.Event()
+        self._state = "starting"
+        self._thread = threading.Thread(target=self._main, name="quanta-controller", daemon=True)
+
+    def state(self) -> str:
+        """`starting`, `running`, `stopped` or `failed`; `failed` too when the thread is gone while it
+        should run (whatever ended it), so that /healthz never reports a dead loop as healthy."""
+        if self._state in ("starting", "running") and self._thread.ident is not None and not self._thread.is_alive():
+            return "failed"
+        return self._state
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _main(self) -> None:
+        from quanta.controller import Controller, ControllerOptions
+        from quanta.controller.options import SERVICE_SEARCHER_WAIT_S
+        from quanta.executor.runtime.base import Runtime
+        from quanta.executor.runtime.local import LocalRuntime
+
+        ctl: Controller | None = None
+        runtime: Runtime | None = None
+        try:
+            # The controller binds itself as the runtime's launcher.
+            runtime = make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
+            options = ControllerOptions(workdir=self.workdir, share=self.share, searcher_wait_s=SERVICE_SEARCHER_WAIT_S)
+            ctl = Controller(self.store, runtime, options)
+            ctl.load()
+            loop = ControllerLoop(ctl, self.store, self.workdir, tick_s=self.tick_s, lease=self.lease, stop=self._stop)
+            loop.show_idle()  # the devices are on the dashboard before the service reports itself running
+            self._state = "running"
+            log.info("controller running: %d active searches", len(ctl.searches()))
+            loop.run()
+        except Exception:
+            log.exception("controller failed")
+            self._state = "failed"
+        finally:
+            if ctl is not None:
+                self._shutdown(ctl)
+            elif runtime is not None:
+                runtime.close()
+            if self.lease is not None:
+                self.lease.release()
+            if self._state != "failed":
+                self._state = "stopped"
+
+    def _shutdown(self, ctl: Controller, wait_s: float = 10.0) -> None:
+        """Checkpoint resident trials (bounded), then close the runtime: trial processes exit."""
+        from quanta.executor.actions import Checkpointed
+
+        try:
+            waiting = set(ctl.runtime.residency())
+            for tid in waiting:
+                # The service's runtimes (local, Celery) checkpoint; the Runtime protocol (also the
+                # simulator's) does not promise it.
+                ctl.runtime.checkpoint(tid)  # type: ignore[attr-defined]
+            deadline = time.monotonic() + wait_s
+            while waiting and time.monotonic() < deadline:
+                events = ctl.runtime.poll(0.2)
+                waiting -= {e.trial_id for e in events if isinstance(e, Checkpointed)}
+                waiting &= set(ctl.runtime.residency())
+                ctl.handle(events)
+            ctl.flush()
+        except Exception:
+            log.exception("checkpointing before shutdown failed")
+        finally:
+            ctl.close()
