@@ -162,3 +162,37 @@ def hypervolume(points: Sequence[Losses], reference: Losses) -> float:
 def reaches(losses: Losses, target: Losses) -> bool:
     """Whether a point is at least as good as `target` (losses) in every objective."""
     return all(math.isfinite(v) and v <= t for v, t in zip(losses, target, strict=True))
+
+
+# A point of one trial: (its step, its losses, its violation).
+Point = tuple[int, Losses, float]
+
+
+class PointReader:
+    """One trial's points as its reports arrive, in step order: `read(step, metrics)` returns the report's
+    point, or None while an objective is absent from it. Bounded values are carried forward: a value
+    reported once (a parameter count at step 0) holds for later reports until reported again, so a report
+    is judged on the latest value of each bounded metric up to it."""
+
+    def __init__(self, objectives: Sequence[Objective], bounds: Sequence[Bound]):
+        self.objectives = tuple(objectives)
+        self.bounds = tuple(bounds)
+        self.known: dict[str, float | None] = {}  # latest value of each bounded metric
+
+    def read(self, step: int, metrics: Mapping[str, float | None]) -> Point | None:
+        for b in self.bounds:
+            if b.name in metrics:
+                self.known[b.name] = metrics[b.name]
+        losses = losses_of(metrics, self.objectives)
+        if losses is None:
+            return None
+        return (step, losses, violation(self.known, self.bounds))
+
+
+def trial_points(
+    reports: Sequence[tuple[int, Mapping[str, float | None]]], objectives: Sequence[Objective], bounds: Sequence[Bound]
+) -> list[Point]:
+    """The points of one trial's `reports` ((step, metrics) in step order; one per step: its latest
+    attempt's), as `PointReader` reads them."""
+    reader = PointReader(objectives, bounds)
+    return [p for step, metrics in reports if (p := reader.read(step, metrics)) is not None]
