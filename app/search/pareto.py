@@ -196,3 +196,14 @@ def trial_points(
     attempt's), as `PointReader` reads them."""
     reader = PointReader(objectives, bounds)
     return [p for step, metrics in reports if (p := reader.read(step, metrics)) is not None]
+
+
+def default_reference(points: Sequence[Losses]) -> Losses | None:
+    """The reference point of a search that gives none: per objective, the worst finite loss among
+    `points`, pushed out by a tenth of their range (1e-9 at least), so that every point counts a little.
+    None for no finite point. Volumes measured up to it are comparable within one search only."""
+    x = np.array([p for p in points if all(math.isfinite(v) for v in p)], dtype=float)
+    if x.size == 0:
+        return None
+    hi, lo = x.max(axis=0), x.min(axis=0)
+    return tuple(float(h + max(0.1 * (h - lo_), 1e-9)) for h, lo_ in zip(hi, lo, strict=True))
