@@ -27,15 +27,23 @@ class SimCosts:
 @dataclass(frozen=True)
 class StepCurve:
     """What a reporting job does: step k (1-based) ends `ends[k-1]` seconds of solo computing after the
-    job began (strictly increasing), and the job then reports `{metric: values[k-1]}`."""
+    job began (strictly increasing), and the job then reports `{metric: values[k-1]}`, plus
+    `{name: series[k-1]}` for each `(name, series)` of `more` (further metrics the same report carries,
+    e.g. the objectives of a multi-objective search; none by default)."""
 
     ends: tuple[float, ...]
     metric: str
     values: tuple[float, ...]
+    more: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.ends or len(self.values) != len(self.ends):
             raise ValueError(f"StepCurve: {len(self.ends)} step ends and {len(self.values)} values")
+        for name, series in self.more:
+            if name == self.metric:
+                raise ValueError(f"StepCurve.more: '{name}' is the curve's own metric")
+            if len(series) != len(self.ends):
+                raise ValueError(f"StepCurve.more: '{name}' has {len(series)} values for {len(self.ends)} steps")
         if self.ends[0] <= 0 or any(b <= a for a, b in zip(self.ends, self.ends[1:], strict=False)):
             raise ValueError("StepCurve.ends: must be positive and strictly increasing")
 

@@ -5,7 +5,9 @@ This is the trainable named by the specs `quanta.sim.search_bench` builds. In th
 (`SimRuntime` replays the same curve on its virtual clock); run for real (`quanta run`, LocalRuntime)
 with a small `time_scale` it is the live counterpart the simulator's figures can be checked against,
 as `quanta.sim.workload` is for traces. Config: the 7 hyperparameters, `task`, optionally `time_scale`
-(default 1.0) and `data_path` (see `quanta.sim.lcbench.data_dir`).
+(default 1.0), `data_path` (see `quanta.sim.lcbench.data_dir`) and `report`: further metrics to report,
+`["train_time_s"]` for a multi-objective search (the surrogate's seconds per epoch so far times the
+epochs: `quanta.sim.search_bench.train_times`).
 
 Loading a task's surrogate takes ~1.8 s, which a live trial would otherwise pay at every start: name the
 tasks in `QUANTA_LCBENCH_PRELOAD` (comma-separated) and the trial template loads them once in `prepare()`,
@@ -36,8 +38,15 @@ def train(config: dict[str, Any], trial: Any) -> None:
     bench = _TASKS.get(key) or _TASKS.setdefault(key, load_lcbench(*key))
     curve = bench.curve(config)
     scale = float(config.get("time_scale", 1.0))
+    report = list(config.get("report") or ())
+    if report not in ([], ["train_time_s"]):
+        raise ValueError(f"config.report: only ['train_time_s'] can be reported besides val_accuracy, got {report}")
     done = 0.0
     for step in trial.steps(min(trial.max_steps, curve.epochs)):
         time.sleep(max(0.0, (curve.time[step] - done) * scale))
         done = curve.time[step]
-        trial.report(val_accuracy=curve.val_accuracy[step])
+        if report:
+            train_time_s = curve.time[step] / (step + 1) * curve.epochs
+            trial.report(val_accuracy=curve.val_accuracy[step], train_time_s=train_time_s)
+        else:
+            trial.report(val_accuracy=curve.val_accuracy[step])

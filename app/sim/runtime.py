@@ -18,7 +18,8 @@ stretch, so a job running alone for a day produces two events, not 1,440.
 
 Reporting jobs (a `JobSpec` with a `StepCurve`: search trials replayed from a learning-curve surrogate)
 also report: step k ends `curve.ends[k-1]` solo seconds into the job (its rate changes from step to step,
-times the sharing factor when packed) and the job then emits `Reported(step=k-1, {metric: values[k-1]})`:
+times the sharing factor when packed) and the job then emits `Reported(step=k-1, {metric: values[k-1]})`
+(and the curve's `more` metrics):
 exactly what `trial.report(...)` at the end of the k-th iteration of `for step in trial.steps()` sends
 (the SDK reports the iteration's index), so the simulated trial is `quanta.sim.lcbench_trial.train` run for
 real. A `Run`/`Migrate` with `until` makes it park itself after its first report at or past that step
@@ -579,7 +580,10 @@ class SimRuntime:
         j.steps = float(k)  # the float error of rate x time is not progress
         j.next_report = k + 1
         self.reports += 1
-        self._pending.append(Reported(j.id, k - 1, {curve.metric: curve.values[k - 1]}, t))
+        metrics: dict[str, float | None] = {curve.metric: curve.values[k - 1]}
+        for name, series in curve.more:
+            metrics[name] = series[k - 1]
+        self._pending.append(Reported(j.id, k - 1, metrics, t))
         if k >= j.total:
             touched = self._neighbours(j)
             self._exit(j, TrialStatus.COMPLETED, None)

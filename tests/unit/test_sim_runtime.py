@@ -238,6 +238,19 @@ def test_a_reporting_job_runs_only_its_budget_of_steps():
         StepCurve((1.0, 1.0), "acc", (0.1, 0.2))
 
 
+def test_a_reporting_job_carries_its_curves_further_metrics_in_every_report():
+    curve = StepCurve((4.0, 6.0), "acc", (0.1, 0.4), (("secs", (208.0, 156.0)),))
+    rt = runtime()
+    rt.register(1, reporting_job("lc", curve))
+    rt.apply(1, [Run(1, ("s000/g0",))])
+    got = [(e.step, e.metrics) for e in drain(rt, 50) if isinstance(e, Reported)]
+    assert got == [(0, {"acc": 0.1, "secs": 208.0}), (1, {"acc": 0.4, "secs": 156.0})]
+    with pytest.raises(ValueError, match="'secs' has 1 values for 2 steps"):
+        StepCurve((4.0, 6.0), "acc", (0.1, 0.4), (("secs", (1.0,)),))
+    with pytest.raises(ValueError, match="own metric"):
+        StepCurve((4.0, 6.0), "acc", (0.1, 0.4), (("acc", (1.0, 2.0)),))
+
+
 def test_a_reporting_job_parks_itself_after_its_first_report_at_its_until_step_and_resumes():
     rt = runtime(costs=SimCosts(start_s=0, suspend_s=0.1, resume_s=0.5, migrate_s=1.5))
     rt.register(1, reporting_job("lc", CURVE))

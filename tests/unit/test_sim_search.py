@@ -277,6 +277,54 @@ def test_a_step_overhead_lengthens_every_epoch_of_a_simulated_trial():
     assert t0 is not None and t1 is not None and t1 > t0
 
 
+def test_a_multi_objective_search_reports_the_training_time_to_the_last_epoch_beside_accuracy():
+    from quanta.executor.actions import TrialLaunch
+    from quanta.sim.search_bench import MO_OBJECTIVES, TRAIN_TIME, lcbench_workload, train_times
+
+    bench = stand_in()
+    spec = search_spec(bench, workers=2, hours=1, objectives=MO_OBJECTIVES)
+    assert [(o.name, o.goal) for o in spec.metrics] == [("val_accuracy", "maximize"), ("train_time_s", "minimize")]
+    assert spec.metric.name == "val_accuracy" and spec.config["report"] == [TRAIN_TIME]
+    assert search_spec(bench, workers=2, hours=1).metrics == ()  # single objective: as before
+    launch = TrialLaunch(1, "t:f", {**CONFIG, "task": "3945"}, 52, "ckpt")
+    curve = lcbench_workload(bench, report=[TRAIN_TIME])(launch).curve
+    assert curve is not None and [name for name, _ in curve.more] == [TRAIN_TIME]
+    (_, times), ends = curve.more[0], curve.ends
+    # after epoch e: the mean epoch so far times 52; at the last epoch, the whole training time
+    assert times[0] == pytest.approx(ends[0] * 52) and times[9] == pytest.approx(ends[9] / 10 * 52)
+    assert times[-1] == pytest.approx(ends[-1]) and train_times(ends, 52) == times
+    assert lcbench_workload(bench)(launch).curve.more == ()  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="objectives\\[1\\]"):
+        search_spec(bench, objectives=[("val_accuracy", "maximize"), ("latency", "minimize")])
+    with pytest.raises(ValueError, match="stop_at"):
+        search_spec(bench, objectives=MO_OBJECTIVES, stop_at=0.9)
+    with pytest.raises(ValueError, match="report"):
+        lcbench_workload(bench, report=["latency"])
+
+
+def test_a_multi_objective_search_runs_and_stop_when_sees_every_report_in_time_order():
+    from quanta.sim.search_bench import MO_OBJECTIVES
+
+    seen: list[tuple[float, dict]] = []
+
+    def stop_when(at, metrics) -> bool:
+        seen.append((at, dict(metrics)))
+        return at >= 600.0
+
+    kw = dict(policy="asha", algorithm="random", workers=2, hours=1, seed=3, objectives=MO_OBJECTIVES)
+    res = run_search(stand_in(), check=True, stop_when=stop_when, **kw)
+    assert res.stopped and 600.0 <= res.sim_seconds < 700.0 and seen[-1][0] >= 600.0
+    assert [at for at, _ in seen] == sorted(at for at, _ in seen) and 0 < len(seen) <= res.reports
+    assert all(set(m) == {"val_accuracy", "train_time_s"} and m["train_time_s"] > 0 for _, m in seen)
+    whole = run_search(stand_in(), **kw)
+    assert not whole.stopped and whole.sim_seconds == pytest.approx(3600.0)
+    assert whole.best_so_far[: len(res.best_so_far) - 1] == res.best_so_far[:-1]  # the same search, cut short
+    plain: list[dict] = []
+    run_search(stand_in(), policy="fifo", algorithm="random", workers=2, hours=0.1, seed=3,
+               stop_when=lambda at, m: plain.append(dict(m)) or False)  # fmt: skip
+    assert plain and all(set(m) == {"val_accuracy"} for m in plain)  # single objective: reports as before
+
+
 def test_the_trial_template_preloads_named_tasks_once(monkeypatch):
     from quanta.sim import lcbench_trial
 
