@@ -1,0 +1,224 @@
+"""Syne Tune's multi-objective methods on the LCBench surrogate, in simulated time: the peer side of
+bench/lcbench_mo.py.
+
+The same path as `bench/syne_lcbench.py` (a `Blackbox` of the very curves Quanta's simulator replays,
+Syne Tune's `UserBlackboxBackend` on the exact clock: decisions cost no simulated time and the tuner looks
+for results every `EXACT_POLL_S`), with two objectives: validation accuracy (max) and `train_time_s`, the
+training time to the last epoch as measured after each epoch (cumulative seconds / epochs so far x 52:
+`quanta.sim.search_bench.train_times`, what Quanta's simulated trial reports). Syne Tune 0.16 takes one
+`do_minimize` for every metric, so its schedulers are given `val_error` = 1 - val_accuracy and
+`train_time_s`, both minimised; the accounting reads val_accuracy.
+
+The methods Syne Tune 0.16 ships that take several objectives (`MO_METHODS`), each as its documentation
+and examples set it up, every knob at its default:
+- `moasha`: `MOASHA` (multi-objective asynchronous successive halving: non-dominated sorting with an
+  epsilon-net at each rung; grace period 1 epoch, reduction factor 3, one bracket, `max_t` 52 epochs;
+  it stops the trials it does not promote).
+- `morea`: `MultiObjectiveRegularizedEvolution` (population 100, sample 10, non-dominated priority)
+  under Syne Tune's `SingleFidelityScheduler`: every trial trains all 52 epochs.
+- `random`: random search with both metrics (single fidelity): `SingleFidelityScheduler` with
+  `MultiObjectiveRandomSearcher`, what its searcher factory builds for "random_search" with two metrics
+  (0.16's `RandomSearch` baseline passes a single-objective searcher, which the scheduler refuses).
+- `ehvi`: `EHVI` (BoTorch's qLogEHVI on one GP per objective, single fidelity). It needs `botorch`,
+  which the main environment does not install: `ehvi_missing()` says so, and the benchmark leaves it
+  out of `all` then.
+`MORandomScalarizationBayesOpt` and `MOLinearScalarizationBayesOpt` are gone from 0.16's baselines (the
+searcher behind them imports a module the release no longer has), and Syne Tune has no NSGA-II.
+
+`run_syne_mo(method, task, workers, hours, seed, reference, goal, ...)` runs one search until `hours` of
+simulated time have passed or the front of its reports dominates `goal` of hypervolume up to `reference`
+(accuracy, seconds), and returns every report as (seconds, val_accuracy, train_time_s) in time order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.reach import FrontTracker
+from bench.syne_lcbench import EXACT_POLL_S, RESOURCE, TIME_ATTR, ExactClockBackend, LCBenchBlackbox
+
+METRIC = "val_accuracy"
+ERROR = "val_error"  # 1 - val_accuracy: what Syne Tune minimises
+TRAIN_TIME = "train_time_s"
+MO_METHODS = ("moasha", "morea", "random", "ehvi")
+
+
+def ehvi_missing() -> str | None:
+    """Why `ehvi` cannot run here (BoTorch not installed), or None."""
+    try:
+        import botorch  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as exc:
+        return f"Syne Tune's EHVI needs botorch ({exc})"
+    return None
+
+
+class LCBenchMOBlackbox(LCBenchBlackbox):
+    """`LCBenchBlackbox` with two more objectives per epoch: `val_error` and `train_time_s`."""
+
+    def __init__(self, bench: Any):
+        super().__init__(bench)
+        self.objectives_names = [METRIC, TIME_ATTR, ERROR, TRAIN_TIME]
+
+    def _objective_function(
+        self, configuration: Mapping[str, Any], fidelity: Mapping[str, Any] | None = None, seed: int | None = None
+    ) -> Any:
+        curve = self.bench.curves([{k: configuration[k] for k in self._names}])[0]
+        acc = np.asarray(curve.val_accuracy, float)
+        secs = np.asarray(curve.time, float)
+        train = secs / np.arange(1, len(secs) + 1) * self.epochs
+        table = np.column_stack([acc, secs, 1.0 - acc, train])
+        if fidelity is None:
+            return table
+        e = int(fidelity[RESOURCE])
+        if not 1 <= e <= self.epochs:
+            raise ValueError(f"fidelity.{RESOURCE}: {e} is outside 1..{self.epochs}")
+        return dict(zip(self.objectives_names, (float(v) for v in table[e - 1]), strict=True))
+
+
+def _schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
+    """Syne Tune 0.16's multi-objective methods by our names: (config space, seed, epochs) -> scheduler."""
+    from syne_tune.optimizer import baselines as b
+    from syne_tune.optimizer.schedulers.multiobjective import MultiObjectiveRegularizedEvolution
+    from syne_tune.optimizer.schedulers.multiobjective.moasha import MOASHA
+    from syne_tune.optimizer.schedulers.searchers.random_searcher import MultiObjectiveRandomSearcher
+    from syne_tune.optimizer.schedulers.single_fidelity_scheduler import SingleFidelityScheduler
+
+    metrics = [ERROR, TRAIN_TIME]
+    return {
+        "moasha": lambda space, seed, epochs: MOASHA(
+            space, metrics=metrics, do_minimize=True, time_attr=RESOURCE, max_t=epochs, random_seed=seed
+        ),
+        "morea": lambda space, seed, epochs: SingleFidelityScheduler(
+            space,
+            metrics=metrics,
+            do_minimize=True,
+            searcher=MultiObjectiveRegularizedEvolution(space, random_seed=seed),
+            random_seed=seed,
+        ),
+        # baselines.RandomSearch hands a single-objective searcher to a scheduler that refuses it with two
+        # metrics (0.16): the scheduler as its searcher factory builds it for "random_search" instead.
+        "random": lambda space, seed, epochs: SingleFidelityScheduler(
+            space,
+            metrics=metrics,
+            do_minimize=True,
+            searcher=MultiObjectiveRandomSearcher(space, random_seed=seed),
+            random_seed=seed,
+        ),
+        "ehvi": lambda space, seed, epochs: b.EHVI(space, metrics=metrics, do_minimize=True, random_seed=seed),
+    }
+
+
+@dataclass
+class MORun:
+    """One multi-objective search on the simulated clock: its reports (seconds, val_accuracy,
+    train_time_s) in time order up to its end, trials started, simulated and wall seconds, and whether it
+    ended at its hypervolume goal (`reached`) rather than its budget."""
+
+    reports: list[tuple[float, float, float]] = field(default_factory=list)
+    started: int = 0
+    sim_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    reached: bool = False
+
+
+def run_syne_mo(
+    method: str,
+    task: str,
+    *,
+    workers: int,
+    hours: float,
+    seed: int,
+    reference: tuple[float, float],
+    goal: float,
+    data_path: str | Path | None = None,
+    bench: Any = None,
+) -> MORun:
+    """One Syne Tune multi-objective search (module docstring) on the exact clock. `bench` replaces the
+    real surrogate (tests). Raises ValueError naming an unknown method, ImportError for `ehvi` without
+    BoTorch."""
+    from syne_tune import StoppingCriterion, Tuner
+    from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
+    from syne_tune.constants import ST_TUNER_TIME
+
+    factories = _schedulers()
+    if method not in factories:
+        raise ValueError(f"method: unknown {method!r} (known: {', '.join(MO_METHODS)})")
+    if method == "ehvi" and (why := ehvi_missing()) is not None:
+        raise ImportError(why)
+    if bench is None:
+        from quanta.sim.lcbench import load_lcbench
+
+        bench = load_lcbench(task, None if data_path is None else str(data_path))
+    budget_s = hours * 3600.0
+    np.random.seed(seed)  # MOASHA samples configurations and brackets from numpy's global generator
+    blackbox = LCBenchMOBlackbox(bench)
+    backend = ExactClockBackend(
+        blackbox=blackbox, elapsed_time_attr=TIME_ATTR, seed=seed, tuner_sleep_time=EXACT_POLL_S
+    )
+    scheduler = factories[method](dict(blackbox.configuration_space), seed, blackbox.epochs)
+    tracker = FrontTracker(reference)
+    run = MORun()
+
+    class Watch(SimulatorCallback):
+        """Keeps every report within the budget and notes when the front reaches the goal."""
+
+        def on_trial_result(self, trial: Any, status: str, result: dict[str, Any], decision: str) -> None:
+            super().on_trial_result(trial, status, result, decision)
+            at = float(result[ST_TUNER_TIME])
+            if METRIC in result and at <= budget_s:
+                point = (at, float(result[METRIC]), float(result[TRAIN_TIME]))
+                run.reports.append(point)
+                if tracker.add(point[1], point[2]) >= goal:
+                    run.reached = True
+
+    @dataclass
+    class UntilGoal(StoppingCriterion):
+        """Syne Tune's criterion (the simulated budget) or the hypervolume goal, whichever comes first."""
+
+        def __call__(self, status: Any) -> bool:
+            return run.reached or super().__call__(status)
+
+    callback = Watch()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="syne-lcbench-mo-") as folder:
+        old = os.environ.get("SYNETUNE_FOLDER")
+        os.environ["SYNETUNE_FOLDER"] = folder
+        level = logging.getLogger("syne_tune").level
+        logging.getLogger("syne_tune").setLevel(logging.WARNING)
+        try:
+            tuner = Tuner(
+                trial_backend=backend,
+                scheduler=scheduler,
+                stop_criterion=UntilGoal(max_metric_value={ST_TUNER_TIME: budget_s}),
+                n_workers=workers,
+                sleep_time=0,
+                results_update_interval=1e9,
+                print_update_interval=1e9,
+                callbacks=[callback],
+                tuner_name=f"lcbench-mo-{task}-{method}-{seed}",
+                save_tuner=False,
+            )
+            with contextlib.redirect_stdout(io.StringIO()):
+                tuner.run()
+        finally:
+            logging.getLogger("syne_tune").setLevel(level)
+            if old is None:
+                os.environ.pop("SYNETUNE_FOLDER", None)
+            else:
+                os.environ["SYNETUNE_FOLDER"] = old
+    run.wall_seconds = time.perf_counter() - t0
+    run.reports.sort()
+    run.started = len({r["trial_id"] for r in callback.results if "trial_id" in r})
+    run.sim_seconds = min(budget_s, run.reports[-1][0]) if run.reports else 0.0
+    return run

@@ -1,0 +1,185 @@
+"""bench/lcbench_mo.py, bench/syne_lcbench_mo.py and the hypervolume accounting of bench/reach.py:
+pure tests on scripted points and runs, a Syne Tune search on a stand-in surrogate (no ONNX), and the
+script started on the real surrogate on one task, one seed and a short budget."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from bench.lcbench_mo import MORunResult, reference_front, summarize, tabulate
+from bench.reach import FrontTracker, hypervolume, hypervolume_curve, time_to_hypervolume
+
+# ---- hypervolume accounting -----------------------------------------------------------------------
+
+
+def test_the_front_and_its_volume_grow_only_with_points_that_are_not_dominated():
+    ref = (0.5, 100.0)  # (accuracy, seconds): the worst that counts
+    t = FrontTracker(ref)
+    assert t.add(0.9, 50.0) == pytest.approx(0.4 * 50)
+    assert t.add(0.8, 60.0) == pytest.approx(20.0)  # dominated: nothing
+    assert t.add(0.9, 50.0) == pytest.approx(20.0)  # the same point again: nothing
+    assert t.add(0.4, 1.0) == pytest.approx(20.0)  # worse than the reference's accuracy: nothing
+    assert t.add(0.99, 100.0) == pytest.approx(20.0)  # as slow as the reference: nothing
+    assert t.add(0.7, 10.0) == pytest.approx(20.0 + 0.2 * 40)  # a trade-off: its strip of volume
+    assert t.add(0.95, 5.0) == pytest.approx(0.45 * 95)  # dominates both: the front is one point again
+    assert t.front == [(0.95, 5.0)]
+    assert t.add(float("nan"), 1.0) == t.hv
+
+
+def test_time_to_hypervolume_is_the_first_report_after_which_the_front_reaches_the_goal():
+    ref = (0.0, 10.0)
+    reports = [(30.0, 0.5, 2.0), (10.0, 0.2, 5.0), (20.0, 0.4, 8.0), (40.0, 0.9, 9.0)]
+    # in time order: (0.2, 5 s) alone; (0.4, 8 s) a trade-off beside it; (0.5, 2 s) dominates both
+    curve = hypervolume_curve(reports, ref)
+    assert [t for t, _ in curve] == [10.0, 20.0, 30.0, 40.0]
+    assert curve[0][1] == pytest.approx(1.0)
+    assert curve[1][1] == pytest.approx(1.0 + 0.2 * 2.0)
+    assert curve[2][1] == pytest.approx(0.5 * 8.0)  # (0.5, 2) dominates both earlier points
+    assert curve[3][1] == pytest.approx(0.5 * 8.0 + 0.4 * 1.0)
+    assert time_to_hypervolume(reports, ref, 4.0) == 30.0
+    assert time_to_hypervolume(reports, ref, 4.4) == 40.0
+    assert time_to_hypervolume(reports, ref, 5.0) is None
+
+
+@dataclass
+class _Curve:
+    time: tuple[float, ...]
+    val_accuracy: tuple[float, ...]
+
+
+class StandIn:
+    """LCBench's interface: config x -> accuracy rising to x over 5 epochs of (1 + 9 x^2) seconds each,
+    so accurate configurations are slow and the front is a real trade-off."""
+
+    epochs = 5
+
+    def sample(self, n, seed):
+        return [{"x": float(v)} for v in np.random.default_rng(seed).uniform(0.05, 1, n)]
+
+    def curves(self, configs):
+        return [
+            _Curve(tuple((1 + 9 * c["x"] ** 2) * e for e in range(1, 6)), tuple(c["x"] * e / 5 for e in range(1, 6)))
+            for c in configs
+        ]
+
+
+def test_the_reference_is_the_worst_of_1000_random_configurations_and_their_own_front_reaches_it_all():
+    bench = StandIn()
+    ref = reference_front(bench, n=1000, seed=0)
+    points = ref["points"]
+    assert len(points) == 1000
+    assert ref["accuracy"] == min(a for a, _ in points) and ref["train_time_s"] == max(s for _, s in points)
+    assert ref["front"] == 1000  # accuracy and seconds both grow with x: every point is a trade-off
+    point = (ref["accuracy"], ref["train_time_s"])
+    # the same volume however it is computed: moocore on all the points, the tracker point by point
+    assert hypervolume(points, point) == pytest.approx(ref["hypervolume"])
+    tracker = FrontTracker(point)
+    for a, s in points:
+        tracker.add(a, s)
+    assert tracker.hv == pytest.approx(ref["hypervolume"], rel=1e-12)
+    reports = [(float(i), a, s) for i, (a, s) in enumerate(points)]
+    assert hypervolume_curve(reports, point)[-1][1] == pytest.approx(ref["hypervolume"])
+    assert reference_front(StandIn(), n=1000, seed=0)["hypervolume"] == ref["hypervolume"]  # fixed seed
+
+
+# ---- tables and summary ---------------------------------------------------------------------------
+
+
+def _run(method, task, seed, t):
+    return MORunResult(method, task, seed, t, 0.95 if t is not None else 0.8, [(1.0, 0.5)])
+
+
+def test_tabulate_and_summarize_scripted_runs():
+    refs = {"A": {"accuracy": 0.1, "train_time_s": 100.0, "hypervolume": 50.0, "front": 9}, "B": {"front": 3}}
+    runs = []
+    for seed, (q, moasha, morea, rnd) in enumerate(
+        [(100, 400, 300, 900), (200, 500, 250, None), (300, None, 200, 800)]
+    ):
+        runs += [_run("quanta_default", "A", seed, q), _run("syne_moasha", "A", seed, moasha)]
+        runs += [_run("syne_morea", "A", seed, morea), _run("quanta_fifo_random", "A", seed, rnd)]
+    for seed in range(3):  # B: Quanta misses, MOASHA at 600 s
+        runs += [_run("quanta_default", "B", seed, None), _run("syne_moasha", "B", seed, 600)]
+        runs += [_run("quanta_fifo_random", "B", seed, None)]
+    tasks = tabulate(list(reversed(runs)), refs, budget_s=1000.0)
+    a = tasks["A"]["methods"]
+    assert tasks["A"]["reference"] == refs["A"]
+    assert a["quanta_default"]["runs_s"] == [100.0, 200.0, 300.0] and a["quanta_default"]["seeds"] == [0, 1, 2]
+    assert a["syne_moasha"]["runs_s"] == [400.0, 500.0, 1000.0] and a["syne_moasha"]["misses"] == 1
+    assert a["quanta_fifo_random"]["median_s"] == 900.0
+    s = summarize(tasks)
+    assert s["tasks"] == 2
+    # best Syne Tune per task: A morea 250 / 200 = 1.25; B moasha 600 / 1000 = 0.6 -> median 0.925
+    assert s["median_ratio_best_syne"] == pytest.approx((1.25 + 0.6) / 2)
+    assert s["tasks_sooner_vs_best_syne"] == 1
+    assert s["median_ratio_random"] == pytest.approx((900 / 200 + 1.0) / 2)
+    assert s["tasks_sooner_vs_random"] == 1  # B: both miss, a tie
+    assert s["goals"]["ratio_best_syne"]["met"] is False and s["goals"]["ratio_random"]["met"] is False
+
+
+# ---- Syne Tune on a stand-in ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class P:
+    name: str
+    kind: str
+    low: float
+    high: float
+    log: bool
+
+
+class SyneStandIn(StandIn):
+    epochs = 5
+    params = (P("x", "float", 0.05, 1.0, False),)
+
+
+@pytest.mark.parametrize("method", ["moasha", "morea", "random"])
+def test_syne_tunes_multi_objective_methods_run_and_stop_at_the_goal(method):
+    pytest.importorskip("syne_tune", reason="Syne Tune is installed by `make dev` (see the Makefile)")
+    from bench.syne_lcbench_mo import run_syne_mo
+
+    ref = reference_front(SyneStandIn(), n=200, seed=0)
+    point = (ref["accuracy"], ref["train_time_s"])
+    goal = 0.9 * ref["hypervolume"]
+    run = run_syne_mo(method, "standin", workers=2, hours=0.5, seed=0, reference=point, goal=goal, bench=SyneStandIn())
+    assert run.reports and run.started > 0
+    assert [r[0] for r in run.reports] == sorted(r[0] for r in run.reports)
+    assert all(0 <= a <= 1 and s > 0 for _, a, s in run.reports)
+    reached = time_to_hypervolume(run.reports, point, goal)
+    assert run.reached == (reached is not None)
+    if run.reached:  # it ended at the goal: nothing measured long after it
+        assert run.sim_seconds <= reached + 60
+    with pytest.raises(ValueError, match="method"):
+        run_syne_mo("nsga2", "standin", workers=1, hours=0.1, seed=0, reference=point, goal=goal, bench=SyneStandIn())
+
+
+# ---- the script on the real surrogate -------------------------------------------------------------
+
+
+def test_the_benchmark_starts_quanta_and_syne_tune_on_one_task(yahpo, tmp_path):
+    pytest.importorskip("syne_tune", reason="Syne Tune is installed by `make dev` (see the Makefile)")
+    from bench.lcbench_mo import main
+
+    out, refs = tmp_path / "mo.json", tmp_path / "ref.json"
+    methods = "quanta_default,quanta_fifo_random,syne_moasha,syne_morea,syne_random"
+    main(["--tasks", "3945", "--seeds", "0", "--hours", "0.05", "--methods", methods, "--reference", str(refs),
+          "--json", str(out)])  # fmt: skip
+    doc = json.loads(out.read_text())
+    block = doc["tasks"]["3945"]
+    assert set(block["methods"]) == set(methods.split(","))
+    ref = block["reference"]
+    assert 0 <= ref["accuracy"] < 1 and ref["train_time_s"] > 0 and ref["front"] >= 1
+    # the reference volume is at most the box between the reference point and the ideal (1, 0 s)
+    assert 0 < ref["hypervolume"] <= (1 - ref["accuracy"]) * ref["train_time_s"]
+    assert json.loads(refs.read_text())["tasks"]["3945"] == ref  # written down
+    for entry in block["methods"].values():
+        (secs,) = entry["runs_s"]
+        assert 0 < secs <= 0.05 * 3600 and 0 <= entry["final_fraction"][0] <= 1 + 1e-9
+        assert entry["missed"] == [entry["final_fraction"][0] < 0.95]
+    s = doc["summary"]
+    assert s["tasks"] == 1 and set(s["median_ratio_vs"]) == set(methods.split(",")) - {"quanta_default"}
+    assert doc["goal_fraction"] == 0.95 and doc["seeds"] == [0] and doc["hours"] == 0.05
