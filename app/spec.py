@@ -301,7 +301,7 @@ class SearchSpec(_Frozen):
                 and stored.get("target") is None
             )
             if not same:  # a dumped spec carries the filled-in one, which is accepted back
-                raise SpecError([("metric", "give `metric` (one objective) or `metrics` (2-4), not both")])
+                raise SpaceError("metric", "give `metric` (one objective) or `metrics` (2-4), not both")
             return data
         first = data["metrics"][0]
         if isinstance(first, Mapping):
