@@ -470,6 +470,25 @@ class SearchSpec(_Frozen):
             return None
         return tuple(o.loss(self.reference[o.name]) for o in self.objectives)
 
+    def target_text(self) -> float | str | None:
+        """The target as users read it: `metric.target` (a number) for a single-metric search without
+        constraints; otherwise a sentence (``accuracy >= 0.9, latency_ms <= 5``, ``hypervolume >= 12``,
+        with ``feasible`` where constraints apply); None without a target."""
+        if not self.has_target:
+            return None
+        if not self.pareto:
+            return self.metric.target
+        if self.target and HYPERVOLUME in self.target:
+            text = f"{HYPERVOLUME} >= {self.target[HYPERVOLUME]:g}"
+        else:
+            wanted = self.target or {self.metric.name: self.metric.target}
+            text = ", ".join(
+                f"{o.name} {'>=' if o.goal == 'maximize' else '<='} {wanted[o.name]:g}"
+                for o in self.objectives
+                if wanted.get(o.name) is not None
+            )
+        return f"{text}, feasible" if self.constraints else text
+
     @property
     def has_target(self) -> bool:
         """Whether the search has a target at all (`metric.target` or `target`)."""

@@ -43,7 +43,9 @@ class ParetoTPE(MultiFidelityTPE):
         """Record trial `number`'s point at `step` (a step seen again replaces its point)."""
         if number not in self._docs:
             raise KeyError(f"trial {number} was never asked")
-        put_point(self._mo_points.setdefault(number, []), (int(step), tuple(float(v) for v in losses), float(violation)))
+        put_point(
+            self._mo_points.setdefault(number, []), (int(step), tuple(float(v) for v in losses), float(violation))
+        )
 
     def history(self) -> list[HistoryItem]:
         points = self._mo_points
