@@ -481,9 +481,11 @@ class SearchSpec(_Frozen):
         if self.target and HYPERVOLUME in self.target:
             text = f"{HYPERVOLUME} >= {self.target[HYPERVOLUME]:g}"
         else:
-            wanted = self.target or {self.metric.name: self.metric.target}
+            wanted: dict[str, float | None] = {self.metric.name: self.metric.target}
+            if self.target:
+                wanted = dict(self.target)
             text = ", ".join(
-                f"{o.name} {'>=' if o.goal == 'maximize' else '<='} {wanted[o.name]:g}"
+                f"{o.name} {'>=' if o.goal == 'maximize' else '<='} {wanted[o.name] or 0:g}"
                 for o in self.objectives
                 if wanted.get(o.name) is not None
             )
