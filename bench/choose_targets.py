@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--suite", action="store_true", help="every workload of bench/live_suite.py (or --workloads)")
     ap.add_argument("--workloads", default=None, help="--suite: a comma-separated subset (default: all)")
-    ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results", help="--suite: where "
-                    "targets_<workload>.json go")
+    ap.add_argument(
+        "--out-dir", type=Path, default=ROOT / "bench" / "results", help="--suite: where targets_<workload>.json go"
+    )
     args = ap.parse_args(argv)
     parts = [int(x) for x in args.ranks.split(",")]
     if len(parts) != 3:

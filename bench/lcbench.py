@@ -100,10 +100,16 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     # ... on each trial's report at each rung rather than the best-so-far records
     "quanta_rung_check_rep50": ("default", None, {"rung_check": 0.5, "rung_check_on": "report"}, {}),
     "quanta_rung_check_rep50_p10": (
-        "default", None, {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10}, {},
+        "default",
+        None,
+        {"rung_check": 0.5, "rung_check_on": "report", "rung_check_pairs": 10},
+        {},
     ),  # fmt: skip
     "quanta_rung_check_rep30_p10": (
-        "default", None, {"rung_check": 0.3, "rung_check_on": "report", "rung_check_pairs": 10}, {},
+        "default",
+        None,
+        {"rung_check": 0.3, "rung_check_on": "report", "rung_check_pairs": 10},
+        {},
     ),  # fmt: skip
     # TPE's gamma (SearchAlgoSpec.gamma; HyperOpt's 0.25 the default): more trials in the "good" density.
     "quanta_bohb_g50": ("default", None, {}, {"gamma": 0.5}),

@@ -322,10 +322,18 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--suite", action="store_true", help="race every workload of bench/live_suite.py")
     ap.add_argument("--workloads", default=None, help="--suite: a comma-separated subset (default: all)")
-    ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results" / "suite", help="--suite: where "
-                    "search_<workload>.json and the summary go")
-    ap.add_argument("--targets-dir", type=Path, default=ROOT / "bench" / "results", help="--suite: where "
-                    "targets_<workload>.json are read")
+    ap.add_argument(
+        "--out-dir",
+        type=Path,
+        default=ROOT / "bench" / "results" / "suite",
+        help="--suite: where search_<workload>.json and the summary go",
+    )
+    ap.add_argument(
+        "--targets-dir",
+        type=Path,
+        default=ROOT / "bench" / "results",
+        help="--suite: where targets_<workload>.json are read",
+    )
     args = ap.parse_args(argv)
     console = Console()
     if args.suite:
@@ -436,7 +444,8 @@ def run_suite(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     missing = {w.name: w.missing() for w in workloads if w.missing()}
     if missing:
         raise SystemExit(
-            "not installed: " + "; ".join(f"{n} needs {', '.join(m)}" for n, m in missing.items())
+            "not installed: "
+            + "; ".join(f"{n} needs {', '.join(m)}" for n, m in missing.items())
             + " (pip install -e '.[integrations]')"
         )
     if args.targets:

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--median-steps", type=int, default=100, help="median job length in mini-batches (20/s)")
     ap.add_argument("--calibrate", action="store_true", help="simulate with the real run's measured costs")
     ap.add_argument("--repeat", type=int, default=1, help="real runs to compare with the one simulation")
-    ap.add_argument("--knobs", default="{}", help='policy knobs as JSON, e.g. \'{"packing": false}\'')
+    ap.add_argument("--knobs", default="{}", help="policy knobs as JSON, e.g. '{\"packing\": false}'")
     ap.add_argument("--out", type=Path, default=None, help="default bench/results/sim_validate_<policy>.json")
     args = ap.parse_args(argv)
     if args.out is None:

@@ -183,3 +183,27 @@ def test_the_benchmark_starts_quanta_and_syne_tune_on_one_task(yahpo, tmp_path):
     s = doc["summary"]
     assert s["tasks"] == 1 and set(s["median_ratio_vs"]) == set(methods.split(",")) - {"quanta_default"}
     assert doc["goal_fraction"] == 0.95 and doc["seeds"] == [0] and doc["hours"] == 0.05
+
+
+def test_mo_ashas_rungs_keep_a_newcomer_that_dominates_its_rung_and_stop_one_it_dominates():
+    """Syne Tune 0.16's non-dominated priority returns the sort's order where its callers read one
+    priority per trial; `ranked_priority` returns the latter, so MO-ASHA's rung decides on the newcomer."""
+    pytest.importorskip("syne_tune", reason="Syne Tune is installed by `make dev` (see the Makefile)")
+    from syne_tune.optimizer.schedulers.asha import Bracket
+    from syne_tune.optimizer.schedulers.multiobjective.multiobjective_priority import NonDominatedPriority
+
+    from bench.syne_lcbench_mo import ranked_priority
+
+    x = np.array([[0.5, 5.0], [0.6, 6.0], [0.7, 7.0], [0.1, 1.0]])  # losses: the last dominates all
+    assert list(ranked_priority()(x)) == [1, 2, 3, 0]
+    assert list(NonDominatedPriority()(x)) == [3, 0, 1, 2]  # as shipped: the order, not the priorities
+
+    def newcomer(priority, losses):
+        rung = Bracket(1, 9, 3, 0, priority)
+        for i, (e, t) in enumerate([(0.5, 5.0), (0.6, 6.0), (0.7, 7.0)]):
+            rung.on_result(i, 1, {"e": e, "t": t})
+        return rung.on_result(9, 1, {"e": losses[0], "t": losses[1]})
+
+    assert newcomer(ranked_priority(), (0.1, 1.0)) == "CONTINUE"
+    assert newcomer(ranked_priority(), (0.9, 9.0)) == "STOP"
+    assert newcomer(NonDominatedPriority(), (0.1, 1.0)) == "STOP"  # the shipped priority stops the best
