@@ -334,3 +334,34 @@ def test_transformers_callback_reports_every_objective_and_constrained_value_in_
         _hf_train(missing, 10)
     with pytest.raises(TypeError, match="a list of names, not one string"):
         _hf_train(Trial.standalone({"out": str(tmp_path / "c")}, max_steps=10), 10, metrics="eval_accuracy")
+
+
+def lightning_with_costs(config: dict, trial: Trial) -> None:
+    """A trainable for `quanta run`: the module above, logging accuracy, parameter count and latency."""
+    _fit_lightning(trial, config, trial.max_steps)
+
+
+def test_a_search_with_two_objectives_and_a_constraint_runs_through_the_lightning_callback(tmp_path):
+    """`quanta run` of a Pareto search whose trials are Lightning fits: each report of each trial holds both
+    objectives and the constrained value, and the search ranks them (the budget ends it: the target is out
+    of reach)."""
+    spec = {
+        "name": "lightning-pareto",
+        "trainable": "tests.integration.test_integrations:lightning_with_costs",
+        "space": {"x": {"uniform": [0.0, 1.0]}},  # the fits differ by nothing the module reads
+        "metrics": [{"name": "accuracy", "goal": "maximize"}, {"name": "params_k", "goal": "minimize"}],
+        "constraints": [{"name": "latency_ms", "max": 2.0}],
+        "target": {"accuracy": 0.999, "params_k": 0.001},
+        "budget": {"max_trials": 2, "max_steps": 30, "max_seconds": 240},
+        "parallelism": 2,
+        "search": {"algorithm": "random"},
+    }
+    code, output, out = quanta_run(tmp_path, spec)
+    assert code == 3, output
+    result = json.loads(out.read_text())
+    assert [t["status"] for t in result["trials"]] == ["completed"] * 2, output
+    store = Store(f"sqlite:///{tmp_path}/q.db")
+    for t in result["trials"]:
+        rows = store.reports(t["id"])
+        assert [r.step for r in rows] == [10, 20, 30]
+        assert all(set(SEARCHED) <= set(r.metrics) and r.metrics["latency_ms"] == 1.5 for r in rows)
