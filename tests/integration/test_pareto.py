@@ -4,7 +4,6 @@ are written into the database as finished ones with their reports: nothing train
 
 from __future__ import annotations
 
-import os
 import time
 
 import pandas as pd
@@ -17,7 +16,7 @@ from quanta.db.store import Store
 from quanta.sdk import Client
 from quanta.sdk import pareto as local_pareto
 from quanta.spec import parse_spec
-from tests.integration.live_server import ROOT, start_server
+from tests.integration.live_server import start_server
 from tests.integration.test_api import TOKEN, settings_for
 from tests.integration.test_users import bearer
 
@@ -138,15 +137,9 @@ def test_local_pareto_reads_a_database(tmp_path):
     assert not (tmp_path / "missing.db").exists()
 
 
-def same_code() -> dict[str, str]:
-    """The server's environment: this process's PYTHONPATH before the repository's, so that it runs the
-    `quanta` these tests import (a worktree's, when one is put first)."""
-    return {"PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = start_server(tmp_path_factory.mktemp("pareto"), env=same_code())
+    srv = start_server(tmp_path_factory.mktemp("pareto"))
     try:
         srv.wait_ready()
         yield srv
