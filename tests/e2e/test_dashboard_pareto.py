@@ -85,6 +85,12 @@ def test_trade_offs_scatter_front_hypervolume_and_a_click_to_the_trial(live, bro
     page.locator("#pareto-panel").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "dashboard-pareto.png"), full_page=True)
 
+    # Importance is of one objective at a time: both are offered.
+    page.wait_for_selector("#importance-pick:not([hidden])")
+    assert page.eval_on_selector_all("#importance-objective option", "os => os.map(o => o.value)") == ["acc", "lat"]
+    page.select_option("#importance-objective", "lat")
+    page.wait_for_function("() => document.querySelector('#importance-objective').value === 'lat'")
+
     # A click on a front point opens its trial.
     page.locator(f'#pareto circle.kind-front[data-trial-id="{a}"]').click()
     page.wait_for_function("(id) => location.hash === `#/trial/${id}`", arg=a, timeout=10_000)

@@ -108,6 +108,13 @@ def test_the_route_answers_the_front_counts_and_hypervolume(api):
     bobs, _ = finished_search(store, owner_id=store.user("bob").id)
     assert c.get(f"/api/v1/searches/{bobs}/pareto", headers=bearer(bob)).status_code == 200
 
+    # Importance is per objective: the first by default, another by name, an unknown one a 422.
+    imp = c.get(f"/api/v1/searches/{sid}/importance").json()
+    assert (imp["metric"], imp["objectives"]) == ("acc", ["acc", "lat"])
+    assert c.get(f"/api/v1/searches/{sid}/importance", params={"objective": "lat"}).json()["goal"] == "minimize"
+    r = c.get(f"/api/v1/searches/{sid}/importance", params={"objective": "loss"})
+    assert r.status_code == 422 and "'loss' is not an objective" in r.text
+
     # The export route carries the objective and feasibility columns.
     text = c.get(f"/api/v1/searches/{sid}/trials", params={"format": "csv"}).text
     header = text.splitlines()[0].split(",")

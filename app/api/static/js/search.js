@@ -95,6 +95,12 @@ export function searchView(root, id, me = null) {
     r.now("contour");
   };
   const cxSel = h("select", { id: "contour-x", onchange: pickAxis("x") });
+  // Several objectives: importance is of one of them at a time (the first by default).
+  const impSel = h("select", { id: "importance-objective", onchange: (ev) => {
+    st.importanceObjective = ev.target.value;
+    r.now("importance");
+  } });
+  const impPick = h("div", { class: "contour-pick", id: "importance-pick", hidden: true }, "objective ", impSel);
   const cySel = h("select", { id: "contour-y", onchange: pickAxis("y") });
 
   replace(
@@ -126,7 +132,7 @@ export function searchView(root, id, me = null) {
     h(
       "div",
       { class: "grid" },
-      panel("Parameter importance", "how much the metric depends on each parameter", null, impEl),
+      panel("Parameter importance", "how much the metric depends on each parameter", null, impPick, impEl),
       panel("Contour", "the metric over two parameters", null, h("div", { class: "contour-pick" }, "x ", cxSel, " y ", cySel), contourEl),
     ),
     panel("Slices", "each parameter against the metric, one dot per trial", null, slicesEl),
@@ -344,9 +350,17 @@ export function searchView(root, id, me = null) {
   }
 
   async function importance() {
-    const data = await api(`/searches/${id}/importance`);
+    const picked = st.importanceObjective;
+    const data = await api(`/searches/${id}/importance${picked ? `?objective=${encodeURIComponent(picked)}` : ""}`);
     if (!st.search) await summary();
+    if (picked !== st.importanceObjective) return; // another objective was picked meanwhile: its answer draws
     st.importance = data;
+    const objectives = data.objectives || [];
+    impPick.hidden = objectives.length < 2;
+    if (objectives.length > 1 && impSel.options.length !== objectives.length) {
+      replace(impSel, ...objectives.map((n) => h("option", { value: n }, n)));
+    }
+    if (data.metric) impSel.value = data.metric;
     renderImportance(impEl, data, (name) => {
       // A click on a bar puts that parameter on the contour's x axis (the best other one on y).
       st.contour.x = name;
