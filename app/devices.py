@@ -55,9 +55,7 @@ def cpu_kind() -> str:
     if not raw:
         return "cpu"
     if len(raw) > 64 or not set(raw) <= _KIND_CHARS:
-        raise DeviceSpecError(
-            f"{CPU_KIND_ENV}={raw[:80]!r}: expected 1-64 letters, digits, spaces, '.', '_' or '-'"
-        )
+        raise DeviceSpecError(f"{CPU_KIND_ENV}={raw[:80]!r}: expected 1-64 letters, digits, spaces, '.', '_' or '-'")
     return raw
 
 

@@ -21,7 +21,7 @@ from quanta.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from quanta.executor.policy.knobs import upgrade as upgrade_knobs
 from quanta.search.fidelity import DEFAULT_ETA, rungs_of
 from quanta.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
-from quanta.search.pareto import Bound, Objective
+from quanta.search.objectives import Bound, Objective
 from quanta.search.space import (
     SpaceError,
     dimension_at,
@@ -301,7 +301,7 @@ class SearchSpec(_Frozen):
                 and stored.get("target") is None
             )
             if not same:  # a dumped spec carries the filled-in one, which is accepted back
-                raise SpecError([("metric", "give `metric` (one objective) or `metrics` (2-4), not both")])
+                raise SpaceError("metric", "give `metric` (one objective) or `metrics` (2-4), not both")
             return data
         first = data["metrics"][0]
         if isinstance(first, Mapping):
@@ -469,6 +469,27 @@ class SearchSpec(_Frozen):
         if self.reference is None:
             return None
         return tuple(o.loss(self.reference[o.name]) for o in self.objectives)
+
+    def target_text(self) -> float | str | None:
+        """The target as users read it: `metric.target` (a number) for a single-metric search without
+        constraints; otherwise a sentence (``accuracy >= 0.9, latency_ms <= 5``, ``hypervolume >= 12``,
+        with ``feasible`` where constraints apply); None without a target."""
+        if not self.has_target:
+            return None
+        if not self.pareto:
+            return self.metric.target
+        if self.target and HYPERVOLUME in self.target:
+            text = f"{HYPERVOLUME} >= {self.target[HYPERVOLUME]:g}"
+        else:
+            wanted: dict[str, float | None] = {self.metric.name: self.metric.target}
+            if self.target:
+                wanted = dict(self.target)
+            text = ", ".join(
+                f"{o.name} {'>=' if o.goal == 'maximize' else '<='} {wanted[o.name] or 0:g}"
+                for o in self.objectives
+                if wanted.get(o.name) is not None
+            )
+        return f"{text}, feasible" if self.constraints else text
 
     @property
     def has_target(self) -> bool:

@@ -19,7 +19,7 @@ import typer
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT, EXIT_NOT_REACHED, EXIT_FAILED = 0, 1, 2, 3, 4
 
 
-def search_exit_code(status: str, reached: bool, target: float | None) -> int:
+def search_exit_code(status: str, reached: bool, target: float | str | None) -> int:
     """The exit code of a command that waited for a search which ended with `status` (see the module's
     docstring): a failed search is `EXIT_FAILED` whatever else; a search without a target that ran to
     its end (completed) is `EXIT_OK`, as is one that reached its target."""

@@ -39,10 +39,12 @@ def print_summary(result: dict[str, Any], metric: str, goal: str, db: str, workd
     table.add_row("best config", json.dumps(result["best_params"]))
     if target is None:
         table.add_row("target", "none: the search ran its budget")
-    elif result["reached"]:
-        table.add_row("target", f"{target} ({goal}): reached after {result['seconds_to_target']:.1f} s")
     else:
-        table.add_row("target", f"{target} ({goal}): not reached")
+        said = target if isinstance(target, str) else f"{target} ({goal})"  # a sentence: several objectives
+        if result["reached"]:
+            table.add_row("target", f"{said}: reached after {result['seconds_to_target']:.1f} s")
+        else:
+            table.add_row("target", f"{said}: not reached")
     if result.get("wall_seconds") is not None:
         table.add_row("wall time", f"{result['wall_seconds']:.1f} s")
     counts = TrialCounts.from_dict(result["counts"])

@@ -61,6 +61,7 @@ from quanta.executor.actions import Stop
 from quanta.executor.policy.knobs import PbtKnobs, RunToRungKnobs
 from quanta.executor.runtime.base import Runtime
 from quanta.search.factory import make_searcher
+from quanta.search.pareto import Point, PointReader
 from quanta.search.searcher import HistoryItem, Searcher, Suggestion
 from quanta.spec import SearchSpec, spec_from_stored
 from quanta.status import (
@@ -147,7 +148,13 @@ class SearchBook:
 
         def build() -> Searcher:
             return make_searcher(
-                spec.space, spec.seed, spec.search, rungs=spec.searcher_rungs(), history=history, warm=items
+                spec.space,
+                spec.seed,
+                spec.search,
+                rungs=spec.searcher_rungs(),
+                history=history,
+                warm=items,
+                pareto=spec.pareto,
             )
 
         searcher: Searcher
@@ -193,10 +200,21 @@ class SearchBook:
         spec = spec_from_stored(row.spec)
         trials = self._store.trials(row.id)
         curves: dict[int, list[tuple[int, float]]] = {}  # by trial number (unique in a search)
+        # A search with several objectives or constraints: each trial's points read again from its reports,
+        # with the reader that read them (it holds the values carried forward).
+        readers: dict[int, PointReader] = {}
+        trial_points: dict[int, list[Point]] = {}
         for t in trials:
             assert t.id is not None
-            points = [(r.step, r.attempt, r.objective) for r in self._store.reports(t.id) if r.objective is not None]
+            rows = self._store.reports(t.id)
+            points = [(r.step, r.attempt, r.objective) for r in rows if r.objective is not None]
             curves[t.number] = latest_per_step(points)  # a step run again: by its latest attempt
+            if spec.pareto:
+                reader = readers[t.number] = PointReader(spec.objectives, spec.bounds)
+                read = (
+                    reader.read(step, m) for step, m in latest_per_step((r.step, r.attempt, r.metrics) for r in rows)
+                )
+                trial_points[t.number] = [p for p in read if p is not None]
         history = [  # the searcher's trials: a fork is none of its proposals
             HistoryItem(
                 t.number,
@@ -204,6 +222,7 @@ class SearchBook:
                 objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
                 t.status != TrialStatus.FAILED,
                 tuple((step, spec.metric.loss(v)) for step, v in curves[t.number]),
+                tuple(trial_points.get(t.number, ())),
             )
             for t in trials
             if t.parent_id is None
@@ -231,6 +250,13 @@ class SearchBook:
             parent = s.trials.get(t.parent_id) if t.parent_id is not None else None
             if parent is not None and t.fork_step is not None:  # its parent's curve up to the fork is its own
                 ts.curve = [p for p in parent.curve if p[0] < t.fork_step] + ts.curve
+            if spec.pareto:
+                ts.points, ts.reader = trial_points[t.number], readers[t.number]
+                if parent is not None and t.fork_step is not None:  # and its points up to the fork
+                    ts.points = [p for p in parent.points if p[0] < t.fork_step] + ts.points
+                for _step, losses, violation in ts.points:
+                    if violation == 0.0 and all(math.isfinite(v) for v in losses):
+                        s.add_to_front(losses)
             ts.resume = t.checkpoint_step is not None
             if ts.status == TrialStatus.RUNNING and t.id not in resident:
                 # Its process was lost with the previous controller: a retry (counted, and its reports are

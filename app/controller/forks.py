@@ -253,6 +253,8 @@ class Forks:
         target.steps, target.resume = x.step, True
         if source is not None:
             target.curve = [p for p in source.curve if p[0] <= x.step]
+            target.points = [p for p in source.points if p[0] <= x.step]
+            target.reader = source.reader.copy() if source.reader is not None else None
         self._exploits.pop(x.target, None)
         self._signals.replan = True
         log.info("trial %s took trial %s's state at step %s with %s", x.target, x.source, x.step, x.values)
@@ -382,6 +384,8 @@ class Forks:
         self._store.finish_fork(f.fork_id, step, now, own)
         ts.fork_step, ts.steps, ts.resume, ts.own_max_steps = step, step, True, own
         ts.curve = [p for p in parent.curve if p[0] < step] if parent is not None else []
+        ts.points = [p for p in parent.points if p[0] < step] if parent is not None else []
+        ts.reader = parent.reader.copy() if parent is not None and parent.reader is not None else None
         self._close(f)
         self._book.track(s, ts)
         self._signals.replan = True  # placed now, not a quantum later

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,9 @@ from quanta.executor.actions import (
 )
 from quanta.executor.policy.knobs import MECHANISM
 from quanta.executor.runtime.base import Runtime
+from quanta.search.pareto import hypervolume, put_point
+from quanta.search.pareto import reaches as pareto_reaches
+from quanta.spec import HYPERVOLUME
 from quanta.status import TrialStatus
 
 log = logging.getLogger("quanta.controller")
@@ -213,6 +217,9 @@ class EventRecorder:
             )
         )
         t.steps = max(t.steps, e.step)
+        if s is not None and s.spec.pareto:
+            self._on_point(s, t, e, metrics, objective)
+            return
         if objective is None or s is None:
             return
         spec = s.spec
@@ -232,6 +239,67 @@ class EventRecorder:
             self.flush()
             self._store.update_search(s.id, **fields)
         self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+
+    def _on_point(self, s: SearchState, t: TrialState, e: Reported, metrics: dict[str, Any], objective: Any) -> None:
+        """A report of a search with several objectives or constraints: the trial's point (when the report
+        completes one), its searcher's lesson, and the search's best and target. The search's best is the
+        best first objective among feasible reports; its target, a feasible report at least as good in every
+        objective (`target: {...}`, or `metric.target` alone with constraints), or the feasible front's
+        hypervolume (`target: {hypervolume: X}`)."""
+        spec = s.spec
+        if objective is not None:
+            t.metric = objective
+            _put_point(t.curve, e.step, objective)
+        if t.reader is None:
+            t.reader = s.point_reader()
+        point = t.reader.read(e.step, metrics)
+        if point is None:
+            self._store.update_trial(t.id, metric=t.metric, steps=t.steps)
+            return
+        put_point(t.points, point)
+        _step, losses, violation = point
+        if t.parent_id is None:
+            s.searcher.observe_point(t.number, e.step, losses, violation)
+        first = spec.objectives[0]
+        feasible = violation == 0.0 and all(math.isfinite(v) for v in losses)
+        if feasible:
+            value = first.value(losses[0])
+            if t.best is None or spec.metric.better(value, t.best):
+                t.best = value
+            fields: dict[str, Any] = {}
+            if s.best is None or spec.metric.better(value, s.best):
+                s.best, s.best_trial = value, t.id
+                fields.update(best_trial_id=t.id, best_metric=value, best_params=t.params)
+            moved = s.add_to_front(losses)
+            if s.reached_at is None and self._reaches(s, losses, moved):
+                s.reached_at = e.at
+                fields.update(reached=True, reached_at=e.at, seconds_to_target=max(0.0, e.at - s.started_at))
+                self._signals.wake = True
+            if fields:
+                self.flush()
+                self._store.update_search(s.id, **fields)
+        self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+
+    @staticmethod
+    def _objectives_missing(s: SearchState | None, t: TrialState) -> list[str]:
+        """The objectives a finished trial of a search with several objectives never reported (empty for a
+        single-objective search: its metric's absence is the health check's)."""
+        if s is None or not s.spec.metrics:
+            return []
+        return t.reader.missing() if t.reader is not None else [o.name for o in s.spec.objectives]
+
+    @staticmethod
+    def _reaches(s: SearchState, losses: tuple[float, ...], moved: bool) -> bool:
+        """Whether a feasible point with these losses (`moved`: it joined the front) reaches the search's
+        target."""
+        spec = s.spec
+        point = spec.point_target()
+        if point is not None:
+            return pareto_reaches(losses, point)
+        if spec.target and HYPERVOLUME in spec.target:
+            ref = spec.reference_losses()
+            return moved and ref is not None and hypervolume(s.front, ref) >= spec.target[HYPERVOLUME]
+        return not spec.metrics and spec.metric.reaches(spec.objectives[0].value(losses[0]))
 
     def _stored(self, trial_id: int, step: int, at: float) -> bool:
         """Whether the report (trial, step, at) is stored (read once per process of the trial)."""
@@ -313,7 +381,12 @@ class EventRecorder:
                 )
                 t.status = TrialStatus.COMPLETED
                 return
-            self._book.finalize(t, TrialStatus.COMPLETED, now)
+            missing = self._objectives_missing(s, t)
+            if missing:  # it cannot be ranked: failed, naming what it never reported; the others go on
+                names = ", ".join(f"'{m}'" for m in missing)
+                self._book.finalize(t, TrialStatus.FAILED, now, f"never reported the objective(s) {names}")
+            else:
+                self._book.finalize(t, TrialStatus.COMPLETED, now)
         elif e.status == TrialStatus.KILLED:
             # Ended on a stop the controller did not decide (it finalises the trials it stops before the stop
             # is sent): nothing judged it, so it is stopped, not killed.

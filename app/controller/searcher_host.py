@@ -100,6 +100,11 @@ class SearcherHost:
         if not self._closed:
             self._put(lambda s: s.observe(number, step, loss), quiet=True)
 
+    def observe_point(self, number: int, step: int, losses: tuple[float, ...], violation: float) -> None:
+        """Queued, as `tell`."""
+        if not self._closed:
+            self._put(lambda s: s.observe_point(number, step, losses, violation), quiet=True)
+
     # ---- asking without waiting ----------------------------------------------------------------
 
     def request(self, number: int) -> None:

@@ -89,6 +89,7 @@ class SnapshotBuilder:
                 more_trials=s.created - s.forked < s.spec.budget.max_trials,
                 owner=s.owner,
                 mutable=mutable_dims(s.spec.space, s.spec.mutable),
+                pareto=s.spec.pareto,
             )
             for s in searches
             if s.status == SearchStatus.RUNNING
@@ -249,6 +250,7 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None, name
             and old.memory_mb == t.memory_mb
             and old.elastic == t.elastic
             and len(old.curve) == len(t.curve)
+            and len(old.points) == len(t.points)
             and old.values == values
         ):
             if old.steps_done == t.steps and old.device_seconds == t.device_seconds:
@@ -273,6 +275,7 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None, name
         rate_packed=t.rate_packed,
         memory_mb=t.memory_mb,
         curve=tuple(t.curve),
+        points=tuple(t.points),
         elastic=t.elastic,
         kind=t.kind,
         owner=t.owner,

@@ -14,6 +14,7 @@ from typing import Any
 
 from quanta.controller.health import SearchHealth
 from quanta.db.models import FIRST_ADMIN
+from quanta.search.pareto import Losses, Point, PointReader
 from quanta.search.searcher import Searcher
 from quanta.spec import SearchSpec
 from quanta.status import SearchStatus, TrialCounts, TrialStatus
@@ -60,6 +61,10 @@ class TrialState:
     parent_id: int | None = None
     fork_step: int | None = None
     own_max_steps: int | None = None
+    # A search with several objectives or constraints (`SearchSpec.pareto`): its reports as points (step,
+    # losses, violation; `quanta.search.pareto`), in step order, and the reader that makes them.
+    points: list[Point] = field(default_factory=list)
+    reader: PointReader | None = None
 
 
 @dataclass
@@ -81,6 +86,23 @@ class SearchState:
     counts: TrialCounts = field(default_factory=TrialCounts)  # how its trials stand, as last stored
     forked: int = 0  # of the `created` trials, those forked from others (not the searcher's: no budget)
     forks_open: int = 0  # fork requests being carried out (it does not end for lack of trials meanwhile)
+    # A search with several objectives or constraints: the feasible, finite, non-dominated losses of every
+    # point reported so far (what a hypervolume target is measured on).
+    front: list[Losses] = field(default_factory=list)
+
+    def point_reader(self) -> PointReader:
+        """A fresh reader of a trial's reports into points, for this search's objectives and bounds."""
+        return PointReader(self.spec.objectives, self.spec.bounds)
+
+    def add_to_front(self, losses: Losses) -> bool:
+        """Add a feasible, finite point's losses to `front` unless one there dominates or equals it (then
+        False); those it dominates leave."""
+        for f in self.front:
+            if all(a <= b for a, b in zip(f, losses, strict=True)):
+                return False
+        self.front = [f for f in self.front if not all(a <= b for a, b in zip(losses, f, strict=True))]
+        self.front.append(losses)
+        return True
 
     def alive(self) -> list[TrialState]:
         return [t for t in self.trials.values() if not t.status.final]

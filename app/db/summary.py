@@ -39,7 +39,7 @@ def search_result(store: ControllerStore, search_id: int) -> dict[str, Any]:
         "best_metric": row.best_metric,
         "best_trial_id": row.best_trial_id,
         "reached": bool(row.reached),
-        "target": spec.metric.target if spec else None,
+        "target": spec.target_text() if spec else None,
         "seconds_to_target": row.seconds_to_target,
         "wall_seconds": wall,
         "tags": list(row.tags or []),

@@ -14,6 +14,7 @@ from typing import Any
 
 from quanta.search.knobs import SearchAlgoSpec
 from quanta.search.multifidelity import MultiFidelityTPE
+from quanta.search.pareto_tpe import ParetoTPE
 from quanta.search.searcher import HistoryItem, HyperOptSearcher, RandomSearcher, Searcher
 from quanta.search.space import point_vals
 
@@ -28,13 +29,33 @@ def make_searcher(
     rungs: Sequence[int] = (),
     history: Sequence[HistoryItem] = (),
     warm: Sequence[HistoryItem] = (),
+    pareto: bool = False,
 ) -> Searcher:
     """The searcher `search` asks for over `space`, seeded with `seed`, rebuilt from `history` (empty: a
     fresh search). Its first trials try `search.points_to_evaluate`; `warm` (earlier searches' trials,
     same space; see `quanta.db.warm`) seeds its model. `rungs`: the rungs in steps a `bohb` searcher fits at
-    (required for it, ignored by the others). Given the same history and warm items, it asks the same.
+    (required for it, ignored by the others). `pareto`: the search has several objectives or constraints:
+    `bohb` and `tpe` then rank trials by Pareto order (`quanta.search.pareto_tpe.ParetoTPE`, told through
+    `observe_point`). Given the same history and warm items, it asks the same.
     Raises ValueError for `bohb` without rungs and `SpaceError` for a point outside the space."""
     points = [point_vals(space, p, f"search.points_to_evaluate[{i}]") for i, p in enumerate(search.points_to_evaluate)]
+    if pareto and search.algorithm in ("bohb", "tpe"):
+        # Several objectives or constraints: TPE on Pareto ranks, at the rungs (bohb) or on finished trials.
+        levels = tuple(rungs) if search.algorithm == "bohb" else tuple(rungs[-1:])
+        if not levels:
+            raise ValueError("a Pareto searcher needs the rungs (at least the full budget)")
+        return ParetoTPE.restore(
+            space,
+            seed,
+            search.n_startup,
+            history,
+            levels=levels,
+            min_points=search.min_points,
+            points=points,
+            warm=warm,
+            random_fraction=search.random_fraction if search.algorithm == "bohb" else 0.0,
+            gamma=search.gamma,
+        )
     if search.algorithm == "bohb":
         return MultiFidelityTPE.restore(
             space,

@@ -56,6 +56,7 @@ def drop_retired(block: Any, retired: Mapping[str, Retired]) -> Any:
         )
     return out
 
+
 # Upper bounds (see `quanta.spec`): far above any real search, low enough that a typo or a hostile spec
 # cannot make the controller create millions of rows.
 MAX_TRIALS = 100_000

@@ -158,6 +158,7 @@ class MultiFidelityTPE(HyperOptSearcher):
         docs = self._posterior().suggest_scored([number], scored, self._trials, seed, n_startup_jobs=0)
         return docs
 
+
 def _coin(seed: int) -> float:
     """A uniform draw in [0, 1) determined by an ask's seed (independent of the suggestion drawn from it)."""
     return float(np.random.default_rng([seed, 0xB0B]).random())

@@ -23,48 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import moocore
 import numpy as np
 
+# Re-exported: the spec's objectives and bounds, defined where the spec can import them without numpy.
+from quanta.search.objectives import Bound as Bound
+from quanta.search.objectives import Objective as Objective
+
 Losses = tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Objective:
-    """One objective: a reported metric and which way is better."""
-
-    name: str
-    goal: str = "maximize"  # or "minimize"
-
-    def loss(self, value: float) -> float:
-        return -value if self.goal == "maximize" else value
-
-    def value(self, loss: float) -> float:
-        """The reported value a loss came from (`loss` inverted)."""
-        return -loss if self.goal == "maximize" else loss
-
-
-@dataclass(frozen=True)
-class Bound:
-    """One constraint: the reported value `name` must lie within [`low`, `high`] (None: unbounded there)."""
-
-    name: str
-    low: float | None = None
-    high: float | None = None
-
-    def excess(self, value: float | None) -> float:
-        """How far `value` is outside the bound, relative to the bound's size (0: inside; inf: unknown or
-        not finite). Relative, so that a search's constraints in different units add up fairly."""
-        if value is None or not math.isfinite(value):
-            return math.inf
-        over = 0.0
-        if self.high is not None and value > self.high:
-            over += (value - self.high) / max(1.0, abs(self.high))
-        if self.low is not None and value < self.low:
-            over += (self.low - value) / max(1.0, abs(self.low))
-        return over
 
 
 def losses_of(metrics: Mapping[str, float | None], objectives: Sequence[Objective]) -> Losses | None:
@@ -170,20 +137,40 @@ Point = tuple[int, Losses, float]
 
 class PointReader:
     """One trial's points as its reports arrive, in step order: `read(step, metrics)` returns the report's
-    point, or None while an objective is absent from it. Bounded values are carried forward: a value
-    reported once (a parameter count at step 0) holds for later reports until reported again, so a report
-    is judged on the latest value of each bounded metric up to it."""
+    point, or None when the report names no objective or an objective has not been reported yet. Values
+    are carried forward: a value reported once (a parameter count at step 0) holds for later reports until
+    reported again, so a report is judged on the latest value of each objective and bounded metric up to
+    it. `seen` is every objective and bounded metric reported so far (what a trial that never reported one
+    is failed for)."""
 
     def __init__(self, objectives: Sequence[Objective], bounds: Sequence[Bound]):
         self.objectives = tuple(objectives)
         self.bounds = tuple(bounds)
-        self.known: dict[str, float | None] = {}  # latest value of each bounded metric
+        self._names = {o.name for o in self.objectives} | {b.name for b in self.bounds}
+        self.known: dict[str, float | None] = {}  # the latest value of each objective and bounded metric
+
+    def copy(self) -> PointReader:
+        """A reader that goes on from this one's values (a fork's, from its parent's)."""
+        other = PointReader(self.objectives, self.bounds)
+        other.known = dict(self.known)
+        return other
+
+    @property
+    def seen(self) -> set[str]:
+        return set(self.known)
+
+    def missing(self) -> list[str]:
+        """The objectives never reported, in order."""
+        return [o.name for o in self.objectives if o.name not in self.known]
 
     def read(self, step: int, metrics: Mapping[str, float | None]) -> Point | None:
-        for b in self.bounds:
-            if b.name in metrics:
-                self.known[b.name] = metrics[b.name]
-        losses = losses_of(metrics, self.objectives)
+        fresh = False
+        for name in self._names.intersection(metrics):
+            self.known[name] = metrics[name]
+            fresh = fresh or any(o.name == name for o in self.objectives)
+        if not fresh:
+            return None
+        losses = losses_of(self.known, self.objectives)
         if losses is None:
             return None
         return (step, losses, violation(self.known, self.bounds))
@@ -207,3 +194,28 @@ def default_reference(points: Sequence[Losses]) -> Losses | None:
         return None
     hi, lo = x.max(axis=0), x.min(axis=0)
     return tuple(float(h + max(0.1 * (h - lo_), 1e-9)) for h, lo_ in zip(hi, lo, strict=True))
+
+
+def point_at(points: Sequence[Point], level: int) -> Point | None:
+    """A trial's point at rung `level`: its first report at or past the rung (steps in order), as ASHA
+    judges a rung at the first report past it; None until it has reported there."""
+    for p in points:
+        if p[0] >= level:
+            return p
+    return None
+
+
+def put_point(points: list[Point], point: Point) -> None:
+    """Put `point` into a trial's points held in step order: a step reported again (a later attempt, after
+    a restart from an earlier checkpoint) replaces the earlier one's point."""
+    step = point[0]
+    if not points or points[-1][0] < step:
+        points.append(point)
+        return
+    for i, p in enumerate(points):
+        if p[0] == step:
+            points[i] = point
+            return
+        if p[0] > step:
+            points.insert(i, point)
+            return

@@ -82,6 +82,9 @@ class HistoryItem:
     # Every report of the objective as (step, loss), in report order: what a multi-fidelity searcher
     # learns from (others ignore it). Oriented like `loss`: smaller is better.
     curve: tuple[tuple[int, float], ...] = ()
+    # A search with several objectives or constraints: every report as (step, losses, violation)
+    # (`quanta.search.pareto.Point`), what `quanta.search.pareto_tpe.ParetoTPE` learns from (others ignore it).
+    points: tuple[tuple[int, tuple[float, ...], float], ...] = ()
 
 
 @runtime_checkable
@@ -90,7 +93,9 @@ class Searcher(Protocol):
 
     `ask(number)` proposes trial `number`'s configuration; `tell(number, loss, ok)` gives its final
     result (loss None = in flight again); `observe(number, step, loss)` gives one intermediate report
-    (a searcher that learns only from final results ignores it).
+    (a searcher that learns only from final results ignores it); `observe_point(number, step, losses,
+    violation)` gives one report of a search with several objectives or constraints (a searcher that ranks
+    by one objective ignores it).
     """
 
     def ask(self, number: int) -> Suggestion: ...
@@ -98,6 +103,8 @@ class Searcher(Protocol):
     def tell(self, number: int, loss: float | None, ok: bool = True) -> None: ...
 
     def observe(self, number: int, step: int, loss: float) -> None: ...
+
+    def observe_point(self, number: int, step: int, losses: tuple[float, ...], violation: float) -> None: ...
 
 
 def ask_seed(seed: int, number: int) -> int:
@@ -304,6 +311,10 @@ class _TrialsSearcher:
         loss = float(loss)
         if math.isfinite(loss):
             self._curves.setdefault(number, []).append((int(step), loss))
+
+    def observe_point(self, number: int, step: int, losses: tuple[float, ...], violation: float) -> None:
+        """A report of a search with several objectives or constraints: ignored here (these searchers rank
+        by one loss; `quanta.search.pareto_tpe.ParetoTPE` ranks by Pareto order)."""
 
     # -- helpers ----------------------------------------------------------------------------------
     def params_of(self, vals: Mapping[str, Sequence[Any]]) -> dict[str, Any]:

@@ -24,9 +24,7 @@ def test_quanta_runs_as_a_user_runs_it_and_is_timed_from_its_launch():
     assert r["reached"]["easy"] is not None and r["reached"]["hard"] is None
 
 
-@pytest.mark.parametrize(
-    ("system", "package"), [("optuna", "optuna"), ("ray", "ray"), ("ray_bohb", "hpbandster")]
-)
+@pytest.mark.parametrize(("system", "package"), [("optuna", "optuna"), ("ray", "ray"), ("ray_bohb", "hpbandster")])
 def test_each_peer_runs_the_same_trainable(system, package):
     if importlib.util.find_spec(package) is None:
         pytest.skip(f"{package} is not installed (pip install -e '.[bench]')")

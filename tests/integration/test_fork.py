@@ -209,7 +209,7 @@ def test_after_a_restart_the_lineage_is_rebuilt_and_an_open_request_is_carried_o
         ctl2.load()
         held = ctl2.trial(child)
         assert (held.parent_id, held.fork_step, held.params) == (parent, k, {"lr": 0.02})
-        assert [p[0] for p in held.curve][: k] == list(range(k))  # its parent's curve before the fork is its own
+        assert [p[0] for p in held.curve][:k] == list(range(k))  # its parent's curve before the fork is its own
         step_until(ctl2, lambda: store2.search(sid).status == "completed")
         ctl2.settle()
     finally:

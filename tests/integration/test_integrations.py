@@ -76,9 +76,7 @@ def one_thread():
 
 def reports(events, tid, replay=False):
     """(step, metrics) of trial `tid`'s reports; `replay`: those a later process sent again from the spool."""
-    return [
-        (e.step, e.metrics) for e in events if isinstance(e, Reported) and e.trial_id == tid and e.replay == replay
-    ]
+    return [(e.step, e.metrics) for e in events if isinstance(e, Reported) and e.trial_id == tid and e.replay == replay]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

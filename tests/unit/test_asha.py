@@ -246,9 +246,7 @@ def test_the_rent_rule_promotes_the_best_of_a_thin_rung_once_it_has_waited_its_n
     slow = [at(1, 10, 0.6, 3.0, devices=["cpu:0"]), trial(2)]
     assert plan_of(29.9, slow, {"held": {"1": [0, 0.0]}}).hold == (1,)
     assert plan_of(30.0, slow, {"held": {"1": [0, 0.0]}}).hold == ()
-    assert policy().plan(
-        ClusterSnapshot(now=1e6, devices=DEVICES, trials=tuple(slow), searches=growing)
-    ).hold == (1,)
+    assert policy().plan(ClusterSnapshot(now=1e6, devices=DEVICES, trials=tuple(slow), searches=growing)).hold == (1,)
     # Once eta are recorded, rank promotion decides: the held best (top floor(3/3) = 1) goes at once.
     ts = [at(1, 10, 0.6, devices=["cpu:0"]), at(2, 10, 0.4, devices=["cpu:1"]), at(3, 10, 0.5), trial(4)]
     plan = plan_of(0.0, ts)

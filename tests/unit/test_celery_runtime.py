@@ -240,7 +240,6 @@ def test_broker_outage_keeps_messages_in_order_until_it_is_back(setup) -> None:
     assert [m["args"][0] for m in celery.applies()] == [1, 2] and rt.pending_messages() == 0
 
 
-
 def test_a_start_lost_with_the_broker_is_reported_crashed_and_a_late_copy_is_stale() -> None:
     # The message left for Redis, which then went down with it: the node never starts the trial, so no
     # exit ever comes. Seen in CI as a search that never ended (the controller held the trial running).
@@ -266,6 +265,7 @@ def test_a_start_lost_with_the_broker_is_reported_crashed_and_a_late_copy_is_sta
     time.sleep(0.25)
     rt.residency()
     assert rt.poll(0) == []
+
 
 def test_restarted_runtime_rereads_unhandled_events_and_skips_stored_reports(setup) -> None:
     cluster, celery, rt = setup

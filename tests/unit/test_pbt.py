@@ -36,9 +36,7 @@ def trial(tid: int, steps: int = 0, acc: float | None = None, *, lr: float = 0.0
 
 
 def snap(trials, state=None, search=SEARCH) -> ClusterSnapshot:
-    return ClusterSnapshot(
-        now=0.0, devices=DEVICES, trials=tuple(trials), searches=(search,), policy_state=state or {}
-    )
+    return ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(trials), searches=(search,), policy_state=state or {})
 
 
 def policy(**knobs) -> PbtPolicy:

@@ -54,7 +54,8 @@ def test_board_choice_matches_the_plain_definition_while_it_fills(seed):
         assert board.free() == [d for d, ids in board.slots.items() if not ids]
         assert board.n_free == len(board.free())
         assert board.free_by_node() == {
-            n: [d for d in board.free() if node_of[d] == n] for n in dict.fromkeys(node_of.values())
+            n: [d for d in board.free() if node_of[d] == n]
+            for n in dict.fromkeys(node_of.values())
             if any(node_of[d] == n for d in board.free())
         }
         if want is not None:

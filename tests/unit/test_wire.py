@@ -132,8 +132,11 @@ def test_residency_map_round_trips_with_string_keys() -> None:
         (NodeDevice.from_dict, {"id": "n1/cpu:0", "memory_mb": "big"}, "NodeDevice.memory_mb: expected float"),
         (residency_from_json, {"x": {"devices": [], "running": True}}, "residency['x']"),
         (residency_from_json, {"7": {"devices": [], "running": "yes"}}, "residency['7']: NodeResidency.running"),
-        (lambda d: A.decode_event("report", d), {"trial_id": 1, "step": 1, "metrics": {"a": "x"}, "at": 1.0},
-         "Reported.metrics['a']: expected float"),  # fmt: skip
+        (
+            lambda d: A.decode_event("report", d),
+            {"trial_id": 1, "step": 1, "metrics": {"a": "x"}, "at": 1.0},
+            "Reported.metrics['a']: expected float",
+        ),  # fmt: skip
         (lambda d: A.decode_event("exploded", d), {}, "event kind"),
     ],
 )

@@ -322,14 +322,7 @@ class ShareKnobs(_Knobs):
 
 
 PolicyKnobs = (
-    FifoKnobs
-    | TimesliceKnobs
-    | GandivaKnobs
-    | TiresiasKnobs
-    | AshaKnobs
-    | HyperbandKnobs
-    | FreezeThawKnobs
-    | PbtKnobs
+    FifoKnobs | TimesliceKnobs | GandivaKnobs | TiresiasKnobs | AshaKnobs | HyperbandKnobs | FreezeThawKnobs | PbtKnobs
 )
 SchedulerKnobs = Annotated[PolicyKnobs, Field(discriminator="policy")]
 # Policy name -> its knob model, read off the union (each model's `policy` literal): the one list of names.

@@ -81,6 +81,10 @@ class TrialView:
     kind_rates: tuple[tuple[str, float], ...] = ()  # solo rate per device kind (see the docstring)
     # The values in force of its search's mutable parameters (`SearchView.mutable`), sorted by name.
     values: tuple[tuple[str, float], ...] = ()
+    # A search with several objectives or constraints (`SearchView.pareto`): its reports as points, (step,
+    # losses, violation) in step order (`quanta.search.pareto`: each objective oriented smaller-is-better;
+    # violation 0 when feasible).
+    points: tuple[tuple[int, tuple[float, ...], float], ...] = ()
 
     @property
     def resident(self) -> bool:
@@ -106,6 +110,9 @@ class SearchView:
     more_trials: bool = False  # the search will create more trials (its trial budget is not spent)
     owner: str = ""  # the user who submitted it (the share layer divides device time between users)
     mutable: tuple[MutableDim, ...] = ()  # its mutable parameters (a population's exploits change them)
+    # Its trials are ranked by their points (several objectives, or constraints), not by `curve` alone
+    # (`goal` and `target` then speak of its first objective only).
+    pareto: bool = False
 
 
 @dataclass(frozen=True)

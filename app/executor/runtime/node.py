@@ -461,4 +461,3 @@ class NodeAgent:
         if stale:
             log.warning("trials %s were reassigned while this node was out of contact: stopping them", stale)
             threading.Thread(target=self._end_all, args=(stale, "stale"), daemon=True).start()
-

@@ -108,9 +108,7 @@ class TrackingHub:
                 self._fail(key, "cannot start", exc)
         return self._trackers[key]
 
-    def _report(
-        self, trial: TrialInfo, tracking: TrackingSpec, step: int, at: float, values: dict[str, float]
-    ) -> None:
+    def _report(self, trial: TrialInfo, tracking: TrackingSpec, step: int, at: float, values: dict[str, float]) -> None:
         for name, block in tracking.enabled().items():
             key = (trial.search_id, name)
             tracker = self._tracker(key, block, trial)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 from itertools import compress
 from operator import attrgetter
 from typing import Any
 
-from quanta.executor.policy.asha import rules
+from quanta.executor.policy.asha import pareto_rungs, rules
 from quanta.executor.policy.asha.held import Held, HeldSet
 from quanta.executor.policy.asha.rules import Decided, Round
 from quanta.executor.policy.asha.rung_check import rungs_passed
@@ -74,6 +75,14 @@ class AshaPolicy:
     # ---- the round -------------------------------------------------------------------------------
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        if not any(s.pareto for s in snapshot.searches):
+            return self._plan(snapshot)
+        # Searches with several objectives or constraints: the rules run on Pareto positions (`pareto_rungs`).
+        ranked, points = pareto_rungs.ranked(snapshot, self.levels, self.bracket)
+        plan = self._plan(ranked)
+        return replace(plan, state={**plan.state, pareto_rungs.PARETO_STATE: points})
+
+    def _plan(self, snapshot: ClusterSnapshot) -> Plan:
         k = self.knobs
         state = snapshot.policy_state
         old_allowed: Mapping[str, int] = state.get("allowed", {})
@@ -110,7 +119,7 @@ class AshaPolicy:
         if newly and len(again):
             self._passed = memo_before
             again.clear()
-            return self.plan(snapshot)  # with nothing held again: each trial decided in arrival order
+            return self._plan(snapshot)  # with nothing held again: each trial decided in arrival order
         for key, n in newly:
             why = "they rank unlike the next"
             r.notes.append(f"asha: search/bracket {key}: its lowest {n} rung(s) passed over ({why})")

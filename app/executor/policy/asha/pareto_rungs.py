@@ -1,0 +1,93 @@
+"""ASHA's rungs for searches with several objectives or constraints (`SearchView.pareto`): MO-ASHA's ranking
+(Schmucker et al. 2021, as Syne Tune's MO-ASHA ranks), with pause instead of kill.
+
+A rung of such a search holds each trial's *point* there (its losses and its violation at its first report
+at or past the rung, `quanta.search.pareto.point_at`), recorded once and kept after the trial ends, in the
+policy's state under `PARETO_STATE` (JSON: a non-finite loss as null). Each round the trials at each rung
+are put in Pareto order (`quanta.search.pareto.order`: feasible ones by non-dominated rank with an
+epsilon-net tie-break, infeasible ones after them by violation, non-finite last) and each trial's loss
+there becomes its position in that order. ASHA's rules then run unchanged on those positions: a held
+trial in the top floor(n / eta) of its rung goes on; since a new point can move every other one's
+position, a parked dominated trial that the moving front brings into the top 1/eta is promoted then,
+from where it was parked. `rung_check` compares the positions at one rung with the next's.
+
+`ranked(snapshot, levels, bracket)` returns the snapshot the rules plan on (each such trial's curve stands
+for its points' steps, its records are the positions) and the points to carry to the next round.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from quanta.executor.policy.types import ClusterSnapshot, SearchView, TrialView
+from quanta.search.fidelity import RungRecords
+from quanta.search.pareto import order, point_at
+
+__all__ = ["PARETO_STATE", "ranked"]
+
+PARETO_STATE = "pareto"  # the policy state's key of the points at each rung
+
+# A point as kept in the state: its losses then its violation, a non-finite number as None (JSON).
+_Stored = list[float | None]
+
+
+def _store(losses: tuple[float, ...], violation: float) -> _Stored:
+    return [v if math.isfinite(v) else None for v in (*losses, violation)]
+
+
+def _load(stored: _Stored) -> tuple[tuple[float, ...], float]:
+    values = [math.inf if v is None else float(v) for v in stored]
+    return tuple(values[:-1]), values[-1]
+
+
+def ranked(
+    snapshot: ClusterSnapshot,
+    levels: Callable[[TrialView, SearchView | None], tuple[int, ...]],
+    bracket: Callable[[TrialView], int],
+) -> tuple[ClusterSnapshot, dict[str, dict[str, _Stored]]]:
+    """The snapshot ASHA's rules plan on, and the points of every rung of the Pareto searches (see the module
+    docstring). Trials of other searches, and their records, are untouched."""
+    ids = {s.id for s in snapshot.searches if s.pareto}
+    state = snapshot.policy_state
+    carried: Mapping[str, Mapping[str, _Stored]] = state.get(PARETO_STATE, {})
+    points: dict[str, dict[str, _Stored]] = {k: dict(v) for k, v in carried.items()}
+    swapped: dict[int, TrialView] = {}
+    for t in snapshot.trials:
+        if t.search_id not in ids or t.status.final:
+            continue
+        mine = levels(t, snapshot.search(t.search_id))
+        group = bracket(t)
+        tid = str(t.id)
+        for i, level in enumerate(mine[:-1]):
+            at = points.setdefault(RungRecords.key(t.search_id, i, group), {})
+            if tid in at:
+                continue  # recorded once and kept: its point there does not change
+            p = point_at(t.points, level)
+            if p is None:
+                break
+            at[tid] = _store(p[1], p[2])
+        # Its curve, for the rules, is the steps of its points (how far it has reported); the values are
+        # never read, since every rung it passed holds its position already.
+        swapped[t.id] = replace(t, curve=tuple((p[0], 0.0) for p in t.points))
+    if not ids:
+        return snapshot, points
+    positions: dict[str, dict[str, float]] = {}
+    for key, at in points.items():
+        tids = list(at)
+        loaded = [_load(at[tid]) for tid in tids]
+        best_first = order([p[0] for p in loaded], [p[1] for p in loaded])
+        positions[key] = {tids[j]: float(pos) for pos, j in enumerate(best_first)}
+    new_state: dict[str, Any] = dict(state)
+    for name in ("records", "reports"):
+        kept = {k: v for k, v in state.get(name, {}).items() if int(k.split("/", 1)[0]) not in ids}
+        new_state[name] = {**kept, **positions}
+    trials = tuple(swapped.get(t.id, t) for t in snapshot.trials)
+    resident = snapshot.resident_trials
+    if resident is not None:
+        resident = tuple(swapped.get(t.id, t) for t in resident)
+    return replace(snapshot, trials=trials, resident_trials=resident, policy_state=new_state), points

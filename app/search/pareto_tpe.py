@@ -1,0 +1,80 @@
+"""`ParetoTPE`: the multi-fidelity TPE (`quanta.search.multifidelity`) for searches with several objectives
+or with constraints, in the manner of Optuna's multi-objective TPE (Ozaki et al. 2020).
+
+TPE reads only the order of its trials' scores (it splits them into the best few and the rest). With
+several objectives there is no single loss to order by, so at each rung the trials that reached it are
+ordered by `quanta.search.pareto.order` (feasible ones by non-dominated rank, each rank spread by an
+epsilon-net; infeasible ones after them by violation, so that infeasible regions are proposed less) and
+each trial's score there is its position in that order over the number ranked. The scores are recomputed
+at every ask, since a new point can move every other one's rank. A search whose `search.algorithm` is
+`tpe` gets the same with one rung, the full budget (the order of finished trials).
+
+Points arrive through `observe_point(number, step, losses, violation)` (the controller reads them from the
+reports with `quanta.search.pareto.PointReader`); `history()` keeps them in `HistoryItem.points` and
+`restore` replays them, so a rebuilt searcher asks what the original would have asked. Earlier searches'
+trials (warm start) carry one objective and are not ranked here. Pure: no devices, no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Self
+
+import numpy as np
+
+from quanta.search.multifidelity import MultiFidelityTPE
+from quanta.search.pareto import Losses, Point, order, point_at, put_point
+from quanta.search.searcher import HistoryItem
+
+__all__ = ["ParetoTPE"]
+
+
+class ParetoTPE(MultiFidelityTPE):
+    """`MultiFidelityTPE` scoring trials at each rung by their Pareto rank there (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        """`MultiFidelityTPE`'s arguments."""
+        self._mo_points: dict[int, list[Point]] = {}  # each trial's points, in step order
+        super().__init__(*args, **kwargs)
+
+    def observe_point(self, number: int, step: int, losses: Losses, violation: float) -> None:
+        """Record trial `number`'s point at `step` (a step seen again replaces its point)."""
+        if number not in self._docs:
+            raise KeyError(f"trial {number} was never asked")
+        put_point(
+            self._mo_points.setdefault(number, []), (int(step), tuple(float(v) for v in losses), float(violation))
+        )
+
+    def history(self) -> list[HistoryItem]:
+        points = self._mo_points
+        return [replace(h, points=tuple(points.get(h.number, ()))) for h in super().history()]
+
+    def _replay(self, history: Sequence[HistoryItem]) -> Self:
+        super()._replay(history)
+        for item in history:
+            for step, losses, violation in item.points:
+                self.observe_point(item.number, step, losses, violation)
+        return self
+
+    def _read_levels(self) -> int | None:
+        """Score every trial at every rung by its position in the Pareto order of the points there (see
+        the module docstring); return the highest rung with `min_points` trials (None: none has)."""
+        points = self._mo_points
+        n = len(self._order)
+        top: int | None = None
+        for i, level in enumerate(self.levels):
+            at = {num: p for num, pts in points.items() if (p := point_at(pts, level)) is not None}
+            nums = list(at)
+            ranked = order([at[k][1] for k in nums], [at[k][2] for k in nums])
+            scores = {nums[j]: pos / len(nums) for pos, j in enumerate(ranked)}
+            self._at_level[i] = scores
+            arr = np.full(max(n, 1), math.inf)
+            for num, v in scores.items():
+                arr[self._position[num]] = v
+            self._level_loss[i] = arr
+            if len(scores) >= self.min_points:
+                top = i
+        self._dirty.clear()
+        return top
