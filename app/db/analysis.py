@@ -8,7 +8,8 @@ permutation importance; partial dependence over a grid). None when the search do
 
 A search with several objectives has an importance per objective, by the same method: `objective` names
 one (default: the first, the trial's `metric`); another objective's value of a trial is the one of its last
-report of every objective, read from the stored reports (`quanta.db.pareto_view.trial_outcomes`).
+point (its last report of an objective, values carried forward), read from the stored reports
+(`quanta.db.pareto_view.trial_outcomes`).
 
 Fitting the forest takes a good part of a second; the dashboard asks again after every trial event. With
 a `FitCache` the result is kept by a hash of what it was fitted on (the space, the metric and every

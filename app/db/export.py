@@ -5,13 +5,14 @@
 forked from and that trial's step then (empty for the searcher's own), status, the final and best value
 of the objective, steps, device seconds, retries, why it ended, timestamps), then one
 `params.<name>` column per parameter, nested parameters joined by dots (`params.optimizer.momentum`),
-in the space's order. A search with several objectives or with constraints (`SearchSpec.pareto`) has, between
-the two, `objectives.<name>` (each objective at the trial's last report of every objective), `violation`
-(that report's excess over the constraints: 0 feasible, empty while a bounded value is unknown or
-non-finite), `feasible` and `on_front` (whether any of its reports is on the search's Pareto front), read
-from the stored reports as `quanta.db.pareto_view` reads them; a single-objective search's columns are
-as they always were. The parameter columns come from the spec's space, so a search without trials
-exports a header and no rows (a parameter found only in trials, e.g. from an older spec, is appended).
+in the space's order. A search with several objectives or with constraints (`SearchSpec.pareto`) has,
+between the two, `objectives.<name>` (each objective at the trial's last point: its last report of an
+objective, values carried forward), `violation` (that point's excess over the constraints: 0 feasible,
+empty while a bounded value is unknown or non-finite), `feasible` and `on_front` (whether any of its
+points is on the search's Pareto front), read from the stored reports as `quanta.db.pareto_view` reads
+them; a single-objective search's columns are as they always were. The parameter columns come from the
+spec's space, so a search without trials exports a header and no rows (a parameter found only in trials,
+e.g. from an older spec, is appended).
 
 CSV: empty cells for missing values, floats written exactly (Python's repr round-trips), text quoted and,
 where a spreadsheet would run it as a formula, prefixed with `'` (`formula_safe`, OWASP's advice). JSON:

@@ -5,8 +5,9 @@ Everything is read from the stored reports (`ReportRow.metrics`), never from the
 the answer is the same for a running search, an ended one and after a restart:
 
 - A *point* is one report step of one trial: each step once, by its latest attempt (as every reader shows a
-  step, `quanta.db.reports.latest_per_step`), read in step order by `quanta.search.pareto.PointReader`
-  (a report without every objective is no point; bounded values are carried forward from earlier steps).
+  step, `quanta.db.reports.latest_per_step`), read in step order by `quanta.search.pareto.PointReader`,
+  as the controller reads them (a report naming no objective is no point, nor one before every objective
+  has been reported; objective and bounded values are carried forward from earlier steps).
   Its time is its report's `at`.
 - Each point is of one kind: `non_finite` (an objective was NaN or infinite: kept, ranked last),
   `infeasible` (finite, outside a constraint, or a bounded value not reported yet), `front` (feasible and no
@@ -92,7 +93,7 @@ class CountsOut(SQLModel):
     dominated: int = 0
     infeasible: int = 0
     non_finite: int = 0
-    no_points: int = Field(default=0, description="trials only: those with no report of every objective yet")
+    no_points: int = Field(default=0, description="trials only: those with no point yet (not every objective reported)")
 
 
 class ParetoOut(SQLModel):
@@ -144,7 +145,8 @@ def read_points(spec: SearchSpec, reports: Sequence[ReportRow]) -> list[SearchPo
         for step, row in latest_per_step(by_trial[tid]):
             p = reader.read(step, row.metrics or {})
             if p is not None:
-                out.append(SearchPoint(tid, step, row.at, p[1], p[2], dict(reader.known)))
+                bounded = {b.name: reader.known[b.name] for b in spec.bounds if b.name in reader.known}
+                out.append(SearchPoint(tid, step, row.at, p[1], p[2], bounded))
     return out
 
 

@@ -139,3 +139,24 @@ def test_trial_outcomes_are_each_trials_last_point():
     assert got[b].violation == pytest.approx(0.6) and not got[b].on_front
     assert got[d].values == {"acc": None, "lat": 3.0} and not got[d].on_front
     assert got[f].values == {"acc": 0.5, "lat": 5.0}
+
+
+def test_objectives_reported_apart_make_a_point_once_each_is_known():
+    """As the controller reads reports: values are carried forward, so accuracy at step 10 and latency at
+    step 12 make a point at step 12 (and at every later report of either)."""
+    spec = _spec(**MO)
+    store = MemoryStore()
+    sid = store.create_search("mo", spec.model_dump(mode="json"), T0).id
+    tid = store.add_trial(sid, 0, {"lr": 0.01}, {}, T0).id
+    store.add_rows(
+        [
+            _report(tid, sid, 0, T0 + 1, params_m=1.0),
+            _report(tid, sid, 10, T0 + 10, acc=0.8),
+            _report(tid, sid, 12, T0 + 12, lat=3.0),
+            _report(tid, sid, 20, T0 + 20, acc=0.85),
+        ]
+    )
+    out = pareto_out(store, sid)
+    assert out is not None
+    assert [(p.step, p.values) for p in out.points] == [(12, [0.8, 3.0]), (20, [0.85, 3.0])]
+    assert [(p.step, p.bounded) for p in out.front] == [(20, {"params_m": 1.0})]

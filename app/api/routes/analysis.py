@@ -50,7 +50,7 @@ async def search_importance(
     with their progress as a feature, killed ones only if they had run all their steps), normalised to
     sum 1, most important first. With fewer than 4 such trials `params` is empty and `note` says so. A
     search with several objectives has one per objective (`objective`; another objective's value of a trial
-    is that of its last report of every objective); `objectives` lists them."""
+    is that of its last point, as /pareto reads them); `objectives` lists them."""
     await run_in_threadpool(visible, store, user, search_id)
     try:
         out = await run_in_threadpool(importance_out, store, search_id, fit_cache(request), objective)
