@@ -169,16 +169,13 @@ def resume(
 def pareto(search_id: int, *, db: str = "sqlite:///quanta.db") -> Any:
     """The Pareto front of search `search_id` of `db` as a pandas DataFrame, as `Client.search(id).pareto()`
     returns it from a server (one row per front point: trial, number, step, seconds, status, each objective,
-    `params.<name>`), read from the stored reports. `KeyError`: no such search (or no database at a SQLite
-    path: none is created); ImportError without pandas."""
+    `params.<name>`), read from the stored reports. `KeyError`: no such search; `FileNotFoundError`: no
+    database at a SQLite path (none is created); ImportError without pandas."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS.replace("quanta.sdk.run returns the trials", "quanta.sdk.pareto returns the front"))
-    from quanta.db.pareto_view import pareto_out
-    from quanta.db.store import Store
+    from quanta.service import stored_pareto
 
-    if db.startswith("sqlite:///") and not Path(db.removeprefix("sqlite:///")).is_file():
-        raise KeyError(f"no database at {db}")
-    out = pareto_out(Store(db), search_id, max_points=0)
+    out = stored_pareto(db, search_id)
     if out is None:
         raise KeyError(f"search {search_id} not found in {db}")
-    return pareto_frame(out.model_dump())
+    return pareto_frame(out)

@@ -139,7 +139,7 @@ def test_local_pareto_reads_a_database(tmp_path):
     assert list(frame["trial_id"]) == [a, b]
     with pytest.raises(KeyError, match="not found"):
         local_pareto(sid + 1, db=db)
-    with pytest.raises(KeyError, match="no database"):
+    with pytest.raises(FileNotFoundError, match="no database"):
         local_pareto(sid, db=f"sqlite:///{tmp_path}/missing.db")
     assert not (tmp_path / "missing.db").exists()
 
