@@ -311,6 +311,19 @@ def delete_stored_search(db: str, search_id: int, workdir: str | Path) -> bool:
     return True
 
 
+def stored_pareto(db: str, search_id: int) -> dict[str, Any] | None:
+    """The Pareto view of search `search_id` of `db` (`quanta.db.pareto_view.pareto_out`, without its
+    points) as the API answers it, read from the stored reports; None: no such search. Raises
+    `FileNotFoundError` for a SQLite path with no database (none is created)."""
+    from quanta.db.pareto_view import pareto_out
+    from quanta.db.store import Store
+
+    if db.startswith("sqlite:///") and not Path(db.removeprefix("sqlite:///")).is_file():
+        raise FileNotFoundError(f"no database at {db}")
+    out = pareto_out(Store(db), search_id, max_points=0)
+    return None if out is None else out.model_dump()
+
+
 def settle_interrupted(ctl: Controller, timeout_s: float = 10.0) -> None:
     """After an interrupt stopped a search: let its trials write their checkpoints and end, and record it
     (`Controller.settle`) for at most `timeout_s`; a second interrupt cuts the wait short."""

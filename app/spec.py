@@ -21,7 +21,7 @@ from quanta.executor.policy.knobs import KNOBS, AshaKnobs, SchedulerKnobs
 from quanta.executor.policy.knobs import upgrade as upgrade_knobs
 from quanta.search.fidelity import DEFAULT_ETA, rungs_of
 from quanta.search.knobs import MAX_TRIALS, KnobError, SearchAlgoSpec
-from quanta.search.pareto import Bound, Objective
+from quanta.search.objectives import Bound, Objective
 from quanta.search.space import (
     SpaceError,
     dimension_at,

@@ -1,10 +1,15 @@
 """What a search's finished trials say about its parameters: importance and landscape (the numbers
 behind the dashboard's importance, slice and contour charts), as read models for the API.
 
-`importance_out(store, search_id)` and `landscape_out(store, search_id, x, y)` read the search's
+`importance_out(store, search_id, objective=...)` and `landscape_out(store, search_id, x, y)` read the search's
 finished trials that say something about their parameters (`observed`: completed ones, and those stopped
 without a judgement, at their last value) and hand them to `quanta.search.importance` (a random forest:
 permutation importance; partial dependence over a grid). None when the search does not exist.
+
+A search with several objectives has an importance per objective, by the same method: `objective` names
+one (default: the first, the trial's `metric`); another objective's value of a trial is the one of its last
+point (its last report of an objective, values carried forward), read from the stored reports
+(`quanta.db.pareto_view.trial_outcomes`).
 
 Fitting the forest takes a good part of a second; the dashboard asks again after every trial event. With
 a `FitCache` the result is kept by a hash of what it was fitted on (the space, the metric and every
@@ -19,11 +24,12 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlmodel import Field, SQLModel
 
 from quanta.db.models import TrialRow
+from quanta.db.pareto_view import trial_outcomes
 from quanta.db.protocol import ControllerStore
 from quanta.db.public import parsed_spec
 from quanta.search.importance import Axis, Observed, importance, landscape
@@ -39,8 +45,11 @@ class ParamImportanceOut(SQLModel):
 
 class ImportanceOut(SQLModel):
     search_id: int
-    metric: str | None
+    metric: str | None = Field(description="the objective the importance is of")
     goal: str | None
+    objectives: list[str] = Field(
+        default_factory=list, description="every objective of the search (`?objective=` picks one; first: default)"
+    )
     method: str
     trials_used: int = Field(
         description="trials the forest was fitted on: completed ones, and those stopped when their search ended"
@@ -114,9 +123,10 @@ def _fitted(cache: FitCache | None, key: tuple[Any, ...], fit: Callable[[], T]) 
     return fit() if cache is None else cache.get(key, fit)
 
 
-def observed(trial: TrialRow, max_steps: int) -> Observed | None:
-    """What `trial` tells importance about its parameters: its last reported objective (`metric`) with its
-    progress (`steps / max_steps`, at most 1), or None when it says nothing or would mislead.
+def observed(trial: TrialRow, max_steps: int, value: float | None | Literal["metric"] = "metric") -> Observed | None:
+    """What `trial` tells importance about its parameters: its last reported objective (`metric`; or
+    `value`, another objective's) with its progress (`steps / max_steps`, at most 1), or None when it says
+    nothing or would mislead.
 
     - `completed`: it ran its steps (or its own loop ended): progress 1.
     - `stopped`: it ended because its search ended (target reached, budget spent) or a user stopped
@@ -130,34 +140,52 @@ def observed(trial: TrialRow, max_steps: int) -> Observed | None:
       killed trials look worse than they are.
     - `failed`, `queued`, `running`, or no value reported: None.
     """
-    if trial.metric is None:
+    v = trial.metric if value == "metric" else value
+    if v is None:
         return None
     if trial.status == TrialStatus.COMPLETED:
-        return Observed(trial.params, trial.metric)
+        return Observed(trial.params, v)
     if trial.status == TrialStatus.STOPPED:
-        return Observed(trial.params, trial.metric, min(1.0, max(0, trial.steps) / max_steps))
+        return Observed(trial.params, v, min(1.0, max(0, trial.steps) / max_steps))
     if trial.status == TrialStatus.KILLED and trial.steps >= max_steps:
-        return Observed(trial.params, trial.metric)
+        return Observed(trial.params, v)
     return None
 
 
-def observations(store: ControllerStore, search_id: int) -> tuple[SearchSpec | None, list[Observed]] | None:
-    """The search's spec (None when its stored spec does not parse) and what its trials say (`observed`;
-    none without a spec, whose step budget progress is measured against); None when there is no such search."""
+def observations(
+    store: ControllerStore, search_id: int, objective: str | None = None
+) -> tuple[SearchSpec | None, list[Observed]] | None:
+    """The search's spec (None when its stored spec does not parse) and what its trials say of `objective`
+    (`observed`; None: the first objective; none without a spec, whose step budget progress is measured
+    against); None when there is no such search. Raises `KeyError` naming an objective the search lacks."""
     row = store.search(search_id)
     if row is None:
         return None
     spec = parsed_spec(row)
     if spec is None:
         return None, []
-    found = (observed(t, spec.budget.max_steps) for t in store.trials(search_id))
+    names = [o.name for o in spec.objectives]
+    if objective is not None and objective not in names:
+        raise KeyError(objective)
+    trials = store.trials(search_id)
+    if objective is None or objective == names[0]:
+        found = [observed(t, spec.budget.max_steps) for t in trials]
+    else:
+        outcomes = trial_outcomes(spec, store.search_reports(search_id))
+        found = [
+            observed(t, spec.budget.max_steps, o.values.get(objective) if (o := outcomes.get(t.id or 0)) else None)
+            for t in trials
+        ]
     return spec, [o for o in found if o is not None]
 
 
-def importance_out(store: ControllerStore, search_id: int, cache: FitCache | None = None) -> ImportanceOut | None:
-    """The importance of the search's parameters (None: no such search), from `cache` when it holds a
-    result fitted on the same observations."""
-    found = observations(store, search_id)
+def importance_out(
+    store: ControllerStore, search_id: int, cache: FitCache | None = None, objective: str | None = None
+) -> ImportanceOut | None:
+    """The importance of the search's parameters for `objective` (None: its first), None when there is no
+    such search, from `cache` when it holds a result fitted on the same observations. Raises `KeyError`
+    naming an objective the search does not have."""
+    found = observations(store, search_id, objective)
     if found is None:
         return None
     spec, trials = found
@@ -165,11 +193,14 @@ def importance_out(store: ControllerStore, search_id: int, cache: FitCache | Non
         return ImportanceOut(
             search_id=search_id, metric=None, goal=None, method="", trials_used=0, params=[], r2=None, note=_NO_SPEC
         )
-    result = _fitted(cache, fit_key("importance", search_id, spec, trials), lambda: importance(spec.space, trials))
+    target = next((o for o in spec.objectives if o.name == objective), spec.objectives[0])
+    key = fit_key("importance", search_id, spec, trials, target.name)
+    result = _fitted(cache, key, lambda: importance(spec.space, trials))
     return ImportanceOut(
         search_id=search_id,
-        metric=spec.metric.name,
-        goal=spec.metric.goal,
+        metric=target.name,
+        goal=target.goal,
+        objectives=[o.name for o in spec.objectives],
         method=result.method,
         trials_used=result.trials_used,
         trials_partial=result.partial,

@@ -5,8 +5,14 @@
 forked from and that trial's step then (empty for the searcher's own), status, the final and best value
 of the objective, steps, device seconds, retries, why it ended, timestamps), then one
 `params.<name>` column per parameter, nested parameters joined by dots (`params.optimizer.momentum`),
-in the space's order. The parameter columns come from the spec's space, so a search without trials
-exports a header and no rows (a parameter found only in trials, e.g. from an older spec, is appended).
+in the space's order. A search with several objectives or with constraints (`SearchSpec.pareto`) has,
+between the two, `objectives.<name>` (each objective at the trial's last point: its last report of an
+objective, values carried forward), `violation` (that point's excess over the constraints: 0 feasible,
+empty while a bounded value is unknown or non-finite), `feasible` and `on_front` (whether any of its
+points is on the search's Pareto front), read from the stored reports as `quanta.db.pareto_view` reads
+them; a single-objective search's columns are as they always were. The parameter columns come from the
+spec's space, so a search without trials exports a header and no rows (a parameter found only in trials,
+e.g. from an older spec, is appended).
 
 CSV: empty cells for missing values, floats written exactly (Python's repr round-trips), text quoted and,
 where a spreadsheet would run it as a formula, prefixed with `'` (`formula_safe`, OWASP's advice). JSON:
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from quanta.db.models import TrialRow
+from quanta.db.pareto_view import TrialOutcome, trial_outcomes
 from quanta.db.protocol import ControllerStore
 from quanta.db.public import finite, parsed_spec
 from quanta.search.space import is_dimension
@@ -55,6 +62,8 @@ FIXED = (
     "finished_at",
 )
 PARAMS = "params."
+OBJECTIVES = "objectives."
+FEASIBILITY = ("violation", "feasible", "on_front")
 
 
 class ExportError(RuntimeError):
@@ -137,6 +146,18 @@ def _row(t: TrialRow) -> dict[str, Any]:
     return row
 
 
+def _outcome_cells(names: list[str], outcome: TrialOutcome | None) -> dict[str, Any]:
+    """The objective and feasibility columns of one trial (all empty for a trial without a point)."""
+    if outcome is None:
+        return {**{OBJECTIVES + n: None for n in names}, "violation": None, "feasible": None, "on_front": None}
+    return {
+        **{OBJECTIVES + n: outcome.values.get(n) for n in names},
+        "violation": outcome.violation,
+        "feasible": outcome.violation == 0.0,
+        "on_front": outcome.on_front,
+    }
+
+
 def trial_table(store: ControllerStore, search_id: int) -> TrialTable | None:
     """Every trial of the search, by number (None when the search does not exist)."""
     search = store.search(search_id)
@@ -144,9 +165,17 @@ def trial_table(store: ControllerStore, search_id: int) -> TrialTable | None:
         return None
     spec = parsed_spec(search)
     names = space_columns(spec.space) if spec is not None else []
-    rows = [_row(t) for t in store.trials(search_id)]
+    trials = store.trials(search_id)
+    rows = [_row(t) for t in trials]
+    outcome_columns: list[str] = []
+    if spec is not None and spec.pareto:
+        objectives = [o.name for o in spec.objectives]
+        outcomes = trial_outcomes(spec, store.search_reports(search_id))
+        for t, r in zip(trials, rows, strict=True):
+            r.update(_outcome_cells(objectives, outcomes.get(t.id) if t.id is not None else None))
+        outcome_columns = [*(OBJECTIVES + n for n in objectives), *FEASIBILITY]
     extra = sorted({k.removeprefix(PARAMS) for r in rows for k in r if k.startswith(PARAMS)} - set(names))
-    columns = (*FIXED, *(PARAMS + n for n in [*names, *extra]))
+    columns = (*FIXED, *outcome_columns, *(PARAMS + n for n in [*names, *extra]))
     full = tuple({c: r.get(c) for c in columns} for r in rows)
     return TrialTable(search_id, spec.metric.name if spec else None, columns, full)
 
@@ -228,6 +257,11 @@ def to_parquet(table: TrialTable) -> bytes:
         types[c] = pa.float64()
     for c in ("reason", "error"):
         types[c] = pa.string()
+    for c in table.columns:
+        if c.startswith(OBJECTIVES) or c == "violation":
+            types[c] = pa.float64()
+        elif c in ("feasible", "on_front"):
+            types[c] = pa.bool_()
     arrays = {}
     for column in table.columns:
         values = _column_values(table, column)

@@ -56,6 +56,8 @@ def search_launch(
         checkpoint_every_s=spec.scheduler.checkpoint_every_s,
         log_path=str(trial_log_path(workdir, search_id, trial_id)),
         metric=spec.metric.name,
+        # every value the search reads (objectives first, then bounded ones): what callbacks check for
+        metrics=tuple(dict.fromkeys([o.name for o in spec.objectives] + [c.name for c in spec.constraints])),
         mutable=spec.mutable,
     )
 

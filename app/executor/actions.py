@@ -360,4 +360,7 @@ class TrialLaunch:
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     metric: str | None = None  # the search's objective: `trial.metric`, what integrations report
+    # Every name the search reads from a report (objectives, then constrained values): `trial.metrics`,
+    # what the integrations check was logged. Empty: `metric` alone.
+    metrics: tuple[str, ...] = ()
     mutable: tuple[str, ...] = ()  # the search's mutable parameters: `trial.mutable`

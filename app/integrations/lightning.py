@@ -32,9 +32,13 @@ What the callback does, hook by hook:
   `ModelCheckpoint` saves do. When the trial's step budget or
   the Trainer's `max_steps` is spent, `trainer.should_stop` is set: Lightning validates once more (so
   the trial's last report is at its last step) and ends the fit.
-- `on_validation_end` (not during the sanity check): `trial.report()` of every finite scalar in
-  `trainer.callback_metrics`, at the global step; the search's metric must be one of them (a KeyError
-  naming it and the logged ones otherwise).
+- `on_validation_end` (not during the sanity check): one `trial.report()` of every finite scalar in
+  `trainer.callback_metrics`, at the global step: whatever the module logged (`self.log`), so a search
+  with several objectives and constraints gets all of them, e.g. `accuracy` logged in
+  `validation_step` beside a `latency_ms` or `params_k` the module measures. Every name the search
+  reads (`trial.metrics`: its objectives and constrained values) must be among them (a KeyError naming
+  the missing ones and the logged ones otherwise); see `quanta.integrations.metrics` for non-finite
+  values.
 
 Moves: Quanta moves the tracked module and optimizers itself (`Trial.track`); Lightning also keeps
 where it puts things, and a tracked `_Placement` tells it (`move_to`, which the Trial calls with every
@@ -67,7 +71,7 @@ import torch
 from lightning.pytorch.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from quanta.integrations.metrics import report_metrics
+from quanta.integrations.metrics import report_metrics, searched_names
 from quanta.integrations.moves import move_scaler
 from quanta.sdk import checkpoint as ckpt
 from quanta.sdk.trial import Trial
@@ -154,14 +158,16 @@ class _Placement:
 
 
 class QuantaCallback(pl.Callback):
-    """Runs `Trainer.fit` as Quanta trial `trial` (see the module docstring). `metric` overrides the
-    name of the objective to check for (default: the search's, `trial.metric`)."""
+    """Runs `Trainer.fit` as Quanta trial `trial` (see the module docstring). Each report must hold the
+    names the search reads (`trial.metrics`: its objectives and constrained values); `metrics` overrides
+    them with a list of names, `metric` with one."""
 
-    def __init__(self, trial: Trial | None = None, metric: str | None = None):
+    def __init__(self, trial: Trial | None = None, metric: str | None = None, metrics: list[str] | None = None):
         if trial is not None and not isinstance(trial, Trial):
             raise TypeError(f"QuantaCallback(trial=...): expected the trainable's Trial, got {type(trial).__name__}")
         self.trial = trial if trial is not None else Trial.standalone()
-        self.metric = metric if metric is not None else self.trial.metric
+        self.metrics = searched_names(self.trial, metric, metrics)
+        self.metric = self.metrics[0] if self.metrics else None
         self._rng_to_restore: dict[str, Any] | None = None
         self._boundary_after_validation = False
         self._stepped_to = 0  # the global step at the last batch end (or at the loop's start)
@@ -213,7 +219,7 @@ class QuantaCallback(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        report_metrics(self.trial, self.metric, dict(trainer.callback_metrics), "QuantaCallback")
+        report_metrics(self.trial, self.metrics, dict(trainer.callback_metrics), "QuantaCallback")
         if self._boundary_after_validation:
             self._boundary_after_validation = False
             self.trial.boundary()

@@ -30,10 +30,14 @@ What the callback does, event by event:
   again (the DataLoader iterators created since drew from them).
 - `on_step_end`: `trial.advance_to(global_step)` (an evaluation that follows reports at this step);
   when the trial's step budget is spent, the Trainer is told to evaluate once more and stop.
-- `on_evaluate`: `trial.report()` of every finite scalar of the evaluation's metrics, at the global
-  step (less the evaluation's timings and epoch); the search's metric must be one of them (a KeyError
-  naming it and the logged ones otherwise).
-  The Trainer prefixes evaluation metrics with `eval_`, so a search on `eval_loss` names it so.
+- `on_evaluate`: one `trial.report()` of every finite scalar of the evaluation's metrics, at the
+  global step (less the evaluation's timings and epoch): the loss and all that `compute_metrics`
+  returns, so a search with several objectives and constraints gets all of them (an accuracy beside a
+  latency or parameter count `compute_metrics` measures). Every name the search reads
+  (`trial.metrics`: its objectives and constrained values) must be among them (a KeyError naming the
+  missing ones and the logged ones otherwise); see `quanta.integrations.metrics` for non-finite values.
+  The Trainer prefixes evaluation metrics with `eval_`, so a search on `eval_loss` names it so (and on
+  a latency `compute_metrics` returns as `latency_ms`, `eval_latency_ms`).
 
 Moves: Quanta moves the tracked model and optimizer itself (`Trial.track`); a tracked `_Placement`
 tells the Trainer (its `move_to` is called with every move of the state: a park on an accelerator, a
@@ -62,7 +66,7 @@ import torch
 from torch.utils.data import BatchSampler, SequentialSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from quanta.integrations.metrics import report_metrics
+from quanta.integrations.metrics import report_metrics, searched_names
 from quanta.integrations.moves import move_scaler
 from quanta.sdk import checkpoint as ckpt
 from quanta.sdk.trial import Trial
@@ -205,16 +209,18 @@ def _resume_epoch(trainer: Any, skip: int) -> None:
 
 
 class QuantaTrainerCallback(TrainerCallback):
-    """Runs `Trainer.train()` as Quanta trial `trial` (see the module docstring). `metric` overrides the
-    name of the objective to check for (default: the search's, `trial.metric`)."""
+    """Runs `Trainer.train()` as Quanta trial `trial` (see the module docstring). Each report must hold
+    the names the search reads (`trial.metrics`: its objectives and constrained values); `metrics`
+    overrides them with a list of names, `metric` with one."""
 
-    def __init__(self, trial: Trial | None = None, metric: str | None = None):
+    def __init__(self, trial: Trial | None = None, metric: str | None = None, metrics: list[str] | None = None):
         if trial is not None and not isinstance(trial, Trial):
             raise TypeError(
                 f"QuantaTrainerCallback(trial=...): expected the trainable's Trial, got {type(trial).__name__}"
             )
         self.trial = trial if trial is not None else Trial.standalone()
-        self.metric = metric if metric is not None else self.trial.metric
+        self.metrics = searched_names(self.trial, metric, metrics)
+        self.metric = self.metrics[0] if self.metrics else None
         self._rng_to_restore: dict[str, Any] | None = None
         self._per_epoch: int | None = None  # optimizer steps per epoch, in a restored run
 
@@ -291,4 +297,4 @@ class QuantaTrainerCallback(TrainerCallback):
         metrics: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        report_metrics(self.trial, self.metric, dict(metrics or {}), "QuantaTrainerCallback", skip=_TIMINGS)
+        report_metrics(self.trial, self.metrics, dict(metrics or {}), "QuantaTrainerCallback", skip=_TIMINGS)

@@ -1,6 +1,7 @@
 """What users import: `Trial` (inside a trainable), `Client` (the REST client), `run` and `resume` (a
-search run, or taken up again, in this process, for notebooks: `quanta.sdk.local`), and the states a
-search or trial reports (`SearchStatus`, `TrialStatus`, from `quanta.status`).
+search run, or taken up again, in this process, for notebooks) and `pareto` (a search's Pareto front read
+from its database) from `quanta.sdk.local`, and the states a search or trial reports (`SearchStatus`,
+`TrialStatus`, from `quanta.status`).
 
 Names are imported on first use (module `__getattr__`): `from quanta.sdk import Trial` inside a trial
 process does not import httpx, and `from quanta.sdk import Client` (or the `quanta` command) does not
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from quanta.sdk.client import ApiError, Client, Search
-    from quanta.sdk.local import LocalRun, resume, run
+    from quanta.sdk.local import LocalRun, pareto, resume, run
     from quanta.sdk.trial import ControllerGone, Trial, TrialStopped
     from quanta.status import SearchStatus, TrialStatus
 
@@ -27,6 +28,7 @@ __all__ = [
     "Trial",
     "TrialStatus",
     "TrialStopped",
+    "pareto",
     "resume",
     "run",
 ]
@@ -40,6 +42,7 @@ _HOME = {
     "ApiError": "quanta.sdk.client",
     "run": "quanta.sdk.local",
     "resume": "quanta.sdk.local",
+    "pareto": "quanta.sdk.local",
     "LocalRun": "quanta.sdk.local",
     "SearchStatus": "quanta.status",
     "TrialStatus": "quanta.status",

@@ -7,6 +7,7 @@ search = client.submit("examples/digits.yaml")       # a path, YAML/JSON text, o
 search.wait(timeout=600)                             # a progress bar in a terminal or Jupyter
 print(search.status, search.reached, search.best())
 search.trials()                                      # a pandas DataFrame (the notebook extra)
+search.pareto()                                      # the Pareto front: one row per point (a DataFrame)
 search.plot()                                        # best-so-far over time (matplotlib)
 client.fork(17, {"lr": 0.001}, steps=2000)           # a new trial from trial 17's state (mutable values)
 search.lineage()                                     # every trial's parent, fork step and config changes
@@ -29,12 +30,24 @@ from typing import Any
 
 import httpx
 
-from quanta.sdk.notebook import ProgressKind, make_bar, plot_best, progress_kind, progress_text, trials_frame
+from quanta.sdk.notebook import (
+    ProgressKind,
+    make_bar,
+    pareto_frame,
+    plot_best,
+    progress_kind,
+    progress_text,
+    trials_frame,
+)
 from quanta.status import SEARCH_FINAL, SearchStatus
 
 NO_PANDAS = (
     "Search.trials() returns a pandas DataFrame: pip install 'quanta[notebook]' (or pandas), "
     "or ask for the list of dicts with trials(frame=False)"
+)
+NO_PANDAS_PARETO = (
+    "Search.pareto() returns a pandas DataFrame: pip install 'quanta[notebook]' (or pandas), "
+    "or ask for the server's answer as a dict with pareto(frame=False)"
 )
 
 
@@ -158,6 +171,20 @@ class Search:
             if not body["items"] or len(out) >= body["total"]:
                 break
         return trials_frame(out) if frame is not False else out
+
+    def pareto(self, *, frame: bool = True) -> Any:
+        """The search's Pareto front, read from its stored reports (running or ended): a pandas DataFrame
+        with one row per front point (`trial_id`, `number`, `step`, `seconds` since the search started,
+        `status`, one column per objective in the user's units, the trial's parameters as `params.<name>`
+        columns), best in the first objective first. A single-objective search's front is its best point.
+        With `frame=False`, the server's whole answer as a dict (`GET /searches/{id}/pareto`: also every
+        point's kind, the counts, the reference point and the hypervolume over time). The DataFrame needs
+        pandas (the `notebook` extra): ImportError saying so otherwise, before fetching anything."""
+        if frame is not False and not _has_pandas():
+            raise ImportError(NO_PANDAS_PARETO)
+        params = {"max_points": 0} if frame is not False else None
+        body = self._client._request("GET", f"/searches/{self.id}/pareto", params=params).json()
+        return pareto_frame(body) if frame is not False else body
 
     def best_curve(self) -> list[tuple[float, float]]:
         """[(seconds since the search started, best metric so far), ...], one point per improvement."""

@@ -8,6 +8,7 @@ Optuna's `study.optimize` runs one in a notebook: no server, no shell. It return
     result["best_params"], result["best_metric"]
     trials.sort_values("best_metric").tail()
     result, trials = resume(result["search_id"], trials=20)   # go on with 20 more trials
+    front = pareto(result["search_id"])                        # the Pareto front, one row per point
 
 It drives the same controller as `quanta run` (`quanta.service.run_search`): trials are processes forked
 from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from quanta.sdk.notebook import ProgressKind, make_bar, progress_kind, trials_frame
+from quanta.sdk.notebook import ProgressKind, make_bar, pareto_frame, progress_kind, trials_frame
 from quanta.spec import SearchSpec, SpecError, load_spec, parse_spec, place_locally
 
 NO_PANDAS = "quanta.sdk.run returns the trials as a pandas DataFrame: pip install 'quanta[notebook]' (or pandas)"
@@ -163,3 +164,18 @@ def resume(
         if bar is not None:
             bar.close()
     return LocalRun(result, trials_frame(result["trials"]))
+
+
+def pareto(search_id: int, *, db: str = "sqlite:///quanta.db") -> Any:
+    """The Pareto front of search `search_id` of `db` as a pandas DataFrame, as `Client.search(id).pareto()`
+    returns it from a server (one row per front point: trial, number, step, seconds, status, each objective,
+    `params.<name>`), read from the stored reports. `KeyError`: no such search; `FileNotFoundError`: no
+    database at a SQLite path (none is created); ImportError without pandas."""
+    if importlib.util.find_spec("pandas") is None:
+        raise ImportError(NO_PANDAS.replace("quanta.sdk.run returns the trials", "quanta.sdk.pareto returns the front"))
+    from quanta.service import stored_pareto
+
+    out = stored_pareto(db, search_id)
+    if out is None:
+        raise KeyError(f"search {search_id} not found in {db}")
+    return pareto_frame(out)

@@ -115,6 +115,29 @@ def trials_frame(items: Sequence[Mapping[str, Any]]) -> Any:
     return frame
 
 
+FRONT_COLUMNS = ("trial_id", "number", "step", "seconds", "status")
+
+
+def pareto_frame(body: Mapping[str, Any]) -> Any:
+    """The front of a ParetoOut (`GET /searches/{id}/pareto`) as a pandas DataFrame, one row per point:
+    `FRONT_COLUMNS`, then one column per objective (named as the objective, the user's units), then the
+    trial's parameters flattened to `params.<name>` columns. Raises ImportError when pandas is missing."""
+    import pandas as pd
+
+    names = [o["name"] for o in body.get("objectives") or []]
+    rows = [
+        {
+            **{c: p.get(c) for c in FRONT_COLUMNS},
+            **{n: p["values"].get(n) for n in names},
+            "params": p.get("params") or {},
+        }
+        for p in body.get("front") or []
+    ]
+    if not rows:
+        return pd.DataFrame(columns=[*FRONT_COLUMNS, *names])
+    return pd.json_normalize(rows, sep=".")
+
+
 def plot_best(points: Sequence[Sequence[float]], metric: Mapping[str, Any], title: str, ax: Any = None) -> Any:
     """Best-so-far (y) against seconds since the search started (x), as steps, on `ax` (a new figure's
     when None); the target as a dashed line. Returns the matplotlib Axes."""

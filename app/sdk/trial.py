@@ -19,7 +19,11 @@
 - `report(**metrics)`: named float metrics at the current step; the spec's metric is the objective.
 - `device` / `devices`: the torch device(s) the trial runs on now. `elastic = True` declares the
   trainable data-parallel ready (it may be given more devices).
-- `metric`: the name of the search's objective (None standalone unless given).
+- `metric`: the name of the search's objective (None standalone unless given); with several objectives,
+  the first.
+- `metrics`: every name the search reads from a report: its objectives in order, then the values its
+  constraints bound (`(metric,)` for a single-objective search; empty standalone unless given). The
+  integrations check that each of them was logged.
 - `config`: the trial's configuration. The search's `mutable` parameters (`mutable`) may change at a
   mini-batch boundary (a fork's new values, a population's exploration): `config` is then updated in
   place and every function given to `on_config_change(fn)` is called with the changed values. A
@@ -179,6 +183,7 @@ class Trial:
         metric: str | None = None,
         attempt: int = 0,
         mutable: Sequence[str] = (),
+        metrics: Sequence[str] = (),
     ):
         self.id = trial_id
         self.config = config
@@ -187,6 +192,10 @@ class Trial:
         self._config_hooks: list[ConfigHook] = []
         self.max_steps = max_steps
         self.metric = metric
+        # Every name the search reads (objectives, then constrained values); one search's metric alone by
+        # default. Duplicates dropped, order kept: a constraint on an objective names it once.
+        named = tuple(metrics) or ((metric,) if metric is not None else ())
+        self.metrics: tuple[str, ...] = tuple(dict.fromkeys(named))
         # Which process of the trial this is (the runtime claims it: 0 for the first, one more for each
         # later one). Every report carries it, in the spool too, so that a report sent again lands on the
         # row it was stored in and a step a later process runs again is told apart.
@@ -222,10 +231,18 @@ class Trial:
 
     @classmethod
     def standalone(
-        cls, config: dict[str, Any] | None = None, max_steps: int = 10**9, metric: str | None = None
+        cls,
+        config: dict[str, Any] | None = None,
+        max_steps: int = 10**9,
+        metric: str | None = None,
+        metrics: Sequence[str] = (),
     ) -> Trial:
-        """A trial with no controller: runs on the first CPU device, keeps reports in `history`."""
-        return cls(0, dict(config or {}), max_steps, cpu_devices(1)[:1], metric=metric)
+        """A trial with no controller: runs on the first CPU device, keeps reports in `history`. `metric`
+        and `metrics` stand for the search's (what the integrations check was logged); `metric` defaults
+        to the first of `metrics`."""
+        if metric is None and metrics:
+            metric = metrics[0]
+        return cls(0, dict(config or {}), max_steps, cpu_devices(1)[:1], metric=metric, metrics=metrics)
 
     @property
     def controlled(self) -> bool:

@@ -23,48 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import moocore
 import numpy as np
 
+# Re-exported: the spec's objectives and bounds, defined where the spec can import them without numpy.
+from quanta.search.objectives import Bound as Bound
+from quanta.search.objectives import Objective as Objective
+
 Losses = tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Objective:
-    """One objective: a reported metric and which way is better."""
-
-    name: str
-    goal: str = "maximize"  # or "minimize"
-
-    def loss(self, value: float) -> float:
-        return -value if self.goal == "maximize" else value
-
-    def value(self, loss: float) -> float:
-        """The reported value a loss came from (`loss` inverted)."""
-        return -loss if self.goal == "maximize" else loss
-
-
-@dataclass(frozen=True)
-class Bound:
-    """One constraint: the reported value `name` must lie within [`low`, `high`] (None: unbounded there)."""
-
-    name: str
-    low: float | None = None
-    high: float | None = None
-
-    def excess(self, value: float | None) -> float:
-        """How far `value` is outside the bound, relative to the bound's size (0: inside; inf: unknown or
-        not finite). Relative, so that a search's constraints in different units add up fairly."""
-        if value is None or not math.isfinite(value):
-            return math.inf
-        over = 0.0
-        if self.high is not None and value > self.high:
-            over += (value - self.high) / max(1.0, abs(self.high))
-        if self.low is not None and value < self.low:
-            over += (self.low - value) / max(1.0, abs(self.low))
-        return over
 
 
 def losses_of(metrics: Mapping[str, float | None], objectives: Sequence[Objective]) -> Losses | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.live_server import LiveServer, start_server
+from tests.integration.live_server import LiveServer, same_pythonpath, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-token-0123456789abcdefghijklmno"  # QUANTA_TOKEN has at least 32 characters
@@ -49,7 +49,7 @@ def _free_port() -> int:
 def server(tmp_path):
     port = _free_port()
     env = dict(os.environ, QUANTA_TOKEN=TOKEN, QUANTA_TRAINABLE_ALLOWLIST="tests.,examples.", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = str(ROOT)  # serve imports nothing from its working directory: tests.* via PYTHONPATH
+    env["PYTHONPATH"] = same_pythonpath()  # serve imports nothing from its working directory: tests.* via PYTHONPATH
     log_path = tmp_path / "serve.log"
     log = log_path.open("w")  # noqa: SIM115 (closed in the finally below)
     cmd = [

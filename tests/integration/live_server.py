@@ -17,6 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdefghijklmn"
 
 
+def same_pythonpath() -> str:
+    """The PYTHONPATH a server started by the tests gets: this process's, then the repository's, so that it
+    runs the `quanta` the tests import (a worktree's, when one is put first) and finds `tests.*`."""
+    return os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,7 +99,7 @@ def start_server(
         "QUANTA_TRAINABLE_ALLOWLIST": allowlist,
         "PYTHONUNBUFFERED": "1",
         # serve imports nothing from its working directory: the tests' trainables come through PYTHONPATH
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": same_pythonpath(),
         **(env or {}),
     }
     cmd = [

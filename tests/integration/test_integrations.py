@@ -194,3 +194,174 @@ def test_transformers_callback_outside_quanta_runs_standalone(tmp_path, one_thre
         QuantaTrainerCallback(3)  # type: ignore[arg-type]
     with pytest.raises(KeyError, match="'accuracy' was not logged; logged: .*'eval_accuracy'"):
         hf_tiny.train(cfg, Trial.standalone(cfg, max_steps=10, metric="accuracy"))
+
+
+# ---- several objectives and constraints per report -------------------------------------------------
+
+SEARCHED = ("accuracy", "params_k", "latency_ms")  # two objectives and a constrained value, as a spec names them
+
+
+def _lightning_module_with_costs(cfg: dict):
+    """examples/lightning_mnist1d.py's module, logging its parameter count and a latency beside its accuracy
+    (what a user adds to an unchanged module for a search with several objectives and a constraint)."""
+    from examples.lightning_mnist1d import MNIST1DModule
+
+    class WithCosts(MNIST1DModule):
+        def validation_step(self, batch, batch_idx):
+            super().validation_step(batch, batch_idx)
+            self.log("params_k", sum(p.numel() for p in self.parameters()) / 1000.0)
+            self.log("latency_ms", cfg.get("latency_ms", 1.5))
+
+    return WithCosts(8, 0.0, 0.01, "adam")
+
+
+def _fit_lightning(trial: Trial, cfg: dict, steps: int, **callback: object) -> None:
+    import lightning.pytorch as pl
+    import torch
+
+    from examples.lightning_mnist1d import loaders
+    from quanta.integrations.lightning import QuantaCallback
+
+    torch.manual_seed(0)
+    module = _lightning_module_with_costs(cfg)
+    train_loader, val_loader = loaders({"seed": 0, "batch_size": 64})
+    trainer = pl.Trainer(
+        max_steps=steps,
+        max_epochs=-1,
+        val_check_interval=10,
+        check_val_every_n_epoch=None,
+        accelerator="cpu",
+        devices=1,
+        callbacks=[QuantaCallback(trial, **callback)],  # type: ignore[arg-type]
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(module, train_loader, val_loader)
+
+
+def test_lightning_callback_reports_every_objective_and_constrained_value_in_one_report(one_thread):
+    trial = Trial.standalone({}, max_steps=20, metrics=SEARCHED)
+    assert trial.metric == "accuracy" and trial.metrics == SEARCHED
+    _fit_lightning(trial, {}, 20)
+    assert [s for s, _ in trial.history] == [10, 20]
+    for _, metrics in trial.history:
+        assert set(SEARCHED) <= set(metrics)  # all three in each report, beside the losses
+        assert 0 <= metrics["accuracy"] <= 1 and metrics["latency_ms"] == 1.5
+        assert metrics["params_k"] == pytest.approx(0.858)  # examples.mnist1d.CNN1D(8)
+
+    # A name the search reads that the module never logs: a KeyError naming it, before any report.
+    missing = Trial.standalone({}, max_steps=10, metrics=(*SEARCHED, "memory_mb"))
+    with pytest.raises(KeyError, match="the search's metric 'memory_mb' was not logged; logged: .*'latency_ms'"):
+        _fit_lightning(missing, {}, 10)
+    assert missing.history == []
+    # `metrics=` on the callback overrides the trial's names.
+    given = Trial.standalone({}, max_steps=10, metric="accuracy")
+    with pytest.raises(KeyError, match="metrics 'a', 'b' were not logged"):
+        _fit_lightning(given, {}, 10, metrics=["accuracy", "a", "b"])
+
+
+def test_lightning_callback_sends_a_non_finite_objective_of_a_multi_objective_search(one_thread):
+    """A search with several objectives stores a non-finite one as such (ranked last); a single-objective
+    search's non-finite objective is left out of the report, as before."""
+    several = Trial.standalone({}, max_steps=10, metrics=("accuracy", "latency_ms"))
+    _fit_lightning(several, {"latency_ms": float("inf")}, 10)
+    ((_, metrics),) = several.history
+    assert metrics["latency_ms"] == float("inf") and "accuracy" in metrics
+    one = Trial.standalone({}, max_steps=10, metric="latency_ms")
+    _fit_lightning(one, {"latency_ms": float("nan")}, 10)
+    ((_, metrics),) = one.history
+    assert "latency_ms" not in metrics and "accuracy" in metrics
+
+
+def _hf_train(trial: Trial, steps: int, **callback: object) -> None:
+    """examples/hf_tiny.py's model and data under a Trainer whose `compute_metrics` returns the model's
+    parameter count and a latency beside its accuracy."""
+    import numpy as np
+    from transformers import Trainer, TrainingArguments
+
+    from examples.hf_tiny import DEFAULTS, build_model, datasets
+    from quanta.integrations.transformers import QuantaTrainerCallback
+
+    cfg = {**DEFAULTS, "hidden": 16, "train_size": 320}
+    model = build_model(cfg)
+    size_k = sum(p.numel() for p in model.parameters()) / 1000.0
+
+    def compute_metrics(pred):
+        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+        acc = float((np.argmax(logits, axis=-1) == pred.label_ids).mean())
+        return {"accuracy": acc, "params_k": size_k, "latency_ms": 2.5}
+
+    train_set, eval_set = datasets(int(cfg["train_size"]))
+    args = TrainingArguments(
+        output_dir=str(Path(trial.config["out"])),
+        max_steps=steps,
+        per_device_train_batch_size=32,
+        per_device_eval_batch_size=500,
+        learning_rate=3e-3,
+        eval_strategy="steps",
+        eval_steps=10,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        compute_metrics=compute_metrics,
+        callbacks=[QuantaTrainerCallback(trial, **callback)],  # type: ignore[arg-type]
+    )
+    trainer.train()
+
+
+def test_transformers_callback_reports_every_objective_and_constrained_value_in_one_report(tmp_path, one_thread):
+    searched = ("eval_accuracy", "eval_params_k", "eval_latency_ms")  # the Trainer prefixes them with eval_
+    trial = Trial.standalone({"out": str(tmp_path / "a")}, max_steps=20, metrics=searched)
+    _hf_train(trial, 20)
+    assert [s for s, _ in trial.history] == [10, 20]
+    for _, metrics in trial.history:
+        assert set(metrics) == {*searched, "eval_loss"}  # one report holds them all (timings left out)
+        assert 0 <= metrics["eval_accuracy"] <= 1 and metrics["eval_latency_ms"] == 2.5
+        assert metrics["eval_params_k"] > 1
+    missing = Trial.standalone({"out": str(tmp_path / "b")}, max_steps=10, metrics=(*searched, "eval_memory_mb"))
+    with pytest.raises(KeyError, match="'eval_memory_mb' was not logged; logged: .*'eval_params_k'"):
+        _hf_train(missing, 10)
+    with pytest.raises(TypeError, match="a list of names, not one string"):
+        _hf_train(Trial.standalone({"out": str(tmp_path / "c")}, max_steps=10), 10, metrics="eval_accuracy")
+
+
+def lightning_with_costs(config: dict, trial: Trial) -> None:
+    """A trainable for `quanta run`: the module above, logging accuracy, parameter count and latency."""
+    _fit_lightning(trial, config, trial.max_steps)
+
+
+def test_a_search_with_two_objectives_and_a_constraint_runs_through_the_lightning_callback(tmp_path):
+    """`quanta run` of a Pareto search whose trials are Lightning fits: each report of each trial holds both
+    objectives and the constrained value, and the search ranks them (the budget ends it: the target is out
+    of reach)."""
+    spec = {
+        "name": "lightning-pareto",
+        "trainable": "tests.integration.test_integrations:lightning_with_costs",
+        "space": {"x": {"uniform": [0.0, 1.0]}},  # the fits differ by nothing the module reads
+        "metrics": [{"name": "accuracy", "goal": "maximize"}, {"name": "params_k", "goal": "minimize"}],
+        "constraints": [{"name": "latency_ms", "max": 2.0}],
+        "target": {"accuracy": 0.999, "params_k": 0.001},
+        "budget": {"max_trials": 2, "max_steps": 30, "max_seconds": 240},
+        "parallelism": 2,
+        "search": {"algorithm": "random"},
+    }
+    code, output, out = quanta_run(tmp_path, spec)
+    assert code == 3, output
+    result = json.loads(out.read_text())
+    assert [t["status"] for t in result["trials"]] == ["completed"] * 2, output
+    store = Store(f"sqlite:///{tmp_path}/q.db")
+    for t in result["trials"]:
+        rows = store.reports(t["id"])
+        assert [r.step for r in rows] == [10, 20, 30]
+        assert all(set(SEARCHED) <= set(r.metrics) and r.metrics["latency_ms"] == 1.5 for r in rows)

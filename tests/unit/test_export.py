@@ -148,3 +148,49 @@ def test_formula_cells_are_escaped_and_dotted_keys_kept_apart():
     assert flatten({"a.b": 1, "a": {"b": 2}, "c\\d": 3}) == {"a\\.b": 1, "a.b": 2, "c\\\\d": 3}
     assert space_columns({"a.b": 1, "a": {"b": {"uniform": [0, 1]}}}) == ["a\\.b", "a.b"]
     assert name_part("plain") == "plain"
+
+
+def test_a_multi_objective_search_exports_each_objective_and_the_feasibility(tmp_path):
+    from quanta.db.models import ReportRow
+
+    store = Store(f"sqlite:///{tmp_path}/q.db")
+    spec = parse_spec(
+        {
+            "name": "mo",
+            "trainable": "tests.trainables:linear",
+            "space": {"lr": {"loguniform": [1e-4, 1e-1]}},
+            "metrics": [{"name": "acc", "goal": "maximize"}, {"name": "lat", "goal": "minimize"}],
+            "constraints": [{"name": "params_m", "max": 5.0}],
+        }
+    )
+    sid = store.create_search("mo", spec.model_dump(mode="json"), 1.0).id
+    ids = [store.add_trial(sid, n, {"lr": 0.01 * (n + 1)}, {}, 2.0).id for n in range(4)]
+    reports = [
+        (ids[0], 10, {"acc": 0.8, "lat": 4.0, "params_m": 3.0}),
+        (ids[0], 20, {"acc": 0.9, "lat": 4.0}),  # params_m carried forward: feasible
+        (ids[1], 10, {"acc": 0.95, "lat": 2.0, "params_m": 8.0}),  # infeasible
+        (ids[2], 10, {"acc": None, "lat": 1.0, "params_m": 1.0}),  # acc was NaN
+    ]  # trial 3 never reported
+    store.add_rows([ReportRow(trial_id=t, search_id=sid, step=s, at=3.0 + s, metrics=m) for t, s, m in reports])
+    table = trial_table(store, sid)
+    assert table is not None
+    added = ["objectives.acc", "objectives.lat", "violation", "feasible", "on_front"]
+    assert list(table.columns) == [*FIXED, *added, "params.lr"]
+    got = [[r[c] for c in added] for r in table.rows]
+    assert got == [
+        [0.9, 4.0, 0.0, True, True],
+        [0.95, 2.0, pytest.approx(0.6), False, False],
+        [None, 1.0, 0.0, True, False],  # feasible, but a non-finite objective is never on the front
+        [None, None, None, None, None],
+    ]
+    rows = list(csv.DictReader(io.StringIO(render(table, "csv").decode())))
+    assert [r["feasible"] for r in rows] == ["True", "False", "True", ""]
+    assert rows[0]["objectives.acc"] == "0.9" and rows[2]["objectives.acc"] == ""
+    assert json.loads(render(table, "json"))["trials"][1]["on_front"] is False
+    back = pq.read_table(io.BytesIO(render(table, "parquet")))
+    assert str(back.schema.field("feasible").type) == "bool" and back.column("objectives.lat").to_pylist() == [
+        4.0,
+        2.0,
+        1.0,
+        None,
+    ]

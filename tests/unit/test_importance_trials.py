@@ -88,3 +88,41 @@ def test_a_search_whose_search_ended_counts_its_stopped_trials():
     out = importance_out(store, sid)
     assert out is not None and out.trials_used == 12 and out.trials_partial == 3
     assert observations(store, 999) is None
+
+
+def test_a_multi_objective_search_has_an_importance_per_objective():
+    """Accuracy depends on lr only, latency on the width only: each objective's importance says so, the
+    second read from the trials' reports."""
+    from quanta.db.models import ReportRow
+
+    store = MemoryStore()
+    spec = parse_spec(
+        {
+            "name": "mo",
+            "trainable": "tests.trainables:linear",
+            "space": {"lr": {"loguniform": [1e-3, 1e-1]}, "width": {"choice": [8, 16, 32]}},
+            "metrics": [{"name": "acc"}, {"name": "lat", "goal": "minimize"}],
+            "budget": {"max_steps": MAX_STEPS},
+        }
+    )
+    sid = store.create_search("mo", spec.model_dump(mode="json"), 0.0).id
+    rows = []
+    for n in range(24):
+        lr, width = 0.001 * 100 ** ((n * 7 % 24) / 23), (8, 16, 32)[n % 3]
+        acc, lat = 1.0 - abs(lr - 0.03) * 10, float(width)
+        t = store.add_trial(sid, n, {"lr": lr, "width": width}, {}, float(n))
+        store.update_trial(t.id, status=TrialStatus.COMPLETED, steps=MAX_STEPS, metric=acc)
+        rows.append(
+            ReportRow(trial_id=t.id, search_id=sid, step=MAX_STEPS, at=float(n), metrics={"acc": acc, "lat": lat})
+        )
+    store.add_rows(rows)
+    first = importance_out(store, sid)
+    by_acc = importance_out(store, sid, objective="acc")
+    by_lat = importance_out(store, sid, objective="lat")
+    assert first is not None and by_acc is not None and by_lat is not None
+    assert first == by_acc and first.objectives == ["acc", "lat"]
+    assert (by_acc.metric, by_acc.goal, by_acc.params[0].name) == ("acc", "maximize", "lr")
+    assert (by_lat.metric, by_lat.goal, by_lat.params[0].name) == ("lat", "minimize", "width")
+    assert by_lat.trials_used == 24
+    with pytest.raises(KeyError):
+        importance_out(store, sid, objective="loss")

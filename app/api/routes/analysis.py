@@ -30,14 +30,32 @@ Param = Annotated[
 OptionalParam = Annotated[str | None, Query(min_length=1, max_length=500, description="a second parameter (contour)")]
 
 
-@router.get("/{search_id}/importance", response_model=ImportanceOut, responses=NOT_FOUND)
-async def search_importance(search_id: SearchId, request: Request, store: StoreDep, user: CurrentUser) -> ImportanceOut:
+@router.get(
+    "/{search_id}/importance",
+    response_model=ImportanceOut,
+    responses={**NOT_FOUND, 422: {"model": Message, "description": "an objective the search does not have"}},
+)
+async def search_importance(
+    search_id: SearchId,
+    request: Request,
+    store: StoreDep,
+    user: CurrentUser,
+    objective: Annotated[
+        str | None,
+        Query(min_length=1, max_length=500, description="one of the search's objectives (default: the first)"),
+    ] = None,
+) -> ImportanceOut:
     """Each parameter's importance: the permutation importance of a random forest fitted on the finished
     trials (parameters -> last reported metric; completed trials, trials stopped when their search ended
     with their progress as a feature, killed ones only if they had run all their steps), normalised to
-    sum 1, most important first. With fewer than 4 such trials `params` is empty and `note` says so."""
+    sum 1, most important first. With fewer than 4 such trials `params` is empty and `note` says so. A
+    search with several objectives has one per objective (`objective`; another objective's value of a trial
+    is that of its last point, as /pareto reads them); `objectives` lists them."""
     await run_in_threadpool(visible, store, user, search_id)
-    out = await run_in_threadpool(importance_out, store, search_id, fit_cache(request))
+    try:
+        out = await run_in_threadpool(importance_out, store, search_id, fit_cache(request), objective)
+    except KeyError as exc:
+        raise HTTPException(422, f"{exc.args[0]!r} is not an objective of search {search_id}") from None
     return found(out, "search", search_id)
 
 

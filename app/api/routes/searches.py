@@ -1,5 +1,5 @@
 """/searches: create, list, read, control (stop, pause, resume and extend), tag, annotate and delete
-searches, and the per-search views the dashboard draws (trials, curves, timeline, best-so-far)."""
+searches, and the per-search views the dashboard draws (trials, curves, timeline, best-so-far, Pareto front)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from quanta.api.routes.common import (
 )
 from quanta.api.settings import Settings
 from quanta.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
+from quanta.db.pareto_view import MAX_POINTS, ParetoOut, pareto_out
 from quanta.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
 from quanta.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
 from quanta.db.warm import WarmStartError, check_warm_start
@@ -397,3 +398,27 @@ def search_best(search_id: SearchId, store: StoreDep, user: CurrentUser) -> Best
     """Best objective so far versus seconds since the search started (one point per improvement)."""
     visible(store, user, search_id)
     return found(store.best_curve(search_id), "search", search_id)
+
+
+@router.get("/{search_id}/pareto", response_model=ParetoOut, responses=NOT_FOUND)
+def search_pareto(
+    search_id: SearchId,
+    store: StoreDep,
+    user: CurrentUser,
+    max_points: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=100_000,
+            description="points sent (past it, the front and each trial's last point, the rest thinned; 0: none)",
+        ),
+    ] = MAX_POINTS,
+) -> ParetoOut:
+    """The search's trade-offs, read from its stored reports (`quanta.db.pareto_view`): its objectives,
+    constraints and reference point (the spec's, else derived from every point: `reference_derived`); the
+    front (feasible non-dominated points, each with its trial, step, objective values and configuration);
+    every point with its kind (front, dominated, infeasible, non_finite); the counts of points and trials of
+    each kind; and the hypervolume now and over time. A single-objective search answers the same way: its
+    front is its best point."""
+    visible(store, user, search_id)
+    return found(pareto_out(store, search_id, max_points), "search", search_id)

@@ -159,6 +159,7 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         checkpoint_every_quanta=launch.checkpoint_every_quanta,
         checkpoint_every_s=launch.checkpoint_every_s,
         metric=launch.metric,
+        metrics=launch.metrics,
         attempt=claim_attempt(launch.checkpoint_path, first=not launch.resume),
         mutable=launch.mutable,
     )

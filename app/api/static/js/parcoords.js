@@ -18,8 +18,8 @@ function trialMetric(t) {
   return t.best_metric ?? t.metric;
 }
 
-/** An axis for `values` (one per trial); `dim` is what the spec says about the parameter (or undefined). */
-function makeAxis(name, values, dim) {
+/** An axis for `values` (one per trial, or per point: pareto.js); `dim` is what the spec says about the parameter (or undefined). */
+export function makeAxis(name, values, dim) {
   const present = values.filter((v) => v !== undefined && v !== null);
   const nums = present.filter((v) => typeof v === "number" && Number.isFinite(v));
   const missing = present.length < values.length;

@@ -1,7 +1,9 @@
 // A search's page (#/search/<id>): summary and controls (pause, stop, resume or extend with more trials or
-// time), its tags and notes (editable), best-so-far and learning curves, the device timeline, parameters
-// versus metric (parallel coordinates, importance, contour, slices), the trial table, the cluster now
-// (while the search is active) and its spec. Followed live through /events.
+// time), its tags and notes (editable), best-so-far and learning curves, for a search with several
+// objectives or constraints its trade-offs (every point with the Pareto front, the hypervolume over time:
+// pareto.js), the device timeline, parameters versus metric (parallel coordinates, importance, contour,
+// slices), the trial table, the cluster now (while the search is active) and its spec. Followed live
+// through /events.
 
 import { api } from "./api.js";
 import { h, replace, clear, fmtNum, fmtDuration, fmtTime, paramsText, debounce } from "./dom.js";
@@ -9,6 +11,7 @@ import { BestChart, CurvesChart } from "./charts.js";
 import { renderGantt } from "./gantt.js";
 import { renderParcoords } from "./parcoords.js";
 import { renderImportance, renderSlices, renderContour } from "./landscape.js";
+import { countsLine, renderPareto } from "./pareto.js";
 import { TrialTable } from "./trialtable.js";
 import { tagChips } from "./list.js";
 import { ACTIVE, countsText, evaluated, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
@@ -73,6 +76,12 @@ export function searchView(root, id, me = null) {
   const curvesInfo = h("div", { class: "hint" }, "Hover a curve to see its trial.");
   const ganttEl = h("div", { class: "gantt-wrap", id: "gantt" });
   const pcEl = h("div", { class: "pc-wrap", id: "parcoords" });
+  // Trade-offs: shown for a search with several objectives or constraints only (`tradeOffs`).
+  const paretoEl = h("div", { class: "pareto-wrap", id: "pareto" });
+  const paretoInfo = h("div", { class: "hint", id: "pareto-info" });
+  const hvEl = h("div", { class: "chart", id: "chart-hv" });
+  const paretoPanel = panel("Trade-offs", "every reported point; the front as a line, infeasible points grey (click one to open its trial)", { id: "pareto-panel", hidden: true }, paretoInfo, paretoEl);
+  const hvPanel = panel("Hypervolume over time", "what the feasible front dominates, up to the reference point", { id: "hv-panel", hidden: true }, hvEl);
   const table = new TrialTable();
   const clusterEl = h("div", { class: "cluster", id: "cluster" });
   // "Cluster now" says what runs where at this moment: shown while the search is active only.
@@ -86,6 +95,12 @@ export function searchView(root, id, me = null) {
     r.now("contour");
   };
   const cxSel = h("select", { id: "contour-x", onchange: pickAxis("x") });
+  // Several objectives: importance is of one of them at a time (the first by default).
+  const impSel = h("select", { id: "importance-objective", onchange: (ev) => {
+    st.importanceObjective = ev.target.value;
+    r.now("importance");
+  } });
+  const impPick = h("div", { class: "contour-pick", id: "importance-pick", hidden: true }, "objective ", impSel);
   const cySel = h("select", { id: "contour-y", onchange: pickAxis("y") });
 
   replace(
@@ -111,12 +126,13 @@ export function searchView(root, id, me = null) {
         curvesInfo,
       ),
     ),
+    h("div", { class: "grid" }, paretoPanel, hvPanel),
     panel("Device timeline", "each quantum: which trial ran on which device (click one to open its trial)", null, ganttEl),
     panel("Params versus metric", "parallel coordinates, one line per trial", null, pcEl),
     h(
       "div",
       { class: "grid" },
-      panel("Parameter importance", "how much the metric depends on each parameter", null, impEl),
+      panel("Parameter importance", "how much the metric depends on each parameter", null, impPick, impEl),
       panel("Contour", "the metric over two parameters", null, h("div", { class: "contour-pick" }, "x ", cxSel, " y ", cySel), contourEl),
     ),
     panel("Slices", "each parameter against the metric, one dot per trial", null, slicesEl),
@@ -126,6 +142,7 @@ export function searchView(root, id, me = null) {
 
   const bestChart = new BestChart(bestEl);
   const curvesChart = new CurvesChart(curvesEl, curvesInfo);
+  const hvChart = new BestChart(hvEl);
 
   const bestId = () => st.search?.best?.trial_id ?? null;
   const active = () => !st.search || ACTIVE.has(st.search.status);
@@ -333,9 +350,17 @@ export function searchView(root, id, me = null) {
   }
 
   async function importance() {
-    const data = await api(`/searches/${id}/importance`);
+    const picked = st.importanceObjective;
+    const data = await api(`/searches/${id}/importance${picked ? `?objective=${encodeURIComponent(picked)}` : ""}`);
     if (!st.search) await summary();
+    if (picked !== st.importanceObjective) return; // another objective was picked meanwhile: its answer draws
     st.importance = data;
+    const objectives = data.objectives || [];
+    impPick.hidden = objectives.length < 2;
+    if (objectives.length > 1 && impSel.options.length !== objectives.length) {
+      replace(impSel, ...objectives.map((n) => h("option", { value: n }, n)));
+    }
+    if (data.metric) impSel.value = data.metric;
     renderImportance(impEl, data, (name) => {
       // A click on a bar puts that parameter on the contour's x axis (the best other one on y).
       st.contour.x = name;
@@ -371,6 +396,39 @@ export function searchView(root, id, me = null) {
     if (x === st.contour.x && y === st.contour.y) renderContour(contourEl, data, st.search.metric);
   }
 
+  /** Whether the search ranks by Pareto order: several objectives, or constraints. */
+  const tradeOffs = () => {
+    const spec = st.search?.spec || {};
+    return (spec.metrics?.length || 0) > 1 || (spec.constraints?.length || 0) > 0;
+  };
+
+  async function pareto() {
+    if (!st.search) await summary();
+    const on = tradeOffs();
+    paretoPanel.hidden = !on;
+    hvPanel.hidden = !on;
+    if (!on) return;
+    const data = await api(`/searches/${id}/pareto`);
+    st.pareto = data;
+    drawPareto();
+    const ref = data.reference ? Object.entries(data.reference).map(([k, v]) => `${k} ${fmtNum(v)}`).join(", ") : "none yet";
+    replace(
+      paretoInfo,
+      [countsLine(data.trials, "trials"), countsLine(data.counts, "points")].filter(Boolean).join(" · ") || "no point yet",
+      h("div", { class: "sub" }, `reference: ${ref}${data.reference_derived ? " (derived from the points: the spec gives none)" : ""}`),
+    );
+    const sr = st.search;
+    const until = nowOrEnd() ? nowOrEnd() - (sr.started_at ?? sr.created_at) : null;
+    hvChart.update(data.hypervolume_curve || [], { name: "hypervolume", goal: "maximize", target: sr.spec?.target?.hypervolume ?? null }, until);
+  }
+
+  function drawPareto() {
+    if (!st.pareto) return;
+    renderPareto(paretoEl, st.pareto, (tid) => {
+      window.location.hash = `#/trial/${Number(tid)}`;
+    });
+  }
+
   function drawParcoords() {
     if (!st.search) return;
     renderParcoords(pcEl, st.allTrials, st.search.metric, bestId(), (tid) => table.highlight(tid), st.search.spec?.space);
@@ -384,6 +442,7 @@ export function searchView(root, id, me = null) {
     drawGantt();
     drawParcoords();
     drawSlices();
+    drawPareto();
   }, 200);
   const ro = new ResizeObserver(redraw);
   ro.observe(root);
@@ -444,13 +503,13 @@ export function searchView(root, id, me = null) {
     );
   }
 
-  const r = refresher({ summary, best, curves, trials: allTrials, table: async () => drawFromTrials(), timeline, cluster, importance, contour }, 800);
+  const r = refresher({ summary, best, curves, trials: allTrials, table: async () => drawFromTrials(), timeline, cluster, importance, contour, pareto }, 800);
 
   (async () => {
     try {
       await summary();
       await Promise.all([allTrials(), cluster()]);
-      await Promise.all([best(), curves(), timeline()]);
+      await Promise.all([best(), curves(), timeline(), pareto()]);
       await importance();
       await contour();
     } catch (e) {
@@ -473,15 +532,15 @@ export function searchView(root, id, me = null) {
       } else if (kind === "trial") {
         if (!mine(data)) return;
         const news = takeTrial(data);
-        r.mark("summary", "table", "curves", "timeline", "cluster", "importance", "contour");
+        r.mark("summary", "table", "curves", "timeline", "cluster", "importance", "contour", "pareto");
         // A new trial or status moves the parallel coordinates and slices: those redraw from a refetch.
         if (news) r.mark("trials");
       } else if (kind === "report") {
-        if (mine(data)) r.mark("summary", "best", "curves");
-      } else r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour");
+        if (mine(data)) r.mark("summary", "best", "curves", "pareto");
+      } else r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour", "pareto");
     },
     poll() {
-      if (active()) r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour");
+      if (active()) r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour", "pareto");
     },
     dispose() {
       st.disposed = true;
@@ -490,6 +549,7 @@ export function searchView(root, id, me = null) {
       redraw.cancel();
       bestChart.dispose();
       curvesChart.dispose();
+      hvChart.dispose();
     },
   };
 }
