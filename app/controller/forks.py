@@ -36,6 +36,8 @@ Contract:
   parameters) in one transaction. Until then the target does not run (`exploiting`) and its own
   checkpoint is untouched; whatever fails on the way abandons the exploit (stored first, then the staged
   file goes) and the target goes on from its own state.
+  A `Fork` or `Release` of an exploit that has had no effect after `answer_timeout_s` (an order lost
+  with a broker) abandons the exploit, or is sent again.
   After a restart (`load`) an exploit still staging is abandoned (what its source was writing may be cut
   short, and its step is unknown) and one staged is completed: its file is renamed into place if it is
   still there (if not, the rename was done and only the transaction is left). The population's own
@@ -72,6 +74,7 @@ from quanta.status import SearchStatus, TrialStatus
 log = logging.getLogger("quanta.controller")
 
 OPEN = ("pending", "copying")
+STAGE_SUFFIX = ".exploit"  # an exploit's staged state: beside the target's checkpoint, on the same file system
 
 
 @dataclass
@@ -102,6 +105,7 @@ class _Exploit:
     answer: Forked | None = None
     step: int | None = None  # the staged state's step (once staged)
     released: bool = False
+    since: float = 0.0  # when the `Fork` or the `Release` in flight was sent
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
@@ -139,8 +143,12 @@ class Forks:
         rounds: Rounds,
         signals: Signals,
         workdir: Path,
+        answer_timeout_s: float = 60.0,
     ):
         self._store = store
+        # How long a `Fork` or `Release` of an exploit waits for its effect before it is taken as lost
+        # (with a broker between the controller and the nodes, an order can be).
+        self.answer_timeout_s = answer_timeout_s
         self._runtime = runtime
         self._book = book
         self._index = index
@@ -185,7 +193,7 @@ class Forks:
 
     def _stage_path(self, search_id: int, target_id: int) -> Path:
         """Where an exploit of trial `target_id` stages its source's state: beside its checkpoint."""
-        return Path(f"{checkpoint_path(self._workdir, search_id, target_id)}.exploit")
+        return Path(f"{checkpoint_path(self._workdir, search_id, target_id)}{STAGE_SUFFIX}")
 
     def exploiting(self) -> frozenset[int]:
         """Trials being exploited: they do not run until it is done or failed."""
@@ -245,14 +253,17 @@ class Forks:
                 else:
                     x.asked = False  # no process: its checkpoint is what is left
             elif x.asked:
+                if now - x.since > self.answer_timeout_s:  # the order or its answer was lost (a broker's)
+                    self._drop_exploit(x, f"trial {x.source} gave no state in {self.answer_timeout_s:g} s", now)
+                    return
                 if x.source in residency or (source is not None and source.status == TrialStatus.RUNNING):
                     return  # the answer is on its way
                 x.asked = False
             if x.step is None:
                 if x.source in residency:
-                    actions: list[Action] = [Fork(x.source, x.target, str(x.stage))]
+                    actions: list[Action] = [Fork(x.source, x.target, STAGE_SUFFIX)]
                     self._runtime.apply(self._rounds.record(now, actions), actions)
-                    x.asked = True
+                    x.asked, x.since = True, now
                     return
                 if source is not None and source.status == TrialStatus.RUNNING:
                     return  # its exit is on its way: its checkpoint may change
@@ -270,10 +281,12 @@ class Forks:
                 x.step = row.checkpoint_step
         # Staged: the target's own process ends (its state is replaced), then the staged state is its own.
         if x.target in residency or target.status == TrialStatus.RUNNING:
+            if x.released and now - x.since > self.answer_timeout_s:
+                x.released = False  # its process is still there: the order was lost, sent again
             if not x.released and x.target in residency:
                 actions = [Release(x.target)]
                 self._runtime.apply(self._rounds.record(now, actions), actions)
-                x.released = True
+                x.released, x.since = True, now
             return
         assert x.step is not None
         ckpt = checkpoint_path(self._workdir, target.search_id, x.target)
