@@ -21,6 +21,7 @@ from quanta.db.launch import checkpoint_path
 from quanta.db.store import Store
 from quanta.devices import parse_devices
 from quanta.executor.runtime.local import LocalRuntime
+from quanta.sdk.checkpoint import load as load_checkpoint
 from quanta.spec import parse_spec
 from tests.integration.test_fork import start, step_until
 
@@ -145,8 +146,9 @@ def test_an_exploit_cut_short_while_staging_is_abandoned_and_the_trial_resumes_f
     ckpt = checkpoint_path(tmp_path, sid, target)
     stage = Path(f"{ckpt}.exploit")
     stage.write_bytes(ckpt.read_bytes()[:100])
-    own = store.trial(target)
-    own_lr, own_step = own.params["lr"], own.checkpoint_step
+    own = load_checkpoint(ckpt, map_location="cpu")  # its last consistent state, as its checkpoint holds it
+    own_lr, own_step = own["config"]["lr"], int(own["step"])
+    assert own_lr == store.trial(target).params["lr"]
     before = {r.step: r.metrics for r in store.reports(target)}
     attempt = max(r.attempt for r in store.reports(target))
 
@@ -173,11 +175,13 @@ def test_an_exploit_staged_before_a_restart_is_completed_after_it(tmp_path: Path
     # What a controller leaves when it dies once the source's state is staged whole (and, `renamed`, once
     # it is renamed over the target's checkpoint but before the change is stored): the same rate as the
     # source's, so that the target must compute exactly what the source did from that step on.
-    src = store.trial(source)
-    k, lr = src.checkpoint_step, src.params["lr"]
     ckpt = checkpoint_path(tmp_path, sid, target)
     stage = Path(f"{ckpt}.exploit")
     shutil.copyfile(checkpoint_path(tmp_path, sid, source), stage)
+    # The step and rate the staged state holds (the store's checkpoint step may lag a write the closing
+    # controller did not hear of).
+    held = load_checkpoint(stage, map_location="cpu")
+    k, lr = int(held["step"]), held["config"]["lr"]
     row = store.add_exploit(target, source, {"lr": lr}, time.time())
     store.stage_exploit(row.id, k)
     if renamed:
