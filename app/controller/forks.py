@@ -27,12 +27,21 @@ Contract:
   with the step); any other has its parameters changed at once (its next process starts with them, and
   its restore brings the optimizers it restores to them).
 - `exploit(target, source, values)` (a population's, `Plan.exploits`): trial `target` takes trial
-  `source`'s state and `values` for its mutable parameters. The source's state is staged beside the
-  target's checkpoint (`Fork` with a path, or the source's checkpoint copied), the target's process is
-  released, and only once it has ended is the staged file renamed over its checkpoint and the change
-  stored (cause "exploit", its source and step), in one transaction. Until then the target does not run
-  (`exploiting`); whatever fails on the way drops the staged file and the target goes on from its own
-  state. Exploits live in memory: after a restart the population's policy decides again.
+  `source`'s state and `values` for its mutable parameters. The exploit is stored (a `ForkRow` in an
+  exploit state, `quanta.db.lineage`) and moved on one transaction a step: staging (the source's state is
+  written beside the target's checkpoint, at `<checkpoint>.exploit`: a `Fork` with a path, or the
+  source's checkpoint copied, atomically either way), staged (that file is whole, with its step), then
+  the target's process is released, and only once it has ended is the staged file renamed over its
+  checkpoint and the change stored (cause "exploit", its source and step, with the target's steps and
+  parameters) in one transaction. Until then the target does not run (`exploiting`) and its own
+  checkpoint is untouched; whatever fails on the way abandons the exploit (stored first, then the staged
+  file goes) and the target goes on from its own state.
+  A `Fork` or `Release` of an exploit that has had no effect after `answer_timeout_s` (an order lost
+  with a broker) abandons the exploit, or is sent again.
+  After a restart (`load`) an exploit still staging is abandoned (what its source was writing may be cut
+  short, and its step is unknown) and one staged is completed: its file is renamed into place if it is
+  still there (if not, the rename was done and only the transaction is left). The population's own
+  state (the intervals judged, the values recorded there) is the policy's state, which the store keeps.
 - `waiting(trial_id)`: a new trial still waiting for its parent's state (the launcher finds its
   checkpoint path through it).
 """
@@ -65,6 +74,7 @@ from quanta.status import SearchStatus, TrialStatus
 log = logging.getLogger("quanta.controller")
 
 OPEN = ("pending", "copying")
+STAGE_SUFFIX = ".exploit"  # an exploit's staged state: beside the target's checkpoint, on the same file system
 
 
 @dataclass
@@ -86,6 +96,7 @@ class _Open:
 class _Exploit:
     """A population's exploit being carried out: `target` takes `source`'s state and `values`."""
 
+    exploit_id: int
     target: int
     source: int
     values: dict[str, Any]
@@ -94,6 +105,7 @@ class _Exploit:
     answer: Forked | None = None
     step: int | None = None  # the staged state's step (once staged)
     released: bool = False
+    since: float = 0.0  # when the `Fork` or the `Release` in flight was sent
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
@@ -112,6 +124,15 @@ def copy_atomic(src: Path, dst: Path) -> None:
         raise
 
 
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` survive a crash of the machine."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Forks:
     def __init__(
         self,
@@ -122,8 +143,12 @@ class Forks:
         rounds: Rounds,
         signals: Signals,
         workdir: Path,
+        answer_timeout_s: float = 60.0,
     ):
         self._store = store
+        # How long a `Fork` or `Release` of an exploit waits for its effect before it is taken as lost
+        # (with a broker between the controller and the nodes, an order can be).
+        self.answer_timeout_s = answer_timeout_s
         self._runtime = runtime
         self._book = book
         self._index = index
@@ -158,21 +183,39 @@ class Forks:
         except SpaceError as exc:
             log.warning("exploit of trial %s by trial %s refused: %s", source_id, target_id, exc)
             return
-        stage = Path(f"{checkpoint_path(self._workdir, s.id, target_id)}.exploit")
+        stage = self._stage_path(s.id, target_id)
         with contextlib.suppress(OSError):
-            stage.unlink(missing_ok=True)
-        self._exploits[target_id] = _Exploit(target_id, source_id, dict(checked), stage)
+            stage.unlink(missing_ok=True)  # an abandoned exploit's, before its row says staging again
+        row = self._store.add_exploit(target_id, source_id, dict(checked), self._runtime.now())
+        assert row.id is not None
+        self._exploits[target_id] = _Exploit(row.id, target_id, source_id, dict(checked), stage)
         self._signals.wake = True
+
+    def _stage_path(self, search_id: int, target_id: int) -> Path:
+        """Where an exploit of trial `target_id` stages its source's state: beside its checkpoint."""
+        return Path(f"{checkpoint_path(self._workdir, search_id, target_id)}{STAGE_SUFFIX}")
 
     def exploiting(self) -> frozenset[int]:
         """Trials being exploited: they do not run until it is done or failed."""
         return frozenset(self._exploits)
 
     def load(self) -> None:
-        """After a restart (the book loaded first): the requests the store holds open, each where it was."""
+        """After a restart (the book loaded first): the requests the store holds open, each where it was,
+        and the exploits in flight: abandoned while staging, completed from the next tick on when staged."""
         self._open.clear()
+        self._exploits.clear()
         for row in self._store.fork_requests(OPEN):
             self._take(row)
+        now = self._runtime.now()
+        for row in self._store.fork_requests(("exploit-staging", "exploit-staged")):
+            assert row.id is not None and row.child_id is not None
+            stage = self._stage_path(row.search_id, row.child_id)
+            x = _Exploit(row.id, row.child_id, row.parent_id, dict(row.values or {}), stage, step=row.steps)
+            if row.status == "exploit-staging":
+                self._drop_exploit(x, "the controller restarted before the source's state was staged", now)
+            else:
+                self._exploits[row.child_id] = x
+                log.info("trial %s's exploit of trial %s is completed after a restart", x.target, x.source)
 
     def waiting(self, trial_id: int) -> TrialState | None:
         """The new trial `trial_id` of an open request (None: no such trial waits)."""
@@ -195,60 +238,70 @@ class Forks:
     def _advance_exploit(self, x: _Exploit, now: float) -> None:
         target, source = self._index.get(x.target), self._index.get(x.source)
         if target is None or target.status.final:
-            self._drop_exploit(x, None)  # it ended meanwhile: nothing to carry out
+            self._drop_exploit(x, f"trial {x.target} ended meanwhile", now)
             return
         residency = self._runtime.residency()
         if x.step is None:  # staging the source's state
             if x.answer is not None:
                 answer, x.answer = x.answer, None
                 if answer.error is not None and not answer.gone:
-                    self._drop_exploit(x, answer.error)
+                    self._drop_exploit(x, answer.error, now)
                     return
                 if answer.error is None:
+                    self._store.stage_exploit(x.exploit_id, answer.step)
                     x.step = answer.step
                 else:
                     x.asked = False  # no process: its checkpoint is what is left
             elif x.asked:
+                if now - x.since > self.answer_timeout_s:  # the order or its answer was lost (a broker's)
+                    self._drop_exploit(x, f"trial {x.source} gave no state in {self.answer_timeout_s:g} s", now)
+                    return
                 if x.source in residency or (source is not None and source.status == TrialStatus.RUNNING):
                     return  # the answer is on its way
                 x.asked = False
             if x.step is None:
                 if x.source in residency:
-                    actions: list[Action] = [Fork(x.source, x.target, str(x.stage))]
+                    actions: list[Action] = [Fork(x.source, x.target, STAGE_SUFFIX)]
                     self._runtime.apply(self._rounds.record(now, actions), actions)
-                    x.asked = True
+                    x.asked, x.since = True, now
                     return
                 if source is not None and source.status == TrialStatus.RUNNING:
                     return  # its exit is on its way: its checkpoint may change
                 row = self._store.trial(x.source)
                 src = checkpoint_path(self._workdir, target.search_id, x.source)
                 if row is None or row.checkpoint_step is None or not src.exists():
-                    self._drop_exploit(x, f"trial {x.source} has no state to give")
+                    self._drop_exploit(x, f"trial {x.source} has no state to give", now)
                     return
                 try:
                     copy_atomic(src, x.stage)
                 except OSError as exc:
-                    self._drop_exploit(x, f"cannot copy trial {x.source}'s checkpoint: {exc}")
+                    self._drop_exploit(x, f"cannot copy trial {x.source}'s checkpoint: {exc}", now)
                     return
+                self._store.stage_exploit(x.exploit_id, row.checkpoint_step)
                 x.step = row.checkpoint_step
         # Staged: the target's own process ends (its state is replaced), then the staged state is its own.
         if x.target in residency or target.status == TrialStatus.RUNNING:
+            if x.released and now - x.since > self.answer_timeout_s:
+                x.released = False  # its process is still there: the order was lost, sent again
             if not x.released and x.target in residency:
                 actions = [Release(x.target)]
                 self._runtime.apply(self._rounds.record(now, actions), actions)
-                x.released = True
+                x.released, x.since = True, now
             return
         assert x.step is not None
         ckpt = checkpoint_path(self._workdir, target.search_id, x.target)
         params = with_values(target.params, x.values)
-        try:
-            os.replace(x.stage, ckpt)
-        except OSError as exc:
-            self._drop_exploit(x, f"cannot move the staged state into place: {exc}")
-            return
-        self._store.record_config_change(
-            x.target, x.step, now, x.values, params, "exploit", source_id=x.source, restored=True
-        )
+        # The commit point on disk: the rename. A staged exploit whose file is gone was renamed before a
+        # restart (only dropping it removes the file, and that marks it abandoned first).
+        if x.stage.exists():
+            try:
+                os.replace(x.stage, ckpt)
+            except OSError as exc:  # nothing moved: the target's checkpoint is its own
+                self._drop_exploit(x, f"cannot move the staged state into place: {exc}", now)
+                return
+            with contextlib.suppress(OSError):
+                _fsync_dir(ckpt.parent)
+        self._store.finish_exploit(x.exploit_id, params, now)
         target.params, target.vals = params, vals_with_values(target.vals, x.values)
         target.steps, target.resume = x.step, True
         if source is not None:
@@ -259,12 +312,15 @@ class Forks:
         self._signals.replan = True
         log.info("trial %s took trial %s's state at step %s with %s", x.target, x.source, x.step, x.values)
 
-    def _drop_exploit(self, x: _Exploit, error: str | None) -> None:
-        """The exploit goes (failed with `error`, or moot): its staged file too; the target keeps its state."""
-        if error is not None:
-            log.warning("exploit of trial %s by trial %s failed: %s", x.source, x.target, error)
+    def _drop_exploit(self, x: _Exploit, error: str, now: float) -> None:
+        """The exploit is abandoned with `error`: stored so first, then its staged file (and any temporary
+        file of a write cut short) goes; the target keeps its own state."""
+        log.warning("exploit of trial %s by trial %s abandoned: %s", x.source, x.target, error)
+        self._store.abandon_exploit(x.exploit_id, error, now)
         with contextlib.suppress(OSError):
             x.stage.unlink(missing_ok=True)
+            for tmp in x.stage.parent.glob(f".{x.stage.name}.*.tmp"):
+                tmp.unlink(missing_ok=True)
         self._exploits.pop(x.target, None)
         self._signals.replan = True
 

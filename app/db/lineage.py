@@ -8,8 +8,15 @@ run) and marks the request copying; `finish_fork` records the step the state was
 run from then on) and the values it starts with; `fail_fork` marks the request and its trial failed with
 the reason. The parent is never written.
 
+A population's exploit (trial T takes trial S's state and new values) is a row of the same table, moved on
+the same way so that a restart finds it where it was: `add_exploit` (staging: S's state is being written
+beside T's checkpoint), `stage_exploit` (it is there, whole, with its step), then either `finish_exploit`
+(renamed over T's checkpoint: T's steps, checkpoint step and parameters and the config change, cause
+"exploit", in one transaction) or `abandon_exploit` (T is as it was). T's own row is only written by
+`finish_exploit`.
+
 Lineage is the trials' `parent_id` and `fork_step` and the `config_change` rows (a trial's mutable
-parameters changed at a step: at a fork, or while it ran).
+parameters changed at a step: at a fork, while it ran, or at an exploit).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from quanta.db.launch import checkpoint_path
-from quanta.db.models import ConfigChangeRow, ForkRow, SearchRow, TrialRow
+from quanta.db.models import EXPLOIT_STATES, ConfigChangeRow, ForkRow, SearchRow, TrialRow
 from quanta.db.public import ConfigChangeOut, ForkOut, LineageOut, LineageTrial, finite, parsed_spec, shown
 from quanta.status import TrialStatus
 
@@ -65,7 +72,7 @@ class LineageQueries:
     def fork_out(self, fork_id: int) -> ForkOut | None:
         with self.session() as s:
             row = s.get(ForkRow, fork_id)
-            if row is None:
+            if row is None or row.status in EXPLOIT_STATES:  # an exploit is not a request
                 return None
             child = s.get(TrialRow, row.child_id) if row.child_id is not None else None
             return ForkOut.from_row(row, child.fork_step if child is not None else None)
@@ -83,7 +90,8 @@ class LineageQueries:
             changes: dict[int, list[ConfigChangeOut]] = {}
             for c in s.exec(q):
                 changes.setdefault(c.trial_id, []).append(ConfigChangeOut.from_row(c))
-            forks = list(s.exec(select(ForkRow).where(ForkRow.search_id == search_id).order_by(col(ForkRow.id))))
+            of_forks = select(ForkRow).where(ForkRow.search_id == search_id, col(ForkRow.status).not_in(EXPLOIT_STATES))
+            forks = list(s.exec(of_forks.order_by(col(ForkRow.id))))
         steps = {t.id: t.fork_step for t in trials}
         spec = parsed_spec(search)
         return LineageOut(
@@ -208,6 +216,72 @@ class LineageQueries:
             if child is not None:
                 child.status, child.error, child.finished_at = TrialStatus.FAILED, f"fork failed: {error}"[:2000], at
                 s.add(child)
+            s.commit()
+
+    def add_exploit(self, target_id: int, source_id: int, values: Mapping[str, Any], at: float) -> ForkRow:
+        """An exploit under way (staging): trial `target_id` is to take trial `source_id`'s state and
+        `values` (checked by the caller). KeyError: no such target."""
+        with self.session() as s:
+            target = s.get(TrialRow, target_id)
+            if target is None:
+                raise KeyError(f"trial {target_id} not found")
+            row = ForkRow(
+                search_id=target.search_id,
+                parent_id=source_id,
+                child_id=target_id,
+                values=dict(values),
+                status="exploit-staging",
+                requested_at=at,
+            )
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def stage_exploit(self, fork_id: int, step: int) -> None:
+        """The exploit's source state is staged, whole, taken at `step`: from now on a restart completes it."""
+        with self.session() as s:
+            row = s.get(ForkRow, fork_id)
+            if row is None:
+                raise KeyError(f"exploit {fork_id} not found")
+            row.status, row.steps = "exploit-staged", step
+            s.add(row)
+            s.commit()
+
+    def finish_exploit(self, fork_id: int, params: dict[str, Any], at: float) -> None:
+        """The staged state is the target's checkpoint now: the target's steps and checkpoint step are the
+        staged step, its parameters `params`, and the change is stored (cause "exploit", its source), with
+        the exploit done, in one transaction."""
+        with self.session() as s:
+            row = s.get(ForkRow, fork_id)
+            if row is None or row.child_id is None or row.steps is None:
+                raise KeyError(f"exploit {fork_id} is not staged")
+            trial = s.get(TrialRow, row.child_id)
+            if trial is None:
+                raise KeyError(f"trial {row.child_id} not found")
+            trial.params = params
+            trial.steps = trial.checkpoint_step = row.steps
+            row.status, row.finished_at = "exploited", at
+            change = ConfigChangeRow(
+                search_id=trial.search_id,
+                trial_id=row.child_id,
+                step=row.steps,
+                at=at,
+                values=dict(row.values or {}),
+                cause="exploit",
+                source_id=row.parent_id,
+            )
+            s.add_all([trial, row, change])
+            s.commit()
+
+    def abandon_exploit(self, fork_id: int, error: str, at: float) -> None:
+        """The exploit is given up (`error` says why): its target is left as it was."""
+        with self.session() as s:
+            row = s.get(ForkRow, fork_id)
+            if row is None:
+                return
+            row.status, row.error, row.finished_at = "exploit-abandoned", error[:2000], at
+            s.add(row)
             s.commit()
 
     def record_config_change(

@@ -340,6 +340,42 @@ class MemoryStore:
         if child is not None:
             child.status, child.error, child.finished_at = TrialStatus.FAILED, f"fork failed: {error}"[:2000], at
 
+    def add_exploit(self, target_id: int, source_id: int, values: Mapping[str, Any], at: float) -> ForkRow:
+        target = self._trials.get(target_id)
+        if target is None:
+            raise KeyError(f"trial {target_id} not found")
+        row = ForkRow(
+            id=self._next_id(ForkRow),
+            search_id=target.search_id,
+            parent_id=source_id,
+            child_id=target_id,
+            values=dict(values),
+            status="exploit-staging",
+            requested_at=at,
+        )
+        self._forks[row.id] = row  # type: ignore[index]  # just set
+        return row
+
+    def stage_exploit(self, fork_id: int, step: int) -> None:
+        row = self._forks.get(fork_id)
+        if row is None:
+            raise KeyError(f"exploit {fork_id} not found")
+        row.status, row.steps = "exploit-staged", step
+
+    def finish_exploit(self, fork_id: int, params: dict[str, Any], at: float) -> None:
+        row = self._forks.get(fork_id)
+        if row is None or row.child_id is None or row.steps is None:
+            raise KeyError(f"exploit {fork_id} is not staged")
+        self.record_config_change(
+            row.child_id, row.steps, at, row.values or {}, params, "exploit", source_id=row.parent_id, restored=True
+        )
+        row.status, row.finished_at = "exploited", at
+
+    def abandon_exploit(self, fork_id: int, error: str, at: float) -> None:
+        row = self._forks.get(fork_id)
+        if row is not None:
+            row.status, row.error, row.finished_at = "exploit-abandoned", error[:2000], at
+
     def record_config_change(
         self,
         trial_id: int,

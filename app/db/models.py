@@ -152,6 +152,11 @@ class ReportRow(SQLModel, table=True):
 
 
 FORK_STATES = ("pending", "copying", "done", "failed")
+# A population's exploit (`quanta.controller.forks`) is a row of the same table: staging (the source's state
+# is being written beside the target's checkpoint), staged (it is there, whole, taken at step `steps`),
+# exploited (renamed over the target's checkpoint, the change stored) or abandoned (`error` says why; the
+# target goes on from its own state).
+EXPLOIT_STATES = ("exploit-staging", "exploit-staged", "exploited", "exploit-abandoned")
 
 
 class ForkRow(SQLModel, table=True):
@@ -159,7 +164,12 @@ class ForkRow(SQLModel, table=True):
     from its state (at its next boundary if it runs, else its last checkpoint) with `values` for some
     mutable parameters and a budget of `steps` more mini-batches (None: to the search's `max_steps`).
     `status`: pending (the controller has not taken it up), copying (trial `child_id` exists and waits
-    for the state), done, failed (`error` says why; the parent is as it was)."""
+    for the state), done, failed (`error` says why; the parent is as it was).
+
+    A population's exploit is kept in a row too, so that one in flight outlives a controller restart:
+    `parent_id` is the source, `child_id` the exploiting trial itself (the target), `values` its new
+    values, `steps` the step its staged state was taken at (None until staged), `status` one of
+    `EXPLOIT_STATES`. The API's fork routes and the lineage's `forks` list show requests only."""
 
     __tablename__ = "fork"
     __table_args__ = NEVER_REUSED

@@ -537,7 +537,8 @@ class ForkOut(SQLModel):
 
 class ConfigChangeOut(SQLModel):
     """A trial's mutable parameters changed at `step` to `values`: it started so from trial `source_id`'s
-    state (`cause` "fork"), or they were changed while it ran ("set")."""
+    state (`cause` "fork"), they were changed while it ran ("set"), or it took population member
+    `source_id`'s state with them ("exploit")."""
 
     step: int
     at: float

@@ -87,14 +87,15 @@ class Handoff(Wire):
 
 @dataclass(frozen=True)
 class Fork(Wire):
-    """Write the trial's state at its next boundary as trial `into`'s checkpoint (the runtime finds that
-    path through its launcher, as it finds every trial's), or at `path` when given (a population's
-    exploit stages the state beside `into`'s own checkpoint, which stays as it is until the exploit is
-    done). Answered by a `Forked` event."""
+    """Write the trial's state at its next boundary as trial `into`'s checkpoint, at that path plus
+    `suffix` (a population's exploit stages the state beside `into`'s own checkpoint, with ".exploit",
+    and that checkpoint stays as it is until the exploit is done). The runtime that carries it out finds
+    the path through its launcher, as it finds every trial's: on a node, under the node's own mount of
+    the checkpoint store. Answered by a `Forked` event."""
 
     trial_id: int
     into: int
-    path: str | None = None
+    suffix: str = ""
     kind: str = "fork"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest_services import PostgresServer, RedisServer, postgres_fixture, services_missing
+from tests.integration.live_server import same_pythonpath
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ class Cluster:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115
         env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": same_pythonpath(),  # the `quanta` the tests import (a worktree's too), and `tests.*`
             "PYTHONUNBUFFERED": "1",
             "QUANTA_TRAINABLE_ALLOWLIST": "tests.,examples.",  # workers check it too
             **env_over,

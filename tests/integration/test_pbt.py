@@ -1,13 +1,27 @@
 """Population-based training on real trial processes (a controller, LocalRuntime, `mutable_sgd`): a trial
 in the bottom of its interval takes a top trial's state through the fork machinery, its reports go on
-from the source's step with the explored learning rate, and the lineage records it."""
+from the source's step with the explored learning rate, and the lineage records it.
+
+Exploits outlive the controller: one cut short while its source's state was being staged is abandoned
+(the trial resumes from its own checkpoint, computing exactly as before), one staged whole is completed
+after the restart (renamed into place, or only stored when the rename was done), and a PBT search whose
+controller restarts goes on with the same population, its exploits and the intervals it judged."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
+from quanta.controller import Controller, ControllerOptions
+from quanta.db.launch import checkpoint_path
+from quanta.db.store import Store
+from quanta.devices import parse_devices
+from quanta.executor.runtime.local import LocalRuntime
+from quanta.sdk.checkpoint import load as load_checkpoint
 from quanta.spec import parse_spec
 from tests.integration.test_fork import start, step_until
 
@@ -66,3 +80,188 @@ def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_v
     lineage = store.lineage(sid)
     shown = [c for t in lineage.trials for c in t.changes if c.cause == "exploit"]
     assert len(shown) == len(exploits) and {c.source_id for c in shown} == {c.source_id for c in exploits}
+
+
+# ---- exploits outlive a restart, and never leave a trial half-replaced -------------------------------
+
+PAIR_STEPS = 60
+
+
+def pair_spec() -> dict:
+    """Two `mutable_sgd` trials side by side, checkpointed often, long enough to be cut short mid-run."""
+    return {
+        "name": "pair",
+        "trainable": "tests.trainables:mutable_sgd",
+        "space": {"lr": {"loguniform": [0.001, 0.1], "mutable": True}},
+        "metric": {"name": "loss", "goal": "minimize", "target": -1.0},
+        "budget": {"max_trials": 2, "max_steps": PAIR_STEPS},
+        "parallelism": 2,
+        "search": {"algorithm": "random"},
+        "seed": 5,
+        "scheduler": {"policy": "fifo", "checkpoint_every_s": 0.1},
+        "config": {"sleep_s": 0.02},
+    }
+
+
+def run_pair_then_close(tmp_path: Path) -> tuple[Store, Controller, int, int, int]:
+    """Start the pair, run both past step 10 with a checkpoint there, and return (store, controller,
+    search, target, source) with the controller still open."""
+    store, _rt, ctl = start(tmp_path)
+    sid = ctl.submit(parse_spec(pair_spec()))
+    step_until(ctl, lambda: len(store.trials(sid)) == 2)
+    target, source = (t.id for t in store.trials(sid))
+    step_until(ctl, lambda: all((store.trial(t).checkpoint_step or 0) >= 10 for t in (target, source)))
+    return store, ctl, sid, target, source
+
+
+def restart_and_finish(tmp_path: Path, store: Store, sid: int) -> Store:
+    """A new controller over the same store and working directory, run until the search completes."""
+    store2 = Store(store.url)
+    rt2 = LocalRuntime(parse_devices("cpu:2"), warm_modules=["tests.trainables"])
+    ctl2 = Controller(store2, rt2, ControllerOptions(workdir=tmp_path))
+    try:
+        ctl2.load()
+        step_until(ctl2, lambda: store2.search(sid).status == "completed", timeout=90)
+        ctl2.settle()
+    finally:
+        ctl2.close()
+    return store2
+
+
+def after_restart(store: Store, trial_id: int, attempt_before: int) -> list:
+    """The trial's reports by processes started after the restart, by step."""
+    return sorted((r for r in store.reports(trial_id) if r.attempt > attempt_before), key=lambda r: r.step)
+
+
+def test_an_exploit_cut_short_while_staging_is_abandoned_and_the_trial_resumes_from_its_own_state(tmp_path: Path):
+    store, ctl, sid, target, source = run_pair_then_close(tmp_path)
+    try:
+        # The exploit is stored as staging; the controller dies before its source's state is staged whole:
+        # what lies at the staging path is a write cut short.
+        ctl.forks.exploit(target, source, {"lr": 0.05})
+    finally:
+        ctl.close()
+    (row,) = store.fork_requests(("exploit-staging",))
+    assert (row.child_id, row.parent_id) == (target, source)
+    ckpt = checkpoint_path(tmp_path, sid, target)
+    stage = Path(f"{ckpt}.exploit")
+    stage.write_bytes(ckpt.read_bytes()[:100])
+    own = load_checkpoint(ckpt, map_location="cpu")  # its last consistent state, as its checkpoint holds it
+    own_lr, own_step = own["config"]["lr"], int(own["step"])
+    assert own_lr == store.trial(target).params["lr"]
+    before = {r.step: r.metrics for r in store.reports(target)}
+    attempt = max(r.attempt for r in store.reports(target))
+
+    store2 = restart_and_finish(tmp_path, store, sid)
+
+    (row,) = store2.fork_requests(("exploit-abandoned",))
+    assert row.child_id == target and "restarted" in (row.error or "")
+    assert not stage.exists() and not [c for c in store2.config_changes(target) if c.cause == "exploit"]
+    mine = after_restart(store2, target, attempt)
+    # It goes on from its own checkpoint, with its own rate: the steps it ran again before the restart
+    # are computed exactly as then (its own state, not the source's nor a mix).
+    assert [r.step for r in mine] == list(range(own_step, PAIR_STEPS))
+    assert all(r.metrics["lr"] == own_lr and r.metrics["config_lr"] == own_lr for r in mine)
+    again = [r for r in mine if r.step in before]
+    assert again and all(r.metrics["loss"] == before[r.step]["loss"] for r in again)
+    t = store2.trial(target)
+    assert (t.status, t.steps, t.params["lr"]) == ("completed", PAIR_STEPS, own_lr)
+
+
+@pytest.mark.parametrize("renamed", [False, True], ids=["staged", "renamed-not-stored"])
+def test_an_exploit_staged_before_a_restart_is_completed_after_it(tmp_path: Path, renamed: bool):
+    store, ctl, sid, target, source = run_pair_then_close(tmp_path)
+    ctl.close()
+    # What a controller leaves when it dies once the source's state is staged whole (and, `renamed`, once
+    # it is renamed over the target's checkpoint but before the change is stored): the same rate as the
+    # source's, so that the target must compute exactly what the source did from that step on.
+    ckpt = checkpoint_path(tmp_path, sid, target)
+    stage = Path(f"{ckpt}.exploit")
+    shutil.copyfile(checkpoint_path(tmp_path, sid, source), stage)
+    # The step and rate the staged state holds (the store's checkpoint step may lag a write the closing
+    # controller did not hear of).
+    held = load_checkpoint(stage, map_location="cpu")
+    k, lr = int(held["step"]), held["config"]["lr"]
+    row = store.add_exploit(target, source, {"lr": lr}, time.time())
+    store.stage_exploit(row.id, k)
+    if renamed:
+        os.replace(stage, ckpt)
+    attempt = max(r.attempt for r in store.reports(target))
+    theirs = {r.step: r.metrics for r in store.reports(source)}
+
+    store2 = restart_and_finish(tmp_path, store, sid)
+
+    assert store2.fork_requests(("exploited",))[0].id == row.id and not stage.exists()
+    (change,) = [c for c in store2.config_changes(target) if c.cause == "exploit"]
+    assert (change.step, change.source_id, change.values) == (k, source, {"lr": lr})
+    mine = after_restart(store2, target, attempt)
+    assert [r.step for r in mine] == list(range(k, PAIR_STEPS))
+    same = [r for r in mine if r.step in theirs]
+    assert same and all(r.metrics["loss"] == theirs[r.step]["loss"] for r in same)
+    lineage = {t.id: t for t in store2.lineage(sid).trials}
+    assert [c.cause for c in lineage[target].changes] == ["exploit"]
+    assert store2.lineage(sid).forks == []  # an exploit is not a fork request
+
+
+def judged(state: object) -> dict[str, int]:
+    """The PBT policy's `judged` map (trial -> last interval judged), wherever the share layer nests it."""
+    if isinstance(state, dict):
+        if "judged" in state and "scores" in state:
+            return {str(k): int(v) for k, v in state["judged"].items()}
+        for v in state.values():
+            found = judged(v)
+            if found:
+                return found
+    return {}
+
+
+def test_a_controller_restarted_in_the_middle_of_a_pbt_search_goes_on(tmp_path: Path):
+    steps = 60
+    spec = {
+        "name": "pbt-restart",
+        "trainable": "tests.trainables:mutable_sgd",
+        "space": {"lr": {"loguniform": [0.001, 1.0], "mutable": True}},
+        "metric": {"name": "loss", "goal": "minimize", "target": -1.0},
+        "budget": {"max_trials": 4, "max_steps": steps},
+        "search": {"algorithm": "random"},
+        "seed": 3,
+        "scheduler": {
+            "policy": "pbt",
+            "population": 4,
+            "interval_steps": INTERVAL,
+            "quantile": 0.5,
+            "resample_p": 0.0,
+            "quantum_s": 0.5,
+            "checkpoint_every_s": 0.2,
+        },
+        "config": {"sleep_s": 0.01},
+    }
+    store, _rt, ctl = start(tmp_path)
+    try:
+        sid = ctl.submit(parse_spec(spec))
+
+        def exploited() -> list:
+            return [c for t in store.trials(sid) for c in store.config_changes(t.id) if c.cause == "exploit"]
+
+        step_until(ctl, lambda: exploited() != [], timeout=90)
+    finally:
+        ctl.close()
+    before = exploited()
+    members = {t.id for t in store.trials(sid)}
+    was_judged = judged(store.policy_state())
+    assert len(members) == 4 and was_judged
+    restarted_at = time.time()
+
+    store2 = restart_and_finish(tmp_path, store, sid)
+
+    trials = store2.trials(sid)
+    assert {t.id for t in trials} == members and all(t.status == "completed" for t in trials)  # the same population
+    after = [c for t in trials for c in store2.config_changes(t.id) if c.cause == "exploit"]
+    assert {c.id for c in before} <= {c.id for c in after}  # the exploits before the restart are kept
+    assert any(c.at > restarted_at for c in after), "no exploit after the restart: PBT did not go on"
+    # The intervals judged before the restart were not judged again: each trial's count only went up.
+    now_judged = judged(store2.policy_state())
+    assert all(now_judged.get(t, 0) >= j for t, j in was_judged.items())
+    lineage = {t.id: t for t in store2.lineage(sid).trials}
+    assert sum(1 for t in lineage.values() for c in t.changes if c.cause == "exploit") == len(after)
+    assert all(t.parent_id is None for t in lineage.values())  # exploits change members, not the tree of trials

@@ -143,7 +143,7 @@ def test_a_fork_and_a_config_change_go_to_the_trials_node_under_its_epoch(setup)
     assert msg["queue"] == "node.n2" and msg["args"] == [
         2,
         [
-            {"kind": "fork", "trial_id": 7, "into": 9, "path": None, "epoch": 1},
+            {"kind": "fork", "trial_id": 7, "into": 9, "suffix": "", "epoch": 1},
             {"kind": "reconfigure", "trial_id": 7, "values": {"lr": 0.01}, "epoch": 1},
         ],
     ]

@@ -177,6 +177,9 @@ def test_a_fork_and_a_config_change_reach_the_process_of_the_current_epoch_only(
     a.apply(1, orders({"kind": "run", "trial_id": 5, "devices": ["n1/cpu:0"], "epoch": 2}))
     assert a.apply(2, orders({"kind": "fork", "trial_id": 5, "into": 9, "epoch": 1}))["stale"] == [5]
     assert a.apply(3, orders({"kind": "fork", "trial_id": 6, "into": 9, "epoch": 2}))["refused"] == [6]  # not here
+    # Neither reached a process, and both are answered (gone): the controller takes a checkpoint instead.
+    answers = [(e.trial_id, e.into, e.gone) for e in a._drain_own() if isinstance(e, A.Forked)]
+    assert answers == [(5, 9, True), (6, 9, True)]
     done = a.apply(4, orders({"kind": "fork", "trial_id": 5, "into": 9, "epoch": 2}))
     assert done["applied"] == [5] and rt.applied[-1] == (4, [A.Fork(5, 9)])
     a.apply(5, orders({"kind": "reconfigure", "trial_id": 5, "values": {"lr": 0.01}, "epoch": 2}))

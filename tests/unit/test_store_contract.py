@@ -240,6 +240,37 @@ def test_a_fork_is_carried_out_in_steps_that_never_touch_its_parent(store):
     assert (p.status, p.steps, p.checkpoint_step, p.parent_id, p.fork_step) == ("running", 30, 20, None, None)
 
 
+def test_an_exploit_is_stored_as_it_moves_on_and_writes_its_target_only_when_done(store):
+    sid = store.create_search("s", {}, 1.0).id
+    target = store.add_trial(sid, 0, {"lr": 0.1}, {"lr": [0.1]}, 1.0)
+    source = store.add_trial(sid, 1, {"lr": 0.2}, {"lr": [0.2]}, 1.0)
+    store.update_trial(target.id, status="running", steps=25, checkpoint_step=20)
+    with pytest.raises(KeyError):
+        store.add_exploit(9999, source.id, {}, 2.0)
+    x = store.add_exploit(target.id, source.id, {"lr": 0.24}, 2.0)
+    assert (x.status, x.parent_id, x.child_id, x.steps) == ("exploit-staging", source.id, target.id, None)
+    store.stage_exploit(x.id, 30)
+    (staged,) = store.fork_requests(("exploit-staged",))
+    assert (staged.id, staged.steps) == (x.id, 30)
+    t = store.trial(target.id)  # nothing of the target's is written before the exploit is done
+    assert (t.steps, t.checkpoint_step, t.params) == (25, 20, {"lr": 0.1}) and store.config_changes(target.id) == []
+    store.finish_exploit(x.id, {"lr": 0.24}, 3.0)
+    t = store.trial(target.id)
+    assert (t.steps, t.checkpoint_step, t.params, t.parent_id) == (30, 30, {"lr": 0.24}, None)
+    (change,) = store.config_changes(target.id)
+    assert (change.step, change.values, change.cause, change.source_id) == (30, {"lr": 0.24}, "exploit", source.id)
+    assert store.fork_requests(("exploited",))[0].finished_at == 3.0
+
+    y = store.add_exploit(target.id, source.id, {"lr": 0.3}, 4.0)
+    store.abandon_exploit(y.id, "the controller restarted", 5.0)
+    (gone,) = store.fork_requests(("exploit-abandoned",))
+    assert (gone.id, gone.error) == (y.id, "the controller restarted")
+    assert store.trial(target.id).params == {"lr": 0.24} and len(store.config_changes(target.id)) == 1
+    assert store.fork_requests(("pending", "copying", "done", "failed")) == []  # not fork requests
+    if isinstance(store, Store):  # the API shows requests only
+        assert store.fork_out(x.id) is None and store.lineage(sid).forks == []
+
+
 def test_which_contract_each_store_keeps(store):
     assert isinstance(store, ControllerStore)
     # The service's readers' queries and deletions are SQL only (see quanta.db.protocol).

@@ -334,7 +334,10 @@ class LocalRuntime:
         try:
             if self._launcher is None:
                 raise RuntimeError("no launcher bound to this runtime")
-            path = a.path or self._launcher.launch(a.into).checkpoint_path
+            base = self._launcher.launch(a.into).checkpoint_path
+            if not base:
+                raise RuntimeError("it has none")
+            path = base + a.suffix
         except Exception as exc:
             error = f"trial {a.into}: no checkpoint path to write to ({type(exc).__name__}: {exc})"
             self._events.put(Forked(a.trial_id, a.into, h.steps, time.time(), error))

@@ -41,9 +41,11 @@ from quanta.allowlist import Allowlist
 from quanta.devices import Device
 from quanta.executor.actions import (
     HANDOFF,
+    Action,
     Event,
     Exited,
     Fork,
+    Forked,
     Handoff,
     Migrate,
     Order,
@@ -159,11 +161,17 @@ class NodeAgent:
                     done["duplicate"].append(o.trial_id)
             if not todo:
                 return done
-            first = [
-                o.action
-                for o in todo
-                if isinstance(o.action, Stop | Suspend | Release | Fork | Reconfigure) and self._runs_here(o, done)
-            ]
+            first: list[Action] = []
+            for o in todo:
+                if not isinstance(o.action, Stop | Suspend | Release | Fork | Reconfigure):
+                    continue
+                if self._runs_here(o, done):
+                    first.append(o.action)
+                elif isinstance(o.action, Fork):
+                    # Answered all the same (`gone`: no process of its current assignment here gives its
+                    # state), so the controller never waits for an answer that cannot come.
+                    why = f"trial {o.trial_id} has no process of its current assignment on node {self.name}"
+                    self._own_events.put(Forked(o.trial_id, o.action.into, 0, time.time(), why, gone=True))
             handoffs = [o.action for o in todo if isinstance(o.action, Handoff)]
             runs = [o for o in todo if isinstance(o.action, Run | Migrate)]
             self.runtime.apply(round_no, first)

@@ -2,6 +2,7 @@
 // best-so-far metric versus time, and every trial's learning curve.
 
 import { h, replace, fmtNum, trialColor } from "./dom.js";
+import { changeMarks } from "./lineage.js";
 
 const BEST = "#d98c00";
 const KILLED = "#d62728";
@@ -207,8 +208,12 @@ export class TrialChart extends Chart {
     super(container, 280);
   }
 
-  /** points: [[step, value], ...]; target: a number or null. */
-  update(points, name, target) {
+  /**
+   * points: [[step, value], ...]; target: a number or null; changes: the trial's config changes
+   * (ConfigChangeOut: step, values, cause, source_id), drawn as marks at their steps with their values.
+   */
+  update(points, name, target, changes = []) {
+    this.changes = changes || [];
     const pts = (points || []).filter((p) => p && typeof p[1] === "number").sort((a, b) => a[0] - b[0]);
     if (!pts.length) return this.empty(`No ${name || "metric"} reported yet.`);
     const xs = pts.map((p) => p[0]);
@@ -222,6 +227,8 @@ export class TrialChart extends Chart {
         legend: { show: true, live: true },
         cursor: { drag: { x: true, y: false } },
         scales: { x: { time: false } },
+        // The change points follow the x scale (zoom, resize): placed again after each draw.
+        hooks: { draw: [(u) => changeMarks(u.over, this.changes, (step) => u.valToPos(step, "x"))] },
         axes: [
           { ...axisFont(), label: "step" },
           { ...axisFont(), label: name, size: 60, values: (u, v) => v.map((x) => fmtNum(x, 3)) },

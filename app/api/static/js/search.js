@@ -1,7 +1,8 @@
 // A search's page (#/search/<id>): summary and controls (pause, stop, resume or extend with more trials or
 // time), its tags and notes (editable), best-so-far and learning curves, for a search with several
 // objectives or constraints its trade-offs (every point with the Pareto front, the hypervolume over time:
-// pareto.js), the device timeline, parameters versus metric (parallel coordinates, importance, contour,
+// pareto.js), for a search with mutable parameters or forks its population as a tree over steps (forks
+// and exploits as edges from the trial whose state was taken: lineage.js), the device timeline, parameters versus metric (parallel coordinates, importance, contour,
 // slices), the trial table, the cluster now (while the search is active) and its spec. Followed live
 // through /events.
 
@@ -12,6 +13,7 @@ import { renderGantt } from "./gantt.js";
 import { renderParcoords } from "./parcoords.js";
 import { renderImportance, renderSlices, renderContour } from "./landscape.js";
 import { countsLine, renderPareto } from "./pareto.js";
+import { hasLineage, renderLineage } from "./lineage.js";
 import { TrialTable } from "./trialtable.js";
 import { tagChips } from "./list.js";
 import { ACTIVE, countsText, evaluated, goalArrow, panel, progressBar, refresher, showError, stat, statusBadge } from "./views.js";
@@ -82,6 +84,9 @@ export function searchView(root, id, me = null) {
   const hvEl = h("div", { class: "chart", id: "chart-hv" });
   const paretoPanel = panel("Trade-offs", "every reported point; the front as a line, infeasible points grey (click one to open its trial)", { id: "pareto-panel", hidden: true }, paretoInfo, paretoEl);
   const hvPanel = panel("Hypervolume over time", "what the feasible front dominates, up to the reference point", { id: "hv-panel", hidden: true }, hvEl);
+  // The population over steps: shown for a search with mutable parameters or forks only (`hasLineage`).
+  const lineageEl = h("div", { class: "lineage-wrap", id: "lineage" });
+  const lineagePanel = panel("Population", "each trial over the steps it ran; an edge where it took another trial's state (fork, exploit); click a row to open its trial", { id: "lineage-panel", hidden: true }, lineageEl);
   const table = new TrialTable();
   const clusterEl = h("div", { class: "cluster", id: "cluster" });
   // "Cluster now" says what runs where at this moment: shown while the search is active only.
@@ -127,6 +132,7 @@ export function searchView(root, id, me = null) {
       ),
     ),
     h("div", { class: "grid" }, paretoPanel, hvPanel),
+    lineagePanel,
     panel("Device timeline", "each quantum: which trial ran on which device (click one to open its trial)", null, ganttEl),
     panel("Params versus metric", "parallel coordinates, one line per trial", null, pcEl),
     h(
@@ -429,6 +435,20 @@ export function searchView(root, id, me = null) {
     });
   }
 
+  async function lineage() {
+    const data = await api(`/searches/${id}/lineage`);
+    st.lineage = data;
+    lineagePanel.hidden = !hasLineage(data);
+    drawLineage();
+  }
+
+  function drawLineage() {
+    if (!st.lineage || lineagePanel.hidden) return;
+    renderLineage(lineageEl, st.lineage, (tid) => {
+      window.location.hash = `#/trial/${Number(tid)}`;
+    });
+  }
+
   function drawParcoords() {
     if (!st.search) return;
     renderParcoords(pcEl, st.allTrials, st.search.metric, bestId(), (tid) => table.highlight(tid), st.search.spec?.space);
@@ -443,6 +463,7 @@ export function searchView(root, id, me = null) {
     drawParcoords();
     drawSlices();
     drawPareto();
+    drawLineage();
   }, 200);
   const ro = new ResizeObserver(redraw);
   ro.observe(root);
@@ -503,13 +524,13 @@ export function searchView(root, id, me = null) {
     );
   }
 
-  const r = refresher({ summary, best, curves, trials: allTrials, table: async () => drawFromTrials(), timeline, cluster, importance, contour, pareto }, 800);
+  const r = refresher({ summary, best, curves, trials: allTrials, table: async () => drawFromTrials(), timeline, cluster, importance, contour, pareto, lineage }, 800);
 
   (async () => {
     try {
       await summary();
       await Promise.all([allTrials(), cluster()]);
-      await Promise.all([best(), curves(), timeline(), pareto()]);
+      await Promise.all([best(), curves(), timeline(), pareto(), lineage()]);
       await importance();
       await contour();
     } catch (e) {
@@ -532,15 +553,15 @@ export function searchView(root, id, me = null) {
       } else if (kind === "trial") {
         if (!mine(data)) return;
         const news = takeTrial(data);
-        r.mark("summary", "table", "curves", "timeline", "cluster", "importance", "contour", "pareto");
+        r.mark("summary", "table", "curves", "timeline", "cluster", "importance", "contour", "pareto", "lineage");
         // A new trial or status moves the parallel coordinates and slices: those redraw from a refetch.
         if (news) r.mark("trials");
       } else if (kind === "report") {
         if (mine(data)) r.mark("summary", "best", "curves", "pareto");
-      } else r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour", "pareto");
+      } else r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour", "pareto", "lineage");
     },
     poll() {
-      if (active()) r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour", "pareto");
+      if (active()) r.mark("summary", "best", "curves", "trials", "timeline", "cluster", "importance", "contour", "pareto", "lineage");
     },
     dispose() {
       st.disposed = true;

@@ -1,5 +1,6 @@
-// A trial's page (#/trial/<id>): its status and numbers, its learning curve (any metric it reported),
-// its config, its quanta (the measured stretches of computing it ran in: where, when, how fast, packed
+// A trial's page (#/trial/<id>): its status and numbers, its learning curve (any metric it reported)
+// with its config changes marked at their steps (a fork's values, a population's exploits, values set
+// while it ran: from its search's lineage), its parent when it was forked, its config, its quanta (the measured stretches of computing it ran in: where, when, how fast, packed
 // beside whom) and its log (stdout and stderr as the service keeps them). Followed live while it runs.
 
 import { api } from "./api.js";
@@ -7,12 +8,13 @@ import { h, replace, clear, flatten, fmtNum, fmtDuration, fmtTime } from "./dom.
 import { TrialChart } from "./charts.js";
 import { whyEnded } from "./trialtable.js";
 import { ACTIVE, TRIAL_ACTIVE, goalArrow, panel, refresher, showError, stat, statusBadge } from "./views.js";
+import { changeText } from "./lineage.js";
 
 const LOG_TAIL = 64 * 1024; // bytes of log shown at first
 const LOG_ALL = 8 << 20; // the most the service keeps of a trial's log
 
 export function trialView(root, id) {
-  const st = { trial: null, search: null, metric: null, logTail: LOG_TAIL, disposed: false };
+  const st = { trial: null, search: null, metric: null, logTail: LOG_TAIL, disposed: false, changes: [] };
 
   const crumbs = h("div", { class: "crumbs" }, h("a", { href: "#/" }, "← all searches"));
   const title = h("h2", { class: "search-name", id: "trial-name" }, `Trial ${id}`);
@@ -22,6 +24,7 @@ export function trialView(root, id) {
   const stats = h("div", { class: "stats" });
   const metricSel = h("select", { id: "trial-metric", title: "which reported metric to draw" });
   const curveEl = h("div", { class: "chart", id: "trial-curve" });
+  const changesEl = h("div", { class: "hint", id: "trial-changes" });
   const configEl = h("div", { id: "trial-config" });
   const quantaEl = h("div", { id: "trial-quanta" });
   const quantaHint = h("span", { class: "muted" });
@@ -38,7 +41,7 @@ export function trialView(root, id) {
     h(
       "div",
       { class: "grid" },
-      panel("Learning curve", "", null, h("div", { class: "contour-pick" }, "metric ", metricSel), curveEl),
+      panel("Learning curve", "", null, h("div", { class: "contour-pick" }, "metric ", metricSel), curveEl, changesEl),
       panel("Config", "the parameters it was given", null, configEl),
     ),
     panel("Quanta", "", null, h("div", { class: "panel-note" }, quantaHint), quantaEl),
@@ -92,6 +95,7 @@ export function trialView(root, id) {
         }, "Stop trial"),
       );
     }
+    await changes(t, sr);
     const why = whyEnded(t);
     errorBox.hidden = !(t.status === "failed" && why);
     errorBox.textContent = t.status === "failed" ? why : "";
@@ -111,6 +115,26 @@ export function trialView(root, id) {
     drawCurve();
     drawConfig();
     drawQuanta();
+  }
+
+  /** Its config changes and where it came from (the search's lineage; none to fetch for a search without
+   * mutable parameters and a trial nobody forked). */
+  async function changes(t, sr) {
+    if (!(sr?.spec?.mutable || []).length && (t.parent_id === null || t.parent_id === undefined)) {
+      st.changes = [];
+    } else {
+      const lineage = await api(`/searches/${Number(t.search_id)}/lineage`);
+      st.changes = (lineage.trials || []).find((x) => x.id === t.id)?.changes || [];
+    }
+    const from = t.parent_id !== null && t.parent_id !== undefined
+      ? h("span", { id: "trial-parent" }, "forked from ", h("a", { href: `#/trial/${Number(t.parent_id)}` }, `trial ${t.parent_id}`), t.fork_step !== null && t.fork_step !== undefined ? ` at step ${t.fork_step}` : " (its state is being taken)")
+      : "";
+    replace(
+      changesEl,
+      from,
+      from && st.changes.length ? " · " : "",
+      st.changes.length ? `config changes: ${st.changes.map(changeText).join("; ")}` : "",
+    );
   }
 
   async function search() {
@@ -135,7 +159,7 @@ export function trialView(root, id) {
     const name = st.metric || st.search?.metric?.name || "metric";
     const pts = (st.trial?.curve || []).map((p) => [p.step, p.metrics?.[name] ?? null]);
     const target = name === st.search?.metric?.name ? st.search?.metric?.target ?? null : null;
-    chart.update(pts, name, target);
+    chart.update(pts, name, target, st.changes);
   }
 
   function drawConfig() {
