@@ -90,6 +90,7 @@ class SnapshotBuilder:
                 owner=s.owner,
                 mutable=mutable_dims(s.spec.space, s.spec.mutable),
                 pareto=s.spec.pareto,
+                reference=s.spec.reference_losses(),
             )
             for s in searches
             if s.status == SearchStatus.RUNNING

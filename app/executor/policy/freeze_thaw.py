@@ -27,6 +27,10 @@ freed). No trial waits for others to reach its level. Once its search will creat
 whose chance of ever reaching the target is below `give_up_p` is stopped, but never the search's best
 trial, whatever the fits say. Before any trial has shown its first level, new configurations go first.
 
+A search with several objectives or constraints is ranked by expected hypervolume improvement per
+device-second instead (`freeze_thaw_pareto`); its trials are never given up on (no chance to reach a point
+target is computed), and its feasible front is kept in the state (`fronts`).
+
 State (JSON): per search, each trial's scores at the levels it has passed (`CurveModel.dump`), so that a
 restarted controller rebuilds the same model. Pure: no I/O, no clock.
 """
@@ -43,6 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quanta.executor.policy import freeze_thaw_pareto
 from quanta.executor.policy.knobs import FreezeThawKnobs, JudgeKnobs
 from quanta.executor.policy.placement import Board
 from quanta.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
@@ -107,6 +112,8 @@ class FreezeThawPolicy:
         limits: dict[int, int] = {}
         ranked: list[tuple[float, TrialView]] = []  # (index, trial) of trials not running
         scores_out: dict[str, Any] = {}
+        fronts_in: Mapping[str, Any] = snapshot.policy_state.get("fronts", {})
+        fronts_out: dict[str, Any] = {}  # searches with several objectives: their feasible fronts
         for sid, trials in by_search.items():
             search = searches[sid]
             entry = self._model(search, trials, stored.get(str(sid)))
@@ -118,7 +125,14 @@ class FreezeThawPolicy:
             scores_out[str(sid)] = {"unit": entry.model.unit, "levels": entry.model.levels, "log": entry.model.log()}
             model = entry.model
             try:
-                indices, chances = self._indices(entry, search, trials)
+                if search.pareto:  # expected hypervolume improvement per device-second (freeze_thaw_pareto)
+                    kept = freeze_thaw_pareto.merged_front(fronts_in.get(str(sid), ()), trials)
+                    fronts_out[str(sid)] = [list(f) for f in kept]
+                    cps = {t.id: self._cps(entry, t) for t in trials}
+                    indices = freeze_thaw_pareto.indices(model, search.goal, trials, cps, kept, search.reference)
+                    chances: dict[int, float] = {}
+                else:
+                    indices, chances = self._indices(entry, search, trials)
             except (ArithmeticError, ValueError, FloatingPointError) as exc:
                 # A model that cannot decide never stops the controller: this round the search's trials go
                 # in arrival order, new configurations first (what a search with no model yet does).
@@ -181,7 +195,9 @@ class FreezeThawPolicy:
             if (t.devices or t.steps_done > 0) and not t.running and t.id not in on and t.id not in stopped
         )
         release = self._release(parked, {t.id: i for i, t in ranked}, k.memory_budget_mb, on)
-        state = {"scores": scores_out}
+        state: dict[str, Any] = {"scores": scores_out}
+        if fronts_out or fronts_in:  # fronts of searches not planned this round are kept
+            state["fronts"] = {**fronts_in, **fronts_out}
         self._state_out = scores_out
         return Plan(
             placement=placement,

@@ -113,6 +113,7 @@ class SearchView:
     # Its trials are ranked by their points (several objectives, or constraints), not by `curve` alone
     # (`goal` and `target` then speak of its first objective only).
     pareto: bool = False
+    reference: tuple[float, ...] | None = None  # its hypervolume's reference point as losses (None: not given)
 
 
 @dataclass(frozen=True)
