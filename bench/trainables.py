@@ -59,3 +59,29 @@ def paced(config: dict, trial: Trial) -> None:
         if step % every == 0:
             with torch.no_grad():
                 trial.report(accuracy=((model(x) > 0).float() == y).float().mean().item(), loss=loss.item())
+
+
+def mlp_exploit(config: dict, trial: Trial) -> None:
+    """The exploit-latency model (bench/exploit_latency.py): the MLP of `mlp` (width x depth, about
+    `param_count(width, depth)` parameters) with Adam at `config["lr"]` on one fixed random batch,
+    reporting at every step `loss` and `began`, the wall time (time.time()) at which that step's
+    mini-batch started: the moment a trial that took another's state computes with it. A mutable `lr`
+    reaches the tracked optimizer by itself."""
+    torch.manual_seed(config.get("seed", 0))
+    width, depth = int(config.get("width", 512)), int(config.get("depth", 4))
+    layers: list[torch.nn.Module] = [torch.nn.Linear(256, width), torch.nn.ReLU()]
+    for _ in range(depth - 2):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    layers.append(torch.nn.Linear(width, 10))
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.Adam(model.parameters(), lr=float(config.get("lr", 1e-3)))
+    trial.track(model=model, optimizer=opt)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(128, 256, generator=g), torch.randint(0, 10, (128,), generator=g)
+    for _step in trial.steps(config.get("steps")):
+        began = time.time()
+        loss = torch.nn.functional.cross_entropy(model(x.to(trial.device)), y.to(trial.device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        trial.report(loss=loss.item(), began=began)
