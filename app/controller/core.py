@@ -252,6 +252,8 @@ class Controller:
             self.book.held = frozenset(plan.hold)
         for target, (source, values) in plan.exploits.items():
             self.forks.exploit(target, source, values)
+        if plan.exploits:  # their sources are asked for their state now, not at the next event or quantum
+            self.forks.sync(now)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

@@ -106,6 +106,9 @@ class _Exploit:
     step: int | None = None  # the staged state's step (once staged)
     released: bool = False
     since: float = 0.0  # when the `Fork` or the `Release` in flight was sent
+    # The source's step when it was chosen: a state older than that (its process started again from an
+    # earlier checkpoint meanwhile) is not what was judged, and is not taken (0: unknown, after a restart).
+    floor: int = 0
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
@@ -188,7 +191,7 @@ class Forks:
             stage.unlink(missing_ok=True)  # an abandoned exploit's, before its row says staging again
         row = self._store.add_exploit(target_id, source_id, dict(checked), self._runtime.now())
         assert row.id is not None
-        self._exploits[target_id] = _Exploit(row.id, target_id, source_id, dict(checked), stage)
+        self._exploits[target_id] = _Exploit(row.id, target_id, source_id, dict(checked), stage, floor=src.steps)
         self._signals.wake = True
 
     def _stage_path(self, search_id: int, target_id: int) -> Path:
@@ -247,6 +250,9 @@ class Forks:
                 if answer.error is not None and not answer.gone:
                     self._drop_exploit(x, answer.error, now)
                     return
+                if answer.error is None and answer.step < x.floor:
+                    self._drop_exploit(x, self._too_old(x, answer.step), now)
+                    return
                 if answer.error is None:
                     self._store.stage_exploit(x.exploit_id, answer.step)
                     x.step = answer.step
@@ -271,6 +277,9 @@ class Forks:
                 src = checkpoint_path(self._workdir, target.search_id, x.source)
                 if row is None or row.checkpoint_step is None or not src.exists():
                     self._drop_exploit(x, f"trial {x.source} has no state to give", now)
+                    return
+                if row.checkpoint_step < x.floor:
+                    self._drop_exploit(x, self._too_old(x, row.checkpoint_step), now)
                     return
                 try:
                     copy_atomic(src, x.stage)
@@ -311,6 +320,10 @@ class Forks:
         self._exploits.pop(x.target, None)
         self._signals.replan = True
         log.info("trial %s took trial %s's state at step %s with %s", x.target, x.source, x.step, x.values)
+
+    @staticmethod
+    def _too_old(x: _Exploit, step: int) -> str:
+        return f"trial {x.source}'s state is at step {step}, older than step {x.floor} where it was chosen"
 
     def _drop_exploit(self, x: _Exploit, error: str, now: float) -> None:
         """The exploit is abandoned with `error`: stored so first, then its staged file (and any temporary
