@@ -102,18 +102,19 @@ def test_nothing_is_exploited_before_an_interval():
     assert all(plan.limits[t] == K for t in plan.running())
 
 
-def test_a_trial_is_judged_once_per_interval_and_ranked_among_those_that_reached_it():
+def test_a_trial_is_judged_once_per_interval_and_ranked_among_every_member_s_last_value():
     p = policy(resample_p=0.0)
-    # Only three members have reached interval 1: floor(3 * 0.25) = 0, nobody exploits yet.
-    first = p.plan(snap([*population_at_interval(3), *[trial(i, 50, 0.9) for i in range(4, 9)]]))
-    assert not first.exploits
-    # The worst-so-far arrives as the fourth: it is in the bottom quarter of the four and exploits.
-    worst = trial(4, K, 0.0, devices=("cpu:0",))
-    later = [*population_at_interval(3), worst, *[trial(i, 50, 0.9) for i in range(5, 9)]]
-    second = p.plan(snap(later, first.state))
-    assert set(second.exploits) == {4} and second.exploits[4][0] == 3
-    # Judged already: the same snapshot again orders nothing more.
-    assert not p.plan(snap(later, second.state)).exploits
+    # Three members reached interval 1 (0.1, 0.2, 0.3); five others are at step 50 with 0.9. Ranked among
+    # all eight last values, 1 and 2 are the bottom quarter and exploit members of the top quarter.
+    population = [*population_at_interval(3), *[trial(i, 50, 0.9) for i in range(4, 9)]]
+    first = p.plan(snap(population))
+    assert set(first.exploits) == {1, 2}
+    assert all(source in range(4, 9) for source, _ in first.exploits.values())
+    # 3 is not in the bottom quarter: it goes on without an exploit. Judged already: the same snapshot
+    # again orders nothing more.
+    assert not p.plan(snap(population, first.state)).exploits
+    # Among the members that reached the interval alone, nobody would have exploited (floor(3 * 0.25) = 0).
+    assert first.state["scores"]["1:1"] == {"1": 0.1, "2": 0.2, "3": 0.3}
 
 
 def test_the_population_is_time_sliced_beyond_the_devices():

@@ -4,8 +4,11 @@ The population is the search's alive trials (the book keeps `population` of them
 first configurations, replaced only when one ends). They are time-sliced on the devices by stride
 scheduling (`TimeslicePolicy`), and each placed trial parks itself at its next multiple of the interval
 (`Plan.limits`). A trial that has reached interval j (its steps done at least j * interval, and j not
-judged yet) is recorded with its last reported value among the members that reached j, and ranked
-among them: when it is in the bottom `quantile` (at least one trial each side: four members at 0.25), the
+judged yet) is recorded with its last reported value at j, and ranked by it among every alive member's
+last reported value (as Ray Tune's PBT ranks: among the members that reached j alone, only the last of
+four to arrive could ever be in the bottom quarter, and a search of four exploited once in 10,000 steps
+where Ray Tune's exploited every interval): when it is in the bottom `quantile` (at least one trial each
+side: four members at 0.25), the
 plan orders an exploit (`Plan.exploits`): it takes the state of a member of the top quantile, drawn at
 random, with that member's mutable values explored, each perturbed by a factor of `perturb` (kept in the
 space's bounds) or resampled from the space with probability `resample_p`. A trial being exploited is not
@@ -111,10 +114,14 @@ class PbtPolicy:
             judged[str(t.id)] = j
             scores.setdefault(f"{s.id}:{j}", {})[str(t.id)] = t.curve[-1][1]
             reached.append((t, s, j))
+        latest: dict[int, dict[str, float]] = {}  # per search: each alive member's last reported value
+        for t in alive:
+            if t.curve:
+                latest.setdefault(t.search_id, {})[str(t.id)] = t.curve[-1][1]
         for t, s, j in reached:
             if t.max_steps and t.steps_done >= t.max_steps:
                 continue  # done: nothing to exploit for
-            chosen = self._exploit(t, j, s, scores[f"{s.id}:{j}"], by_id)
+            chosen = self._exploit(t, j, s, latest[s.id], by_id)
             if chosen is not None:
                 exploits[t.id] = chosen
                 notes.append(f"pbt: trial {t.id} exploits trial {chosen[0]} at interval {j}: {chosen[1]}")
@@ -149,8 +156,9 @@ class PbtPolicy:
     def _exploit(
         self, t: TrialView, j: int, s: SearchView, recs: Mapping[str, float], by_id: Mapping[int, TrialView]
     ) -> tuple[int, dict[str, float]] | None:
-        """(source, new values) when trial `t`, recorded at interval `j` among `recs`, is in the bottom
-        quantile and an alive member of the top quantile can give it its state; else None."""
+        """(source, new values) when trial `t`, at interval `j`, is in the bottom quantile of `recs` (the
+        members' last reported values) and an alive member of the top quantile can give it its state; else
+        None."""
         ranked = sorted(recs.items(), key=_better_first(s.goal))
         cut = int(len(ranked) * self.knobs.quantile)
         if cut < 1 or str(t.id) not in {tid for tid, _ in ranked[-cut:]}:
