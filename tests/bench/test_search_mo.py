@@ -46,6 +46,8 @@ def test_syne_tune_config_space_and_target_parsing():
 
 
 def test_one_seed_of_every_system_on_a_tiny_budget(tmp_path: Path):
+    pytest.importorskip("optuna")  # the peers: the `bench` extra (`make bench` installs it)
+    pytest.importorskip("syne_tune")
     out = tmp_path / "search_mo.json"
     proc = run_script(
         "search_mo",
