@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -32,6 +31,8 @@ from quanta.search.space import (
     take_mutable,
     validate_space,
 )
+from quanta.spec_objectives import HYPERVOLUME as HYPERVOLUME
+from quanta.spec_objectives import MAX_OBJECTIVES, ConstraintSpec, ObjectiveSpec, check_target
 from quanta.trainable_ref import FILE_REF, MODULE_REF
 
 
@@ -70,33 +71,6 @@ class MetricSpec(_Frozen):
     def loss(self, value: float) -> float:
         """The value as a loss to minimise (what the searcher is told)."""
         return -value if self.goal == "maximize" else value
-
-
-class ObjectiveSpec(_Frozen):
-    name: str = Field(min_length=1, description="a reported metric (a key of trial.report)")
-    goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
-
-
-class ConstraintSpec(_Frozen):
-    name: str = Field(min_length=1, description="a reported value (a key of trial.report): an objective or any other")
-    max: float | None = Field(default=None, description="the largest value that is feasible (null: no upper bound)")
-    min: float | None = Field(default=None, description="the smallest value that is feasible (null: no lower bound)")
-
-    @model_validator(mode="after")
-    def _bounded(self) -> ConstraintSpec:
-        if self.max is None and self.min is None:
-            raise ValueError("give max, min or both")
-        for side in ("max", "min"):
-            v = getattr(self, side)
-            if v is not None and not math.isfinite(v):
-                raise ValueError(f"{side} must be a finite number")
-        if self.max is not None and self.min is not None and self.min > self.max:
-            raise ValueError(f"min ({self.min:g}) is above max ({self.max:g}): nothing would be feasible")
-        return self
-
-
-MAX_OBJECTIVES = 4
-HYPERVOLUME = "hypervolume"  # the key of a hypervolume target (`target: {hypervolume: X}`)
 
 
 # Upper bounds: far above any real search, low enough that a typo or a hostile spec cannot make the
@@ -396,49 +370,8 @@ class SearchSpec(_Frozen):
         return self
 
     def _check_pareto_target(self) -> None:
-        """`target` and `reference` name the objectives of `metrics` (and only with them): a point target
-        names every objective, a hypervolume target needs a reference point, and a reference must be worse
-        than a point target in every objective (a point at the target would add no volume otherwise)."""
-        names = [o.name for o in self.metrics]
-        for field_name in ("target", "reference"):
-            given = getattr(self, field_name)
-            if given is None:
-                continue
-            if not self.metrics:
-                raise SpaceError(field_name, "goes with `metrics`; a single objective's target is `metric.target`")
-            for key, value in given.items():
-                if not math.isfinite(value):
-                    raise SpaceError(f"{field_name}.{key}", "must be a finite number")
-                if key not in names and not (field_name == "target" and key == HYPERVOLUME):
-                    raise SpaceError(f"{field_name}.{key}", f"is not an objective (metrics: {', '.join(names)})")
-        target, ref = self.target or {}, self.reference
-        if HYPERVOLUME in target:
-            if len(target) > 1:
-                raise SpaceError("target", "give a point (one value per objective) or {hypervolume: X}, not both")
-            if target[HYPERVOLUME] <= 0:
-                raise SpaceError("target.hypervolume", "must be above 0")
-            if ref is None:
-                raise SpaceError("reference", "a hypervolume target is measured up to a reference point: give one")
-        elif target:
-            missing = [n for n in names if n not in target]
-            if missing:
-                raise SpaceError(
-                    "target", f"names no value for {', '.join(missing)}: a point target names every objective"
-                )
-        if ref is not None:
-            missing = [n for n in names if n not in ref]
-            if missing:
-                raise SpaceError("reference", f"names no value for {', '.join(missing)}")
-            for o in self.metrics:
-                t = target.get(o.name)
-                if t is not None and (
-                    (o.goal == "maximize" and ref[o.name] >= t) or (o.goal == "minimize" and ref[o.name] <= t)
-                ):
-                    raise SpaceError(
-                        f"reference.{o.name}",
-                        f"{ref[o.name]:g} is on the wrong side of the target {t:g}: the reference must be worse"
-                        f" ({'below' if o.goal == 'maximize' else 'above'} it; {o.name} is to {o.goal})",
-                    )
+        """`target` and `reference` against `metrics` (`quanta.spec_objectives.check_target`)."""
+        check_target(self.metrics, self.target, self.reference)
 
     @property
     def objectives(self) -> tuple[Objective, ...]:
