@@ -49,9 +49,12 @@ def ranked(
     snapshot: ClusterSnapshot,
     levels: Callable[[TrialView, SearchView | None], tuple[int, ...]],
     bracket: Callable[[TrialView], int],
+    memo: dict[str, tuple[int, dict[str, float]]] | None = None,
 ) -> tuple[ClusterSnapshot, dict[str, dict[str, _Stored]]]:
     """The snapshot ASHA's rules plan on, and the points of every rung of the Pareto searches (see the module
-    docstring). Trials of other searches, and their records, are untouched."""
+    docstring). Trials of other searches, and their records, are untouched. `memo` (owned by the caller,
+    passed again each round): per rung, how many points it held and their positions; a rung's points are
+    only ever added, so a rung with no new point keeps its positions without being sorted again."""
     ids = {s.id for s in snapshot.searches if s.pareto}
     state = snapshot.policy_state
     carried: Mapping[str, Mapping[str, _Stored]] = state.get(PARETO_STATE, {})
@@ -78,10 +81,16 @@ def ranked(
         return snapshot, points
     positions: dict[str, dict[str, float]] = {}
     for key, at in points.items():
+        known = memo.get(key) if memo is not None else None
+        if known is not None and known[0] == len(at):
+            positions[key] = known[1]
+            continue
         tids = list(at)
         loaded = [_load(at[tid]) for tid in tids]
         best_first = order([p[0] for p in loaded], [p[1] for p in loaded])
         positions[key] = {tids[j]: float(pos) for pos, j in enumerate(best_first)}
+        if memo is not None:
+            memo[key] = (len(at), positions[key])
     new_state: dict[str, Any] = dict(state)
     for name in ("records", "reports"):
         kept = {k: v for k, v in state.get(name, {}).items() if int(k.split("/", 1)[0]) not in ids}

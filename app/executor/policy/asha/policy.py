@@ -57,6 +57,9 @@ class AshaPolicy:
         self._held = HeldSet()
         self._allowed_out: Mapping[str, int] | None = None
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
+        # Memo, not state: each Pareto rung's positions with the number of points they were sorted from
+        # (`pareto_rungs.ranked`): a rung with no new point is not sorted again.
+        self._pareto_positions: dict[str, tuple[int, dict[str, float]]] = {}
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -78,7 +81,7 @@ class AshaPolicy:
         if not any(s.pareto for s in snapshot.searches):
             return self._plan(snapshot)
         # Searches with several objectives or constraints: the rules run on Pareto positions (`pareto_rungs`).
-        ranked, points = pareto_rungs.ranked(snapshot, self.levels, self.bracket)
+        ranked, points = pareto_rungs.ranked(snapshot, self.levels, self.bracket, self._pareto_positions)
         plan = self._plan(ranked)
         return replace(plan, state={**plan.state, pareto_rungs.PARETO_STATE: points})
 
