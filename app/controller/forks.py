@@ -110,9 +110,10 @@ class Forks:
         self._signals.wake = True
         return row.id
 
-    def exploit(self, target_id: int, source_id: int, values: Mapping[str, Any]) -> None:
-        """Trial `target_id` takes trial `source_id`'s state and `values` (`Exploits.exploit`)."""
-        self.exploits.exploit(target_id, source_id, values)
+    def exploit(self, target_id: int, source_id: int, values: Mapping[str, Any]) -> bool:
+        """Trial `target_id` takes trial `source_id`'s state and `values` (`Exploits.exploit`: False when
+        it is not taken)."""
+        return self.exploits.exploit(target_id, source_id, values)
 
     def exploiting(self) -> frozenset[int]:
         """Trials being exploited: they do not run until it is done or failed."""

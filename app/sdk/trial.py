@@ -32,6 +32,12 @@
   same factor, and so are tracked LR schedulers' base rates). A trainable that does nothing else still
   works: other mutable values change where it reads `config`.
 
+A population's exploit may replace the trial's state in its own process at a boundary of `steps()`
+(`Adopt`): the tracked objects, RNG states, step and history are restored from another trial's state as a
+restart from it would restore them, `config` takes the new values (hooks told, tracked optimizers
+following), and the loop goes on from that state's step. A loop Quanta does not own is never adopted into
+(its step is its own): its process is restarted instead.
+
 A training loop Quanta does not own (PyTorch Lightning's, the Hugging Face Trainer's: see
 `app/integrations/`) uses lower-level calls instead of `steps()`: `enter_loop(step)` once when
 the loop starts (at the step `restored_step` says after a restore), `advance_to(step)` to count the
