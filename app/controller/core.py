@@ -4,6 +4,8 @@ reconcile -> record intent -> runtime.apply; between ticks it turns runtime even
 The tick is a thin loop over named parts, each in its own module:
     SearchBook      (book.py)      search lifecycle and searchers; creates and finalises trials
     Forks           (forks.py)     trials started from another's state, config changes, their lineage
+    Exploits        (exploits.py)  a population's exploits (through Forks): staged, adopted in place or
+                                   through a restart, committed by a rename
     EventRecorder   (recorder.py)  runtime events -> trial state and stored rows
     ReportTracking  (tracking.py)  stored reports -> the spec's trackers (TensorBoard, MLflow, W&B)
     SnapshotBuilder (snapshot.py)  the frozen ClusterSnapshot a policy plans on (view cache, pair rates,

@@ -1,5 +1,5 @@
 """`Forks`: new trials started from another trial's state (forks), and changes of a trial's mutable
-parameters while it runs, with their lineage stored.
+parameters while it runs, with their lineage stored; a population's exploits go through it to `Exploits`.
 
 Contract:
 - `sync(now)` (each tick, before the book's) takes up the fork requests the store holds (`ForkRow`: the
@@ -26,22 +26,9 @@ Contract:
   process takes them at its next boundary (`Reconfigure`, answered by `Configured`, which stores them
   with the step); any other has its parameters changed at once (its next process starts with them, and
   its restore brings the optimizers it restores to them).
-- `exploit(target, source, values)` (a population's, `Plan.exploits`): trial `target` takes trial
-  `source`'s state and `values` for its mutable parameters. The exploit is stored (a `ForkRow` in an
-  exploit state, `quanta.db.lineage`) and moved on one transaction a step: staging (the source's state is
-  written beside the target's checkpoint, at `<checkpoint>.exploit`: a `Fork` with a path, or the
-  source's checkpoint copied, atomically either way), staged (that file is whole, with its step), then
-  the target's process is released, and only once it has ended is the staged file renamed over its
-  checkpoint and the change stored (cause "exploit", its source and step, with the target's steps and
-  parameters) in one transaction. Until then the target does not run (`exploiting`) and its own
-  checkpoint is untouched; whatever fails on the way abandons the exploit (stored first, then the staged
-  file goes) and the target goes on from its own state.
-  A `Fork` or `Release` of an exploit that has had no effect after `answer_timeout_s` (an order lost
-  with a broker) abandons the exploit, or is sent again.
-  After a restart (`load`) an exploit still staging is abandoned (what its source was writing may be cut
-  short, and its step is unknown) and one staged is completed: its file is renamed into place if it is
-  still there (if not, the rename was done and only the transaction is left). The population's own
-  state (the intervals judged, the values recorded there) is the policy's state, which the store keeps.
+- `exploit(target, source, values)`, `exploiting()`: a population's exploits (`Plan.exploits`), carried
+  out by `Exploits` (`quanta.controller.exploits`, where their contract is), which `sync`, `load` and
+  `forked` move on too.
 - `waiting(trial_id)`: a new trial still waiting for its parent's state (the launcher finds its
   checkpoint path through it).
 """
@@ -50,23 +37,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from quanta.controller.book import SearchBook
+from quanta.controller.exploits import Exploits
 from quanta.controller.rounds import Rounds
 from quanta.controller.state import SearchState, Signals, TrialState
+from quanta.controller.state_files import copy_atomic
 from quanta.controller.trials import TrialIndex
 from quanta.db.launch import checkpoint_path, trial_log_path
 from quanta.db.lineage import fork_state_problem
 from quanta.db.models import ForkRow
 from quanta.db.protocol import ControllerStore
-from quanta.executor.actions import Action, Configured, Fork, Forked, Reconfigure, Release
+from quanta.executor.actions import Action, Adopted, Configured, Fork, Forked, Reconfigure
 from quanta.executor.runtime.base import Runtime
 from quanta.search.space import SpaceError, vals_with_values, with_values
 from quanta.status import SearchStatus, TrialStatus
@@ -74,7 +60,6 @@ from quanta.status import SearchStatus, TrialStatus
 log = logging.getLogger("quanta.controller")
 
 OPEN = ("pending", "copying")
-STAGE_SUFFIX = ".exploit"  # an exploit's staged state: beside the target's checkpoint, on the same file system
 
 
 @dataclass
@@ -92,50 +77,6 @@ class _Open:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Exploit:
-    """A population's exploit being carried out: `target` takes `source`'s state and `values`."""
-
-    exploit_id: int
-    target: int
-    source: int
-    values: dict[str, Any]
-    stage: Path
-    asked: bool = False
-    answer: Forked | None = None
-    step: int | None = None  # the staged state's step (once staged)
-    released: bool = False
-    since: float = 0.0  # when the `Fork` or the `Release` in flight was sent
-    # The source's step when it was chosen: a state older than that (its process started again from an
-    # earlier checkpoint meanwhile) is not what was judged, and is not taken (0: unknown, after a restart).
-    floor: int = 0
-
-
-def copy_atomic(src: Path, dst: Path) -> None:
-    """Copy the file `src` to `dst` as a checkpoint is written: into a temporary file beside `dst`,
-    flushed, then renamed over it, so `dst` is the whole copy or what it was before (OSError)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` survive a crash of the machine."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Forks:
     def __init__(
         self,
@@ -149,9 +90,6 @@ class Forks:
         answer_timeout_s: float = 60.0,
     ):
         self._store = store
-        # How long a `Fork` or `Release` of an exploit waits for its effect before it is taken as lost
-        # (with a broker between the controller and the nodes, an order can be).
-        self.answer_timeout_s = answer_timeout_s
         self._runtime = runtime
         self._book = book
         self._index = index
@@ -159,7 +97,7 @@ class Forks:
         self._signals = signals
         self._workdir = Path(workdir)
         self._open: dict[int, _Open] = {}
-        self._exploits: dict[int, _Exploit] = {}  # by target
+        self.exploits = Exploits(store, runtime, book, index, rounds, signals, workdir, answer_timeout_s)
 
     # ---- requests ------------------------------------------------------------------------------
 
@@ -172,53 +110,22 @@ class Forks:
         self._signals.wake = True
         return row.id
 
-    def exploit(self, target_id: int, source_id: int, values: Mapping[str, Any]) -> None:
-        """Trial `target_id` takes trial `source_id`'s state and `values` (see the module's contract);
-        nothing when it is being exploited already, or either is not alive."""
-        if target_id in self._exploits or target_id == source_id:
-            return
-        t, src = self._index.alive.get(target_id), self._index.get(source_id)
-        s = self._book.search(t.search_id) if t is not None else None
-        if t is None or src is None or s is None or src.search_id != s.id:
-            return
-        try:
-            checked = s.spec.checked_overrides(values)
-        except SpaceError as exc:
-            log.warning("exploit of trial %s by trial %s refused: %s", source_id, target_id, exc)
-            return
-        stage = self._stage_path(s.id, target_id)
-        with contextlib.suppress(OSError):
-            stage.unlink(missing_ok=True)  # an abandoned exploit's, before its row says staging again
-        row = self._store.add_exploit(target_id, source_id, dict(checked), self._runtime.now())
-        assert row.id is not None
-        self._exploits[target_id] = _Exploit(row.id, target_id, source_id, dict(checked), stage, floor=src.steps)
-        self._signals.wake = True
-
-    def _stage_path(self, search_id: int, target_id: int) -> Path:
-        """Where an exploit of trial `target_id` stages its source's state: beside its checkpoint."""
-        return Path(f"{checkpoint_path(self._workdir, search_id, target_id)}{STAGE_SUFFIX}")
+    def exploit(self, target_id: int, source_id: int, values: Mapping[str, Any]) -> bool:
+        """Trial `target_id` takes trial `source_id`'s state and `values` (`Exploits.exploit`: False when
+        it is not taken)."""
+        return self.exploits.exploit(target_id, source_id, values)
 
     def exploiting(self) -> frozenset[int]:
         """Trials being exploited: they do not run until it is done or failed."""
-        return frozenset(self._exploits)
+        return self.exploits.exploiting()
 
     def load(self) -> None:
         """After a restart (the book loaded first): the requests the store holds open, each where it was,
-        and the exploits in flight: abandoned while staging, completed from the next tick on when staged."""
+        and the exploits in flight (`Exploits.load`)."""
         self._open.clear()
-        self._exploits.clear()
         for row in self._store.fork_requests(OPEN):
             self._take(row)
-        now = self._runtime.now()
-        for row in self._store.fork_requests(("exploit-staging", "exploit-staged")):
-            assert row.id is not None and row.child_id is not None
-            stage = self._stage_path(row.search_id, row.child_id)
-            x = _Exploit(row.id, row.child_id, row.parent_id, dict(row.values or {}), stage, step=row.steps)
-            if row.status == "exploit-staging":
-                self._drop_exploit(x, "the controller restarted before the source's state was staged", now)
-            else:
-                self._exploits[row.child_id] = x
-                log.info("trial %s's exploit of trial %s is completed after a restart", x.target, x.source)
+        self.exploits.load()
 
     def waiting(self, trial_id: int) -> TrialState | None:
         """The new trial `trial_id` of an open request (None: no such trial waits)."""
@@ -233,109 +140,7 @@ class Forks:
                 self._take(row)
         for f in list(self._open.values()):
             self._advance(f, now)
-        for x in list(self._exploits.values()):
-            self._advance_exploit(x, now)
-
-    # ---- a population's exploit ----------------------------------------------------------------
-
-    def _advance_exploit(self, x: _Exploit, now: float) -> None:
-        target, source = self._index.get(x.target), self._index.get(x.source)
-        if target is None or target.status.final:
-            self._drop_exploit(x, f"trial {x.target} ended meanwhile", now)
-            return
-        residency = self._runtime.residency()
-        if x.step is None:  # staging the source's state
-            if x.answer is not None:
-                answer, x.answer = x.answer, None
-                if answer.error is not None and not answer.gone:
-                    self._drop_exploit(x, answer.error, now)
-                    return
-                if answer.error is None and answer.step < x.floor:
-                    self._drop_exploit(x, self._too_old(x, answer.step), now)
-                    return
-                if answer.error is None:
-                    self._store.stage_exploit(x.exploit_id, answer.step)
-                    x.step = answer.step
-                else:
-                    x.asked = False  # no process: its checkpoint is what is left
-            elif x.asked:
-                if now - x.since > self.answer_timeout_s:  # the order or its answer was lost (a broker's)
-                    self._drop_exploit(x, f"trial {x.source} gave no state in {self.answer_timeout_s:g} s", now)
-                    return
-                if x.source in residency or (source is not None and source.status == TrialStatus.RUNNING):
-                    return  # the answer is on its way
-                x.asked = False
-            if x.step is None:
-                if x.source in residency:
-                    actions: list[Action] = [Fork(x.source, x.target, STAGE_SUFFIX)]
-                    self._runtime.apply(self._rounds.record(now, actions), actions)
-                    x.asked, x.since = True, now
-                    return
-                if source is not None and source.status == TrialStatus.RUNNING:
-                    return  # its exit is on its way: its checkpoint may change
-                row = self._store.trial(x.source)
-                src = checkpoint_path(self._workdir, target.search_id, x.source)
-                if row is None or row.checkpoint_step is None or not src.exists():
-                    self._drop_exploit(x, f"trial {x.source} has no state to give", now)
-                    return
-                if row.checkpoint_step < x.floor:
-                    self._drop_exploit(x, self._too_old(x, row.checkpoint_step), now)
-                    return
-                try:
-                    copy_atomic(src, x.stage)
-                except OSError as exc:
-                    self._drop_exploit(x, f"cannot copy trial {x.source}'s checkpoint: {exc}", now)
-                    return
-                self._store.stage_exploit(x.exploit_id, row.checkpoint_step)
-                x.step = row.checkpoint_step
-        # Staged: the target's own process ends (its state is replaced), then the staged state is its own.
-        if x.target in residency or target.status == TrialStatus.RUNNING:
-            if x.released and now - x.since > self.answer_timeout_s:
-                x.released = False  # its process is still there: the order was lost, sent again
-            if not x.released and x.target in residency:
-                actions = [Release(x.target)]
-                self._runtime.apply(self._rounds.record(now, actions), actions)
-                x.released, x.since = True, now
-            return
-        assert x.step is not None
-        ckpt = checkpoint_path(self._workdir, target.search_id, x.target)
-        params = with_values(target.params, x.values)
-        # The commit point on disk: the rename. A staged exploit whose file is gone was renamed before a
-        # restart (only dropping it removes the file, and that marks it abandoned first).
-        if x.stage.exists():
-            try:
-                os.replace(x.stage, ckpt)
-            except OSError as exc:  # nothing moved: the target's checkpoint is its own
-                self._drop_exploit(x, f"cannot move the staged state into place: {exc}", now)
-                return
-            with contextlib.suppress(OSError):
-                _fsync_dir(ckpt.parent)
-        self._store.finish_exploit(x.exploit_id, params, now)
-        target.params, target.vals = params, vals_with_values(target.vals, x.values)
-        target.steps, target.resume = x.step, True
-        if source is not None:
-            target.curve = [p for p in source.curve if p[0] <= x.step]
-            target.points = [p for p in source.points if p[0] <= x.step]
-            target.reader = source.reader.copy() if source.reader is not None else None
-        self._exploits.pop(x.target, None)
-        self._signals.replan = True
-        log.info("trial %s took trial %s's state at step %s with %s", x.target, x.source, x.step, x.values)
-
-    @staticmethod
-    def _too_old(x: _Exploit, step: int) -> str:
-        return f"trial {x.source}'s state is at step {step}, older than step {x.floor} where it was chosen"
-
-    def _drop_exploit(self, x: _Exploit, error: str, now: float) -> None:
-        """The exploit is abandoned with `error`: stored so first, then its staged file (and any temporary
-        file of a write cut short) goes; the target keeps its own state."""
-        log.warning("exploit of trial %s by trial %s abandoned: %s", x.source, x.target, error)
-        self._store.abandon_exploit(x.exploit_id, error, now)
-        with contextlib.suppress(OSError):
-            x.stage.unlink(missing_ok=True)
-            for tmp in x.stage.parent.glob(f".{x.stage.name}.*.tmp"):
-                tmp.unlink(missing_ok=True)
-        self._exploits.pop(x.target, None)
-        self._signals.replan = True
+        self.exploits.sync(now)
 
     def _take(self, row: ForkRow) -> None:
         assert row.id is not None
@@ -480,17 +285,18 @@ class Forks:
     # ---- the runtime's answers -----------------------------------------------------------------
 
     def forked(self, e: Forked) -> None:
-        """A parent's answer: kept for its request (acted on at the next tick)."""
-        x = self._exploits.get(e.into)
-        if x is not None and x.source == e.trial_id and x.asked:
-            x.answer = e
-            self._signals.wake = True
+        """A parent's answer: kept for its request, or its exploit (acted on at the next tick)."""
+        if self.exploits.forked(e):
             return
         for f in self._open.values():
             if f.parent_id == e.trial_id and f.child is not None and f.child.id == e.into:
                 f.answer = e
                 self._signals.wake = True
                 return
+
+    def adopted(self, e: Adopted) -> None:
+        """A target's answer to an exploit's `Adopt` (`Exploits.adopted`)."""
+        self.exploits.adopted(e)
 
     def configured(self, t: TrialState, e: Configured) -> None:
         """A trial took new values at `e.step`: its parameters and the change are stored."""

@@ -33,6 +33,7 @@ from quanta.controller.trials import TrialIndex
 from quanta.db.models import LatencyRow, PairRow, QuantumRow, ReportRow
 from quanta.db.protocol import ControllerStore
 from quanta.executor.actions import (
+    Adopted,
     Checkpointed,
     Configured,
     Event,
@@ -138,6 +139,8 @@ class EventRecorder:
                 self._store.update_trial(ts.id, checkpoint_step=e.step)
             elif isinstance(e, Forked) and self._forks is not None:
                 self._forks.forked(e)
+            elif isinstance(e, Adopted) and self._forks is not None:
+                self._forks.adopted(e)
             elif isinstance(e, Configured) and self._forks is not None:
                 self._forks.configured(ts, e)
         if events:

@@ -18,6 +18,10 @@ Vocabulary (Ray Tune's CONTINUE/PAUSE/STOP, made explicit about devices):
   is what is left of it).
 - `Reconfigure(trial, values)`: new values of its mutable parameters, taken at its next boundary
   (at once when parked); `Configured` says at which step.
+- `Adopt(trial, values, suffix)`: a population's exploit carried out in place: the resident trial
+  loads the state staged beside its own checkpoint (at its next boundary, at once when parked) with
+  `values` for its mutable parameters, and stays parked; `Adopted` says at which step, or why not
+  (`gone`: it has no process). Only a runtime whose `adopts_in_place` says so is sent one.
 A node receives each as an `Order` (the action and the assignment epoch it runs under).
 
 `Run`/`Migrate` may carry `until`: the trial parks itself at its first report at or past that step
@@ -109,7 +113,21 @@ class Reconfigure(Wire):
     kind: str = "reconfigure"
 
 
-Action = Run | Suspend | Migrate | Stop | Release | Fork | Reconfigure
+@dataclass(frozen=True)
+class Adopt(Wire):
+    """Take the state staged at the trial's own checkpoint path plus `suffix` (an exploit's, written by
+    a `Fork`) as the trial's state, in its live process, at its next boundary (at once when parked),
+    with `values` for its mutable parameters; the trial then stays parked until it is run. Its own
+    checkpoint is not written while the adopted state is not its checkpoint yet (the controller renames
+    the staged file over it). Answered by an `Adopted` event."""
+
+    trial_id: int
+    values: dict[str, Any]
+    suffix: str = ".exploit"
+    kind: str = "adopt"
+
+
+Action = Run | Suspend | Migrate | Stop | Release | Fork | Reconfigure | Adopt
 NodeAction = Action | Handoff
 
 _ACTION_KINDS: dict[str, type[NodeAction]] = {
@@ -121,6 +139,7 @@ _ACTION_KINDS: dict[str, type[NodeAction]] = {
     "handoff": Handoff,
     "fork": Fork,
     "reconfigure": Reconfigure,
+    "adopt": Adopt,
 }
 
 
@@ -301,7 +320,21 @@ class Configured(Wire):
     at: float
 
 
-Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited | Forked | Configured
+@dataclass(frozen=True)
+class Adopted(Wire):
+    """Answer to `Adopt`: the trial computes from the adopted state at `step` from its next run on, unless
+    `error` says why not. `gone`: it had no live process; otherwise its own state is what it holds (a
+    load that failed half-way ends the process without a checkpoint, as a release: it then starts again
+    from its checkpoint file)."""
+
+    trial_id: int
+    step: int
+    at: float
+    error: str | None = None
+    gone: bool = False
+
+
+Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited | Forked | Configured | Adopted
 
 # The kind stored beside an event's fields (a node's event row has a `kind` column). "handoff" is the
 # `Exited` of a process that ended because its trial moved to another node: its device time carries
@@ -316,6 +349,7 @@ _EVENT_KINDS: dict[str, type[Event]] = {
     "exited": Exited,
     "forked": Forked,
     "configured": Configured,
+    "adopted": Adopted,
 }
 _KIND_OF = {cls: kind for kind, cls in _EVENT_KINDS.items()}
 HANDOFF = "handoff"

@@ -18,6 +18,7 @@ from the runtime.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pickle
@@ -81,6 +82,41 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> Path:
         raise
     _fsync_dir(target.parent)  # the rename itself must survive a crash
     return target
+
+
+def save_staged(payload: dict[str, Any], path: str | Path) -> Path:
+    """Write `payload` to `path` for a reader that comes next (an exploit's staged state, which another
+    trial's process loads at once): atomically (temporary file + rename), but without zip CRC-32 records and
+    without flushing it to disk. Measured with a 10M-parameter model and Adam (a 115 MB file, one CPU
+    core): 31 ms, against 62 ms with CRC-32 records and 134 ms with them and the flush (`save_atomic`).
+    Not on tmpfs (/dev/shm): it is no faster on an idle disk (37 ms) and steadier on a busy one (47 ms
+    against 40-270 ms), but the state must reach the disk before the exploit is done all the same, so a
+    file there would only add a copy, and make the commit a copy instead of a rename. Whoever makes the
+    file a checkpoint flushes it to disk first (off the adopting trial's way); a file without CRC records
+    loads as any other (`load`)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh, _without_crc():
+            torch.save(payload, fh)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _without_crc() -> contextlib.AbstractContextManager[Any]:
+    """torch.save without CRC-32 records where this torch can be told so (2.6 on), else as it is."""
+    try:
+        from torch.utils.serialization import config
+    except ImportError:
+        return contextlib.nullcontext()
+    patch = getattr(config, "patch", None)
+    if patch is None or not hasattr(getattr(config, "save", None), "compute_crc32"):
+        return contextlib.nullcontext()
+    return patch({"save.compute_crc32": False})
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -32,6 +32,12 @@
   same factor, and so are tracked LR schedulers' base rates). A trainable that does nothing else still
   works: other mutable values change where it reads `config`.
 
+A population's exploit may replace the trial's state in its own process at a boundary of `steps()`
+(`Adopt`): the tracked objects, RNG states, step and history are restored from another trial's state as a
+restart from it would restore them, `config` takes the new values (hooks told, tracked optimizers
+following), and the loop goes on from that state's step. A loop Quanta does not own is never adopted into
+(its step is its own): its process is restarted instead.
+
 A training loop Quanta does not own (PyTorch Lightning's, the Hugging Face Trainer's: see
 `app/integrations/`) uses lower-level calls instead of `steps()`: `enter_loop(step)` once when
 the loop starts (at the step `restored_step` says after a restore), `advance_to(step)` to count the
@@ -53,6 +59,7 @@ same working directory): it neither replays nor restores them, and starts the sp
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -184,6 +191,7 @@ class Trial:
         attempt: int = 0,
         mutable: Sequence[str] = (),
         metrics: Sequence[str] = (),
+        claim_attempt: Callable[[], int] | None = None,
     ):
         self.id = trial_id
         self.config = config
@@ -200,6 +208,12 @@ class Trial:
         # later one). Every report carries it, in the spool too, so that a report sent again lands on the
         # row it was stored in and a step a later process runs again is told apart.
         self._attempt = attempt
+        # A new attempt, claimed when this process adopts another trial's state (as its next process would).
+        self._claim_attempt = claim_attempt
+        # An adopted state that is not this trial's checkpoint yet (`_adopt`): no checkpoint is written
+        # until it runs again (the controller makes the staged file its checkpoint, or discards the process).
+        self._adopted = False
+        self._own_loop = False  # inside `steps()`: the loop whose step an adoption can move
         self.elastic = False
         self.history: list[tuple[int, dict[str, float]]] = []
         self._devices = devices
@@ -319,16 +333,23 @@ class Trial:
         self._replay_spool()
         self._step = self._start_step
         self._win_start, self._win_wall = time.monotonic(), time.time()
-        for step in range(self._start_step, end):
-            self._between_steps()
-            try:
-                yield step
-            except GeneratorExit:  # the trainable left the loop (break/return) after this step
+        self._own_loop = True
+        try:
+            while self._step < end:
+                self._between_steps()
+                step = self._step  # read after the boundary: an adopted state goes on from its own step
+                if step >= end:
+                    break
+                try:
+                    yield step
+                except GeneratorExit:  # the trainable left the loop (break/return) after this step
+                    self._step = step + 1
+                    self._win_steps += 1
+                    raise
                 self._step = step + 1
                 self._win_steps += 1
-                raise
-            self._step = step + 1
-            self._win_steps += 1
+        finally:
+            self._own_loop = False
         self._between_steps(final=True)
 
     def enter_loop(self, step: int) -> None:
@@ -471,6 +492,9 @@ class Trial:
             self._fork(msg)
         elif kind == "configure":
             self._configure(msg)
+        elif kind == "adopt":  # taken at this boundary; the trial then waits parked to be run
+            self._adopt(msg)
+            self._park({})
         elif kind == "resume":  # resumed while running = move in place
             self._bind(msg["devices"])
             self._set_limit(msg)
@@ -511,6 +535,7 @@ class Trial:
         while True:
             kind, nxt = self._recv()
             if kind == "resume":
+                self._adopted = False  # run again: an adopted state is its checkpoint by now
                 self._bind(nxt["devices"])
                 self._set_limit(nxt)
                 self._win_steps, self._win_start, self._win_wall = 0, time.monotonic(), time.time()
@@ -526,6 +551,8 @@ class Trial:
                 self._fork(nxt)
             elif kind == "configure":
                 self._configure(nxt)
+            elif kind == "adopt":
+                self._adopt(nxt)
             elif kind != "suspend":
                 raise RuntimeError(f"unknown control message {kind!r}")
 
@@ -565,12 +592,72 @@ class Trial:
         of this trial changes: taking its state reads it only."""
         into, path = msg.get("into"), str(msg["path"])
         try:
-            ckpt.save_atomic(self._payload(), path)
+            if msg.get("staged"):  # an exploit's: loaded next by its target; flushed by whoever commits it
+                ckpt.save_staged(self._payload(), path)
+            else:
+                ckpt.save_atomic(self._payload(), path)
         except OSError as exc:
             error = f"cannot write the state of trial {self.id} at step {self._step} to {path}: {exc}"
             self._send("forked", into=into, step=self._step, error=error, at=time.time())
             return
         self._send("forked", into=into, step=self._step, error=None, at=time.time())
+
+    def _adopt(self, msg: dict[str, Any]) -> None:
+        """Take the state staged at `msg["path"]` (another trial's, at its step) with `msg["values"]` for
+        mutable parameters, as a restart of this trial from that file would (`_restore_payload`: the
+        tracked objects, the RNG states, the step, the history; tracked optimizers brought to the new
+        values), and say so (`adopted`, with the step, or the error). A state that cannot be read or does
+        not fit the tracked objects is refused before anything changes; a load that fails half-way ends
+        the process without a checkpoint (`TrialReleased`), so the trial starts again from its file.
+        Refused too outside `steps()`: a loop Quanta does not own keeps its own step count."""
+        path, values = str(msg["path"]), dict(msg.get("values") or {})
+        if not self._own_loop:
+            error = f"trial {self.id} cannot adopt a state in place: its training loop is not trial.steps()"
+            self._send("adopted", step=self._step, error=error, at=time.time())
+            return
+        try:
+            payload = ckpt.load(path, map_location=self.device)
+            self._check_fits(payload)
+        except Exception as exc:
+            error = f"trial {self.id} cannot adopt the state at {path}: {type(exc).__name__}: {exc}"
+            self._send("adopted", step=self._step, error=error, at=time.time())
+            return
+        held = copy.deepcopy(self.config)
+        try:
+            for name, value in values.items():
+                _set(self.config, name, value)
+            self._restore_payload(payload, held)
+        except Exception as exc:
+            error = f"trial {self.id}: adopting the state at {path} failed half-way ({type(exc).__name__}: {exc})"
+            self._send("adopted", step=self._step, error=error, at=time.time())
+            raise TrialReleased("ended without a checkpoint after a failed adoption") from None
+        self._adopted = True
+        self._limit_reported = False
+        self._quanta_since_ckpt, self._last_ckpt = 0, time.monotonic()
+        self._send("adopted", step=self._step, error=None, at=time.time())
+        if self._claim_attempt is not None:  # after the answer: the controller commits meanwhile
+            self._attempt = self._claim_attempt()
+
+    def _check_fits(self, payload: Mapping[str, Any]) -> None:
+        """ValueError when `payload`'s state does not fit the tracked objects (a module's tensors by name
+        and shape, an optimizer's parameter groups by size): found before any of them is changed."""
+        state = payload.get("state")
+        if not isinstance(state, Mapping) or "step" not in payload or "rng" not in payload:
+            raise ValueError("not a trial state")
+        for name, obj in self._tracked.items():
+            theirs = state.get(name)
+            if theirs is None:
+                continue
+            if isinstance(obj, torch.nn.Module):
+                mine = {k: tuple(v.shape) for k, v in obj.state_dict().items()}
+                other = {k: tuple(v.shape) for k, v in theirs.items() if torch.is_tensor(v)}
+                if mine != other:
+                    diff = sorted(set(mine.items()) ^ set(other.items()))[:3]
+                    raise ValueError(f"tracked module {name!r} differs from the state: {diff}")
+            elif isinstance(obj, torch.optim.Optimizer):
+                sizes = [len(g["params"]) for g in obj.param_groups]
+                if sizes != [len(g["params"]) for g in theirs.get("param_groups", [])]:
+                    raise ValueError(f"tracked optimizer {name!r} has other parameter groups than the state")
 
     def _configure(self, msg: dict[str, Any]) -> None:
         """New values of mutable parameters, taken at this boundary; says which changed (`configured`)."""
@@ -593,15 +680,19 @@ class Trial:
         if not changes:
             return
         _follow_optimizers(list(self._tracked.values()), changes)
-        for hook in list(self._config_hooks):
-            hook({name: new for name, (_old, new) in changes.items()})
+        self._tell_hooks(changes)
+
+    def _tell_hooks(self, changes: Mapping[str, tuple[Any, Any]]) -> None:
+        if changes:
+            for hook in list(self._config_hooks):
+                hook({name: new for name, (_old, new) in changes.items()})
 
     def checkpoint(self) -> str | None:
         """Write a checkpoint now (atomically). Returns its path, or None without a checkpoint path or
         when the write failed (a full disk, an unwritable folder): the previous checkpoint is then left
         intact, the trial goes on, and the write is tried again when the next one is due (a restart
         resumes from the previous checkpoint meanwhile)."""
-        if not self._checkpoint_path:
+        if not self._checkpoint_path or self._adopted:  # an adopted state's checkpoint is the staged file
             return None
         payload = self._payload()
         try:
@@ -617,7 +708,13 @@ class Trial:
         return str(path)
 
     def _restore(self, path: Path) -> None:
-        payload = ckpt.load(path, map_location=self.device)
+        self._restore_payload(ckpt.load(path, map_location=self.device))
+
+    def _restore_payload(self, payload: Mapping[str, Any], held: Mapping[str, Any] | None = None) -> None:
+        """Continue from `payload` (a checkpoint's contents): the one path of a restart's restore and of an
+        adoption. `held`: the configuration this process computed with until now (an adoption's), whose
+        differences from the current one the hooks hear of too (objects built from the configuration
+        rather than restored)."""
         for name, obj in self._tracked.items():
             if name in payload["state"]:
                 obj.load_state_dict(payload["state"][name])
@@ -628,6 +725,16 @@ class Trial:
         # State taken under other values of mutable parameters (a fork's, or a change made after this
         # checkpoint): what the restored optimizers hold is brought to this process's configuration.
         taken = payload.get("config")
+        changes: dict[str, tuple[Any, Any]] = {}
         if isinstance(taken, Mapping):
             changes = {n: (_get(taken, n), _get(self.config, n)) for n in self.mutable}
-            self._apply_changes({n: c for n, c in changes.items() if c[0] != c[1]})
+            changes = {n: c for n, c in changes.items() if c[0] != c[1]}
+        if held is None:
+            self._apply_changes(changes)
+            return
+        _follow_optimizers(list(self._tracked.values()), changes)  # the restored ones: from the state's values
+        for n in self.mutable:
+            old, new = _get(held, n), _get(self.config, n)
+            if old != new:
+                changes.setdefault(n, (old, new))
+        self._tell_hooks(changes)

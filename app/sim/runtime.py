@@ -73,6 +73,8 @@ class SimRuntime:
     """Virtual-clock runtime. `register()` or else the launcher (the controller's, bound) says what
     each job is: `TrialLaunch.max_steps` and `config` keys ``job_type``, ``devices`` and ``rate``."""
 
+    adopts_in_place = False  # a simulated job has no state (its forks are refused)
+
     def __init__(
         self,
         servers: int,

@@ -40,6 +40,11 @@ class LaunchFn:
 
 
 class Runtime(Protocol):
+    # Whether a resident trial can take a population's exploit in its live process (`Adopt`): the source's
+    # state is handed over on this node without ending the target's process. False: the controller ends
+    # the target's process (`Release`) and starts it again from the staged state.
+    adopts_in_place: bool
+
     def bind(self, launcher: Launcher) -> None:
         """Look up trials' launches with `launcher` from now on (the controller binds itself when it is
         built, before it applies any action). A runtime whose launches come from elsewhere (a node's

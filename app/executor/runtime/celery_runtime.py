@@ -126,7 +126,13 @@ class _Message:
 
 
 class CeleryRuntime:
-    """The `Runtime` over node agents. Only the controller's thread calls it."""
+    """The `Runtime` over node agents. Only the controller's thread calls it.
+
+    A population's exploit is not adopted in place here (`adopts_in_place` False): the target's process is
+    released and started again from the staged state, which the controller reads from the shared store,
+    whether or not source and target are on one node."""
+
+    adopts_in_place = False
 
     def __init__(
         self,

@@ -5,12 +5,16 @@ Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
   trial -> runtime: ("hello", {"trial_id", "pid", "sent", "step"}), ("report", ...), ("profile", ...),
                     ("parked", ...), ("resumed", ...), ("checkpointed", ...),
                     ("forked", {"into", "step", "error"}), ("configured", {"step", "values"}),
+                    ("adopted", {"step", "error"}),
                     ("done", {"status": completed|killed|failed, "steps", "error"})
   runtime -> trial: ("suspend", {"sent", "checkpoint"}), ("resume", {"devices", "sent"}),
                     ("checkpoint", {}), ("stop", {"reason", "checkpoint"}),
-                    ("fork", {"into", "path"}): write the state at the next boundary (now, when parked)
-                    to another trial's checkpoint path; ("configure", {"values"}): new values of
-                    mutable parameters, taken at the next boundary (now, when parked)
+                    ("fork", {"into", "path", "staged"}): write the state at the next boundary (now,
+                    when parked) to another trial's checkpoint path (`staged`: an exploit's staged
+                    state, not flushed to disk by the trial); ("configure", {"values"}): new values of
+                    mutable parameters, taken at the next boundary (now, when parked);
+                    ("adopt", {"path", "values"}): take the state staged at `path` in this process, at
+                    the next boundary (now, when parked), with new values, and stay parked
 Exit codes: 0 after "done"; 3 when the runtime's connection closed (controller gone) at a boundary.
 
 A trial process ends with its runtime, busy or not: it leads a process group of its own, and a thread
@@ -162,6 +166,8 @@ def run(address: str, authkey: bytes, launch: TrialLaunch, devices: list[Device]
         metrics=launch.metrics,
         attempt=claim_attempt(launch.checkpoint_path, first=not launch.resume),
         mutable=launch.mutable,
+        # An adopted state is computed on as a later process of the trial would: under an attempt of its own.
+        claim_attempt=lambda: claim_attempt(launch.checkpoint_path, first=False),
     )
     status: str = TrialStatus.COMPLETED
     error: str | None = None

@@ -8,6 +8,9 @@ the same memory, a running trial is re-pinned at once from here without parking 
 A reader thread turns the children's messages
 into events (`poll`), and measures device time: a trial accrues device seconds from the moment it is
 told to run until it reports parked or exits.
+
+A population's exploit between two trials resident here is adopted in place (`adopts_in_place`): the
+target's live process loads the staged state at its boundary (`Adopt`), so no process ends or starts.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 from quanta.devices import Device, repin_process
 from quanta.executor.actions import (
     Action,
+    Adopt,
+    Adopted,
     Checkpointed,
     Configured,
     Event,
@@ -104,6 +109,7 @@ class _Handle:
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # commands before hello
     over_memory: str | None = None  # why the memory watchdog killed it
     forks: set[int] = field(default_factory=set)  # trials waiting for its state (`Fork`)
+    adopting: bool = False  # an `Adopt` sent, its answer not in yet
 
     @property
     def running(self) -> bool:
@@ -116,6 +122,8 @@ class LocalRuntime:
 
     The trial template process is started here, or earlier by the caller (`template`, from
     `start_template`) so that its warm-up overlaps the caller's own start-up; the runtime adopts it."""
+
+    adopts_in_place = True
 
     def __init__(
         self,
@@ -220,6 +228,8 @@ class LocalRuntime:
                     self._send(h, "release", {})
                 elif isinstance(a, Fork):
                     self._fork(a, h)
+                elif isinstance(a, Adopt):
+                    self._adopt(a, h)
                 elif isinstance(a, Reconfigure) and h is not None:
                     self._send(h, "configure", {"values": dict(a.values)})
                 elif isinstance(a, Suspend | Migrate) and h is not None and h.running:
@@ -348,7 +358,33 @@ class LocalRuntime:
                 self._events.put(Forked(a.trial_id, a.into, h.steps, time.time(), error, gone=True))
                 return
             h.forks.add(a.into)
-        self._send(h, "fork", {"into": a.into, "path": path})
+        # A suffix stages an exploit's state: written for the next moments (see `Trial._fork`).
+        self._send(h, "fork", {"into": a.into, "path": path, "staged": bool(a.suffix)})
+
+    def _adopt(self, a: Adopt, h: _Handle | None) -> None:
+        """Ask trial `a.trial_id`'s process to take the state staged at its checkpoint path plus `a.suffix`
+        (from the launcher); an `Adopted` event answers, also when it has no live process (`gone`) or
+        ends before it answers (`_finish`)."""
+        gone = f"trial {a.trial_id} has no live process"
+        if h is None:
+            self._events.put(Adopted(a.trial_id, 0, time.time(), gone, gone=True))
+            return
+        try:
+            if self._launcher is None:
+                raise RuntimeError("no launcher bound to this runtime")
+            base = self._launcher.launch(a.trial_id).checkpoint_path
+            if not base:
+                raise RuntimeError("it has none")
+        except Exception as exc:
+            error = f"trial {a.trial_id}: no checkpoint path to adopt from ({type(exc).__name__}: {exc})"
+            self._events.put(Adopted(a.trial_id, h.steps, time.time(), error))
+            return
+        with self._lock:  # against `_finish`: either it answers for this adoption, or the trial is asked
+            if h.state == "exited":
+                self._events.put(Adopted(a.trial_id, h.steps, time.time(), gone, gone=True))
+                return
+            h.adopting = True
+        self._send(h, "adopt", {"path": base + a.suffix, "values": dict(a.values)})
 
     def _suspend(self, h: _Handle, checkpoint: bool) -> None:
         h.parked.clear()
@@ -623,6 +659,12 @@ class LocalRuntime:
         elif kind == "forked":
             h.forks.discard(msg["into"])
             self._events.put(Forked(h.trial_id, msg["into"], msg["step"], msg["at"], msg.get("error")))
+        elif kind == "adopted":
+            with self._lock:
+                h.adopting = False
+                if msg.get("error") is None:
+                    h.steps = msg["step"]
+            self._events.put(Adopted(h.trial_id, msg["step"], msg["at"], msg.get("error")))
         elif kind == "configured":
             self._events.put(Configured(h.trial_id, msg["step"], dict(msg["values"]), msg["at"]))
         elif kind == "done":
@@ -669,6 +711,10 @@ class LocalRuntime:
             h.lost_at = None
             h.parked.set()  # release an apply() waiting for it to park
             waiting, h.forks = sorted(h.forks), set()
+            adopting, h.adopting = h.adopting, False
+        if adopting:  # asked to adopt and ended before it answered: its checkpoint file is what is left
+            why = f"trial {h.trial_id} ended ({status}) before it adopted the state"
+            self._events.put(Adopted(h.trial_id, h.steps, time.time(), why, gone=True))
         for into in waiting:  # asked for its state and ended before it took it: its checkpoint is what is left
             why = f"trial {h.trial_id} ended ({status}) before its state was taken"
             self._events.put(Forked(h.trial_id, into, h.steps, time.time(), why, gone=True))
