@@ -17,7 +17,8 @@ outside it imports it (the SDK and the API need no typer).
 
 Heavy modules (torch, the database, the API) are imported inside the commands that use them, so
 `quanta --help` stays fast. The wiring the commands call (the controller loop, the runtime factory)
-is in `quanta.service`."""
+is in `quanta.service`; a stored search resumed or deleted where no controller runs, in
+`quanta.stored_search`."""
 
 from __future__ import annotations
 

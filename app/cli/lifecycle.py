@@ -169,8 +169,8 @@ def _resume_here(
     from quanta.db.lease import ControllerLease, LeaseHeld
     from quanta.db.queries import BudgetError, Conflict
     from quanta.devices import DeviceSpecError, parse_devices
-    from quanta.service import SearchProgress, resume_search
     from quanta.spec import SpecError, place_locally, spec_from_stored
+    from quanta.stored_search import SearchProgress, resume_search
     from quanta.workdir import WorkdirTaken, claim_workdir, workdir_for
 
     store = _open_store(db)
@@ -283,7 +283,7 @@ def delete(
         return
     assert database is not None
     from quanta.db.lease import LeaseHeld
-    from quanta.service import delete_stored_search
+    from quanta.stored_search import delete_stored_search
     from quanta.workdir import workdir_for
 
     store = _open_store(database)

@@ -180,7 +180,7 @@ def _run_search(
             show()  # the last figures: the bar ends where the summary does
     except KeyboardInterrupt:
         from quanta.cli.lifecycle import interrupted_report
-        from quanta.service import settle_interrupted
+        from quanta.stored_search import settle_interrupted
 
         ctl.stop_search(search_id, SearchStatus.STOPPED, "interrupted")
         settle_interrupted(ctl)  # its trials checkpoint as they stop: `quanta resume` loses no work

@@ -3,7 +3,8 @@
 Contract:
 - `submit` persists a new search and starts it; `load` rebuilds the active searches and their trials
   from the store after a restart (searchers from stored history; trials that were resident and are not
-  any more go back to the queue, to resume from their checkpoints, with one more retry counted).
+  any more go back to the queue, to resume from their checkpoints, with one more retry counted); each
+  search is rebuilt by `quanta.controller.book_loading`, whose contract says what from what.
 - `sync(now)` picks up what users asked through the database (new searches, stop/pause/resume,
   trial stops), ends searches whose target or budget says so (the time budget counts the time a search
   ran: since it started, less the time it spent ended before it was resumed), and asks each running search's searcher
@@ -48,20 +49,18 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from quanta.controller.health import SearchHealth
+from quanta.controller.book_loading import read_stored_search, restore_search
 from quanta.controller.rounds import Rounds
 from quanta.controller.searcher_host import SearcherHost
 from quanta.controller.state import SearchState, Signals, TrialState, objective_loss
 from quanta.controller.trials import TrialIndex
 from quanta.db.models import FIRST_ADMIN, SearchRow
 from quanta.db.protocol import ControllerStore
-from quanta.db.reports import latest_per_step
 from quanta.db.warm import items_from_json, warm_items
 from quanta.executor.actions import Stop
 from quanta.executor.policy.knobs import PbtKnobs, RunToRungKnobs
 from quanta.executor.runtime.base import Runtime
 from quanta.search.factory import make_searcher
-from quanta.search.pareto import Point, PointReader
 from quanta.search.searcher import HistoryItem, Searcher, Suggestion
 from quanta.spec import SearchSpec, spec_from_stored
 from quanta.status import (
@@ -195,82 +194,14 @@ class SearchBook:
         )
 
     def _load_one(self, row: SearchRow) -> None:
-        """Activate one stored running or paused search with its trials (see `load`)."""
+        """Activate one stored running or paused search with its trials, rebuilt from the store by
+        `quanta.controller.book_loading` (see `load`)."""
         assert row.id is not None
-        spec = spec_from_stored(row.spec)
-        trials = self._store.trials(row.id)
-        curves: dict[int, list[tuple[int, float]]] = {}  # by trial number (unique in a search)
-        # A search with several objectives or constraints: each trial's points read again from its reports,
-        # with the reader that read them (it holds the values carried forward).
-        readers: dict[int, PointReader] = {}
-        trial_points: dict[int, list[Point]] = {}
-        for t in trials:
-            assert t.id is not None
-            rows = self._store.reports(t.id)
-            points = [(r.step, r.attempt, r.objective) for r in rows if r.objective is not None]
-            curves[t.number] = latest_per_step(points)  # a step run again: by its latest attempt
-            if spec.pareto:
-                reader = readers[t.number] = PointReader(spec.objectives, spec.bounds)
-                read = (
-                    reader.read(step, m) for step, m in latest_per_step((r.step, r.attempt, r.metrics) for r in rows)
-                )
-                trial_points[t.number] = [p for p in read if p is not None]
-        history = [  # the searcher's trials: a fork is none of its proposals
-            HistoryItem(
-                t.number,
-                t.vals,
-                objective_loss(spec, t.metric) if TrialStatus(t.status).final else None,
-                t.status != TrialStatus.FAILED,
-                tuple((step, spec.metric.loss(v)) for step, v in curves[t.number]),
-                tuple(trial_points.get(t.number, ())),
-            )
-            for t in trials
-            if t.parent_id is None
-        ]
-        # The warm-start trials as they were when the search started (not as those searches are now).
-        warm = self._store.warm_start(row.id) if spec.search.warm_start_from else None
-        s = self._activate(row.id, spec, row.started_at or row.created_at, history, owner=row.owner, warm=warm)
-        s.status = SearchStatus(row.status)
-        s.created = max([t.number + 1 for t in trials], default=0)
-        s.forked = sum(1 for t in trials if t.parent_id is not None)
-        s.best_trial, s.best, s.reached_at = row.best_trial_id, row.best_metric, row.reached_at
-        s.waiting = row.waiting
-        s.idle_seconds = row.idle_seconds
-        resident = self._runtime.residency()
-        for t in trials:  # by number: a fork's parent comes before it
-            assert t.id is not None
-            if t.parent_id is not None and t.fork_step is None and not TrialStatus(t.status).final:
-                continue  # its parent's state is still being taken: the fork desk holds it
-            ts = TrialState(t.id, row.id, t.number, t.params, t.vals, t.created_at, TrialStatus(t.status))
-            ts.steps, ts.metric, ts.best, ts.retries = t.steps, t.metric, t.best_metric, t.retries
-            ts.device_seconds_base = ts.device_seconds = t.device_seconds
-            ts.started_at, ts.finished_at, ts.error, ts.reason = t.started_at, t.finished_at, t.error, t.reason
-            ts.parent_id, ts.fork_step, ts.own_max_steps = t.parent_id, t.fork_step, t.max_steps
-            ts.curve = curves[t.number]
-            parent = s.trials.get(t.parent_id) if t.parent_id is not None else None
-            if parent is not None and t.fork_step is not None:  # its parent's curve up to the fork is its own
-                ts.curve = [p for p in parent.curve if p[0] < t.fork_step] + ts.curve
-            if spec.pareto:
-                ts.points, ts.reader = trial_points[t.number], readers[t.number]
-                if parent is not None and t.fork_step is not None:  # and its points up to the fork
-                    ts.points = [p for p in parent.points if p[0] < t.fork_step] + ts.points
-                for _step, losses, violation in ts.points:
-                    if violation == 0.0 and all(math.isfinite(v) for v in losses):
-                        s.add_to_front(losses)
-            ts.resume = t.checkpoint_step is not None
-            if ts.status == TrialStatus.RUNNING and t.id not in resident:
-                # Its process was lost with the previous controller: a retry (counted, and its reports are
-                # a new attempt's), never a failure (it was not the trial's fault).
-                ts.status, ts.resume = TrialStatus.QUEUED, True
-                ts.retries += 1
-                self._store.update_trial(t.id, status=TrialStatus.QUEUED, retries=ts.retries)
+        stored = read_stored_search(self._store, row)
+        started = row.started_at or row.created_at
+        s = self._activate(row.id, stored.spec, started, stored.history, owner=row.owner, warm=stored.warm)
+        for ts in restore_search(s, stored, self._runtime.residency(), self._store):
             self.track(s, ts)
-        ended = sorted((t for t in trials if TrialStatus(t.status).final), key=lambda t: (t.finished_at or 0, t.id))
-        s.health = SearchHealth.restored(
-            metric_seen=any(curves.values()),
-            warned=row.warning is not None,
-            ended=[(t.id or 0, TrialStatus(t.status)) for t in ended],
-        )
 
     # ---- trials --------------------------------------------------------------------------------
 

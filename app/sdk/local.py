@@ -10,10 +10,10 @@ Optuna's `study.optimize` runs one in a notebook: no server, no shell. It return
     result, trials = resume(result["search_id"], trials=20)   # go on with 20 more trials
     front = pareto(result["search_id"])                        # the Pareto front, one row per point
 
-It drives the same controller as `quanta run` (`quanta.service.run_search`): trials are processes forked
-from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in the
-working directory, beside the spec file or on `sys.path`, or named by its path relative to the spec:
-not a function defined in a notebook cell). The DataFrame needs the
+It drives the same controller as `quanta run` (`quanta.stored_search.run_search`): trials are processes
+forked from a pre-warmed template, so the trainable must be importable by module name (a `.py` file in
+the working directory, beside the spec file or on `sys.path`, or named by its path relative to the
+spec: not a function defined in a notebook cell). The DataFrame needs the
 `notebook` extra (pandas): without it `run` refuses before anything starts.
 """
 
@@ -79,7 +79,7 @@ def run(
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
     from quanta.devices import parse_devices
-    from quanta.service import run_search
+    from quanta.stored_search import run_search
     from quanta.workdir import claim_workdir, workdir_for
 
     # Trials are forked from a template that imports the trainable by module name from this process's
@@ -139,7 +139,7 @@ def resume(
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)
     from quanta.devices import parse_devices
-    from quanta.service import resume_search
+    from quanta.stored_search import resume_search
     from quanta.workdir import claim_workdir, workdir_for
 
     here = os.getcwd()
@@ -173,7 +173,7 @@ def pareto(search_id: int, *, db: str = "sqlite:///quanta.db") -> Any:
     database at a SQLite path (none is created); ImportError without pandas."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS.replace("quanta.sdk.run returns the trials", "quanta.sdk.pareto returns the front"))
-    from quanta.service import stored_pareto
+    from quanta.stored_search import stored_pareto
 
     out = stored_pareto(db, search_id)
     if out is None:

@@ -17,8 +17,8 @@ import pytest
 
 from quanta.db.store import Store
 from quanta.devices import parse_devices
-from quanta.service import run_search
 from quanta.spec import parse_spec
+from quanta.stored_search import run_search
 
 INSTALLED = {name: importlib.util.find_spec(name) is not None for name in ("tensorboard", "mlflow", "wandb")}
 BLOCKS = {

@@ -106,10 +106,15 @@ def app_imports(f: Path) -> set[str]:
 
 # Imports a layer makes by design, against its row below: (importing file, imported module).
 # `quanta.sdk.run` runs a whole search in the user's process (a notebook's `quanta run`), so its module is a
-# wiring entry point like the CLI: it calls the service wiring, and only that (no runtime, db or controller).
-# The edge is taken when `run` is called, never by a trial process (`quanta.sdk` loads its names on first
-# use), so it is left out of the package graph too; it goes when `run` moves to the product's top package.
-WIRING: set[tuple[str, str]] = {("sdk/local.py", "quanta.service")}
+# wiring entry point like the CLI: it calls the in-process search (`quanta.stored_search`), and only that (no
+# runtime, db or controller). The edge is taken when `run` is called, never by a trial process (`quanta.sdk`
+# loads its names on first use), so it is left out of the package graph too; it goes when `run` moves to the
+# product's top package.
+WIRING: set[tuple[str, str]] = {("sdk/local.py", "quanta.stored_search")}
+
+# The wiring over the controller: the loop and the service (`quanta.service`), and a stored search driven in
+# the caller's process over that loop (`quanta.stored_search`). The layers below import neither.
+SERVICE = ("quanta.service", "quanta.stored_search")
 
 
 def violations(layer: str, banned: tuple[str, ...]) -> list[str]:
@@ -132,22 +137,22 @@ def test_pure_layers_import_nothing_heavy(layer):
 @pytest.mark.parametrize(
     ("layer", "banned"),
     [
-        ("executor/runtime", ("quanta.db", "quanta.api", "quanta.controller", "quanta.service", *CLI)),
-        ("sdk", ("quanta.executor.runtime", "quanta.controller", "quanta.service", "quanta.db", "quanta.api", *CLI)),
+        ("executor/runtime", ("quanta.db", "quanta.api", "quanta.controller", *SERVICE, *CLI)),
+        ("sdk", ("quanta.executor.runtime", "quanta.controller", *SERVICE, "quanta.db", "quanta.api", *CLI)),
         # The integrations are the sdk for other libraries' loops: they see a Trial, nothing below it.
         (
             "integrations",
             (
                 "quanta.executor",
                 "quanta.controller",
-                "quanta.service",
+                *SERVICE,
                 "quanta.db",
                 "quanta.api",
                 "quanta.search",
                 *CLI,
             ),
         ),
-        ("db", ("quanta.api", "quanta.controller", "quanta.service", "quanta.executor.runtime", *CLI)),
+        ("db", ("quanta.api", "quanta.controller", *SERVICE, "quanta.executor.runtime", *CLI)),
         ("api", CLI),
     ],
 )
@@ -172,10 +177,12 @@ def test_the_sdk_and_the_api_load_without_typer():
     typer nor any command comes with them (every other module: `test_only_the_cli_imports_the_cli_or_typer`)."""
     code = (
         "import sys\n"
-        "import quanta.sdk, quanta.sdk.client, quanta.api.main, quanta.service\n"
+        "import quanta.sdk, quanta.sdk.client, quanta.api.main, quanta.service, quanta.stored_search\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer' or m.split('.')[:2] == ['quanta', 'cli']))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(APP.parent)}
+    # The caller's PYTHONPATH stays first: a checkout of its own (a git worktree) names its `quanta` there.
+    path = [p for p in (os.environ.get("PYTHONPATH"), str(APP.parent)) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=APP.parent, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -191,8 +198,10 @@ def test_one_controller_loop():
     """`quanta run`, `quanta serve` and `quanta controller` run one loop, `quanta.service.ControllerLoop`: what
     a running controller does beside its tick (the lease check, the deletions the API asked for) is called
     there and nowhere else, so no second loop grows its own copy. (Its rest while idle is measured:
-    tests/unit/test_service_loop.py, tests/integration/test_idle_cpu.py.)"""
+    tests/unit/test_service_loop.py, tests/integration/test_idle_cpu.py.) Besides: `delete_stored_search`
+    deletes a search where no controller runs, under the database's lease, so no loop is there to do it."""
     duties = {"ensure", "pending_deletes", "delete_search"}
+    no_loop = {"stored_search.py calls delete_search"}
     outside = {
         f"{rel(f)} calls {name}"
         for f in files()
@@ -200,7 +209,7 @@ def test_one_controller_loop():
         and not rel(f).startswith("db/")  # where the lease and the deletions are kept
         for name in calls(f) & duties
     }
-    assert outside == set()
+    assert outside == no_loop
 
 
 def test_app_never_imports_workers():

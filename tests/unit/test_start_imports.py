@@ -25,7 +25,8 @@ def test_the_run_command_starts_without_torch_scipy_stats_or_scipy_optimize():
     and scipy.optimize (curve fits) come when first used."""
     code = (
         "import quanta.cli, quanta.cli.run, quanta.spec, quanta.devices, quanta.db.lease, quanta.controller, "
-        "quanta.db.store, quanta.db.summary, quanta.db.warm, quanta.executor.runtime.local, quanta.service"
+        "quanta.db.store, quanta.db.summary, quanta.db.warm, quanta.executor.runtime.local, quanta.service, "
+        "quanta.stored_search"
     )
     heavy = ["torch", "scipy.stats", "scipy.optimize"]
     assert loaded_after(code, heavy) == dict.fromkeys(heavy, False)
