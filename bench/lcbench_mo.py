@@ -24,7 +24,11 @@ counted as the whole budget and marked). A run ends at that point (nothing after
 
 Runs are interleaved per seed (seed 0: every task and method, then seed 1, ...).
 
-    python bench/lcbench_mo.py --tasks suite --seeds 0,1,2 --hours 8 --json bench/results/lcbench_mo.json
+    python bench/lcbench_mo.py --tasks suite --seeds 0,1,2 --hours 8 --jobs 2 \
+        --runs bench/results/lcbench_mo_runs.jsonl --json bench/results/lcbench_mo.json
+
+`--runs` appends each run to a JSON-lines file as it ends, and skips the units already there: a stopped
+run goes on where it was with the same command.
 
 Prints one table (per task: median seconds to 95 % per method) and the summary, and writes JSON shaped
 {"tasks": {"<id>": {"reference": {"accuracy", "train_time_s", "hypervolume", "front"}, "methods":
@@ -214,27 +218,56 @@ def run_all(
     data: Path | None,
     on_run: Callable[[MORunResult], None] = lambda r: None,
     jobs: int = 1,
+    done_before: Sequence[MORunResult] = (),
 ) -> list[MORunResult]:
     """Every (method, task, seed), interleaved per seed, in that order in the result. With `jobs` > 1
-    the runs go to that many processes (simulated time: a run's figures do not depend on its neighbours)."""
+    the runs go to that many processes (simulated time: a run's figures do not depend on its neighbours).
+    `done_before`: runs already made (`--runs`): their units are not run again."""
     units = [(m, t, s) for s in seeds for t in tasks for m in methods]
-    args = [(m, t, s, workers, hours, refs[t], data) for m, t, s in units]
+    have = {(r.method, r.task, r.seed): r for r in done_before}
+    args = [(m, t, s, workers, hours, refs[t], data) for m, t, s in units if (m, t, s) not in have]
+    order = {u: i for i, u in enumerate(units)}
+    kept = [have[u] for u in units if u in have]
     if jobs <= 1:
-        out = []
+        out = list(kept)
         for a in args:
             out.append(run_one(*a))
             on_run(out[-1])
-        return out
+        return sorted(out, key=lambda r: order[(r.method, r.task, r.seed)])
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    done: list[MORunResult] = []
+    done: list[MORunResult] = list(kept)
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
         for fut in as_completed([pool.submit(run_one, *a) for a in args]):
             done.append(fut.result())
             on_run(done[-1])
-    order = {u: i for i, u in enumerate(units)}
     return sorted(done, key=lambda r: order[(r.method, r.task, r.seed)])
+
+
+def load_runs(path: Path) -> list[MORunResult]:
+    """The runs saved in `path` (`--runs`: one JSON object per line, as `save_run` writes them); none when
+    it does not exist. A last line cut short (the process stopped while writing it) is ignored."""
+    if not path.is_file():
+        return []
+    out: list[MORunResult] = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        row["curve"] = [tuple(p) for p in row.get("curve", [])]
+        out.append(MORunResult(**row))
+    return out
+
+
+def save_run(path: Path, r: MORunResult) -> None:
+    """Append run `r` to `path` (one line, flushed: a stopped benchmark resumes with it done)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    row = {**asdict(r), "curve": [[round(t, 2), round(f, 5)] for t, f in r.curve]}
+    with path.open("a") as fh:
+        fh.write(json.dumps(row) + "\n")
+        fh.flush()
 
 
 # ---- accounting (pure) ----------------------------------------------------------------------------
@@ -383,6 +416,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (simulated time: results do not change)")
     ap.add_argument("--curves", action="store_true", help="also write every run's hypervolume curve into the JSON")
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="a JSON-lines file each run is appended to as it ends; units already there are not run again",
+    )
     args = ap.parse_args(argv)
 
     tasks = task_list(args.tasks)
@@ -402,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     budget_s = args.hours * 3600.0
 
     def progress(r: MORunResult) -> None:
+        if args.runs is not None:
+            save_run(args.runs, r)
         got = "miss" if r.time_s is None else f"{r.time_s:,.0f}s"
         print(
             f"seed {r.seed} task {r.task} {r.method}: {got} (ended at {r.final_fraction:.3f} of the reference, "
@@ -411,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
 
     t0 = time.perf_counter()
-    runs = run_all(tasks, seeds, methods, args.workers, args.hours, refs, args.data, progress, args.jobs)
+    before = load_runs(args.runs) if args.runs is not None else []
+    runs = run_all(tasks, seeds, methods, args.workers, args.hours, refs, args.data, progress, args.jobs, before)
     table = tabulate(runs, refs, budget_s)
     summary = summarize(table)
     print_table(table, summary, budget_s, methods)

@@ -209,3 +209,31 @@ def test_mo_ashas_rungs_keep_a_newcomer_that_dominates_its_rung_and_stop_one_it_
     assert newcomer(ranked_priority(), (0.1, 1.0)) == "CONTINUE"
     assert newcomer(ranked_priority(), (0.9, 9.0)) == "STOP"
     assert newcomer(NonDominatedPriority(), (0.1, 1.0)) == "STOP"  # the shipped priority stops the best
+
+
+def test_runs_saved_as_they_end_are_not_run_again(monkeypatch, tmp_path):
+    """`--runs`: each run is appended as it ends; a second invocation runs only the units not there, and
+    a last line cut short is ignored."""
+    import bench.lcbench_mo as mo
+
+    made: list[tuple[str, str, int]] = []
+
+    def fake_run_one(method, task, seed, workers, hours, ref, data):
+        made.append((method, task, seed))
+        return MORunResult(method, task, seed, 10.0 * (seed + 1), 0.95, [(1.0, 0.5), (10.0, 0.95)], started=3)
+
+    monkeypatch.setattr(mo, "run_one", fake_run_one)
+    path = tmp_path / "runs.jsonl"
+    refs = {"1": {}}
+    first = mo.run_all(["1"], [0], ["a", "b"], 4, 1.0, refs, None, lambda r: mo.save_run(path, r))
+    assert made == [("a", "1", 0), ("b", "1", 0)] and len(first) == 2
+    with path.open("a") as fh:
+        fh.write('{"method": "a", "task"')  # a line cut short
+    before = mo.load_runs(path)
+    curve = [(1.0, 0.5), (10.0, 0.95)]
+    assert [(r.method, r.seed, r.curve) for r in before] == [("a", 0, curve), ("b", 0, curve)]
+    made.clear()
+    both = mo.run_all(["1"], [0, 1], ["a", "b"], 4, 1.0, refs, None, done_before=before)
+    assert made == [("a", "1", 1), ("b", "1", 1)]
+    got = [(r.method, r.seed, r.time_s) for r in both]
+    assert got == [("a", 0, 10.0), ("b", 0, 10.0), ("a", 1, 20.0), ("b", 1, 20.0)]
