@@ -96,8 +96,8 @@ def test_a_new_user_installs_quanta_and_runs_a_search(tmp_path, record_property)
 
     # The environment ran its own copy of Quanta, not this tree, with the machine's torch. Where `quanta`
     # resolves and which torch is installed, read without importing them: the search above has imported
-    # both in this environment, and another cold import of torch costs seconds (about 20 on a loaded 2-core
-    # machine when Python writes no bytecode, PYTHONDONTWRITEBYTECODE).
+    # both in this environment, and another cold import of torch costs seconds (more when Python writes no
+    # bytecode, PYTHONDONTWRITEBYTECODE).
     probe = (
         "import importlib.metadata as m, importlib.util as u; "
         "print(u.find_spec('quanta').origin); print(m.version('torch'))"
