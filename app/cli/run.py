@@ -69,6 +69,19 @@ def run(
         spec = place_locally(spec, spec_path.parent)
     except SpecError as exc:
         raise fail(f"{spec_path}: trainable: {exc.errors[0][1]}") from None
+    if spec.search.warm_start_from:
+        # The searches it warm-starts from are read before the template starts too: a missing id or another
+        # space is refused at once (the controller's submit checks again, with the lease held).
+        from quanta.db.store import Store
+        from quanta.db.warm import WarmStartError, check_warm_start
+
+        store = Store(db)
+        try:
+            check_warm_start(store, spec)
+        except WarmStartError as exc:
+            raise fail(f"{spec.name}: {exc} (in {db})") from None
+        finally:
+            store.engine.dispose()
     from quanta.executor.runtime.template import start_template
 
     # Then the trial template: it imports torch and the trainable's module and prepares its data while

@@ -94,9 +94,16 @@ def test_a_new_user_installs_quanta_and_runs_a_search(tmp_path, record_property)
     print(f"\nnew user's path: {', '.join(f'{k} {v:.1f}' for k, v in times.items())}", file=sys.stderr)
     assert run.returncode == 0, run.stdout + run.stderr
 
-    # The environment ran its own copy of Quanta, not this tree.
+    # The environment ran its own copy of Quanta, not this tree, with the machine's torch. Where `quanta`
+    # resolves and which torch is installed, read without importing them: the search above has imported
+    # both in this environment, and another cold import of torch costs seconds (more when Python writes no
+    # bytecode, PYTHONDONTWRITEBYTECODE).
+    probe = (
+        "import importlib.metadata as m, importlib.util as u; "
+        "print(u.find_spec('quanta').origin); print(m.version('torch'))"
+    )
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import quanta, torch; print(quanta.__file__); print(torch.__version__)"],
+        [str(venv / "bin" / "python"), "-c", probe],
         cwd=tmp_path,
         env=env,
         capture_output=True,

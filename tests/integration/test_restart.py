@@ -29,7 +29,7 @@ SPEC = {
     "budget": {"max_trials": 4, "max_steps": MAX_STEPS},
     "parallelism": 2,
     "scheduler": {"policy": "timeslice", "quantum_s": 1.0, "checkpoint_every_s": 0.5, "checkpoint_every_quanta": 1},
-    "config": {"sleep_s": 0.06, "report_every": 5},
+    "config": {"sleep_s": 0.03, "report_every": 5},  # 3.6 s a trial: two are killed mid-run, with checkpoints
 }
 NO_CHECKPOINT_STEPS = 80
 NO_CHECKPOINT = {

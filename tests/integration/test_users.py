@@ -270,32 +270,46 @@ def _quanta(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`_quanta`'s command run in this process by the same typer app (Click's test runner: stdout and stderr
+    apart, the exit code), without the server secret's variable: no interpreter start and import per
+    command."""
+    from typer.testing import CliRunner
+
+    from quanta.cli import app as cli
+
+    r = CliRunner().invoke(cli, list(args), env={ENV: None})
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(["quanta", *args], r.exit_code, r.stdout, r.stderr)
+
+
 def test_cli_users_and_tokens_on_a_sqlite_file(tmp_path):
     db = f"sqlite:///{tmp_path / 'cli.db'}"
-    r = _quanta("users", "add", "bob", "--weight", "2", "--max-devices", "3", "--db", db)
+    r = _cli("users", "add", "bob", "--weight", "2", "--max-devices", "3", "--db", db)
     assert r.returncode == 0, r.stderr
-    r = _quanta("users", "add", "bob", "--db", db)
+    r = _cli("users", "add", "bob", "--db", db)
     assert r.returncode == 2 and "user bob exists" in r.stderr
-    r = _quanta("users", "add", "carol", "--weight", "0", "--db", db)
+    r = _cli("users", "add", "carol", "--weight", "0", "--db", db)
     assert r.returncode == 2 and "weight" in r.stderr
-    r = _quanta("users", "list", "--db", db)
+    r = _cli("users", "list", "--db", db)
     lines = [line.split("\t") for line in r.stdout.splitlines()]
     assert r.returncode == 0 and [row[:5] for row in lines[1:]] == [
         [FIRST_ADMIN, "admin", "1", "0", "0"], ["bob", "member", "2", "0", "3"]
     ]  # fmt: skip
-    r = _quanta("tokens", "create", "bob", "--expires-days", "7", "--db", db)
+    r = _cli("tokens", "create", "bob", "--expires-days", "7", "--db", db)
     assert r.returncode == 0, r.stderr
     token = r.stdout.strip()
     assert r.stdout == token + "\n" and token.startswith("qnt_")  # the token alone on stdout
     store = Store(db)
     assert store.authenticate(token, time.time()).name == "bob"
-    r = _quanta("tokens", "list", "bob", "--db", db)
+    r = _cli("tokens", "list", "bob", "--db", db)
     assert r.returncode == 0 and token not in r.stdout and token[:10] in r.stdout and "\tactive\t" in r.stdout
-    r = _quanta("tokens", "revoke", token[:10], "--db", db)
+    r = _cli("tokens", "revoke", token[:10], "--db", db)
     assert r.returncode == 0, r.stderr
     assert store.authenticate(token, time.time()) is None
-    assert _quanta("tokens", "create", "nobody", "--db", db).returncode == 2
-    r = _quanta("tokens", "revoke", "qnt_unknown", "--db", db)
+    assert _cli("tokens", "create", "nobody", "--db", db).returncode == 2
+    r = _cli("tokens", "revoke", "qnt_unknown", "--db", db)
     assert r.returncode == 2 and "no token matches" in r.stderr
     assert (tmp_path / "cli.db").stat().st_mode & 0o077 == 0  # created private
 

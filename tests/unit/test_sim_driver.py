@@ -340,8 +340,11 @@ def test_skipping_quiet_rounds_decides_exactly_as_planning_every_quantum(policy,
 @needs_data
 @pytest.mark.slow
 def test_gandiva_quiet_rounds_on_a_philly_trace_give_the_same_summary():
-    jobs = load_trace("ee9e8c", 60)  # on 128 GPUs: 1,390 rounds that move trials, then long quiet stretches
-    kw = dict(gpus=128, gpus_per_server=4, check=False)
+    # On 128 GPUs in 4-minute rounds: hundreds of rounds that move trials, then long quiet stretches (the
+    # ticked run plans ~11,900 rounds, the event-driven one ~850). The round length only sets how many
+    # rounds the long tail takes, and so this test's time; the claim is the same at gandiva's default 60 s.
+    jobs = load_trace("ee9e8c", 60)
+    kw = dict(gpus=128, gpus_per_server=4, check=False, quantum_s=240.0)
     a, b = (simulate(jobs, "gandiva", event_driven=ev, **kw).summary for ev in (True, False))
     drop = ("ticks", "wall_s", "jobs_per_s", "utilization")
     assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
