@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -153,3 +154,47 @@ def test_spec_knobs_are_validated_naming_the_field():
             parse_spec(_spec({"policy": "pbt", **bad}))
     with pytest.raises(SpecError, match="mutable"):
         parse_spec(_spec({"policy": "pbt"}, mutable=False))
+
+
+def test_a_member_that_exploited_is_judged_next_at_an_interval_it_reaches_by_its_own_training():
+    """Trial 1 exploits at interval 1 and takes a source's state at step 250 (the middle of interval 2,
+    which the source has been judged at): it is not judged at interval 2 (it would exploit again before
+    running a step under its new values), but at interval 3, once it trained there."""
+    p = policy(resample_p=0.0)
+    pop = population_at_interval(4)
+    first = p.plan(snap(pop))
+    assert 1 in first.exploits
+    source, values = first.exploits[1]
+    assert first.state["exploiting"]["1"][0] == K
+    # Under way: trial 1 still at its own step and values; nothing new for it.
+    assert 1 not in p.plan(snap(pop, first.state)).exploits
+    # Done: trial 1 at the source's step 250 with the source's curve and the explored values; trial 2
+    # (the other bottom one) too, and the two tops parked at interval 2 with better values than both.
+    copied = [(K, 0.35), (250, 0.36)]
+
+    def member(tid: int, steps: int, curve, lr: float) -> TrialView:
+        return replace(trial(tid, steps, None, lr=lr, devices=(f"cpu:{tid % 2}",)), curve=tuple(curve))
+
+    after = [
+        member(1, 250, copied, values["lr"]),
+        member(2, K, [(K, 0.2)], 0.002),
+        member(3, 2 * K, [(K, 0.3), (2 * K, 0.5)], 0.003),
+        member(4, 2 * K, [(K, 0.4), (2 * K, 0.6)], 0.004),
+    ]
+    second = p.plan(snap(after, first.state))
+    assert 1 not in second.exploits  # interval 2 is where its copied step lies: not judged there
+    assert second.state["judged"]["1"] == 2 and "1" not in second.state["exploiting"]
+    # Trained on to interval 3 with the worst value: judged there, and exploits.
+    later = [member(1, 3 * K, [*copied, (3 * K, 0.1)], values["lr"]), *after[1:]]
+    assert 1 in p.plan(snap(later, second.state)).exploits
+
+
+def test_an_abandoned_exploit_leaves_the_member_judged_as_before():
+    p = policy(resample_p=0.0)
+    pop = population_at_interval(4)
+    first = p.plan(snap(pop))
+    assert 1 in first.exploits
+    # Abandoned: trial 1 ran on from its own state (values unchanged) to interval 2, still the worst.
+    ran = [replace(pop[0], steps_done=2 * K, curve=((K, 0.1), (2 * K, 0.05))), *pop[1:]]
+    second = p.plan(snap(ran, first.state))
+    assert 1 in second.exploits and "1" in second.state["exploiting"]

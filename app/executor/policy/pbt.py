@@ -15,8 +15,15 @@ space's bounds) or resampled from the space with probability `resample_p`. A tri
 placed that round. Draws come from a generator seeded by (seed, search, trial, interval): the same
 snapshot plans the same.
 
+A member whose exploit is done goes on from its source's step: it is judged next at the first interval
+it reaches by its own training, not at the one the copied step lies in (that one is the source's, and a
+member copied in the middle of an interval would otherwise exploit again before running a step under its
+new values). The policy sees an exploit done when the member's mutable values change; one abandoned when
+the member runs on from its own step with its values unchanged.
+
 State (`Plan.state`): `judged[trial]` = the last interval judged, `scores["search:j"][trial]` = the value
-each member had at interval j, `slice` = the time-slicing offsets.
+each member had at interval j, `slice` = the time-slicing offsets, `exploiting[trial]` = [steps, values]
+of a member when its exploit was ordered, until the policy sees it done or abandoned.
 """
 
 from __future__ import annotations
@@ -71,6 +78,11 @@ def explore(
     return out
 
 
+def _values(t: TrialView) -> list[list[Any]]:
+    """The trial's mutable values as the policy state keeps them (JSON: pairs as lists)."""
+    return [[name, value] for name, value in t.values]
+
+
 def _better_first(goal: str) -> Any:
     """Sort key over (trial id, value): the best value first (NaN last), ties by trial id."""
     sign = -1.0 if goal == "maximize" else 1.0
@@ -95,6 +107,8 @@ class PbtPolicy:
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         state = snapshot.policy_state
         judged: dict[str, int] = {k: int(v) for k, v in dict(state.get("judged", {})).items()}
+        # Exploits ordered and not seen done yet: trial -> [its steps, its values] when ordered.
+        pending: dict[str, list[Any]] = {k: list(v) for k, v in dict(state.get("exploiting", {})).items()}
         scores: dict[str, dict[str, float]] = {k: dict(v) for k, v in dict(state.get("scores", {})).items()}
         alive = snapshot.alive()
         by_id = {t.id: t for t in alive}
@@ -109,6 +123,19 @@ class PbtPolicy:
                 continue
             k = self.knobs.interval(s.max_steps)
             j = t.steps_done // k
+            if (mark := pending.get(str(t.id))) is not None:
+                if _values(t) != mark[1]:
+                    # Its exploit is done: it goes on from the source's step, with the source's curve as its
+                    # own. The interval that step lies in is the source's, judged already; the trial is
+                    # judged next at the first interval it reaches by its own training. (Judged at once, a
+                    # member copied from one in the middle of an interval would exploit again before it
+                    # had run a step under its new values.)
+                    judged[str(t.id)] = max(judged.get(str(t.id), 0), j)
+                    del pending[str(t.id)]
+                    continue
+                if t.steps_done == mark[0]:
+                    continue  # its exploit is under way
+                del pending[str(t.id)]  # abandoned, and it ran on from its own state: judged as before
             if j <= judged.get(str(t.id), 0) or t.curve[-1][0] <= (j - 1) * k:
                 continue  # no new interval, or no report in it yet
             judged[str(t.id)] = j
@@ -124,6 +151,7 @@ class PbtPolicy:
             chosen = self._exploit(t, j, s, latest[s.id], by_id)
             if chosen is not None:
                 exploits[t.id] = chosen
+                pending[str(t.id)] = [t.steps_done, _values(t)]
                 notes.append(f"pbt: trial {t.id} exploits trial {chosen[0]} at interval {j}: {chosen[1]}")
         # The others are time-sliced; a trial being exploited waits for its new state.
         rest = tuple(t for t in alive if t.id not in exploits)
@@ -147,7 +175,7 @@ class PbtPolicy:
                 limits[tid] = nxt
         return Plan(
             placement=sliced.placement,
-            state={"judged": judged, "scores": scores, "slice": dict(sliced.state)},
+            state={"judged": judged, "scores": scores, "slice": dict(sliced.state), "exploiting": pending},
             notes=tuple(notes),
             limits=limits,
             exploits=exploits,
