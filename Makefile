@@ -56,8 +56,11 @@ lint: dev
 	@mkdir -p $(VENV)/mypy-path && ln -sfn $(CURDIR)/app $(VENV)/mypy-path/quanta
 	MYPYPATH=$(VENV)/mypy-path $(VENV)/bin/mypy -p quanta -p workers
 
+# Two workers, a test file on one worker at a time (its module fixtures, such as a cluster, stay whole): many
+# tests wait on trial processes, services or a browser, so the suite takes about 11 minutes instead of 18 on
+# 2 cores. The slowest tests are listed at the end, for whoever trims it next.
 test: dev system-deps lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=20 $(PYTEST_ARGS)
 
 # The pure tests (no services, trial processes or training): the quick check while changing code.
 test-unit: dev
