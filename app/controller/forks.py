@@ -55,7 +55,7 @@ from quanta.db.protocol import ControllerStore
 from quanta.executor.actions import Action, Adopted, Configured, Fork, Forked, Reconfigure
 from quanta.executor.runtime.base import Runtime
 from quanta.search.space import SpaceError, vals_with_values, with_values
-from quanta.status import SearchStatus, TrialStatus
+from quanta.status import SearchStatus
 
 log = logging.getLogger("quanta.controller")
 
@@ -190,7 +190,7 @@ class Forks:
                 return
             f.notes.append(answer.error)  # no process to take it from: its checkpoint is what is left
         if f.asked:
-            if resident or parent.status == TrialStatus.RUNNING:
+            if resident or parent.exit_pending:
                 return  # the answer is on its way
             f.asked = False  # its process ended and its events are handled, without an answer: lost
         if resident:
@@ -198,7 +198,7 @@ class Forks:
             self._runtime.apply(self._rounds.record(now, actions), actions)
             f.asked = True
             return
-        if parent.status == TrialStatus.RUNNING:
+        if parent.exit_pending:
             return  # its process has ended and its exit is still on its way: its checkpoint may change
         self._copy_checkpoint(f, s, parent, now)
 

@@ -66,6 +66,14 @@ class TrialState:
     points: list[Point] = field(default_factory=list)
     reader: PointReader | None = None
 
+    @property
+    def exit_pending(self) -> bool:
+        """A process of it may still be ending: it is running, or a process started (`devices` held) whose
+        exit is not handled yet. Its checkpoint file and row may then still change (a process stopped at
+        a boundary may write one last checkpoint before it reads the stop), so the file is not taken as
+        its state until this is False."""
+        return self.status == TrialStatus.RUNNING or bool(self.devices)
+
 
 @dataclass
 class SearchState:
