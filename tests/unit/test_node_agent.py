@@ -207,6 +207,23 @@ def test_a_handoff_ends_the_process_and_reports_its_exit_as_a_handoff(agent) -> 
     assert not any(r.kind == "exited" for r in ledger.rows)
 
 
+@pytest.mark.parametrize(("status", "started_on_target"), [("completed", False), ("failed", False), ("crashed", True)])
+def test_a_trial_that_ended_before_its_handoff_is_started_on_the_target_only_if_it_crashed(
+    agent, status: str, started_on_target: bool
+) -> None:
+    a, ledger, rt = agent
+    ledger.assigned = {3: Assignment(3, "n1", 1)}
+    a.apply(1, orders({"kind": "run", "trial_id": 3, "devices": ["n1/cpu:0"], "epoch": 1}))
+    with rt.lock:  # its process ends on its own just as the controller moves it to node n2
+        rt.resident.pop(3)
+        rt.events.append(A.Exited(3, status, 3, None, time.time(), device_seconds=1.5))
+    done = a.apply(2, orders({"kind": "handoff", "trial_id": 3, "to": "n2", "epoch": 1}))
+    assert done["applied"] == [3] and [type(x).__name__ for _, acts in rt.applied for x in acts] == ["Run"]
+    # The start on n2 is the task linked to this one, with the same round: n2 claims it first, or finds it
+    # claimed (a duplicate: skipped).
+    assert (("n2", 3, 2) in ledger.claimed) is not started_on_target
+
+
 def test_a_bad_order_is_refused_before_anything_is_applied() -> None:
     with pytest.raises(WireError, match="Run.devices"):
         orders({"kind": "run", "trial_id": 3, "devices": "n1/cpu:0", "epoch": 1})

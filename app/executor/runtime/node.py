@@ -99,7 +99,7 @@ class NodeAgent:
         self._rounds: dict[int, int] = {}  # last round applied per trial
         self._fence: dict[int, str] = {}  # trial -> why this node ends it: handoff | stale | lease
         self._exit_waiters: dict[int, list[threading.Event]] = {}
-        self._exited: dict[int, float] = {}  # trial -> when its Exited was seen (monotonic)
+        self._exited: dict[int, tuple[float, str]] = {}  # trial -> when its Exited was seen (monotonic), its status
         self._published: dict[int, NodeResidency] = {}
         self._kept_since: dict[int, float] = {}
         self._pending: list[EventRecord] = []
@@ -179,7 +179,7 @@ class NodeAgent:
                 self._rounds[a.trial_id] = round_no
                 done["applied"].append(a.trial_id)
             for h in handoffs:
-                self._handoff(h.trial_id)
+                self._handoff(h, round_no)
                 done["applied"].append(h.trial_id)
             if runs:
                 self._runs(round_no, runs, done)
@@ -283,19 +283,44 @@ class NodeAgent:
         for started in go:
             self._rounds[started.trial_id] = round_no
 
-    def _handoff(self, tid: int) -> None:
+    def _handoff(self, h: Handoff, round_no: int) -> None:
         """Checkpoint the trial to the shared store and end its process here (a cross-node move). The
         trial writes its checkpoint before it reads the stop (one connection, in order), and the task
-        returns only once the process has exited: the target then restores a complete checkpoint."""
+        returns only once the process has exited: the target then restores a complete checkpoint.
+
+        A trial that ended here meanwhile is not restarted on the target when it ended for good (completed,
+        or failed in its own code): its start there, the task linked to this one, is claimed here for the
+        target (same trial and round), so the target takes it for a duplicate and skips it. Otherwise (it
+        crashed) the target restarts it from its last checkpoint."""
+        tid = h.trial_id
         r = self.runtime.residency().get(tid)
         if r is None:
-            return  # not here (it ended meanwhile): the target restarts from the last checkpoint
+            status = self._exit_status(tid, wait_s=max(1.0, 10 * self.flush_s))
+            if status in ("completed", "failed") and self.ledger.claim(h.to, tid, round_no):
+                log.info("trial %s %s here before its hand-off to %s: not started there", tid, status, h.to)
+            return
         self._fence[tid] = "handoff"
         if r.running:
             self.runtime.apply(next(self._internal), [Suspend(tid, checkpoint=True)])
         else:
             self.runtime.checkpoint(tid)
         self._end(tid, "handoff", wait_s=self.handoff_timeout_s)
+
+    def _exit_status(self, tid: int, wait_s: float) -> str | None:
+        """The status trial `tid`'s process here last ended with (None: none seen), waiting up to `wait_s`
+        for an exit the runtime has seen and this agent has not taken yet."""
+        waiter = threading.Event()
+        with self._lock:
+            if tid in self._exited:
+                return self._exited[tid][1]
+            self._exit_waiters.setdefault(tid, []).append(waiter)
+        waiter.wait(wait_s)
+        with self._lock:
+            waiting = self._exit_waiters.get(tid, [])
+            if waiter in waiting:
+                waiting.remove(waiter)
+            seen = self._exited.get(tid)
+        return seen[1] if seen is not None else None
 
     def _end(self, tid: int, why: str, wait_s: float) -> bool:
         """Stop a resident trial for a reason of this node (hand-off or fencing) and wait for its exit."""
@@ -377,7 +402,7 @@ class NodeAgent:
                 with self._lock:
                     why = self._fence.pop(tid, None)
                     waiters = self._exit_waiters.pop(tid, [])
-                    self._exited[tid] = time.monotonic()
+                    self._exited[tid] = (time.monotonic(), e.status)
                 if why == "handoff":
                     kind = HANDOFF
                 elif why in ("stale", "lease"):
@@ -389,7 +414,7 @@ class NodeAgent:
 
     def _residency(self) -> dict[int, NodeResidency]:
         now = time.monotonic()
-        self._exited = {t: at for t, at in self._exited.items() if now - at < 60}
+        self._exited = {t: x for t, x in self._exited.items() if now - x[0] < 60}
         out: dict[int, NodeResidency] = {}
         for tid, r in self.runtime.residency().items():
             out[tid] = NodeResidency(
