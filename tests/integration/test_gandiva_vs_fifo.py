@@ -76,9 +76,11 @@ def test_gandiva_reaches_the_target_with_fewer_total_steps_than_fifo(tmp_path):
     assert all(r.steps >= MAX_STEPS for r in fifo_rows if r.number < 4), [(r.number, r.steps) for r in fifo_rows]
     assert sum(1 for r in fifo_rows if r.number in (4, 5) and r.steps >= MAX_STEPS) >= 1
     # Gandiva judged and killed them early, but for the search's best trial at each moment: a fit never
-    # kills the incumbent, so one hopeless trial may run on until a better one (the good one) appears.
+    # kills the incumbent, so a hopeless trial may run on until a better one appears. Which one leads when
+    # depends on how the two devices' quanta fall (on a loaded machine the lead may pass from one hopeless
+    # trial to another before the good one leads): at most two of the six ran half their budget.
     hopeless = [r for r in gandiva_rows if r.params["lr"] != GOOD_LR and r.steps > 0]
-    assert hopeless and sum(1 for r in hopeless if r.steps >= MAX_STEPS / 2) <= 1
+    assert hopeless and sum(1 for r in hopeless if r.steps >= MAX_STEPS / 2) <= 2
     # Judged hopeless and killed, unless the search reached its target first (the last one judged may
     # still be alive then, and ends `stopped`: the search ended, not the policy), or it was the incumbent
     # a fit never kills, which may run to its budget (`completed`).
