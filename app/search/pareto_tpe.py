@@ -37,6 +37,10 @@ class ParetoTPE(MultiFidelityTPE):
     def __init__(self, *args: Any, **kwargs: Any):
         """`MultiFidelityTPE`'s arguments."""
         self._mo_points: dict[int, list[Point]] = {}  # each trial's points, in step order
+        # Memo, per rung: the points there and the scores they were ranked to. A rung's points change only
+        # when a trial first reports past it, while every ask reads every rung: sorting them again at each
+        # ask made an ask cost a Pareto sort per rung (tens of ms at 1,000 trials).
+        self._mo_ranked: dict[int, tuple[dict[int, Point], dict[int, float]]] = {}
         super().__init__(*args, **kwargs)
 
     def observe_point(self, number: int, step: int, losses: Losses, violation: float) -> None:
@@ -66,9 +70,14 @@ class ParetoTPE(MultiFidelityTPE):
         top: int | None = None
         for i, level in enumerate(self.levels):
             at = {num: p for num, pts in points.items() if (p := point_at(pts, level)) is not None}
-            nums = list(at)
-            ranked = order([at[k][1] for k in nums], [at[k][2] for k in nums])
-            scores = {nums[j]: pos / len(nums) for pos, j in enumerate(ranked)}
+            known = self._mo_ranked.get(i)
+            if known is not None and known[0] == at:
+                scores = known[1]
+            else:
+                nums = list(at)
+                ranked = order([at[k][1] for k in nums], [at[k][2] for k in nums])
+                scores = {nums[j]: pos / len(nums) for pos, j in enumerate(ranked)}
+                self._mo_ranked[i] = (at, scores)
             self._at_level[i] = scores
             arr = np.full(max(n, 1), math.inf)
             for num, v in scores.items():

@@ -199,6 +199,53 @@ def test_a_single_objective_search_plans_as_before():
     assert plan.state["records"]["1/0/0"] == {"1": -0.9, "2": -0.5}
 
 
+@pytest.mark.parametrize("check", [None, 0.5])  # None: the held-again fast path; 0.5: rung_check on reports
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_policy_planning_pareto_rungs_round_after_round_plans_as_a_fresh_one_does(seed, check):
+    # As the single-objective test in test_asha: one policy plans round after round on the state it handed
+    # out, with the views of trials nothing happened to reused (its memos then hold: rungs without a new
+    # point are not sorted again, the stand-in views are the same objects, held trials are not re-decided);
+    # a fresh policy given each snapshot must plan exactly the same.
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    views = {tid: mo_trial(tid) for tid in (1, 2, 3)}
+    kept = AshaPolicy(AshaKnobs(min_steps=10, rung_check=check))
+    state: dict = {}
+    held_seen = 0
+    for rnd in range(40):
+        snap = ClusterSnapshot(
+            now=10.0 * rnd, devices=DEVICES, trials=tuple(views.values()), searches=(SEARCH,), policy_state=state
+        )
+        plan = kept.plan(snap)
+        fresh = AshaPolicy(AshaKnobs(min_steps=10, rung_check=check)).plan(snap)
+        assert (plan.placement, plan.hold, plan.stop, plan.limits, plan.release) == (
+            fresh.placement, fresh.hold, fresh.stop, fresh.limits, fresh.release,
+        ), f"round {rnd}"  # fmt: skip
+        assert plan.state == fresh.state, f"round {rnd}"
+        held_seen += len(plan.hold)
+        state = plan.state
+        placed = {tid: d for d, ids in plan.placement.items() for tid in ids}
+        for tid in list(views):
+            v = views[tid]
+            if tid in placed:  # runs to its limit (one rung), reporting two noisy objectives at odds there
+                steps = plan.limits[tid]
+                x = (tid % 7) / 7.0
+                losses = (-0.3 - 0.002 * steps - 0.2 * x + rng.normal(0, 0.05), 1.0 + 3.0 * x + rng.normal(0, 0.2))
+                violation = 0.0 if tid % 5 else 0.5
+                views[tid] = dataclasses.replace(
+                    v, devices=(placed[tid],), running=False, status=TrialStatus.RUNNING, steps_done=steps,
+                    curve=(*v.curve, (steps, -losses[0])), points=(*v.points, (steps, losses, violation)),
+                )  # fmt: skip
+                if steps >= MAX:
+                    del views[tid]  # done
+            elif tid in plan.stop:
+                del views[tid]
+            # held or waiting: the very same view object next round
+        views[max(views, default=3) + 1] = mo_trial(max(views, default=3) + 1)
+    assert held_seen > 40  # trials were held round after round
+
+
 # ---- the searcher -----------------------------------------------------------------------------------------
 
 SPACE = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}}

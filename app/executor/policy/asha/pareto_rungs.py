@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from quanta.executor.policy.types import ClusterSnapshot, SearchView, TrialView
 from quanta.search.fidelity import RungRecords
 from quanta.search.pareto import order, point_at
 
-__all__ = ["PARETO_STATE", "ranked"]
+__all__ = ["PARETO_STATE", "ParetoMemo", "ranked"]
 
 PARETO_STATE = "pareto"  # the policy state's key of the points at each rung
 
@@ -45,23 +45,51 @@ def _load(stored: _Stored) -> tuple[tuple[float, ...], float]:
     return tuple(values[:-1]), values[-1]
 
 
+@dataclass
+class ParetoMemo:
+    """What one policy remembers between its rounds, so that a round of a large search costs little where
+    nothing happened (owned by the policy, passed to `ranked` each round; never state):
+
+    - `positions`: per rung, how many points it held and their positions (a rung's points are only ever
+      added, so a rung with no new point keeps its positions without being sorted again);
+    - `views`: per trial, the view last seen and the one handed to the rules for it. A view the snapshot
+      reuses (nothing happened to the trial) gets the very same stand-in again, so the rules' own memos,
+      which go by identity, hold for it; a new stand-in every round made each round re-read every trial;
+    - `points_out`: the points handed out last round: the views memo holds only on the state carrying them.
+    """
+
+    positions: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
+    views: dict[int, tuple[TrialView, TrialView]] = field(default_factory=dict)
+    points_out: object = None
+
+
 def ranked(
     snapshot: ClusterSnapshot,
     levels: Callable[[TrialView, SearchView | None], tuple[int, ...]],
     bracket: Callable[[TrialView], int],
-    memo: dict[str, tuple[int, dict[str, float]]] | None = None,
+    memo: ParetoMemo | None = None,
 ) -> tuple[ClusterSnapshot, dict[str, dict[str, _Stored]]]:
     """The snapshot ASHA's rules plan on, and the points of every rung of the Pareto searches (see the module
-    docstring). Trials of other searches, and their records, are untouched. `memo` (owned by the caller,
-    passed again each round): per rung, how many points it held and their positions; a rung's points are
-    only ever added, so a rung with no new point keeps its positions without being sorted again."""
+    docstring). Trials of other searches, and their records, are untouched. `memo` (see `ParetoMemo`) only
+    saves work: the answer is the same without it. When no rung has a new point, the records and reports
+    of the state are handed back as the very objects the state carries (the rules then know that nothing
+    they recorded moved)."""
     ids = {s.id for s in snapshot.searches if s.pareto}
     state = snapshot.policy_state
     carried: Mapping[str, Mapping[str, _Stored]] = state.get(PARETO_STATE, {})
     points: dict[str, dict[str, _Stored]] = {k: dict(v) for k, v in carried.items()}
+    memo = memo if memo is not None else ParetoMemo()
+    if carried is not memo.points_out:
+        memo.views.clear()
+    views: dict[int, tuple[TrialView, TrialView]] = {}
     swapped: dict[int, TrialView] = {}
     for t in snapshot.trials:
         if t.search_id not in ids or t.status.final:
+            continue
+        seen = memo.views.get(t.id)
+        if seen is not None and seen[0] is t:
+            views[t.id] = seen  # its points were recorded when this view was first seen
+            swapped[t.id] = seen[1]
             continue
         mine = levels(t, snapshot.search(t.search_id))
         group = bracket(t)
@@ -76,24 +104,31 @@ def ranked(
             at[tid] = _store(p[1], p[2])
         # Its curve, for the rules, is the steps of its points (how far it has reported); the values are
         # never read, since every rung it passed holds its position already.
-        swapped[t.id] = replace(t, curve=tuple((p[0], 0.0) for p in t.points))
+        views[t.id] = (t, replace(t, curve=tuple((p[0], 0.0) for p in t.points)))
+        swapped[t.id] = views[t.id][1]
+    memo.views = views
+    memo.points_out = points
     if not ids:
         return snapshot, points
     positions: dict[str, dict[str, float]] = {}
+    changed = False
     for key, at in points.items():
-        known = memo.get(key) if memo is not None else None
+        known = memo.positions.get(key)
         if known is not None and known[0] == len(at):
             positions[key] = known[1]
             continue
+        changed = True
         tids = list(at)
         loaded = [_load(at[tid]) for tid in tids]
         best_first = order([p[0] for p in loaded], [p[1] for p in loaded])
         positions[key] = {tids[j]: float(pos) for pos, j in enumerate(best_first)}
-        if memo is not None:
-            memo[key] = (len(at), positions[key])
+        memo.positions[key] = (len(at), positions[key])
     new_state: dict[str, Any] = dict(state)
     for name in ("records", "reports"):
-        kept = {k: v for k, v in state.get(name, {}).items() if int(k.split("/", 1)[0]) not in ids}
+        old: Mapping[str, Any] = state.get(name, {})
+        if not changed and name in state and all(old.get(key) is at for key, at in positions.items()):
+            continue  # the very records the state carries: nothing in them moved
+        kept = {k: v for k, v in old.items() if int(k.split("/", 1)[0]) not in ids}
         new_state[name] = {**kept, **positions}
     trials = tuple(swapped.get(t.id, t) for t in snapshot.trials)
     resident = snapshot.resident_trials

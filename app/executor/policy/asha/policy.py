@@ -20,8 +20,9 @@ from quanta.executor.policy.placement.board import Board
 from quanta.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
 from quanta.search.fidelity import RungRecords, passed_values, report_values, rungs_of
 
-# A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values).
-_Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...]]
+# A trial's rung values as read from one curve: (the curve, sign of the goal, its levels, the values, its
+# reports at those rungs for rung_check: None until asked for).
+_Passed = tuple[Sequence[tuple[int, float]], float, tuple[int, ...], tuple[float, ...], tuple[float, ...] | None]
 _ID = attrgetter("id")
 _MEMO_SEARCHES = 16  # searches whose trials' rung values are memoised at once
 
@@ -57,9 +58,8 @@ class AshaPolicy:
         self._held = HeldSet()
         self._allowed_out: Mapping[str, int] | None = None
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
-        # Memo, not state: each Pareto rung's positions with the number of points they were sorted from
-        # (`pareto_rungs.ranked`): a rung with no new point is not sorted again.
-        self._pareto_positions: dict[str, tuple[int, dict[str, float]]] = {}
+        # Memo, not state: what `pareto_rungs.ranked` keeps between rounds (`ParetoMemo`).
+        self._pareto = pareto_rungs.ParetoMemo()
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -81,7 +81,7 @@ class AshaPolicy:
         if not any(s.pareto for s in snapshot.searches):
             return self._plan(snapshot)
         # Searches with several objectives or constraints: the rules run on Pareto positions (`pareto_rungs`).
-        ranked, points = pareto_rungs.ranked(snapshot, self.levels, self.bracket, self._pareto_positions)
+        ranked, points = pareto_rungs.ranked(snapshot, self.levels, self.bracket, self._pareto)
         plan = self._plan(ranked)
         return replace(plan, state={**plan.state, pareto_rungs.PARETO_STATE: points})
 
@@ -162,19 +162,25 @@ class AshaPolicy:
             decided.append((t, search, levels, group))
             sign = -1.0 if search.goal == "maximize" else 1.0
             last = seen.get(t.id)
+            reported: tuple[float, ...] | None = None
             if last is not None and last[0] is t.curve and last[1] == sign and last[2] == levels:
-                values = last[3]  # the same (immutable) curve as last round: the same values
+                values, reported = last[3], last[4]  # the same (immutable) curve as last round: the same values
                 fresh = not carried  # recorded last round into the records this round carries back
             else:
                 values = passed_values([(step, sign * v) for step, v in t.curve if math.isfinite(v)], levels)
                 fresh = True
+            if reports is not None and fresh and values:  # rung_check on reports: what it showed at each rung
+                if reported is None:  # read once per curve: records that moved re-record every trial
+                    oriented = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
+                    reported = report_values(oriented, levels)
+                reports.record_values(search.id, t.id, reported, group)
             if type(t.curve) is tuple:
-                read.setdefault(search.id, {})[t.id] = (t.curve, sign, levels, values)
+                read.setdefault(search.id, {})[t.id] = (t.curve, sign, levels, values, reported)
             if fresh:
                 r.book.record_values(search.id, t.id, values, group)
-            if reports is not None and fresh and values:  # rung_check on reports: what it showed at each rung
-                oriented = [(step, sign * v) for step, v in t.curve if math.isfinite(v)]
-                reports.record_values(search.id, t.id, report_values(oriented, levels), group)
+        for tid, h in self._held.entries.items():  # held again: not read this round, its values still hold
+            if (last := seen.get(tid)) is not None and last[0] is h.view.curve:
+                read.setdefault(h.view.search_id, {})[tid] = last
         self._passed.update(read)
         while len(self._passed) > _MEMO_SEARCHES:  # searches no longer planned (ended) age out
             del self._passed[next(iter(self._passed))]
