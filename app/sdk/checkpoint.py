@@ -68,20 +68,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_atomic(payload: dict[str, Any], path: str | Path) -> Path:
     """Write `payload` with torch.save to `path` atomically (temp file + fsync + rename)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(target.parent)  # the rename itself must survive a crash
-    return target
+    return _replace_with(payload, Path(path), durable=True)
 
 
 def save_staged(payload: dict[str, Any], path: str | Path) -> Path:
@@ -94,16 +81,28 @@ def save_staged(payload: dict[str, Any], path: str | Path) -> Path:
     file there would only add a copy, and make the commit a copy instead of a rename. Whoever makes the
     file a checkpoint flushes it to disk first (off the adopting trial's way); a file without CRC records
     loads as any other (`load`)."""
-    target = Path(path)
+    return _replace_with(payload, Path(path), durable=False)
+
+
+def _replace_with(payload: dict[str, Any], target: Path, durable: bool) -> Path:
+    """torch.save `payload` to a temporary file beside `target` and rename it over `target`: a reader sees
+    the old file or the new one, never half of one; a failed write leaves the old one and no temporary
+    file. `durable`: flushed to disk before the rename and the rename flushed after (a checkpoint that
+    survives a power cut); otherwise without CRC-32 records and without flushes (`save_staged`)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as fh, _without_crc():
+        with os.fdopen(fd, "wb") as fh, contextlib.nullcontext() if durable else _without_crc():
             torch.save(payload, fh)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if durable:
+        _fsync_dir(target.parent)  # the rename itself must survive a crash
     return target
 
 
