@@ -55,7 +55,8 @@ def load_trainable(ref: str) -> Any:
 
 def _redirect_output(path: str | None, fresh: bool) -> None:
     """stdout and stderr into the trial's log: appended to by a later process of the trial, emptied by its
-    first (`fresh`), since a log already there is another search's (see `quanta.sdk.trial`'s spool, `quanta.sdk.mechanism`)."""
+    first (`fresh`), since a log already there is another search's (see the spool in
+    `quanta.sdk.mechanism`)."""
     if not path:
         return
     fd = trial_log.open_log(path, fresh)  # 0600
