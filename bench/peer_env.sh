@@ -17,6 +17,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
 "$venv/bin/python" -m pip install -q -r "$root/bench/peer_requirements.txt"
+# This tree as `quanta` (its source is app/, mapped by pyproject.toml's package-dir), without its own
+# dependencies: the peers run only its surrogate and accounting, which need numpy and onnxruntime.
+"$venv/bin/python" -m pip install -q --no-deps -e "$root"
 # The modules bench/peer_env.py runs, imported from this tree.
 PYTHONPATH="$root" "$venv/bin/python" -c '
 import syne_tune, dehb
