@@ -10,6 +10,9 @@ from typing import Any
 
 import torch
 
+# Setting a dotted name is the search space's own rule (nested spaces are nested mappings).
+from quanta.search.space import set_dotted as set_value
+
 __all__ = ["OPTIMIZER_KEYS", "ConfigHook", "follow", "follow_optimizers", "get_value", "set_value"]
 
 # The optimizer hyperparameters a tracked optimizer follows by itself when a mutable parameter of that
@@ -27,18 +30,6 @@ def get_value(config: Mapping[str, Any], name: str) -> Any:
             return None
         node = node[part]
     return node
-
-
-def set_value(config: dict[str, Any], name: str, value: Any) -> None:
-    """Set dotted `name` in a nested configuration to `value`, making the levels that are missing."""
-    node = config
-    *parents, last = name.split(".")
-    for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = node[part] = {}
-        node = child
-    node[last] = value
 
 
 def follow(value: Any, old: Any, new: Any) -> Any:

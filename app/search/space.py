@@ -387,15 +387,21 @@ def with_values(params: Mapping[str, Any], values: Mapping[str, Any]) -> dict[st
     nested mappings: `optimizer.lr` is ``params["optimizer"]["lr"]``); `params` is left as it is."""
     out = _copy_tree(params)
     for name, value in values.items():
-        node = out
-        *parents, last = name.split(".")
-        for part in parents:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = node[part] = {}
-            node = child
-        node[last] = value
+        set_dotted(out, name, value)
     return out
+
+
+def set_dotted(config: dict[str, Any], name: str, value: Any) -> None:
+    """Set dotted `name` in the nested configuration `config` (in place) to `value`, making the levels
+    that are missing (a level that is not a mapping is replaced by one)."""
+    node = config
+    *parents, last = name.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[last] = value
 
 
 def _copy_tree(node: Mapping[str, Any]) -> dict[str, Any]:
