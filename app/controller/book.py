@@ -490,8 +490,7 @@ class SearchBook:
 
     def fail(self, s: SearchState, reason: str) -> None:
         """End search `s` as failed, `reason` stored as its error (its alive trials are stopped)."""
-        self.finish(s, SearchStatus.FAILED, reason)
-        self._store.update_search(s.id, error=reason[:2000])
+        self.finish(s, SearchStatus.FAILED, reason, error=reason)
 
     def quota_room(self, owner: str, devices_per_trial: int) -> tuple[int | None, str | None]:
         """How many more trials of `devices_per_trial` devices user `owner`'s quotas allow now (None: no
@@ -588,23 +587,26 @@ class SearchBook:
         """Search `s`'s searcher could not be built or asked: the search fails alone, with the reason."""
         log.warning("search %s: its searcher failed: %s", s.id, exc)
         reason = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        self.finish(s, SearchStatus.FAILED, f"its searcher failed: {reason}")
-        self._store.update_search(s.id, error=f"searcher: {reason}"[:2000])
+        self.finish(s, SearchStatus.FAILED, f"its searcher failed: {reason}", error=f"searcher: {reason}")
 
     def fill(self, now: float) -> int:
         """New trials for every running search whose parallelism has room (after a plan held some at a
         rung); how many were created."""
         return sum(self._fill(s, now) for s in list(self.searches.values()) if s.status == SearchStatus.RUNNING)
 
-    def finish(self, s: SearchState, status: SearchStatus, reason: str) -> None:
+    def finish(self, s: SearchState, status: SearchStatus, reason: str, *, error: str | None = None) -> None:
         """End search `s` with `status`: its alive trials are stopped (`TrialStatus.STOPPED`, with `reason`:
-        nothing judged them)."""
+        nothing judged them). `error` (a failed search's) is stored in the same write as the status, so
+        that no reader sees a failed search without its reason."""
         now = self._runtime.now()
         s.status = status
         self._stop_trials(s.alive(), reason, checkpoint=True)
         s.waiting = None  # an ended search waits for nothing
         s.counts = count_trials((t.status, True, False, t.at_rung) for t in s.trials.values())
-        self._store.update_search(s.id, status=status, finished_at=now, waiting=None, trial_counts=s.counts.as_dict())
+        fields: dict[str, object] = {"error": error[:2000]} if error is not None else {}
+        self._store.update_search(
+            s.id, status=status, finished_at=now, waiting=None, trial_counts=s.counts.as_dict(), **fields
+        )
         if isinstance(s.searcher, SearcherHost):
             s.searcher.close()  # an ended search asks nothing more: its thread ends
         level = logging.WARNING if status == SearchStatus.FAILED else logging.INFO

@@ -187,10 +187,13 @@ def test_an_exploit_staged_before_a_restart_is_completed_after_it(tmp_path: Path
     if renamed:
         os.replace(stage, ckpt)
     attempt = max(r.attempt for r in store.reports(target))
-    theirs = {r.step: r.metrics for r in store.reports(source)}
 
     store2 = restart_and_finish(tmp_path, store, sid)
 
+    # The source's reports over both runs: its process may have written the checkpoint at step k and been
+    # closed before reporting step k, so steps from k on may come only from its run after the restart
+    # (from that same checkpoint, computed as before).
+    theirs = {r.step: r.metrics for r in store2.reports(source)}
     assert store2.fork_requests(("exploited",))[0].id == row.id and not stage.exists()
     (change,) = [c for c in store2.config_changes(target) if c.cause == "exploit"]
     assert (change.step, change.source_id, change.values) == (k, source, {"lr": lr})
