@@ -1,6 +1,6 @@
 """The spec reference (`docs/spec.md`), written from the pydantic schema so that it cannot drift.
 
-`render()` walks `SearchSpec` (app/spec.py) and the blocks it holds: the searcher's (app/search/knobs.py)
+`render()` walks `SearchSpec` (app/spec/model.py) and the blocks it holds: the searcher's (app/search/knobs.py)
 and each policy's knobs in the `scheduler` union (app/executor/policy/knobs.py), and writes one table
 per block: every field with its dotted path, type, default, bounds and description. Experimental blocks
 are marked; removed knobs (accepted only at their old default, so stored specs still load) are listed
@@ -223,7 +223,7 @@ def render() -> str:
         "# Spec reference",
         "",
         f"<!-- Generated from the pydantic schema by `{COMMAND}`. Do not edit: change the schema "
-        "(app/spec.py, app/search/knobs.py, app/executor/policy/knobs.py) and regenerate. -->",
+        "(app/spec/, app/search/knobs.py, app/executor/policy/knobs.py) and regenerate. -->",
         "",
         "A search spec is a YAML or JSON mapping (`quanta run spec.yaml`, `quanta submit`, `POST "
         "/api/v1/searches`, `quanta.sdk.run`). Every block refuses fields it does not have, naming them "

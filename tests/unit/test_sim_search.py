@@ -342,7 +342,7 @@ def test_the_trial_template_preloads_named_tasks_once(monkeypatch):
 
 def test_default_means_what_a_spec_naming_nothing_gets():
     from quanta.executor.policy.knobs import DEFAULT_POLICY
-    from quanta.spec import SearchAlgoSpec
+    from quanta.search.knobs import SearchAlgoSpec
 
     spec = search_spec(stand_in(), policy="default", algorithm=None, workers=4)
     assert spec.scheduler.policy == DEFAULT_POLICY

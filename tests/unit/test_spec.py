@@ -101,7 +101,7 @@ def test_spec_text_is_decoded_one_way_with_the_format_named_in_errors():
 
 
 def test_a_stored_spec_is_validated_once_per_process(monkeypatch):
-    import quanta.spec as spec_module
+    import quanta.spec.reading as spec_module
     from quanta.spec import spec_from_stored
 
     stored = parse_spec(GOOD).model_dump(mode="json")

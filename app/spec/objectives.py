@@ -1,6 +1,6 @@
 """The parts of a search spec that name several objectives and bounds: `ObjectiveSpec` (one of `metrics`),
 `ConstraintSpec` (one of `constraints`) and the checks of a point or hypervolume `target` and its
-`reference` (`check_target`). `quanta.spec.SearchSpec` holds them; `docs/multi-objective.md` tells the
+`reference` (`check_target`). `quanta.spec.model.SearchSpec` holds them; `docs/multi-objective.md` tells the
 whole. Pure validation: nothing here imports numpy or touches a store.
 """
 
@@ -10,21 +10,18 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from quanta.search.space import SpaceError
+from quanta.spec.blocks import FrozenModel
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ObjectiveSpec(_Frozen):
+class ObjectiveSpec(FrozenModel):
     name: str = Field(min_length=1, description="a reported metric (a key of trial.report)")
     goal: Literal["maximize", "minimize"] = Field(default="maximize", description="which way is better")
 
 
-class ConstraintSpec(_Frozen):
+class ConstraintSpec(FrozenModel):
     name: str = Field(min_length=1, description="a reported value (a key of trial.report): an objective or any other")
     max: float | None = Field(default=None, description="the largest value that is feasible (null: no upper bound)")
     min: float | None = Field(default=None, description="the smallest value that is feasible (null: no lower bound)")
