@@ -241,8 +241,8 @@ def test_a_template_started_early_is_adopted_by_the_runtime(tmp_path):
         rt.apply(1, [Run(1, ("cpu:0",)), Run(2, ("cpu:0",))])
         exits = {e.trial_id: e for e in collect_until_exit(rt, {1, 2}) if isinstance(e, Exited)}
         assert exits[1].status == exits[2].status == "completed"
-        assert rt._template is template.process
-        assert rt._warm_errors == {"tests.trainables": None, "tests.trainables_feedback": None}
+        assert rt._template.process is template.process
+        assert rt._template.warm_errors == {"tests.trainables": None, "tests.trainables_feedback": None}
     finally:
         rt.close()
     assert template.process.poll() is not None and not os.path.exists(template.tmp)
@@ -253,7 +253,7 @@ def test_closing_a_runtime_does_not_wait_for_a_template_still_warming_up(tmp_pat
     started = time.monotonic()
     rt.close()  # at once: the template is still importing torch
     assert time.monotonic() - started < 5
-    assert rt._template.poll() is not None
+    assert rt._template.process.poll() is not None
 
 
 def test_trials_exit_when_their_controller_dies(tmp_path: Path):
@@ -276,7 +276,7 @@ def test_trials_exit_when_their_controller_dies(tmp_path: Path):
             while True:
                 for e in rt.poll(1):
                     if isinstance(e, Started):
-                        print("PIDS", rt._template.pid, rt.residency()[1].extra["pid"], flush=True)
+                        print("PIDS", rt._template.process.pid, rt.residency()[1].extra["pid"], flush=True)
             """
         )
     )

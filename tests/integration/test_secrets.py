@@ -49,8 +49,8 @@ def test_the_templates_authkey_is_not_on_its_command_line_and_close_leaves_no_fo
         rt.apply(1, [Run(1, ("cpu:0",))])
         events = collect_until_exit(rt, {1})
         assert [e.status for e in events if isinstance(e, Exited)] == ["completed"]
-        key = rt._template_start.authkey
-        procs = [rt._template.pid, *descendants(rt._template.pid)]
+        key = rt._template.start.authkey
+        procs = [rt._template.process.pid, *descendants(rt._template.process.pid)]
         for pid in procs:
             line = Path(f"/proc/{pid}/cmdline").read_bytes()
             assert key.hex().encode() not in line and key not in line, cmdline(pid)

@@ -7,8 +7,8 @@ import pytest
 
 from quanta.devices import parse_devices
 from quanta.executor.actions import Exited, Reported, Run
-from quanta.executor.runtime import local
 from quanta.executor.runtime.local import LocalRuntime
+from quanta.executor.runtime.memory_cap import env_rss_cap
 from tests.integration.helpers import collect_until_exit, launches
 
 CAP_MB = 900.0
@@ -36,10 +36,10 @@ def test_a_trial_over_its_memory_cap_fails_with_the_reason(tmp_path) -> None:
 
 def test_the_cap_from_the_environment_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QUANTA_TRIAL_MAX_RSS_MB", "512")
-    assert local._env_rss_cap() == 512.0  # noqa: SLF001
+    assert env_rss_cap() == 512.0
     monkeypatch.setenv("QUANTA_TRIAL_MAX_RSS_MB", "")
-    assert local._env_rss_cap() is None  # noqa: SLF001
+    assert env_rss_cap() is None
     for bad in ("lots", "-5", "0"):
         monkeypatch.setenv("QUANTA_TRIAL_MAX_RSS_MB", bad)
         with pytest.raises(ValueError, match="QUANTA_TRIAL_MAX_RSS_MB"):
-            local._env_rss_cap()  # noqa: SLF001
+            env_rss_cap()
