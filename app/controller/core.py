@@ -256,6 +256,8 @@ class Controller:
             self.forks.exploit(target, source, values)
         if plan.exploits:  # their sources are asked for their state now, not at the next event or quantum
             self.forks.sync(now)
+        if plan.publish:  # written at this boundary: sent before the round's runs, so before they run on
+            self.forks.exploits.publish(plan.publish, now)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

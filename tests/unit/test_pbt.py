@@ -198,3 +198,21 @@ def test_an_abandoned_exploit_leaves_the_member_judged_as_before():
     ran = [replace(pop[0], steps_done=2 * K, curve=((K, 0.1), (2 * K, 0.05))), *pop[1:]]
     second = p.plan(snap(ran, first.state))
     assert 1 in second.exploits and "1" in second.state["exploiting"]
+
+
+def test_the_top_of_an_interval_others_have_yet_to_reach_is_published_and_no_one_else():
+    # Four members: the two best reached the interval, the two others are still short of it.
+    trials = [
+        trial(1, K - 10, 0.1, devices=("cpu:0",)),
+        trial(2, K - 20, 0.2, devices=("cpu:1",)),
+        trial(3, K, 0.8, devices=("cpu:0",)),
+        trial(4, K, 0.9, devices=("cpu:1",)),
+    ]
+    plan = policy(quantile=0.5).plan(snap(trials))
+    assert not plan.exploits and set(plan.publish) == {3, 4}  # both top, both awaited by 1 and 2
+    # Once every member was judged at the interval, no one is awaited: nothing is published.
+    later = [replace(t, steps_done=K, curve=((K, t.curve[0][1]),)) for t in trials]
+    again = policy(quantile=0.5).plan(snap(later, plan.state))
+    assert set(again.exploits) == {1, 2} and again.publish == ()
+    # The bottom is never published.
+    assert policy(quantile=0.25).plan(snap(trials)).publish == (4,)

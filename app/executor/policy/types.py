@@ -225,6 +225,11 @@ class Plan:
     # controller carries it out through its forks; until it is done (or failed: b then goes on from its
     # own state) b does not run, whatever `placement` says.
     exploits: Mapping[int, tuple[int, Mapping[str, float]]] = field(default_factory=dict)
+    # `publish`: trials whose state at their current boundary is worth keeping ready for an exploit (the
+    # top of a population that others have yet to reach): the controller has it written beside the
+    # trial's checkpoint before the trial runs on, so an exploit decided later takes it at once instead of
+    # waiting for the trial's next boundary. A hint: nothing else changes when it is not carried out.
+    publish: tuple[int, ...] = ()
 
     def devices_of(self, trial_id: int) -> tuple[str, ...]:
         return tuple(sorted(d for d, ids in self.placement.items() if trial_id in ids))

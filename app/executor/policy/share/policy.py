@@ -214,6 +214,7 @@ class SharePolicy:
         release: list[int] = []
         limits: dict[int, int] = {}
         exploits: dict[int, tuple[int, Mapping[str, float]]] = {}
+        publish: list[int] = []
         notes: list[str] = []
         groups_state: dict[str, Any] = {}
         for r in rounds:
@@ -226,6 +227,7 @@ class SharePolicy:
             release.extend(p.release)
             limits.update(p.limits)
             exploits.update(p.exploits)
+            publish.extend(p.publish)
             notes.extend(p.notes if len(rounds) == 1 else (f"{r.group.key}: {n}" for n in p.notes))
             groups_state[r.group.key] = {
                 "policy": r.policy.name,
@@ -284,6 +286,7 @@ class SharePolicy:
             release=tuple(release),
             limits=limits,
             exploits=exploits,
+            publish=tuple(publish),
         )
 
 
