@@ -252,12 +252,14 @@ class Controller:
             plan = policy.plan(snapshot)
             self.policies.remember(policy, plan, self.snapshots.judge_state)
             self.book.held = frozenset(plan.hold)
+        used = {d for d, ids in plan.placement.items() if ids}
+        self.forks.exploits.free_devices = frozenset(d.id for d in snapshot.devices if d.id not in used)
+        if plan.publish:  # written at this boundary: sent before the round's runs, and before this round's
+            self.forks.exploits.publish(plan.publish, now)  # exploits, which then wait for it
         for target, (source, values) in plan.exploits.items():
             self.forks.exploit(target, source, values)
         if plan.exploits:  # their sources are asked for their state now, not at the next event or quantum
             self.forks.sync(now)
-        if plan.publish:  # written at this boundary: sent before the round's runs, so before they run on
-            self.forks.exploits.publish(plan.publish, now)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

@@ -119,11 +119,17 @@ class Adopt(Wire):
     a `Fork`) as the trial's state, in its live process, at its next boundary (at once when parked),
     with `values` for its mutable parameters; the trial then stays parked until it is run. Its own
     checkpoint is not written while the adopted state is not its checkpoint yet (the controller renames
-    the staged file over it). Answered by an `Adopted` event."""
+    the staged file over it). Answered by an `Adopted` event.
+
+    `commit`: the staged file is on disk and stored as staged, so the process itself renames it over its
+    checkpoint once it holds the state (the exploit's commit point on disk, in the order of its own
+    checkpoint writes), answers `Adopted(committed=True)` and may run on at once: a `Run` can follow
+    right behind."""
 
     trial_id: int
     values: dict[str, Any]
     suffix: str = ".exploit"
+    commit: bool = False
     kind: str = "adopt"
 
 
@@ -332,6 +338,7 @@ class Adopted(Wire):
     at: float
     error: str | None = None
     gone: bool = False
+    committed: bool = False  # `Adopt(commit=True)`: the staged file is the trial's checkpoint now
 
 
 Event = Reported | Profiled | Parked | Resumed | Started | Checkpointed | Exited | Forked | Configured | Adopted

@@ -128,6 +128,13 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def commit_staged(staged: str | Path, checkpoint: str | Path) -> None:
+    """Make the staged file `staged` (an exploit's, on disk already) the checkpoint at `checkpoint`: a
+    rename, flushed, so a reader sees the old checkpoint or this one and the rename survives a crash."""
+    os.replace(staged, checkpoint)
+    _fsync_dir(Path(checkpoint).parent)
+
+
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint written by `save_atomic` with `weights_only=True` and `SAFE_GLOBALS`. Raises
     `CheckpointRefused` (naming the file) when it holds anything else, e.g. a pickle that would call

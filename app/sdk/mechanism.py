@@ -349,7 +349,9 @@ class TrialMechanism:
         values), and say so (`adopted`, with the step, or the error). A state that cannot be read or does
         not fit the tracked objects is refused before anything changes; a load that fails half-way ends
         the process without a checkpoint (`TrialReleased`), so the trial starts again from its file.
-        Refused too outside `steps()`: a loop Quanta does not own keeps its own step count."""
+        Refused too outside `steps()`: a loop Quanta does not own keeps its own step count. With
+        `msg["commit"]` the staged file is then renamed over this trial's checkpoint (`committed` in the
+        answer); a rename that fails ends the process without a checkpoint, as a half-way load does."""
         path, values = str(msg["path"]), dict(msg.get("values") or {})
         if not self._own_loop:
             error = f"trial {self.id} cannot adopt a state in place: its training loop is not trial.steps()"
@@ -371,10 +373,23 @@ class TrialMechanism:
             error = f"trial {self.id}: adopting the state at {path} failed half-way ({type(exc).__name__}: {exc})"
             self._send("adopted", step=self._step, error=error, at=time.time())
             raise TrialReleased("ended without a checkpoint after a failed adoption") from None
-        self._adopted = True
         self._limit_reported = False
         self._quanta_since_ckpt, self._last_ckpt = 0, time.monotonic()
-        self._send("adopted", step=self._step, error=None, at=time.time())
+        committed = False
+        if msg.get("commit") and self._checkpoint_path:
+            # The staged file is on disk and stored as staged: renamed over this trial's checkpoint here, in
+            # the order of this process's own checkpoint writes, so none can land over it afterwards.
+            try:
+                ckpt.commit_staged(path, self._checkpoint_path)
+            except OSError as exc:  # the state held is not its checkpoint: ends without writing one
+                error = f"trial {self.id}: cannot make the adopted state its checkpoint ({exc})"
+                self._send("adopted", step=self._step, error=error, at=time.time())
+                raise TrialReleased("ended without a checkpoint after a failed adoption") from None
+            committed = True
+        # Uncommitted, the adopted state is not its checkpoint until the controller renames it: none is
+        # written of it before it runs again.
+        self._adopted = not committed
+        self._send("adopted", step=self._step, error=None, at=time.time(), committed=committed)
         if self._claim_attempt is not None:  # after the answer: the controller commits meanwhile
             self._attempt = self._claim_attempt()
 

@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from quanta.controller import Controller, ControllerOptions
 from quanta.db.launch import checkpoint_path
+from quanta.db.models import IntentRow
 from quanta.db.store import Store
 from quanta.devices import parse_devices
 from quanta.executor.runtime.local import LocalRuntime
@@ -80,6 +82,58 @@ def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_v
     lineage = store.lineage(sid)
     shown = [c for t in lineage.trials for c in t.changes if c.cause == "exploit"]
     assert len(shown) == len(exploits) and {c.source_id for c in shown} == {c.source_id for c in exploits}
+
+
+def test_a_published_state_is_taken_at_once_and_the_target_runs_on_from_it_bit_for_bit(tmp_path: Path):
+    """Two members on two devices: the top one's state is published at each interval it leads and an
+    exploit links it, asking its source for nothing (no `Fork` into the target). With its rate unchanged
+    (`perturb: [1.0, 1.0]`) the target computes from there exactly what the source computed from the same
+    step, and nothing published or staged outlives the search."""
+    spec = {
+        "name": "published",
+        "trainable": "tests.trainables:mutable_sgd",
+        "space": {"lr": {"loguniform": [0.001, 0.1], "mutable": True}},
+        "metric": {"name": "loss", "goal": "minimize", "target": -1.0},
+        "budget": {"max_trials": 2, "max_steps": STEPS},
+        "parallelism": 2,
+        "search": {"algorithm": "random"},
+        "seed": 4,
+        "scheduler": {
+            "policy": "pbt",
+            "population": 2,
+            "interval_steps": INTERVAL,
+            "quantile": 0.5,
+            "perturb": [1.0, 1.0],
+            "resample_p": 0.0,
+        },
+        "config": {"sleep_s": 0.01},
+    }
+    store, _rt, ctl = start(tmp_path)
+    try:
+        sid = ctl.submit(parse_spec(spec))
+        step_until(ctl, lambda: store.search(sid).status == "completed", timeout=90)
+        ctl.settle()
+        ctl.step(max_wait=0.05)  # a tick after the trials ended: their published states go
+    finally:
+        ctl.close()
+    with store.session() as db:
+        intents = [a for row in db.exec(select(IntentRow)).all() for a in row.actions]
+    published = [a for a in intents if a.get("kind") == "fork" and a.get("into") == a.get("trial_id")]
+    asked = [a for a in intents if a.get("kind") == "fork" and a.get("into") != a.get("trial_id")]
+    exploits = [c for t in store.trials(sid) for c in store.config_changes(t.id) if c.cause == "exploit"]
+    assert published and exploits
+    assert len(asked) < len(exploits), intents  # at least one took a published state, asking nothing
+    reports = {t.id: store.reports(t.id) for t in store.trials(sid)}
+    compared = 0
+    for change in exploits:
+        theirs = {r.step: r.metrics["loss"] for r in reports[change.source_id] if r.at < change.at}
+        mine = sorted((r for r in reports[change.trial_id] if r.at > change.at), key=lambda r: r.at)
+        same = [r for r in mine if r.step in theirs][:2]
+        assert all(r.metrics["loss"] == theirs[r.step] for r in same)
+        compared += len(same)
+    assert compared
+    assert not list(tmp_path.rglob("*.published")), "a published state outlived its trial"
+    assert not list(tmp_path.rglob("*.exploit")), "a staged state outlived its exploit"
 
 
 # ---- exploits outlive a restart, and never leave a trial half-replaced -------------------------------

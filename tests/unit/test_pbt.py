@@ -200,7 +200,7 @@ def test_an_abandoned_exploit_leaves_the_member_judged_as_before():
     assert 1 in second.exploits and "1" in second.state["exploiting"]
 
 
-def test_the_top_of_an_interval_others_have_yet_to_reach_is_published_and_no_one_else():
+def test_the_top_quantile_at_an_interval_is_published_and_no_one_else():
     # Four members: the two best reached the interval, the two others are still short of it.
     trials = [
         trial(1, K - 10, 0.1, devices=("cpu:0",)),
@@ -209,10 +209,11 @@ def test_the_top_of_an_interval_others_have_yet_to_reach_is_published_and_no_one
         trial(4, K, 0.9, devices=("cpu:1",)),
     ]
     plan = policy(quantile=0.5).plan(snap(trials))
-    assert not plan.exploits and set(plan.publish) == {3, 4}  # both top, both awaited by 1 and 2
-    # Once every member was judged at the interval, no one is awaited: nothing is published.
+    assert not plan.exploits and set(plan.publish) == {3, 4}  # both top
+    # The bottom two reach it: they exploit, and are not published; the top is judged there already.
     later = [replace(t, steps_done=K, curve=((K, t.curve[0][1]),)) for t in trials]
     again = policy(quantile=0.5).plan(snap(later, plan.state))
     assert set(again.exploits) == {1, 2} and again.publish == ()
-    # The bottom is never published.
     assert policy(quantile=0.25).plan(snap(trials)).publish == (4,)
+    # Without mutable parameters nothing can be exploited: nothing is published.
+    assert policy(quantile=0.5).plan(snap(trials, search=replace(SEARCH, mutable=()))).publish == ()

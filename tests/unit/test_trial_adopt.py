@@ -1,7 +1,8 @@
 """`Trial`'s adoption of a staged state (a population's exploit in place): the adopting trial computes
 exactly what a new process of it restored from the same file computes (bit for bit), a state that does
 not fit is refused with nothing changed, and an adopted state is never written as the trial's checkpoint
-before it runs again.
+before it runs again; a committing adoption makes the staged file its checkpoint itself before it runs on
+(or, when it cannot, ends without writing one).
 
 Each trial runs `tests.trainables:mutable_sgd` on a thread, connected to this test through a pipe: the
 test plays the runtime's side of the trial protocol (`quanta.executor.runtime.child`)."""
@@ -156,3 +157,40 @@ def test_an_adopted_state_is_not_written_as_the_checkpoint_and_a_release_ends_wi
     target.send("release")
     target.finish()
     assert target.outcome == "released" and ckpt.read_bytes() == own
+
+
+def test_a_committing_adoption_makes_the_staged_file_the_checkpoint_before_it_runs_on(tmp_path: Path):
+    stage = staged_state(tmp_path, lr=0.05, at=8)
+    staged = stage.read_bytes()
+    ckpt = tmp_path / "target.pt"
+    target = Harness(ckpt, {"lr": 0.01}, until=3)
+    target.wait("parked")
+    target.send("checkpoint")
+    target.wait("checkpointed")
+    # The resume is sent right behind the adoption, as the controller sends its `Run`.
+    target.send("adopt", path=str(stage), values={"lr": 0.02}, commit=True)
+    target.resume()
+    adopted = target.wait("adopted")
+    assert adopted["error"] is None and adopted["committed"] is True and adopted["step"] == 9
+    # Renamed in this process, before any step under the adopted state: its checkpoint is the staged file.
+    assert not stage.exists() and ckpt.read_bytes() == staged
+    target.send("checkpoint")  # from here on its checkpoints are of the adopted state, written as usual
+    written = target.wait("checkpointed")
+    assert written["step"] >= 9 and ckpt.read_bytes() != staged
+    target.finish()
+    assert target.outcome == "completed"
+    after = [(s, m) for s, m, _a in target.reports if s >= 9]
+    assert [s for s, _m in after] == list(range(9, STEPS)) and all(m["config_lr"] == 0.02 for _s, m in after)
+
+
+def test_a_committing_adoption_whose_rename_fails_ends_without_a_checkpoint(tmp_path: Path):
+    stage = staged_state(tmp_path, lr=0.05, at=8)
+    ckpt = tmp_path / "target.pt"
+    (ckpt / "in-the-way").mkdir(parents=True)  # a folder where its checkpoint goes: no rename can replace it
+    target = Harness(ckpt, {"lr": 0.01}, until=3)
+    target.wait("parked")
+    target.send("adopt", path=str(stage), values={"lr": 0.02}, commit=True)
+    adopted = target.wait("adopted")
+    assert "cannot make the adopted state its checkpoint" in adopted["error"]
+    target.finish()
+    assert target.outcome == "released" and stage.exists() and ckpt.is_dir()  # staged state left for the controller

@@ -12,9 +12,9 @@ side: four members at 0.25), the
 plan orders an exploit (`Plan.exploits`): it takes the state of a member of the top quantile, drawn at
 random, with that member's mutable values explored, each perturbed by a factor of `perturb` (kept in the
 space's bounds) or resampled from the space with probability `resample_p`. A trial being exploited is not
-placed that round. A member of the top quantile at an interval that another member has yet to reach is
-published (`Plan.publish`): its state there is kept ready, so that the exploit of a member arriving later
-takes it at once rather than at the source's next boundary. Draws come from a generator seeded by
+placed that round. A member of the top quantile at an interval is published (`Plan.publish`): its state there is kept
+ready, so that an exploit of it before its next interval takes it at once rather than at its next
+boundary. Draws come from a generator seeded by
 (seed, search, trial, interval): the same snapshot plans the same.
 
 A member whose exploit is done goes on from its source's step: it is judged next at the first interval
@@ -156,7 +156,7 @@ class PbtPolicy:
                 exploits[t.id] = chosen
                 pending[str(t.id)] = [t.steps_done, _values(t)]
                 notes.append(f"pbt: trial {t.id} exploits trial {chosen[0]} at interval {j}: {chosen[1]}")
-            elif self._may_give(t, j, s, latest[s.id], judged):
+            elif self._may_give(t, s, latest[s.id]):
                 publish.append(t.id)
         # The others are time-sliced; a trial being exploited waits for its new state.
         rest = tuple(t for t in alive if t.id not in exploits)
@@ -187,17 +187,14 @@ class PbtPolicy:
             publish=tuple(publish),
         )
 
-    def _may_give(
-        self, t: TrialView, j: int, s: SearchView, recs: Mapping[str, float], judged: Mapping[str, int]
-    ) -> bool:
-        """Whether trial `t`, at interval `j`, is in the top quantile of `recs` while another member has
-        yet to be judged at `j`: one that may then take `t`'s state, which is kept ready for it
-        (`Plan.publish`) so that its exploit need not wait for `t`'s next boundary."""
+    def _may_give(self, t: TrialView, s: SearchView, recs: Mapping[str, float]) -> bool:
+        """Whether trial `t`, at an interval it just reached, is in the top quantile of `recs`: a member of
+        the bottom may take its state before `t` reaches its next interval (one short of this interval
+        now, or any at its next one, which takes the state from the start of `t`'s current interval on),
+        so it is kept ready (`Plan.publish`) and that exploit need not wait for `t`'s next boundary."""
         ranked = sorted(recs.items(), key=_better_first(s.goal))
         cut = int(len(ranked) * self.knobs.quantile)
-        if cut < 1 or not s.mutable or str(t.id) not in {tid for tid, _ in ranked[:cut]}:
-            return False
-        return any(judged.get(tid, 0) < j for tid in recs if tid != str(t.id))
+        return cut >= 1 and bool(s.mutable) and str(t.id) in {tid for tid, _ in ranked[:cut]}
 
     def _exploit(
         self, t: TrialView, j: int, s: SearchView, recs: Mapping[str, float], by_id: Mapping[int, TrialView]

@@ -5,7 +5,7 @@ Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
   trial -> runtime: ("hello", {"trial_id", "pid", "sent", "step"}), ("report", ...), ("profile", ...),
                     ("parked", ...), ("resumed", ...), ("checkpointed", ...),
                     ("forked", {"into", "step", "error"}), ("configured", {"step", "values"}),
-                    ("adopted", {"step", "error"}),
+                    ("adopted", {"step", "error", "committed"}),
                     ("done", {"status": completed|killed|failed, "steps", "error"})
   runtime -> trial: ("suspend", {"sent", "checkpoint"}), ("resume", {"devices", "sent"}),
                     ("checkpoint", {}), ("stop", {"reason", "checkpoint"}),
@@ -13,8 +13,9 @@ Trial protocol (runtime <-> trial, pickled tuples over a Unix socket):
                     when parked) to another trial's checkpoint path (`staged`: an exploit's staged
                     state, not flushed to disk by the trial); ("configure", {"values"}): new values of
                     mutable parameters, taken at the next boundary (now, when parked);
-                    ("adopt", {"path", "values"}): take the state staged at `path` in this process, at
-                    the next boundary (now, when parked), with new values, and stay parked
+                    ("adopt", {"path", "values", "commit"}): take the state staged at `path` in this
+                    process, at the next boundary (now, when parked), with new values, and stay parked
+                    (`commit`: then rename `path` over its own checkpoint, before anything else)
 Exit codes: 0 after "done"; 3 when the runtime's connection closed (controller gone) at a boundary.
 
 A trial process ends with its runtime, busy or not: it leads a process group of its own, and a thread

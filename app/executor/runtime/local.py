@@ -282,7 +282,7 @@ class LocalRuntime:
                 self._events.put(Adopted(a.trial_id, h.steps, time.time(), gone, gone=True))
                 return
             h.adopting = True
-        h.send("adopt", {"path": base + a.suffix, "values": dict(a.values)})
+        h.send("adopt", {"path": base + a.suffix, "values": dict(a.values), "commit": a.commit})
 
     def _suspend(self, h: TrialHandle, checkpoint: bool) -> None:
         h.parked.clear()

@@ -251,7 +251,8 @@ class MessageReader:
                 h.adopting = False
                 if msg.get("error") is None:
                     h.steps = msg["step"]
-            self._events.put(Adopted(h.trial_id, msg["step"], msg["at"], msg.get("error")))
+            committed = bool(msg.get("committed"))
+            self._events.put(Adopted(h.trial_id, msg["step"], msg["at"], msg.get("error"), committed=committed))
         elif kind == "configured":
             self._events.put(Configured(h.trial_id, msg["step"], dict(msg["values"]), msg["at"]))
         elif kind == "done":
