@@ -259,7 +259,7 @@ class Controller:
         for target, (source, values) in plan.exploits.items():
             self.forks.exploit(target, source, values)
         if plan.exploits:  # their sources are asked for their state now, not at the next event or quantum
-            self.forks.sync(now)
+            self.forks.exploits.sync(now)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

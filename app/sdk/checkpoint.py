@@ -130,9 +130,11 @@ def _fsync_dir(folder: Path) -> None:
 
 def commit_staged(staged: str | Path, checkpoint: str | Path) -> None:
     """Make the staged file `staged` (an exploit's, on disk already) the checkpoint at `checkpoint`: a
-    rename, flushed, so a reader sees the old checkpoint or this one and the rename survives a crash."""
+    rename, so a reader sees the old checkpoint or this one. The folder is not flushed here: the
+    controller flushes it before it stores the exploit as done (until then a crash that loses the rename
+    finds the staged file where it was, which a restart completes), which keeps the flush off the way to
+    the trial's next step."""
     os.replace(staged, checkpoint)
-    _fsync_dir(Path(checkpoint).parent)
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
