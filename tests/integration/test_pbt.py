@@ -132,7 +132,7 @@ def test_a_published_state_is_taken_at_once_and_the_target_runs_on_from_it_bit_f
         assert all(r.metrics["loss"] == theirs[r.step] for r in same)
         compared += len(same)
     assert compared
-    assert not list(tmp_path.rglob("*.published")), "a published state outlived its trial"
+    assert not list(tmp_path.rglob("*.published*")), "a published state outlived its trial"
     assert not list(tmp_path.rglob("*.exploit")), "a staged state outlived its exploit"
 
 
