@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from quanta.renames import rename_over
+
 
 class CheckpointRefused(ValueError):
     """A checkpoint file holds something other than tensors, plain values and `SAFE_GLOBALS`."""
@@ -133,8 +135,9 @@ def commit_staged(staged: str | Path, checkpoint: str | Path) -> None:
     rename, so a reader sees the old checkpoint or this one. The folder is not flushed here: the
     controller flushes it before it stores the exploit as done (until then a crash that loses the rename
     finds the staged file where it was, which a restart completes), which keeps the flush off the way to
-    the trial's next step."""
-    os.replace(staged, checkpoint)
+    the trial's next step. A staged file that is another name of the checkpoint already is only removed
+    (`quanta.renames.rename_over`)."""
+    rename_over(staged, checkpoint)
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
