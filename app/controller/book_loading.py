@@ -2,7 +2,7 @@
 
 A controller keeps nothing of a search that it did not write to the store. When one starts over a
 database holding running or paused searches (`SearchBook.load`), or takes a search up again on a
-resume (`SearchBook._reopen`), each search is rebuilt here from its rows alone, in two steps around
+resume (`SearchBook.reopen`), each search is rebuilt here from its rows alone, in two steps around
 the book's activation (which builds its searcher):
 
 - `read_stored_search(store, row)`: from the search's row, its spec (`row.spec`, parsed by this

@@ -2,7 +2,8 @@
 reconcile -> record intent -> runtime.apply; between ticks it turns runtime events into stored facts.
 
 The tick is a thin loop over named parts, each in its own module:
-    SearchBook      (book.py)      search lifecycle and searchers; creates and finalises trials
+    SearchBook      (book.py)      search lifecycle and searchers; creates (book_trials.py) and finalises
+                                   trials; the store's commands and budgets (book_sync.py)
     Forks           (forks.py)     trials started from another's state, config changes, their lineage
     Exploits        (exploits.py)  a population's exploits (through Forks): staged, adopted in place or
                                    through a restart, committed by a rename

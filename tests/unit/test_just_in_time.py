@@ -1,4 +1,4 @@
-"""Just-in-time trials (`SearchBook.alive_cap`): under a policy that runs trials to their next rung
+"""Just-in-time trials (`TrialMaker.alive_cap`): under a policy that runs trials to their next rung
 without time-slicing (fifo, asha, hyperband), a search keeps at most the cluster's devices + `lookahead`
 trials running or waiting to start, whatever its parallelism; a time-slicing policy keeps its whole
 parallelism alive; `lookahead: null` restores parallelism alone."""

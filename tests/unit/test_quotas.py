@@ -1,6 +1,6 @@
-"""Per-user quotas in the controller (app/controller/book.py), on the simulator's runtime: a user's alive
-trials and the devices they need stay within the user's quota; a search with no room stays queued and
-says why; raising the quota lets it start at the next tick."""
+"""Per-user quotas in the controller (app/controller/book_trials.py, book_sync.py), on the simulator's
+runtime: a user's alive trials and the devices they need stay within the user's quota; a search with no
+room stays queued and says why; raising the quota lets it start at the next tick."""
 
 from __future__ import annotations
 
