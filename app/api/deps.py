@@ -19,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from quanta.api import auth
 from quanta.api.settings import Settings
-from quanta.db.public import UserOut
+from quanta.db.public.users import UserOut
 from quanta.db.queries import Owner
 from quanta.db.store import Store
 

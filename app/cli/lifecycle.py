@@ -338,7 +338,7 @@ def tag(
     assert database is not None
     from pydantic import ValidationError
 
-    from quanta.db.public import SearchPatch
+    from quanta.db.public.searches import SearchPatch
 
     store = _open_store(database)
     row = store.search(search_id)

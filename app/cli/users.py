@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from quanta.cli.output import fail
 
 if TYPE_CHECKING:
-    from quanta.db.public import TokenOut
+    from quanta.db.public.users import TokenOut
 
 users_app = typer.Typer(no_args_is_help=True, help="Users of the service: add, list, change, delete.")
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens of users: create, list, revoke.")

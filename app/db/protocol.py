@@ -29,21 +29,11 @@ from quanta.db.models import (
     TrialRow,
     UserRow,
 )
-from quanta.db.public import (
-    BestCurveOut,
-    ClusterOut,
-    CurvesOut,
-    ForkOut,
-    LineageOut,
-    NewToken,
-    SearchOut,
-    SearchPatch,
-    SearchSummary,
-    TimelineOut,
-    TokenOut,
-    TrialDetail,
-    TrialOut,
-)
+from quanta.db.public.cluster import ClusterOut
+from quanta.db.public.lineage import ForkOut, LineageOut
+from quanta.db.public.searches import SearchOut, SearchPatch, SearchSummary
+from quanta.db.public.trials import BestCurveOut, CurvesOut, TimelineOut, TrialDetail, TrialOut
+from quanta.db.public.users import NewToken, TokenOut
 from quanta.db.queries import MetricFacts, Owner, SearchCommand, SearchSort, TrialSort
 from quanta.spec import SearchSpec
 from quanta.status import SearchStatus, TrialStatus

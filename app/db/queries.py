@@ -17,23 +17,18 @@ from sqlalchemy import ColumnElement, delete, func, text, update
 from sqlmodel import Session, col, select
 
 from quanta.db.models import FIRST_ADMIN, ClusterView, LatencyRow, QuantumRow, ReportRow, SearchRow, TrialRow
-from quanta.db.public import (
+from quanta.db.public.cluster import ClusterOut, DeviceOut, PairOut
+from quanta.db.public.readable import finite, parsed_spec
+from quanta.db.public.searches import SearchOut, SearchPatch, SearchSummary
+from quanta.db.public.trials import (
     BestCurveOut,
-    ClusterOut,
     CurvePoint,
     CurvesOut,
-    DeviceOut,
-    PairOut,
     QuantumOut,
-    SearchOut,
-    SearchPatch,
-    SearchSummary,
     TimelineItem,
     TimelineOut,
     TrialDetail,
     TrialOut,
-    finite,
-    parsed_spec,
 )
 from quanta.db.reports import latest_per_step
 from quanta.spec import SearchSpec, SpecError, parse_spec, spec_from_stored

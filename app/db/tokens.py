@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from quanta.db.models import FIRST_ADMIN, SearchRow, TokenRow, UserRow
-from quanta.db.public import NewToken, TokenOut
+from quanta.db.public.users import NewToken, TokenOut
 from quanta.db.queries import Conflict
 from quanta.status import SEARCH_ACTIVE, SEARCH_STARTED, SearchStatus
 

@@ -40,7 +40,8 @@ from quanta.api.routes.common import (
 from quanta.api.settings import Settings
 from quanta.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
 from quanta.db.pareto_view import MAX_POINTS, ParetoOut, pareto_out
-from quanta.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
+from quanta.db.public.searches import TAG_PATTERN, SearchPatch, SearchResume
+from quanta.db.public.users import UserOut
 from quanta.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
 from quanta.db.warm import WarmStartError, check_warm_start
 from quanta.import_check import check_import

@@ -14,7 +14,9 @@ from quanta.api.models import SpecErrors, TrialDetail, TrialOut
 from quanta.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found, not_found
 from quanta.db.launch import trial_log_path
 from quanta.db.lineage import fork_state_problem
-from quanta.db.public import ForkOut, ForkRequest, UserOut, parsed_spec
+from quanta.db.public.lineage import ForkOut, ForkRequest
+from quanta.db.public.readable import parsed_spec
+from quanta.db.public.users import UserOut
 from quanta.db.queries import Conflict
 from quanta.executor.runtime.trial_log import LOG_CAP_BYTES
 from quanta.executor.runtime.trial_log import tail as log_tail

@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from quanta.api.deps import AdminUser, Authenticated, CurrentUser, StoreDep, owner_filter
 from quanta.api.models import Message
 from quanta.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND
-from quanta.db.public import (
+from quanta.db.public.users import (
     NAME_PATTERN,
     NewToken,
     SharesOut,
