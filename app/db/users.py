@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
+from quanta.db.errors import Conflict
 from quanta.db.models import FIRST_ADMIN, UserRow
 from quanta.db.public.users import UserCreate, UserUpdate
-from quanta.db.queries import Conflict
 
 
 def ensure_first_admin(engine: Engine, at: float) -> None:

@@ -5,8 +5,8 @@ names and shapes are a contract the dashboard and the SDK read: change them only
 
 One module per resource, each imported from directly (this package re-exports nothing):
 
-- `readable`: how stored values are shown (`parsed_spec`, `shown`, `finite`), shared by the others and
-  by the store's readers.
+- `readable`: how stored values are shown (`parsed_spec`, `shown`, `finite`, `device_list`, `id_list`),
+  shared by the others and by the store's queries.
 - `searches`: a search as listed and read, its progress, and what users send about one (`SearchPatch`,
   `SearchResume`).
 - `users`: users, roles and their bounds, users' shares of device time, API tokens.

@@ -1,7 +1,7 @@
 """How stored values are shown to readers: a search's spec parsed leniently (`parsed_spec`), documents
-bounded in depth (`shown`) and floats JSON can carry (`finite`). None of them raises on what an older
-version stored (`parsed_spec` logs it and gives None), so a row that no longer parses still lists and
-reads.
+bounded in depth (`shown`), floats JSON can carry (`finite`) and a quantum's comma-separated columns as
+lists (`device_list`, `id_list`). None of them raises on what an older version stored (`parsed_spec` logs
+it and gives None), so a row that no longer parses still lists and reads.
 """
 
 from __future__ import annotations
@@ -45,3 +45,13 @@ def shown(value: Any, limit: int = MAX_DEPTH) -> Any:
 def finite(x: float | None) -> float | None:
     """`x`, or None when it is NaN or infinite (JSON cannot carry those)."""
     return x if x is not None and math.isfinite(x) else None
+
+
+def id_list(text: str) -> list[int]:
+    """The ids in a comma-separated column (`QuantumRow.packed_with`); anything else in it is skipped."""
+    return [int(p) for p in text.split(",") if p.strip().lstrip("-").isdigit()]
+
+
+def device_list(text: str) -> list[str]:
+    """The device names in a comma-separated column (`QuantumRow.devices`)."""
+    return [d for d in text.split(",") if d]
