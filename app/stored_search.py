@@ -109,7 +109,7 @@ def resume_search(
     once: its budget spent), `BudgetError`: the raised budget is out of bounds, both naming why; nothing is
     changed then. `RuntimeError`: the controller could not take it up (the reason is also stored as its
     error)."""
-    from quanta.db.queries import Conflict
+    from quanta.db.errors import Conflict
     from quanta.db.store import Store
     from quanta.spec import SpecError, spec_from_stored
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from quanta.db.public import SearchPatch
-from quanta.db.queries import BudgetError, Conflict
+from quanta.db.errors import BudgetError, Conflict
+from quanta.db.public.searches import SearchPatch
 from quanta.db.store import Store
 from quanta.spec import parse_spec
 

@@ -14,7 +14,7 @@ from sqlmodel import SQLModel
 from quanta.db.engine import make_engine
 from quanta.db.migrate import upgrade
 from quanta.db.models import ReportRow
-from quanta.db.public import SearchPatch
+from quanta.db.public.searches import SearchPatch
 from quanta.db.store import Store
 
 

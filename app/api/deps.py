@@ -19,8 +19,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from quanta.api import auth
 from quanta.api.settings import Settings
-from quanta.db.public import UserOut
-from quanta.db.queries import Owner
+from quanta.db.public.users import UserOut
+from quanta.db.searches import Owner
 from quanta.db.store import Store
 
 bearer = HTTPBearer(auto_error=False, description="a user's API token (QUANTA_TOKEN is the first admin's)")

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from quanta.db.models import ReportRow, SearchRow, TrialRow, UserRow
-from quanta.db.public import SearchSummary, TrialOut
+from quanta.db.public.searches import SearchSummary
+from quanta.db.public.trials import TrialOut
 from quanta.db.store import Store
 from quanta.status import SEARCH_ACTIVE
 

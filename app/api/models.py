@@ -1,23 +1,17 @@
 """The API's own shapes: errors, list envelopes, health. The read models it returns (`SearchOut`,
-`TrialOut`, ...) are the store's, in `quanta.db.public`, re-exported here."""
+`TrialOut`, ...) are the store's, in the modules of `quanta.db.public`, re-exported here."""
 
 from __future__ import annotations
 
 from sqlmodel import Field, SQLModel
 
-from quanta.db.public import (
+from quanta.db.public.cluster import ClusterOut, DeviceOut, PairOut
+from quanta.db.public.searches import BestOut, MetricOut, ProgressOut, SearchOut, SearchSummary
+from quanta.db.public.trials import (
     BestCurveOut,
-    BestOut,
-    ClusterOut,
     CurvePoint,
     CurvesOut,
-    DeviceOut,
-    MetricOut,
-    PairOut,
-    ProgressOut,
     QuantumOut,
-    SearchOut,
-    SearchSummary,
     TimelineItem,
     TimelineOut,
     TrialDetail,

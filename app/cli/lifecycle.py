@@ -166,8 +166,8 @@ def _resume_here(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from quanta.db.errors import BudgetError, Conflict
     from quanta.db.lease import ControllerLease, LeaseHeld
-    from quanta.db.queries import BudgetError, Conflict
     from quanta.devices import DeviceSpecError, parse_devices
     from quanta.spec import SpecError, place_locally, spec_from_stored
     from quanta.stored_search import SearchProgress, resume_search
@@ -338,7 +338,7 @@ def tag(
     assert database is not None
     from pydantic import ValidationError
 
-    from quanta.db.public import SearchPatch
+    from quanta.db.public.searches import SearchPatch
 
     store = _open_store(database)
     row = store.search(search_id)

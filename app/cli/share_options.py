@@ -129,7 +129,7 @@ def share_options(
 def parse_weights(items: Iterable[str]) -> dict[str, float]:
     """`NAME=W` items as {name: weight}; `ShareOptionError` naming the item for a malformed one or a
     weight outside the range the users' rows take (0, MAX_WEIGHT]."""
-    from quanta.db.public import MAX_WEIGHT
+    from quanta.db.public.users import MAX_WEIGHT
 
     out: dict[str, float] = {}
     for item in items:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from quanta.cli.output import fail
 
 if TYPE_CHECKING:
-    from quanta.db.public import TokenOut
+    from quanta.db.public.users import TokenOut
 
 users_app = typer.Typer(no_args_is_help=True, help="Users of the service: add, list, change, delete.")
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens of users: create, list, revoke.")
@@ -55,7 +55,7 @@ def users_add(
     db: Db = DEFAULT_DB,
 ) -> None:
     """Add a user."""
-    from quanta.db.queries import Conflict
+    from quanta.db.errors import Conflict
 
     store = _store(db)
     try:
@@ -87,7 +87,7 @@ def users_set(
     db: Db = DEFAULT_DB,
 ) -> None:
     """Change a user's role, weight or quotas."""
-    from quanta.db.queries import Conflict
+    from quanta.db.errors import Conflict
 
     fields = dict(role=role, weight=weight, max_alive_trials=max_alive_trials, max_devices=max_devices)
     try:
@@ -107,7 +107,7 @@ def users_delete(
     db: Db = DEFAULT_DB,
 ) -> None:
     """Delete a user and their tokens (refused while they have active searches, unless --force)."""
-    from quanta.db.queries import Conflict
+    from quanta.db.errors import Conflict
 
     try:
         stopped = _store(db).delete_user(name, time.time(), force=force)
@@ -158,7 +158,7 @@ def tokens_revoke(
     db: Db = DEFAULT_DB,
 ) -> None:
     """Revoke a token: a running server refuses it from its next request."""
-    from quanta.db.queries import Conflict
+    from quanta.db.errors import Conflict
 
     try:
         t = _store(db).revoke_token(ref, time.time())

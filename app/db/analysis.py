@@ -31,7 +31,7 @@ from sqlmodel import Field, SQLModel
 from quanta.db.models import TrialRow
 from quanta.db.pareto_view import trial_outcomes
 from quanta.db.protocol import ControllerStore
-from quanta.db.public import parsed_spec
+from quanta.db.public.readable import parsed_spec
 from quanta.search.importance import Axis, Observed, importance, landscape
 from quanta.spec import SearchSpec
 from quanta.status import TrialStatus

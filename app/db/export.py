@@ -33,7 +33,7 @@ from typing import Any, Literal
 from quanta.db.models import TrialRow
 from quanta.db.pareto_view import TrialOutcome, trial_outcomes
 from quanta.db.protocol import ControllerStore
-from quanta.db.public import finite, parsed_spec
+from quanta.db.public.readable import finite, parsed_spec
 from quanta.search.space import is_dimension
 
 Format = Literal["csv", "json", "parquet"]

@@ -29,7 +29,8 @@ from sqlmodel import Session, col, select
 
 from quanta.db.launch import checkpoint_path
 from quanta.db.models import EXPLOIT_STATES, ConfigChangeRow, ForkRow, SearchRow, TrialRow
-from quanta.db.public import ConfigChangeOut, ForkOut, LineageOut, LineageTrial, finite, parsed_spec, shown
+from quanta.db.public.lineage import ConfigChangeOut, ForkOut, LineageOut, LineageTrial
+from quanta.db.public.readable import finite, parsed_spec, shown
 from quanta.status import TrialStatus
 
 

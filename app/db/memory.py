@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from quanta.db.errors import Conflict
 from quanta.db.models import (
     FIRST_ADMIN,
     ClusterView,
@@ -31,7 +32,6 @@ from quanta.db.models import (
     TrialRow,
     UserRow,
 )
-from quanta.db.queries import Conflict
 from quanta.db.reports import Key, merge_report, report_key
 from quanta.db.users import checked_new, checked_update, name_taken, taken_message
 from quanta.status import SearchStatus, TrialStatus

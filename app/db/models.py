@@ -16,7 +16,7 @@ from quanta.status import SearchStatus, TrialStatus
 # The user that owns what was there before users existed (searches of older databases, tokens stored
 # before they had a user) and what `QUANTA_TOKEN` and `quanta run` act as. Every store has this admin.
 FIRST_ADMIN = "admin"
-ROLES = ("admin", "member", "viewer")  # quanta.db.public.Role says what each may do
+ROLES = ("admin", "member", "viewer")  # quanta.db.public.users.Role says what each may do
 
 # The ids of users, searches, trials, reports and tokens are never handed out twice, also after the
 # newest row is deleted (an id names one thing for good: in URLs, logs, checkpoints and other users'
@@ -75,7 +75,7 @@ class SearchRow(SQLModel, table=True):
     # and parked apart, which the trials' rows do not tell (None: stored before the counts were).
     trial_counts: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
     # What its users write about it (`PATCH /searches/{id}`): short labels, distinct, in the order given
-    # (`quanta.db.public.SearchPatch` bounds them), and free text.
+    # (`quanta.db.public.searches.SearchPatch` bounds them), and free text.
     tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
     notes: str | None = Field(default=None, sa_column=Column(Text))
     # Seconds it spent ended before it was resumed (`finished_at` to the resume, summed): its time budget

@@ -40,7 +40,7 @@ from sqlmodel import Field, SQLModel
 
 from quanta.db.models import ReportRow, SearchRow
 from quanta.db.protocol import ControllerStore
-from quanta.db.public import finite, parsed_spec
+from quanta.db.public.readable import finite, parsed_spec
 from quanta.db.reports import latest_per_step
 from quanta.search.pareto import Losses, PointReader, default_reference, front, hypervolume
 from quanta.spec import SearchSpec

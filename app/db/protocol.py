@@ -4,8 +4,8 @@
   `Store` (SQL) and `MemoryStore` (process memory, for the simulator) both implement it and pass the
   same tests (tests/unit/test_store_contract.py).
 - `ServiceStore`: `ControllerStore` plus what the service needs: the readers' queries returning read
-  models (`quanta.db.queries`), the API's requests (commands, deletions), carrying out deletions, tokens
-  and the metrics' counts.
+  models (`quanta.db.searches`, `quanta.db.trials`, `quanta.db.monitoring`), the API's requests
+  (commands, deletions), carrying out deletions, tokens and the metrics' counts.
   Only `Store` implements it, deliberately: the API and the dashboard run on a database, and the
   simulator has no readers, so `MemoryStore` does not carry a second copy of every query.
 """
@@ -29,22 +29,14 @@ from quanta.db.models import (
     TrialRow,
     UserRow,
 )
-from quanta.db.public import (
-    BestCurveOut,
-    ClusterOut,
-    CurvesOut,
-    ForkOut,
-    LineageOut,
-    NewToken,
-    SearchOut,
-    SearchPatch,
-    SearchSummary,
-    TimelineOut,
-    TokenOut,
-    TrialDetail,
-    TrialOut,
-)
-from quanta.db.queries import MetricFacts, Owner, SearchCommand, SearchSort, TrialSort
+from quanta.db.monitoring import MetricFacts
+from quanta.db.public.cluster import ClusterOut
+from quanta.db.public.lineage import ForkOut, LineageOut
+from quanta.db.public.searches import SearchOut, SearchPatch, SearchSummary
+from quanta.db.public.trials import BestCurveOut, CurvesOut, TimelineOut, TrialDetail, TrialOut
+from quanta.db.public.users import NewToken, TokenOut
+from quanta.db.searches import Owner, SearchCommand, SearchSort
+from quanta.db.trials import TrialSort
 from quanta.spec import SearchSpec
 from quanta.status import SearchStatus, TrialStatus
 

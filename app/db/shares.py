@@ -16,7 +16,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from quanta.db.models import ClusterView, QuantumRow, SearchRow, UserRow
-from quanta.db.public import SharesOut, UserShareOut
+from quanta.db.public.users import SharesOut, UserShareOut
 from quanta.executor.policy.share import SHARE_STATE, shares_of
 
 

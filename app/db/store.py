@@ -1,5 +1,6 @@
 """`Store`: every read and write the controller and the API make, over SQLModel (the API's queries,
-returning read models, are the `ReaderQueries` part, in `quanta.db.queries`).
+returning read models, are the `SearchQueries`, `TrialQueries` and `MonitoringQueries` parts, in
+`quanta.db.searches`, `quanta.db.trials` and `quanta.db.monitoring`).
 
 SQLite by default (a file in the working directory), PostgreSQL by URL. Each method is one short
 transaction, so a crash between two calls leaves the database consistent, and a failed call leaves
@@ -37,11 +38,13 @@ from quanta.db.models import (
     UserRow,
     WarmStartRow,
 )
-from quanta.db.queries import ReaderQueries
+from quanta.db.monitoring import MonitoringQueries
 from quanta.db.reports import fold_batch, merge_report, report_key
+from quanta.db.searches import SearchQueries
 from quanta.db.secret import server_secret
 from quanta.db.shares import ShareQueries
 from quanta.db.tokens import TokenQueries
+from quanta.db.trials import TrialQueries
 from quanta.db.users import UserQueries, ensure_first_admin
 from quanta.status import SearchStatus
 
@@ -49,10 +52,11 @@ from quanta.status import SearchStatus
 _KEYS_PER_QUERY = 500
 
 
-class Store(ReaderQueries, UserQueries, TokenQueries, ShareQueries, LineageQueries):
+class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQueries, ShareQueries, LineageQueries):
     """The database. The controller's reads and writes are below; the readers' (API) queries come from
-    `ReaderQueries`, the users from `UserQueries`, the API tokens from `TokenQueries`, the users' shares
-    of device time from `ShareQueries`, forks and lineage from `LineageQueries`."""
+    `SearchQueries` (searches), `TrialQueries` (trials, their reports and curves) and `MonitoringQueries`
+    (health, metrics, the cluster), the users from `UserQueries`, the API tokens from `TokenQueries`, the
+    users' shares of device time from `ShareQueries`, forks and lineage from `LineageQueries`."""
 
     # Quantum, latency and pair rows are kept (the dashboard and benchmarks read them); the controller
     # builds them only for a store that keeps them (`MemoryStore(keep_measurements=False)` does not).

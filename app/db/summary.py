@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quanta.db.protocol import ControllerStore
-from quanta.db.public import parsed_spec
+from quanta.db.public.readable import parsed_spec
 from quanta.status import TrialCounts, count_trials
 
 

@@ -21,9 +21,9 @@ from sqlalchemy import and_, delete, func, literal, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from quanta.db.errors import Conflict
 from quanta.db.models import FIRST_ADMIN, SearchRow, TokenRow, UserRow
-from quanta.db.public import NewToken, TokenOut
-from quanta.db.queries import Conflict
+from quanta.db.public.users import NewToken, TokenOut
 from quanta.status import SEARCH_ACTIVE, SEARCH_STARTED, SearchStatus
 
 TOKEN_PREFIX = "qnt_"

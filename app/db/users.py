@@ -1,11 +1,11 @@
 """`UserQueries`: the users of the service, in SQL (part of `Store`; `MemoryStore` keeps the same
 methods in memory, and tests/unit/test_store_contract.py runs the same tests on both).
 
-A user has a name unique regardless of case, a role (`admin`, `member` or `viewer`: `quanta.db.public.Role`),
-a weight (their share of device time relative to the other users') and two quotas (`max_alive_trials`,
-`max_devices`; 0 = none). Values are checked against `UserCreate` / `UserUpdate` (quanta.db.public) before
-anything is written: a bad one raises pydantic's `ValidationError` (a `ValueError`) naming the field, and
-nothing is stored.
+A user has a name unique regardless of case, a role (`admin`, `member` or `viewer`:
+`quanta.db.public.users.Role`), a weight (their share of device time relative to the other users') and two
+quotas (`max_alive_trials`, `max_devices`; 0 = none). Values are checked against `UserCreate` /
+`UserUpdate` (quanta.db.public.users) before anything is written: a bad one raises pydantic's
+`ValidationError` (a `ValueError`) naming the field, and nothing is stored.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
+from quanta.db.errors import Conflict
 from quanta.db.models import FIRST_ADMIN, UserRow
-from quanta.db.public import UserCreate, UserUpdate
-from quanta.db.queries import Conflict
+from quanta.db.public.users import UserCreate, UserUpdate
 
 
 def ensure_first_admin(engine: Engine, at: float) -> None:

@@ -134,7 +134,7 @@ def resume(
     Its searcher goes on from every trial so far (only new configurations) and the trials its end stopped
     go on from their checkpoints under `workdir` (the one it ran with; None: the database's own, as `run`
     uses). `KeyError`: no such search;
-    `quanta.db.queries.Conflict` or `BudgetError`, naming why, when it cannot be resumed (nothing changes
+    `quanta.db.errors.Conflict` or `BudgetError`, naming why, when it cannot be resumed (nothing changes
     then); `ImportError` without pandas, before anything starts."""
     if importlib.util.find_spec("pandas") is None:
         raise ImportError(NO_PANDAS)

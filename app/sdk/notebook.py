@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 ProgressKind = Literal["terminal", "notebook"]
-# The fields of a TrialOut (quanta.db.public) but its params: the columns of a search without trials.
+# The fields of a TrialOut (quanta.db.public.trials) but its params: the columns of a search without trials.
 TRIAL_COLUMNS = (
     "id", "search_id", "number", "status", "metric", "best_metric", "steps", "device_seconds", "retries",
     "error", "reason", "created_at", "started_at", "finished_at",

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import psycopg
 
+from quanta.db.errors import Conflict
 from quanta.db.models import FIRST_ADMIN
-from quanta.db.queries import Conflict, Owner
+from quanta.db.searches import Owner
 from quanta.db.store import Store
 from quanta.db.tokens import legacy_digest, visible_prefix
 from tests.conftest_services import PostgresServer

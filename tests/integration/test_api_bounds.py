@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from quanta.api.main import create_app
-from quanta.db.public import NESTED_TOO_DEEPLY
+from quanta.db.public.readable import NESTED_TOO_DEEPLY
 from quanta.db.store import Store
 from quanta.spec import MAX_DEPTH, MAX_OPTIONS, MAX_PARAMETERS, parse_spec
 from tests.integration.test_api import AUTH, SPEC, post, running_search, settings_for

@@ -64,7 +64,7 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path, monkeypatch):
 
 def test_resume_goes_on_with_more_trials_in_this_process(tmp_path):
     pytest.importorskip("pandas")
-    from quanta.db.queries import Conflict
+    from quanta.db.errors import Conflict
     from quanta.sdk import resume
 
     db, work = f"sqlite:///{tmp_path}/q.db", tmp_path / "work"

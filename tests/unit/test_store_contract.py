@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from quanta.db.cluster import DbCluster
+from quanta.db.errors import Conflict
 from quanta.db.memory import MemoryStore
 from quanta.db.models import (
     FIRST_ADMIN,
@@ -22,7 +23,6 @@ from quanta.db.models import (
     ReportRow,
 )
 from quanta.db.protocol import ControllerStore, ServiceStore
-from quanta.db.queries import Conflict
 from quanta.db.store import Store
 from quanta.spec import parse_spec
 from quanta.status import SearchStatus, TrialStatus

@@ -10,8 +10,8 @@ import stat
 import pytest
 from sqlalchemy import create_engine, text
 
+from quanta.db.errors import Conflict
 from quanta.db.models import FIRST_ADMIN, TokenRow
-from quanta.db.queries import Conflict
 from quanta.db.secret import ENV, secret_path, server_secret
 from quanta.db.store import Store
 from quanta.db.tokens import keyed_digest, legacy_digest, visible_prefix

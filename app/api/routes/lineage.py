@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from quanta.api.deps import Authenticated, CurrentUser, StoreDep, sees
 from quanta.api.routes.common import AUTH_ERRORS, MAX_ID, NOT_FOUND, SearchId, found, not_found
 from quanta.api.routes.searches import visible
-from quanta.db.public import ForkOut, LineageOut
+from quanta.db.public.lineage import ForkOut, LineageOut
 
 router = APIRouter(tags=["lineage"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 

@@ -38,10 +38,13 @@ from quanta.api.routes.common import (
     not_found,
 )
 from quanta.api.settings import Settings
+from quanta.db.errors import BudgetError, Conflict
 from quanta.db.export import MEDIA_TYPES, ExportError, Format, render, trial_table
 from quanta.db.pareto_view import MAX_POINTS, ParetoOut, pareto_out
-from quanta.db.public import TAG_PATTERN, SearchPatch, SearchResume, UserOut
-from quanta.db.queries import BudgetError, Conflict, SearchCommand, SearchSort, TrialSort
+from quanta.db.public.searches import TAG_PATTERN, SearchPatch, SearchResume
+from quanta.db.public.users import UserOut
+from quanta.db.searches import SearchCommand, SearchSort
+from quanta.db.trials import TrialSort
 from quanta.db.warm import WarmStartError, check_warm_start
 from quanta.import_check import check_import
 from quanta.spec import MAX_DEPTH, SearchSpec, SpecError, decode_spec_text, nesting_problem, parse_spec

@@ -12,10 +12,12 @@ from fastapi.responses import PlainTextResponse
 from quanta.api.deps import Authenticated, CurrentUser, SettingsDep, StoreDep, reads_all, sees
 from quanta.api.models import SpecErrors, TrialDetail, TrialOut
 from quanta.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND, TrialId, conflict, found, not_found
+from quanta.db.errors import Conflict
 from quanta.db.launch import trial_log_path
 from quanta.db.lineage import fork_state_problem
-from quanta.db.public import ForkOut, ForkRequest, UserOut, parsed_spec
-from quanta.db.queries import Conflict
+from quanta.db.public.lineage import ForkOut, ForkRequest
+from quanta.db.public.readable import parsed_spec
+from quanta.db.public.users import UserOut
 from quanta.executor.runtime.trial_log import LOG_CAP_BYTES
 from quanta.executor.runtime.trial_log import tail as log_tail
 from quanta.search.space import SpaceError

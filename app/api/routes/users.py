@@ -12,7 +12,8 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from quanta.api.deps import AdminUser, Authenticated, CurrentUser, StoreDep, owner_filter
 from quanta.api.models import Message
 from quanta.api.routes.common import AUTH_ERRORS, CONFLICT, NOT_FOUND
-from quanta.db.public import (
+from quanta.db.errors import Conflict
+from quanta.db.public.users import (
     NAME_PATTERN,
     NewToken,
     SharesOut,
@@ -22,7 +23,6 @@ from quanta.db.public import (
     UserOut,
     UserUpdate,
 )
-from quanta.db.queries import Conflict
 
 router = APIRouter(tags=["users"], dependencies=[Authenticated], responses=AUTH_ERRORS)
 
