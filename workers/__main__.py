@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from quanta.allowlist import ENV, Allowlist
     from quanta.db.cluster import DbCluster
     from quanta.devices import parse_devices
-    from quanta.executor.runtime.celery_runtime import queue_of
+    from quanta.executor.runtime.celery_conf import queue_of
     from quanta.executor.runtime.node import NodeAgent
     from workers import tasks
     from workers.celery_app import configure

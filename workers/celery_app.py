@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from quanta.executor.runtime.celery_runtime import celery_conf, queue_of
+from quanta.executor.runtime.celery_conf import celery_conf, queue_of
 
 app = Celery("quanta", set_as_current=False, include=["workers.tasks"])
 

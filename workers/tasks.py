@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from quanta.executor.actions import Order
-from quanta.executor.runtime.celery_runtime import APPLY_TASK, CHECKPOINT_TASK, WARM_TASK
+from quanta.executor.runtime.celery_conf import APPLY_TASK, CHECKPOINT_TASK, WARM_TASK
 from quanta.executor.runtime.node import NodeAgent
 from workers.celery_app import app
 

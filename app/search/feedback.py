@@ -11,22 +11,12 @@ score in which a four-parameter family pays for one parameter more than it has. 
 milliseconds per call (about 4 ms for 30 points); the Gandiva policy calls it for every live trial
 every round.
 
-Families, written for an increasing curve in x = step / max_steps (a `minimize` metric is negated
-first, so a falling loss becomes a rising curve):
-
-    pow3       c - a * x**-alpha                  (Domhan's pow3)
-    exp3       c - a * exp(-b * x)                 (exp3)
-    log_power  base + a / (1 + (x / e**b)**-c)     (log power; `base` is the lower end of the curve's
-                                                    range: the metric's lower bound, or 0 for a
-                                                    non-negative maximised metric; skipped otherwise)
-    janoschek  c - a * exp(-k * x**d)              (Janoschek / Weibull)
-    mmf        c - a / (1 + (k * x)**d)            (Morgan-Mercer-Flodin)
-    pow4       c - a * (x + b)**-alpha             (pow4, reparametrised)
-
-Every family is increasing by construction (a >= 0, positive rates). A fit is rejected when its
-prediction is not finite, falls outside `bounds`, is not non-decreasing from the last observed step to
-`max_steps`, or rises by more than `_MAX_GAIN` times the observed range after the last observation
-(a diverging fit). When nothing survives, the prediction is the level of the last few points
+The families (pow3, exp3, log power, Janoschek, MMF, pow4: saturating and increasing by construction,
+a `minimize` metric being negated first) are defined in `curve_families.py`; this module fits them,
+rejects and weights the fits, and reads off the prediction. A fit is rejected when its prediction is
+not finite, falls outside `bounds`, is not non-decreasing from the last observed step to `max_steps`,
+or rises by more than `_MAX_GAIN` times the observed range after the last observation (a diverging
+fit). When nothing survives, the prediction is the level of the last few points
 (`families == ()`).
 
 Uncertainty: each surviving fit contributes a normal distribution for the curve's value at
@@ -36,7 +26,7 @@ residual noise of the observations (the target is checked against reported value
 `bounds` when given, and is clipped to [0.001, 0.999]. A curve whose last reported value already meets
 the target gets `p_reach = 0.999`.
 
-Pure: numpy and scipy only; no devices, no I/O, no clock.
+Pure: numpy and scipy only (and the families); no devices, no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -44,15 +34,14 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from scipy.special import ndtr
 
-Array = npt.NDArray[np.float64]  # every array here holds floats
+from quanta.search.curve_families import FAMILIES, Array, Family, log_power_family
 
 GOALS = ("maximize", "minimize")
 MIN_POINTS = 3  # distinct steps needed before the curve is judged at all
@@ -85,179 +74,6 @@ class Prediction:
     families: tuple[str, ...]  # families that fitted
 
 
-# ---------------------------------------------------------------------------------------------------
-# Families. Each works in normalised units: x = step / max_steps, y = (flipped value - mid) / scale,
-# so the observed part of the curve spans about one unit. `guess` returns a starting point from a
-# small grid search in which the linear parameters (c, a) are solved exactly (a >= 0), or None.
-
-
-@dataclass(frozen=True)
-class _Family:
-    name: str
-    model: Callable[..., Array]
-    jac: Callable[..., Array]  # d model / d params, shape (len(x), n_params)
-    guess: Callable[[Array, Array], Array | None]
-    positive: tuple[bool, ...]  # parameters fitted on a log scale, which keeps them > 0
-
-    @property
-    def n_params(self) -> int:
-        return len(self.positive)
-
-
-def _saturating(phi: Array, y: Array) -> tuple[int, float, float] | None:
-    """Best row of y ~ c - a * phi[row] with a >= 0: (row, c, a), or None if nothing is finite."""
-    pm = phi.mean(axis=1)
-    dp = phi - pm[:, None]
-    dy = y - y.mean()
-    var = np.einsum("gn,gn->g", dp, dp)
-    cov = dp @ dy
-    a = np.where(var > 1e-300, -cov / np.maximum(var, 1e-300), 0.0)
-    a = np.maximum(a, 0.0)
-    c = y.mean() + a * pm
-    rss = ((y - c[:, None] + a[:, None] * phi) ** 2).sum(axis=1)
-    rss = np.where(np.isfinite(rss), rss, np.inf)
-    row = int(np.argmin(rss))
-    if not np.isfinite(rss[row]):
-        return None
-    return row, float(c[row]), float(a[row])
-
-
-def _columns(n: int, *cols: Array | float) -> Array:
-    """The (n, len(cols)) matrix with these columns (a Jacobian): `np.stack(cols, axis=1)` with a
-    scalar column broadcast, without np.stack's checks (a fit asks for a Jacobian a dozen times)."""
-    out = np.empty((n, len(cols)))
-    for i, col in enumerate(cols):
-        out[:, i] = col
-    return out
-
-
-def _taus(x: Array, n: int) -> Array:
-    """Candidate time scales, from well before the first observation to past max_steps."""
-    return np.geomspace(max(x[0] / 4.0, 1e-9), 4.0, n)
-
-
-def _pow3(x: Array, c: float, a: float, alpha: float) -> Array:
-    return c - a * x ** (-alpha)
-
-
-def _pow3_jac(x: Array, c: float, a: float, alpha: float) -> Array:
-    u = x ** (-alpha)
-    return _columns(len(x), 1.0, -u, a * u * np.log(x))
-
-
-def _pow3_guess(x: Array, y: Array) -> Array | None:
-    alphas = np.geomspace(0.02, 3.0, 24)
-    best = _saturating(x[None, :] ** -alphas[:, None], y)
-    return None if best is None else np.array([best[1], best[2], alphas[best[0]]])
-
-
-def _exp3(x: Array, c: float, a: float, b: float) -> Array:
-    y: Array = c - a * np.exp(-b * x)
-    return y
-
-
-def _exp3_jac(x: Array, c: float, a: float, b: float) -> Array:
-    e = np.exp(-b * x)
-    return _columns(len(x), 1.0, -e, a * x * e)
-
-
-def _exp3_guess(x: Array, y: Array) -> Array | None:
-    rates = np.clip(1.0 / _taus(x, 28), 1e-3, 1e4)
-    best = _saturating(np.exp(-rates[:, None] * x[None, :]), y)
-    return None if best is None else np.array([best[1], best[2], rates[best[0]]])
-
-
-def _janoschek(x: Array, c: float, a: float, k: float, d: float) -> Array:
-    y: Array = c - a * np.exp(-k * x**d)
-    return y
-
-
-def _janoschek_jac(x: Array, c: float, a: float, k: float, d: float) -> Array:
-    xd = x**d
-    e = np.exp(-k * xd)
-    return _columns(len(x), 1.0, -e, a * xd * e, a * k * xd * np.log(x) * e)
-
-
-def _janoschek_guess(x: Array, y: Array) -> Array | None:
-    tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5]), indexing="ij")
-    k, d = np.clip((tau**-d).ravel(), 1e-6, 1e6), d.ravel()
-    best = _saturating(np.exp(-k[:, None] * x[None, :] ** d[:, None]), y)
-    return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
-
-
-def _mmf(x: Array, c: float, a: float, k: float, d: float) -> Array:
-    return c - a / (1.0 + (k * x) ** d)
-
-
-def _mmf_jac(x: Array, c: float, a: float, k: float, d: float) -> Array:
-    u = (k * x) ** d
-    g2 = 1.0 / (1.0 + u) ** 2
-    return _columns(len(x), 1.0, -1.0 / (1.0 + u), a * g2 * d * u / k, a * g2 * u * np.log(k * x))
-
-
-def _mmf_guess(x: Array, y: Array) -> Array | None:
-    tau, d = np.meshgrid(_taus(x, 12), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 4.0]), indexing="ij")
-    k, d = np.clip(1.0 / tau.ravel(), 1e-4, 1e6), d.ravel()
-    best = _saturating(1.0 / (1.0 + (k[:, None] * x[None, :]) ** d[:, None]), y)
-    return None if best is None else np.array([best[1], best[2], k[best[0]], d[best[0]]])
-
-
-def _pow4(x: Array, c: float, a: float, b: float, alpha: float) -> Array:
-    return c - a * (x + b) ** (-alpha)
-
-
-def _pow4_jac(x: Array, c: float, a: float, b: float, alpha: float) -> Array:
-    u = (x + b) ** (-alpha)
-    return _columns(len(x), 1.0, -u, a * alpha * u / (x + b), a * u * np.log(x + b))
-
-
-def _pow4_guess(x: Array, y: Array) -> Array | None:
-    offs = np.concatenate([[0.0], np.geomspace(max(x[0] / 4.0, 1e-9), 2.0, 9)])
-    b, alpha = np.meshgrid(offs, np.geomspace(0.05, 4.0, 12), indexing="ij")
-    b, alpha = b.ravel(), alpha.ravel()
-    best = _saturating((x[None, :] + b[:, None]) ** -alpha[:, None], y)
-    return None if best is None else np.array([best[1], best[2], b[best[0]], alpha[best[0]]])
-
-
-def _log_power_family(base: float) -> _Family:
-    def model(x: Array, a: float, b: float, c: float) -> Array:
-        y: Array = base + a / (1.0 + (x / np.exp(b)) ** (-c))
-        return y
-
-    def jac(x: Array, a: float, b: float, c: float) -> Array:
-        lx = np.log(x) - b
-        v = np.exp(-c * lx)
-        g = 1.0 / (1.0 + v)
-        return _columns(len(x), g, -a * g * g * c * v, a * g * g * lx * v)
-
-    def guess(x: Array, y: Array) -> Array | None:
-        tau, c = np.meshgrid(_taus(x, 14), np.array([0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]), indexing="ij")
-        tau, c = tau.ravel(), c.ravel()
-        g = 1.0 / (1.0 + (x[None, :] / tau[:, None]) ** -c[:, None])
-        gg = np.einsum("gn,gn->g", g, g)
-        a = np.maximum(np.where(gg > 1e-300, (g @ (y - base)) / np.maximum(gg, 1e-300), 0.0), 0.0)
-        rss = ((y - base - a[:, None] * g) ** 2).sum(axis=1)
-        rss = np.where(np.isfinite(rss), rss, np.inf)
-        row = int(np.argmin(rss))
-        if not np.isfinite(rss[row]):
-            return None
-        return np.array([a[row], math.log(tau[row]), c[row]])
-
-    return _Family("log_power", model, jac, guess, (True, False, True))
-
-
-_FAMILIES: tuple[_Family, ...] = (
-    _Family("pow3", _pow3, _pow3_jac, _pow3_guess, (False, True, True)),
-    _Family("exp3", _exp3, _exp3_jac, _exp3_guess, (False, True, True)),
-    _Family("janoschek", _janoschek, _janoschek_jac, _janoschek_guess, (False, True, True, True)),
-    _Family("mmf", _mmf, _mmf_jac, _mmf_guess, (False, True, True, True)),
-    _Family("pow4", _pow4, _pow4_jac, _pow4_guess, (False, True, True, True)),
-)
-
-
-# ---------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class _Fit:
     name: str
@@ -282,7 +98,7 @@ def _clean(curve: Sequence[tuple[int, float]]) -> tuple[Array, Array]:
     return steps, np.array([last[s] for s in steps], dtype=float)
 
 
-def _fit(fam: _Family, x: Array, y: Array) -> tuple[Array, float] | None:
+def _fit(fam: Family, x: Array, y: Array) -> tuple[Array, float] | None:
     """Least squares (Levenberg-Marquardt) from the grid guess: (params, rss) of the best point seen.
 
     Positive parameters are fitted as logarithms, so the fit needs no bounds and stays increasing.
@@ -331,7 +147,7 @@ def _fit(fam: _Family, x: Array, y: Array) -> tuple[Array, float] | None:
     return (best[1], best[0]) if math.isfinite(best[0]) else None
 
 
-def _delta_var(fam: _Family, p: Array, x: Array) -> float:
+def _delta_var(fam: Family, p: Array, x: Array) -> float:
     """Var of the value at x=1 per unit residual variance: g' (J'J)^+ g (delta method)."""
     jac = fam.jac(np.append(x, 1.0), *p)
     if not np.all(np.isfinite(jac)):
@@ -393,10 +209,10 @@ def predict(
     y = (yv - mid) / scale
     n_lo, n_hi = (f_lo - mid) / scale, (f_hi - mid) / scale
 
-    families = list(_FAMILIES)
+    families = list(FAMILIES)
     base = f_lo if math.isfinite(f_lo) else (0.0 if goal == "maximize" and yv.min() >= 0 else None)
     if base is not None:
-        families.insert(2, _log_power_family((base - mid) / scale))
+        families.insert(2, log_power_family((base - mid) / scale))
 
     fits: list[_Fit] = []
     with np.errstate(all="ignore"):

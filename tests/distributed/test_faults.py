@@ -15,7 +15,7 @@ from sqlmodel import select
 
 from quanta.db.cluster import AppliedRow, DbCluster, NodeRow
 from quanta.db.models import SearchRow
-from quanta.executor.runtime.celery_runtime import APPLY_TASK, celery_conf, queue_of
+from quanta.executor.runtime.celery_conf import APPLY_TASK, celery_conf, queue_of
 from quanta.spec import parse_spec
 from tests.distributed.conftest import Cluster, fault_spec, wait_for
 

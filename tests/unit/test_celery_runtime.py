@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from quanta.executor.actions import Exited, Fork, Migrate, Reconfigure, Reported, Run, Started, Stop, Suspend
-from quanta.executor.runtime.celery_runtime import APPLY_TASK, CeleryRuntime
+from quanta.executor.runtime.celery_conf import APPLY_TASK
+from quanta.executor.runtime.celery_runtime import CeleryRuntime
 from quanta.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
 
 
@@ -235,7 +236,7 @@ def test_broker_outage_keeps_messages_in_order_until_it_is_back(setup) -> None:
     rt.apply(2, [Stop(1)])
     assert celery.sent == [] and rt.pending_messages() == 2
     celery.down = False
-    rt._retry_at = 0  # noqa: SLF001 (skip the back-off)
+    rt._outbox.retry_at = 0  # noqa: SLF001 (skip the back-off)
     rt.poll(0)
     assert [m["args"][0] for m in celery.applies()] == [1, 2] and rt.pending_messages() == 0
 

@@ -3,6 +3,12 @@ worker on its own queue `node.<name>`, hosting a `NodeAgent`); this runtime send
 the nodes' queues BY TASK NAME through a client-only Celery app (so `app/` never imports `workers/`),
 and reads nodes, heartbeats, residency and events from the database through a `ClusterView`.
 
+This module holds what the runtime decides: where each action goes, under which assignment epoch, what
+it expects back from the node, and which events reach the controller. The parts it composes own one
+concern each: `celery_conf.py` (task names, queues, settings shared with the workers), `outbox.py`
+(messages waiting for the broker), `event_cursor.py` (how far the node events were read and handled),
+`node_watch.py` (which nodes are alive).
+
 Why it survives faults:
 - Redis down: publishing fails, the messages wait in an in-process outbox (in order) and go out when the
   broker is back; nodes keep heartbeating and writing events to the database, so nothing reported is
@@ -25,9 +31,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from celery import Celery
@@ -52,55 +57,14 @@ from quanta.executor.actions import (
 )
 from quanta.executor.policy.types import DeviceView
 from quanta.executor.runtime.base import Launcher
+from quanta.executor.runtime.celery_conf import APPLY_TASK, CHECKPOINT_TASK, WARM_TASK, celery_conf, queue_of
 from quanta.executor.runtime.cluster import LIFECYCLE, ClusterView, split_device
+from quanta.executor.runtime.event_cursor import EventCursor
+from quanta.executor.runtime.node_watch import NodeWatch
+from quanta.executor.runtime.outbox import Message, Outbox
 from quanta.executor.wire import Assignment, EventRecord, NodeInfo, NodeResidency
 
 log = logging.getLogger("quanta.celery")
-
-APPLY_TASK = "quanta.apply"
-WARM_TASK = "quanta.warm"
-CHECKPOINT_TASK = "quanta.checkpoint"
-
-
-def queue_of(node: str) -> str:
-    return f"node.{node}"
-
-
-def celery_conf(broker_url: str) -> dict[str, Any]:
-    """Settings shared by the controller's client and the workers (Celery style: late acknowledgement,
-    prefetch 1, reconnect forever, bounded publish retries)."""
-    return {
-        "broker_url": broker_url,
-        "broker_connection_retry_on_startup": True,
-        "broker_connection_retry": True,
-        "broker_connection_max_retries": None,
-        "broker_connection_timeout": 2.0,
-        "broker_transport_options": {
-            # An unacknowledged task (its worker died) is delivered again after this long.
-            "visibility_timeout": 3600,
-            "socket_timeout": 5,
-            "socket_connect_timeout": 2,
-            "retry_on_timeout": True,
-        },
-        "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
-        "worker_prefetch_multiplier": 1,
-        "task_serializer": "json",
-        "accept_content": ["json"],
-        "task_ignore_result": True,
-        "task_publish_retry": True,
-        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 1},
-        "worker_hijack_root_logger": False,
-        "worker_cancel_long_running_tasks_on_connection_loss": False,
-    }
-
-
-@dataclass
-class _Node:
-    info: NodeInfo
-    alive: bool
-    changed_at: float  # monotonic time the beat last changed, as seen here
-    warmed: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -114,15 +78,6 @@ class _Expect:
     deadline: float
     stop: bool = False
     source: str | None = None  # a cross-node move: the node handing the trial off
-
-
-@dataclass
-class _Message:
-    node: str
-    task: str
-    args: list[Any]
-    links: list[tuple[str, Order]] = field(default_factory=list)  # (target node, order) started after this
-    trials: tuple[int, ...] = ()
 
 
 class CeleryRuntime:
@@ -154,27 +109,16 @@ class CeleryRuntime:
             celery = Celery("quanta-client", set_as_current=False)
             celery.conf.update(celery_conf(broker_url))
         self._celery = celery
-        saved = cluster.load_cursor()
-        self._handled: dict[str, int] = dict(saved.get("handled", {}))
-        self._returned: dict[str, int] = dict(saved.get("returned", {}))
-        # Events after "handled" may not have been stored by a controller that died while handling them:
-        # read them again, and skip the reports of that window that were stored.
-        self._uncertain = {
-            n: (self._handled.get(n, 0), s) for n, s in self._returned.items() if s > self._handled.get(n, 0)
-        }
-        self._cursor: dict[str, int] = dict(self._handled)
-        self._returned = dict(self._handled)
+        self._cursor = EventCursor(cluster)
         self._assign: dict[int, Assignment] = cluster.assignments()
-        self._nodes: dict[str, _Node] = {}
+        self._watch = NodeWatch(cluster, dead_after_s, self._lost)
+        self._nodes = self._watch.nodes  # the same dict: name -> what is known of that node
         self._expect: dict[int, _Expect] = {}
         self._carry: dict[int, float] = {}  # device seconds of processes left behind by hand-offs
         self._exited_epoch: dict[int, int] = {}
         self._synth: list[tuple[int, int, str]] = []  # (trial, epoch, error) of trials on lost nodes
-        self._outbox: deque[_Message] = deque()
-        self._retry_at = 0.0
-        self._send_error_logged = 0.0
+        self._outbox = Outbox(self._publish, self._sent)
         self._modules: list[str] = []
-        self._observing_since: float | None = None
         self._read_error_logged = 0.0
         self._refresh()
 
@@ -252,27 +196,26 @@ class CeleryRuntime:
         for node, orders in by_node.items():
             trials = tuple(o.trial_id for o in orders)
             args = [round_no, [o.to_dict() for o in orders]]
-            self._send(_Message(node, APPLY_TASK, args, links.get(node, []), trials))
+            self._outbox.send(Message(node, APPLY_TASK, args, links.get(node, []), trials))
 
     def poll(self, timeout: float) -> list[Event]:
         end = time.monotonic() + max(0.0, timeout)
-        self._ack()
+        self._cursor.ack()
         while True:
-            self._flush_outbox()
+            self._outbox.flush()
             events: list[Event] = []
             try:
                 self._refresh()
-                records = self.cluster.events_since(self._cursor, self.batch_limit)
+                records = self.cluster.events_since(self._cursor.position, self.batch_limit)
                 events = self._translate(records)
             except Exception as exc:  # the database is away: try again; the controller's tick will tell
-                self._observing_since = None
+                self._watch.restart_observation()
                 if time.monotonic() - self._read_error_logged > 5:
                     log.warning("cannot read the cluster state: %s", exc)
                     self._read_error_logged = time.monotonic()
             events += self._take_synth()
             if events:
-                self._returned = dict(self._cursor)
-                self._save_cursor()
+                self._cursor.returned()
                 return events
             left = end - time.monotonic()
             if left <= 0:
@@ -332,13 +275,13 @@ class CeleryRuntime:
         """Ask a resident trial to write its checkpoint now."""
         where = self._where(trial_id)
         if where is not None:
-            self._send(_Message(where, CHECKPOINT_TASK, [trial_id]))
+            self._outbox.send(Message(where, CHECKPOINT_TASK, [trial_id]))
 
     def close(self) -> None:
         """Stop talking to the cluster. Trials keep running on their nodes (a restarted controller takes
         them over); stop searches first to end them."""
-        self._ack()
-        self._flush_outbox()
+        self._cursor.ack()
+        self._outbox.flush()
         if self._outbox:
             log.warning("%d messages to nodes were not sent (broker unreachable)", len(self._outbox))
         with contextlib.suppress(Exception):
@@ -399,45 +342,16 @@ class CeleryRuntime:
         return epoch
 
     def _refresh(self) -> None:
-        infos = self.cluster.nodes()
-        now = time.monotonic()
-        if self._observing_since is None:
-            self._observing_since = now
-        observed = now - self._observing_since
-        for info in infos:
-            n = self._nodes.get(info.name)
-            if n is None:
-                fresh = time.time() - info.heartbeat_at < max(60.0, 6 * self.dead_after_s)
-                self._nodes[info.name] = _Node(info, info.status == "up" and fresh, now)
-                continue
-            old = n.info
-            if info.incarnation != old.incarnation:
-                if n.alive:
-                    self._lost(n, f"node {info.name} restarted")
-                n.alive, n.changed_at, n.warmed = info.status == "up", now, set()
-            elif info.beat != old.beat:
-                n.changed_at = now
-                if info.status == "left":
-                    if n.alive:
-                        self._lost(n, f"node {info.name} left the cluster")
-                    n.alive = False
-                elif not n.alive:
-                    log.warning("node %s is back", info.name)
-                    n.alive = True
-            elif n.alive and now - n.changed_at > self.dead_after_s and observed > self.dead_after_s:
-                self._lost(n, f"node {info.name} lost: no heartbeat for {now - n.changed_at:.1f} s")
-                n.alive = False
-                with contextlib.suppress(Exception):
-                    self.cluster.mark_node(info.name, "dead")
-            n.info = info
+        self._watch.refresh()
         self._warm_nodes()
 
-    def _lost(self, n: _Node, why: str) -> None:
-        """The node's processes are gone: its trials crashed (restartable from their checkpoints)."""
+    def _lost(self, info: NodeInfo, why: str) -> None:
+        """The node's processes (those of `info`, its last row before) are gone: its trials crashed
+        (restartable from their checkpoints)."""
         log.warning("%s: restarting its trials elsewhere", why)
-        tids = {tid for tid, r in n.info.residency.items() if self._valid(tid, n.info.name, r)}
+        tids = {tid for tid, r in info.residency.items() if self._valid(tid, info.name, r)}
         # Trials expected there, and trials it was handing off (the linked start never comes).
-        tids |= {tid for tid, x in self._expect.items() if n.info.name in (x.node, x.source) and not x.stop}
+        tids |= {tid for tid, x in self._expect.items() if info.name in (x.node, x.source) and not x.stop}
         for tid in sorted(tids):
             a = self._assign.get(tid)
             self._synth.append((tid, a.epoch if a else 0, why))
@@ -456,7 +370,7 @@ class CeleryRuntime:
     def _translate(self, records: list[EventRecord]) -> list[Event]:
         out: list[Event] = []
         for r in records:
-            self._cursor[r.node] = max(self._cursor.get(r.node, 0), r.seq)
+            self._cursor.advance(r.node, r.seq)
             e = self._event(r)
             if e is not None:
                 out.append(e)
@@ -473,8 +387,7 @@ class CeleryRuntime:
             return None  # a process of an earlier assignment
         e = decode_event(r.kind, r.data)
         if isinstance(e, Reported):
-            lo, hi = self._uncertain.get(r.node, (0, 0))
-            if lo < r.seq <= hi and self.cluster.has_report(tid, e.step, e.at):
+            if self._cursor.uncertain(r.node, r.seq) and self.cluster.has_report(tid, e.step, e.at):
                 return None
         elif isinstance(e, Exited):
             if self._exited_epoch.get(tid, -1) >= r.epoch and r.epoch == current and e.status == "crashed":
@@ -487,29 +400,9 @@ class CeleryRuntime:
         return e
 
     def redeliver(self) -> None:
-        """The last batch was not handled durably: read it again from the "handled" cursor on the next
-        poll, skipping its reports that did get stored (as after a controller restart)."""
-        if self._handled == self._returned:
-            return
-        for n, s in self._returned.items():
-            lo = self._handled.get(n, 0)
-            if s > lo:
-                prev = self._uncertain.get(n)
-                self._uncertain[n] = (min(lo, prev[0]) if prev else lo, max(s, prev[1]) if prev else s)
-        # The stored cursor keeps "returned" as it is: a runtime restarted now skips the same reports.
-        self._cursor = dict(self._handled)
-        self._returned = dict(self._handled)
-
-    def _ack(self) -> None:
-        """The controller handles each batch before it polls again (or calls `redeliver`): everything
-        returned is handled."""
-        if self._handled != self._returned:
-            self._handled = dict(self._returned)
-            self._save_cursor()
-
-    def _save_cursor(self) -> None:
-        with contextlib.suppress(Exception):
-            self.cluster.save_cursor({"handled": self._handled, "returned": self._returned})
+        """The last batch was not handled durably: read it again on the next poll, skipping its reports
+        that did get stored (as after a controller restart)."""
+        self._cursor.redeliver()
 
     def _warm_nodes(self) -> None:
         if not self._modules:
@@ -518,35 +411,18 @@ class CeleryRuntime:
             todo = [m for m in self._modules if m not in n.warmed]
             if n.alive and todo:
                 n.warmed.update(todo)
-                self._send(_Message(name, WARM_TASK, [todo]))
+                self._outbox.send(Message(name, WARM_TASK, [todo]))
 
     # ---- sending -------------------------------------------------------------------------------
 
-    def _send(self, msg: _Message) -> None:
-        self._outbox.append(msg)
-        self._flush_outbox(force=True)
+    def _sent(self, msg: Message) -> None:
+        deadline = time.monotonic() + self.expect_timeout_s
+        for tid in msg.trials:  # the clock of an expectation starts when its message leaves
+            x = self._expect.get(tid)
+            if x is not None:
+                x.deadline = max(x.deadline, deadline)
 
-    def _flush_outbox(self, force: bool = False) -> None:
-        if not self._outbox or (not force and time.monotonic() < self._retry_at):
-            return
-        while self._outbox:
-            msg = self._outbox[0]
-            try:
-                self._publish(msg)
-            except Exception as exc:
-                self._retry_at = time.monotonic() + 1.0
-                if time.monotonic() - self._send_error_logged > 5:
-                    log.warning("cannot reach the broker (%s): %d messages wait", exc, len(self._outbox))
-                    self._send_error_logged = time.monotonic()
-                return
-            self._outbox.popleft()
-            deadline = time.monotonic() + self.expect_timeout_s
-            for tid in msg.trials:  # the clock of an expectation starts when its message leaves
-                x = self._expect.get(tid)
-                if x is not None:
-                    x.deadline = max(x.deadline, deadline)
-
-    def _publish(self, msg: _Message) -> None:
+    def _publish(self, msg: Message) -> None:
         links = [
             self._celery.signature(APPLY_TASK, args=[msg.args[0], [o.to_dict()]], queue=queue_of(node), immutable=True)
             for node, o in msg.links

@@ -22,6 +22,10 @@ database through a `NodeLedger`:
   is refused).
 
 Device ids: the controller's `n1/cpu:0` is this node's `cpu:0`.
+
+The agent decides which orders run and writes the journal; it composes `node_admission.py` (the
+allowlist gate), `trial_exits.py` (the processes' exits, and why the node itself ended any) and
+`node_residency.py` (the resident trials written with each heartbeat).
 """
 
 from __future__ import annotations
@@ -63,7 +67,10 @@ from quanta.executor.actions import (
 from quanta.executor.runtime.base import LaunchFn
 from quanta.executor.runtime.cluster import NodeLedger, global_device, split_device
 from quanta.executor.runtime.local import LocalRuntime
-from quanta.executor.wire import EventRecord, NodeDevice, NodeResidency
+from quanta.executor.runtime.node_admission import Admission
+from quanta.executor.runtime.node_residency import ResidencyPublisher
+from quanta.executor.runtime.trial_exits import TrialExits
+from quanta.executor.wire import EventRecord, NodeDevice
 
 log = logging.getLogger("quanta.node")
 
@@ -93,28 +100,24 @@ class NodeAgent:
         self.lease_s = lease_s
         self.handoff_timeout_s = handoff_timeout_s
         self._devices = list(devices)
-        self._lock = threading.RLock()
         self._apply_lock = threading.Lock()
         self._epochs: dict[int, int] = {}  # epoch each resident process started under
         self._rounds: dict[int, int] = {}  # last round applied per trial
-        self._fence: dict[int, str] = {}  # trial -> why this node ends it: handoff | stale | lease
-        self._exit_waiters: dict[int, list[threading.Event]] = {}
-        self._exited: dict[int, tuple[float, str]] = {}  # trial -> when its Exited was seen (monotonic), its status
-        self._published: dict[int, NodeResidency] = {}
-        self._kept_since: dict[int, float] = {}
+        self._exits = TrialExits()
+        self._residency = ResidencyPublisher(name, self._exits)
         self._pending: list[EventRecord] = []
         self._internal = itertools.count(-1, -1)  # rounds of the agent's own actions (never the controller's)
         self._stop = threading.Event()
         self._lease_lost = False
         self._beat_error_logged = 0.0
         self.allowlist = allowlist  # None: no check (tests); `quanta worker` always gives one
-        self._launches: dict[int, TrialLaunch] = {}  # built (and checked) by _runs, taken by _launch
+        self._admission = Admission(name, ledger, allowlist)
         self._own_events: queue.SimpleQueue[Event] = queue.SimpleQueue()  # made here, not by a process
         self.runtime = LocalRuntime(
             self._devices,
             LaunchFn(self._launch),
             node=name,
-            warm_modules=self._allowed_modules(warm_modules),
+            warm_modules=self._admission.modules(warm_modules),
             park_timeout_s=park_timeout_s,
         )
         # Join the cluster only once trials can start here (the template has imported torch).
@@ -133,15 +136,7 @@ class NodeAgent:
         return [NodeDevice(global_device(self.name, d.id), d.placement_kind, d.memory_mb) for d in self._devices]
 
     def warm(self, modules: Sequence[str]) -> None:
-        self.runtime.warm(self._allowed_modules(modules))
-
-    def _allowed_modules(self, modules: Sequence[str]) -> list[str]:
-        """The modules the allowlist admits; the others are refused (logged, never imported)."""
-        ok = [m for m in modules if self.allowlist is None or self.allowlist.allows(m)]
-        refused = [m for m in modules if m not in ok]
-        if refused:
-            log.warning("not warming %s: outside the trainable allowlist (%s)", refused, self.allowlist)
-        return ok
+        self.runtime.warm(self._admission.modules(modules))
 
     def checkpoint(self, trial_id: int) -> None:
         self.runtime.checkpoint(trial_id)
@@ -267,7 +262,7 @@ class NodeAgent:
                 self._end(tid, "stale", wait_s=self.handoff_timeout_s)
                 starts = True
             self._epochs[tid] = epoch
-            self._exited.pop(tid, None)
+            self._exits.forget(tid)
             action = o.action
             assert isinstance(action, Run | Migrate)
             try:
@@ -295,39 +290,20 @@ class NodeAgent:
         tid = h.trial_id
         r = self.runtime.residency().get(tid)
         if r is None:
-            status = self._exit_status(tid, wait_s=max(1.0, 10 * self.flush_s))
+            status = self._exits.status(tid, wait_s=max(1.0, 10 * self.flush_s))
             if status in ("completed", "failed") and self.ledger.claim(h.to, tid, round_no):
                 log.info("trial %s %s here before its hand-off to %s: not started there", tid, status, h.to)
             return
-        self._fence[tid] = "handoff"
+        self._exits.mark(tid, "handoff")
         if r.running:
             self.runtime.apply(next(self._internal), [Suspend(tid, checkpoint=True)])
         else:
             self.runtime.checkpoint(tid)
         self._end(tid, "handoff", wait_s=self.handoff_timeout_s)
 
-    def _exit_status(self, tid: int, wait_s: float) -> str | None:
-        """The status trial `tid`'s process here last ended with (None: none seen), waiting up to `wait_s`
-        for an exit the runtime has seen and this agent has not taken yet."""
-        waiter = threading.Event()
-        with self._lock:
-            if tid in self._exited:
-                return self._exited[tid][1]
-            self._exit_waiters.setdefault(tid, []).append(waiter)
-        waiter.wait(wait_s)
-        with self._lock:
-            waiting = self._exit_waiters.get(tid, [])
-            if waiter in waiting:
-                waiting.remove(waiter)
-            seen = self._exited.get(tid)
-        return seen[1] if seen is not None else None
-
     def _end(self, tid: int, why: str, wait_s: float) -> bool:
         """Stop a resident trial for a reason of this node (hand-off or fencing) and wait for its exit."""
-        waiter = threading.Event()
-        with self._lock:
-            self._fence[tid] = why
-            self._exit_waiters.setdefault(tid, []).append(waiter)
+        waiter = self._exits.ending(tid, why)
         self.runtime.apply(next(self._internal), [Stop(tid, f"node {self.name}: {why}")])
         ok = waiter.wait(wait_s)
         if not ok:
@@ -335,36 +311,22 @@ class NodeAgent:
         return ok
 
     def _admit(self, tid: int, epoch: int, done: dict[str, Any]) -> bool:
-        """Build the launch of a trial about to start here and check its trainable against the allowlist
-        before anything imports it. A refused trial is reported failed, with the reason."""
-        assert self.allowlist is not None
+        """Whether a trial about to start here may start (see `Admission.admit`). A refused trial is
+        reported failed, with the reason."""
         try:
-            launch = self.ledger.launch(tid, epoch)
+            error = self._admission.admit(tid, epoch)
         except Exception as exc:
             log.error("trial %s: cannot build its launch: %s", tid, exc)
             return False
-        module = launch.trainable.partition(":")[0]
-        if not self.allowlist.allows(module):
-            error = (
-                f"trainable '{launch.trainable}' is not allowed on node {self.name}: its module must start "
-                f"with one of {self.allowlist} (the worker's QUANTA_TRAINABLE_ALLOWLIST)"
-            )
+        if error is not None:
             log.error("trial %s: %s", tid, error)
             self._own_events.put(Exited(tid, "failed", 0, error, time.time(), False, 0.0))
             done["refused"].append(tid)
             return False
-        self._launches[tid] = launch
         return True
 
     def _launch(self, trial_id: int) -> TrialLaunch:
-        launch = self._launches.pop(trial_id, None)
-        if launch is not None:
-            return launch
-        launch = self.ledger.launch(trial_id, self._epochs.get(trial_id, 0))
-        module = launch.trainable.partition(":")[0]
-        if self.allowlist is not None and not self.allowlist.allows(module):  # no path starts one unchecked
-            raise PermissionError(f"trainable '{launch.trainable}' is not allowed on node {self.name}")
-        return launch
+        return self._admission.launch(trial_id, self._epochs.get(trial_id, 0))
 
     # ---- the pump: events and heartbeats to the database ----------------------------------------
 
@@ -399,49 +361,18 @@ class NodeAgent:
                 e = replace(e, devices=tuple(global_device(self.name, d) for d in e.devices))
             kind = event_kind(e)
             if isinstance(e, Exited):
-                with self._lock:
-                    why = self._fence.pop(tid, None)
-                    waiters = self._exit_waiters.pop(tid, [])
-                    self._exited[tid] = (time.monotonic(), e.status)
+                why = self._exits.took(tid, e.status)
                 if why == "handoff":
                     kind = HANDOFF
                 elif why in ("stale", "lease"):
                     e = replace(e, status="crashed", error=f"fenced on node {self.name} ({why})")
-                for w in waiters:
-                    w.set()
             self._seq += 1
             self._pending.append(EventRecord(self.name, self._seq, epoch, tid, kind, e.to_dict()))
 
-    def _residency(self) -> dict[int, NodeResidency]:
-        now = time.monotonic()
-        self._exited = {t: x for t, x in self._exited.items() if now - x[0] < 60}
-        out: dict[int, NodeResidency] = {}
-        for tid, r in self.runtime.residency().items():
-            out[tid] = NodeResidency(
-                devices=tuple(global_device(self.name, d) for d in r.devices),
-                running=r.running,
-                steps=r.steps,
-                device_seconds=r.device_seconds,
-                elastic=r.elastic,
-                epoch=self._epochs.get(tid, 0),
-                round=self._rounds.get(tid, 0),
-                pid=r.extra.get("pid"),
-            )
-        # A process that has just ended but whose Exited event has not been taken yet stays listed:
-        # the controller must see the exit before the trial disappears from the node.
-        fresh = set(out)
-        for key, prev in self._published.items():
-            if key in out or key in self._exited:
-                continue
-            since = self._kept_since.setdefault(key, now)
-            if now - since < 5.0:
-                out[key] = prev
-        self._kept_since = {k: v for k, v in self._kept_since.items() if k in out and k not in fresh}
-        return out
-
     def _flush(self, force: bool = False) -> None:
         self._take(self._drain_own() + self.runtime.poll(0))
-        residency = self._residency()
+        self._exits.prune()
+        residency = self._residency.build(self.runtime.residency(), self._epochs, self._rounds)
         now = time.monotonic()
         try:
             self.ledger.beat(self.name, self.incarnation, residency, list(self._pending))
@@ -455,7 +386,7 @@ class NodeAgent:
                 raise
             return
         self._pending.clear()
-        self._published = residency
+        self._residency.written(residency)
         self._last_ok = self._last_beat = now
         if self._lease_lost:
             log.warning("heartbeat restored")
@@ -487,7 +418,7 @@ class NodeAgent:
         stale = []
         for tid in live:
             a = assigned.get(tid)
-            if tid in self._fence:
+            if self._exits.fenced(tid):
                 continue
             if a is not None and (a.node != self.name or a.epoch != self._epochs.get(tid, a.epoch)):
                 stale.append(tid)
