@@ -9,8 +9,9 @@ Contract:
   before the trial runs on this round. Its answer (`answered`) records the state's step and starts its
   flush to disk on a thread; a failed one removes what was written.
 - `writing(trial)`: its state is being written (an exploit of it waits for that).
-- `link(source, floor, stage)`: the source's published state, when it holds one from step `floor` on,
-  gets the name `stage` (a hard link: the same file, at once); returns (its step, its flush), else None.
+- `link(source, floor, stage)`: the source's published state, when it holds one from step `floor` on and
+  is not being written again, gets the name `stage` (a hard link: the same file, at once); returns (its
+  step, its flush), else None.
 - `keep(search, target, stage)` before a target takes a staged state, then `taken(search, target, kept,
   step)` once the exploit is done: the target's published state becomes that very state (another name of
   the staged file, on disk already), so an exploit of the target before its next interval links it too.
@@ -97,10 +98,16 @@ class PublishedStates:
         return trial_id in self._writing
 
     def answered(self, e: Forked) -> bool:
-        """A trial's answer to its publishing `Fork` (True), or not one (False: another fork's)."""
-        if e.into != e.trial_id or e.trial_id not in self._writing:
+        """A trial's answer to its publishing `Fork` (True), or not one (False: another fork's; only a
+        publishing one is a fork of a trial into itself)."""
+        if e.into != e.trial_id:
             return False
-        del self._writing[e.trial_id]
+        if self._writing.pop(e.trial_id, None) is None:
+            # No longer waited for (`sync`): what it wrote replaced any state held at that path, whose step is
+            # then unknown here, so it goes.
+            if e.error is None:
+                self.drop(e.trial_id)
+            return True
         t = self._index.get(e.trial_id)
         if e.error is not None or t is None or t.status.final:
             self.drop(e.trial_id)
@@ -114,7 +121,9 @@ class PublishedStates:
         """Name `stage` the source's published state when it holds one from step `floor` on: (its step,
         its flush to disk); None when it holds none, or the link cannot be made."""
         held = self._held.get(source)
-        if held is None or held.step < floor:
+        if held is None or held.step < floor or source in self._writing:
+            # While it is being written its file may be replaced at any moment: linked then, the step
+            # recorded could be another state's.
             return None
         try:
             stage.unlink(missing_ok=True)
@@ -142,7 +151,10 @@ class PublishedStates:
         """Trial `target` took the state `kept` names (at `step`, on disk already): what it published
         before is no longer its own, this is."""
         self.drop(target, search_id)
-        if kept is None:
+        if kept is None or self._writing.pop(target, None) is not None:
+            # A write of its former state still under way would land over this one: nothing is held, and
+            # what that write leaves goes when its answer comes (`answered`).
+            self.discard(kept)
             return
         path = self.path(search_id, target)
         try:
