@@ -9,8 +9,8 @@ Contract:
 - `sync(now)` (each tick) takes up what users asked through the database (new searches, stop, pause,
   resume, trial stops) and ends the searches whose target, health or budget says so
   (`quanta.controller.book_sync`), and gives each running search new trials up to its parallelism and
-  its owner's quotas (`quanta.controller.book_trials`, which also numbers forks and makes trace jobs:
-  `fork_number`, `add_job`); their contracts say how.
+  its owner's quotas (`quanta.controller.book_trials`; `maker`, the `TrialMaker`, also numbers forks and
+  makes trace jobs for the controller: `maker.fork_number`, `maker.add_job`); their contracts say how.
 - `finalize` is the one way a trial becomes final: row, searcher (`tell`), alive set and the search's
   health together.
 - `finish` ends a search: its alive trials are stopped, asking resident ones for a checkpoint as they
@@ -26,7 +26,7 @@ Contract:
   asked again), its budget as stored now (the API raises it), and the trials its end stopped
   (`resumable_trial`) queued to go on from their checkpoints. It waits while any of its trials is still
   resident.
-- Forks (`quanta.controller.forks`): a forked trial takes the next number of its search (`fork_number`)
+- Forks (`quanta.controller.forks`): a forked trial takes the next number of its search (`maker.fork_number`)
   but is not the searcher's: it never asks, tells or observes it, its history leaves it out, and it does
   not count against `max_trials`. A fork whose parent's state is still being taken (no `fork_step`) is
   the fork desk's, not the book's, after a restart too.
@@ -37,7 +37,7 @@ user's stop) as a round of `Stop` actions of its own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from quanta.controller.book_loading import read_stored_search, restore_search
@@ -87,8 +87,9 @@ class SearchBook:
         # Handles the events the runtime holds now (the controller binds its own): before a search is taken
         # up again, the exits of its trials' last processes are handled, not applied to their next ones.
         self.drain: Callable[[], None] = lambda: None
-        self._maker = TrialMaker(self, store, runtime, index, signals, searcher_wait_s)
-        self._store_sync = BookSync(self, self._maker, store, index)
+        # New trials (a search's, a fork's number, a trace job): called by the controller and the forks.
+        self.maker = TrialMaker(self, store, runtime, index, signals, searcher_wait_s)
+        self._store_sync = BookSync(self, self.maker, store, index)
 
     # ---- looking up ----------------------------------------------------------------------------
 
@@ -234,27 +235,6 @@ class SearchBook:
             ts.max_steps = s.spec.budget.max_steps if ts.own_max_steps is None else ts.own_max_steps
         self._index.add(ts)
 
-    def add_job(
-        self,
-        kind: str,
-        steps: int,
-        devices_needed: int = 1,
-        *,
-        trainable: str | None = None,
-        config: dict[str, Any] | None = None,
-        owner: str = "",
-        kind_rates: Mapping[str, float] | None = None,
-    ) -> int:
-        """Submit a job that is not part of a search (a trace job); its id (`TrialMaker.add_job`)."""
-        return self._maker.add_job(
-            kind, steps, devices_needed, trainable=trainable, config=config, owner=owner, kind_rates=kind_rates
-        )
-
-    def fork_number(self, s: SearchState) -> int | None:
-        """The number a new fork of search `s` takes, or None while it cannot have one yet
-        (`TrialMaker.fork_number`)."""
-        return self._maker.fork_number(s)
-
     def mark_running(self, trial_ids: list[int], now: float) -> None:
         """Queued trials among `trial_ids` are being started (a round's `Run` actions)."""
         for tid in trial_ids:
@@ -314,11 +294,6 @@ class SearchBook:
     def sync(self, now: float) -> None:
         """Commands from the store, then each running search's budget and new trials (`BookSync`)."""
         self._store_sync.sync(now)
-
-    def fill(self, now: float) -> int:
-        """New trials for every running search whose parallelism has room (after a plan held some at a
-        rung); how many were created (`TrialMaker.fill`)."""
-        return self._maker.fill(now)
 
     def fail(self, s: SearchState, reason: str) -> None:
         """End search `s` as failed, `reason` stored as its error (its alive trials are stopped)."""

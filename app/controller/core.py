@@ -129,7 +129,7 @@ class Controller:
         `devices_needed` devices and is placed by the same policy as search trials; `owner` is the user it
         counts against in the share layer; `kind_rates` its solo rate per device kind when known
         beforehand (the simulator's throughput table; 0: it cannot run on that kind)."""
-        return self.book.add_job(
+        return self.book.maker.add_job(
             kind, steps, devices_needed, trainable=trainable, config=config, owner=owner, kind_rates=kind_rates
         )
 
@@ -246,7 +246,7 @@ class Controller:
         self.policies.remember(policy, plan, self.snapshots.judge_state)
         newly_held = frozenset(plan.hold) - self.book.held
         self.book.held = frozenset(plan.hold)
-        if newly_held and self.book.fill(now):
+        if newly_held and self.book.maker.fill(now):
             # Trials held at a rung just left their search's parallelism and new trials took their place:
             # plan again now, so that a device the holds freed goes to a new configuration this round.
             snapshot = self.snapshot(now)

@@ -214,7 +214,7 @@ class Forks:
             if why is not None:
                 self._fail(f, why, now)
                 return False
-        number = self._book.fork_number(s)
+        number = self._book.maker.fork_number(s)
         if number is None:
             return False
         params, vals = with_values(parent.params, values), vals_with_values(parent.vals, values)
