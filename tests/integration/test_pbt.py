@@ -30,32 +30,46 @@ from tests.integration.test_fork import start, step_until
 STEPS, INTERVAL = 40, 10
 
 
-def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_values(tmp_path: Path):
-    spec = {
-        "name": "pbt",
+def pbt_spec(name: str, population: int, seed: int, lr_max: float, sleep_s: float, **scheduler) -> dict:
+    """A PBT search of `population` `mutable_sgd` trials run to their budget (the target is never reached),
+    with `scheduler` knobs beside the population's."""
+    return {
+        "name": name,
         "trainable": "tests.trainables:mutable_sgd",
-        "space": {"lr": {"loguniform": [0.001, 1.0], "mutable": True}},
+        "space": {"lr": {"loguniform": [0.001, lr_max], "mutable": True}},
         "metric": {"name": "loss", "goal": "minimize", "target": -1.0},  # never reached: trials run their budget
-        "budget": {"max_trials": 4, "max_steps": STEPS},
+        "budget": {"max_trials": population, "max_steps": STEPS},
         "search": {"algorithm": "random"},
-        "seed": 3,
+        "seed": seed,
         "scheduler": {
             "policy": "pbt",
-            "population": 4,
+            "population": population,
             "interval_steps": INTERVAL,
             "quantile": 0.5,
             "resample_p": 0.0,
-            "quantum_s": 0.5,
+            **scheduler,
         },
-        "config": {"sleep_s": 0.005},
+        "config": {"sleep_s": sleep_s},
     }
+
+
+def run_to_end(tmp_path: Path, spec: dict, *, tick_after: bool = False) -> tuple[Store, int]:
+    """Run `spec` on two CPU devices until it completes; `tick_after`: one tick more once its trials ended."""
     store, _rt, ctl = start(tmp_path)
     try:
         sid = ctl.submit(parse_spec(spec))
         step_until(ctl, lambda: store.search(sid).status == "completed", timeout=90)
         ctl.settle()
+        if tick_after:
+            ctl.step(max_wait=0.05)
     finally:
         ctl.close()
+    return store, sid
+
+
+def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_values(tmp_path: Path):
+    spec = pbt_spec("pbt", population=4, seed=3, lr_max=1.0, sleep_s=0.005, quantum_s=0.5)
+    store, sid = run_to_end(tmp_path, spec)
     trials = store.trials(sid)
     assert len(trials) == 4 and all(t.status == "completed" for t in trials)  # the population, no more
     exploits = [c for t in trials for c in store.config_changes(t.id) if c.cause == "exploit"]
@@ -92,32 +106,12 @@ def test_a_published_state_is_taken_at_once_and_the_target_runs_on_from_it_bit_f
     (`perturb: [1.0, 1.0]`) the target computes from there exactly what the source computed from the same
     step, and nothing published or staged outlives the search."""
     spec = {
-        "name": "published",
-        "trainable": "tests.trainables:mutable_sgd",
-        "space": {"lr": {"loguniform": [0.001, 0.1], "mutable": True}},
-        "metric": {"name": "loss", "goal": "minimize", "target": -1.0},
-        "budget": {"max_trials": 2, "max_steps": STEPS},
+        **pbt_spec("published", population=2, seed=4, lr_max=0.1, sleep_s=0.01, perturb=[1.0, 1.0]),
         "parallelism": 2,
-        "search": {"algorithm": "random"},
-        "seed": 4,
-        "scheduler": {
-            "policy": "pbt",
-            "population": 2,
-            "interval_steps": INTERVAL,
-            "quantile": 0.5,
-            "perturb": [1.0, 1.0],
-            "resample_p": 0.0,
-        },
-        "config": {"sleep_s": 0.01},
     }
-    store, _rt, ctl = start(tmp_path)
-    try:
-        sid = ctl.submit(parse_spec(spec))
-        step_until(ctl, lambda: store.search(sid).status == "completed", timeout=90)
-        ctl.settle()
-        ctl.step(max_wait=0.05)  # a tick after the trials ended: their published states go
-    finally:
-        ctl.close()
+    store, sid = run_to_end(
+        tmp_path, spec, tick_after=True
+    )  # the tick after the trials ended: their published states go
     with store.session() as db:
         intents = [a for row in db.exec(select(IntentRow)).all() for a in row.actions]
     published = [a for a in intents if a.get("kind") == "fork" and a.get("into") == a.get("trial_id")]
