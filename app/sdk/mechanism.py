@@ -25,7 +25,7 @@ import torch
 from quanta.devices import Device, pin_process, torch_device
 from quanta.sdk import checkpoint as ckpt
 from quanta.sdk.mutable import ConfigHook, follow_optimizers, get_value, set_value
-from quanta.sdk.tracked import check_fits, move, rss_mb
+from quanta.sdk.tracked import check_fits, move, restore_into, rss_mb
 
 __all__ = ["ControllerGone", "TrialMechanism", "TrialReleased", "TrialStopped"]
 
@@ -358,7 +358,7 @@ class TrialMechanism:
             self._send("adopted", step=self._step, error=error, at=time.time())
             return
         try:
-            payload = ckpt.load(path, map_location=self.device)
+            payload = ckpt.load(path, mapped=True)
             check_fits(self._tracked, payload)
         except Exception as exc:
             error = f"trial {self.id} cannot adopt the state at {path}: {type(exc).__name__}: {exc}"
@@ -442,16 +442,17 @@ class TrialMechanism:
         return str(path)
 
     def _restore(self, path: Path) -> None:
-        self._restore_payload(ckpt.load(path, map_location=self.device))
+        self._restore_payload(ckpt.load(path, mapped=True))
 
     def _restore_payload(self, payload: Mapping[str, Any], held: Mapping[str, Any] | None = None) -> None:
-        """Continue from `payload` (a checkpoint's contents): the one path of a restart's restore and of an
-        adoption. `held`: the configuration this process computed with until now (an adoption's), whose
-        differences from the current one the hooks hear of too (objects built from the configuration
-        rather than restored)."""
+        """Continue from `payload` (a checkpoint's contents, read `mapped`: copied into the tracked objects,
+        which then hold nothing of the file): the one path of a restart's restore and of an adoption.
+        `held`: the configuration this process computed with until now (an adoption's), whose differences
+        from the current one the hooks hear of too (objects built from the configuration rather than
+        restored)."""
         for name, obj in self._tracked.items():
             if name in payload["state"]:
-                obj.load_state_dict(payload["state"][name])
+                restore_into(obj, payload["state"][name], self.device)
         ckpt.set_rng_state(payload["rng"])
         self.history = list(payload.get("history", []))
         self._start_step = self._step = int(payload["step"])
