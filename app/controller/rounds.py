@@ -22,6 +22,5 @@ class Rounds:
 
     def record(self, now: float, actions: Sequence[Action]) -> int:
         self.round_no += 1
-        self._store.record_intent(self.round_no, now, [a.to_dict() for a in actions])
-        self._store.save_round_no(self.round_no)
+        self._store.record_intent(self.round_no, now, [a.to_dict() for a in actions])  # the number too
         return self.round_no

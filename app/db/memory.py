@@ -238,6 +238,7 @@ class MemoryStore:
 
     def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
         self._intents.append(IntentRow(id=self._next_id(IntentRow), round_no=round_no, at=at, actions=actions))
+        self._round_no = round_no
         if not self.keep_measurements and len(self._intents) > 1:
             del self._intents[0]  # only the last intent is ever read back
 

@@ -256,8 +256,13 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
     # ---- the controller's state ----------------------------------------------------------------------
 
     def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
+        """Store round `round_no`'s actions as intent and make it the controller's round number, in one
+        transaction: one commit (one flush to disk) between a decision and its actions."""
         with self.session() as s:
             s.add(IntentRow(round_no=round_no, at=at, actions=actions))
+            row = s.get(ControllerRow, 1) or ControllerRow(id=1)
+            row.round_no = round_no
+            s.add(row)
             s.commit()
 
     def last_intent(self) -> IntentRow | None:

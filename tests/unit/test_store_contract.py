@@ -175,6 +175,7 @@ def test_intents_and_state(store):
     store.record_intent(2, 2.0, [{"kind": "suspend", "trial_id": 1, "checkpoint": False}])
     last = store.last_intent()
     assert last.round_no == 2 and last.actions[0]["kind"] == "suspend"
+    assert store.round_no() == 2  # stored with the intent, in the same transaction
 
 
 def test_controller_state(store):
