@@ -123,6 +123,15 @@ def run(
         lease.release()
 
 
+def _discard_database(file: Path | None) -> None:
+    """Remove the SQLite database `file` (and the files SQLite keeps beside it) that this run created,
+    when nothing of its search was stored: a refused run leaves no database behind."""
+    if file is None:
+        return
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{file}{suffix}").unlink(missing_ok=True)
+
+
 def _run_search(
     spec: SearchSpec,
     devs: list[Device],
@@ -134,26 +143,44 @@ def _run_search(
 ) -> None:
     """`quanta run` once the spec is valid and the lease is held: run it, print and write the result."""
     from quanta.controller import Controller, ControllerOptions
+    from quanta.db.engine import sqlite_path
     from quanta.db.store import Store
     from quanta.db.summary import search_result
     from quanta.db.warm import WarmStartError
     from quanta.executor.runtime.local import LocalRuntime
     from quanta.service import ControllerLoop
 
+    # A SQLite file this run creates: removed again when the run is refused before its search is stored.
+    file = (sqlite_path(db) or "").split("?", 1)[0]
+    new_file = Path(file) if file and not Path(file).exists() else None
     # The controller binds itself as the runtime's launcher before any trial starts.
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)
-    # The template imports the trainable's module before any trial starts: a missing package stops the
-    # run here, named with the extra that brings it, instead of failing every trial of the budget.
+    store: Store | None = None
+    ctl: Controller | None = None
     try:
+        # Made while the template imports torch (seconds): the store and the controller (0.15-0.4 s here,
+        # most of it the schema's creation and the imports Python compiles from source) and what the first
+        # submit and tick import (every policy, the searchers), off the way to the first trial.
+        store = Store(db)
+        ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
+        import quanta.search.factory  # noqa: F401
+        from quanta.executor.policy import registry
+
+        registry()
+        # The template imports the trainable's module before any trial starts: a missing package stops the
+        # run here, named with the extra that brings it, instead of failing every trial of the budget.
         problem = runtime.import_problem(spec.module)
-    except BaseException:  # Ctrl-C while the template imports: no process outlives the command
-        runtime.close()
+        if problem is not None:
+            raise fail(f"trainable '{spec.trainable}': {problem.sentence()}")
+    except BaseException:  # also Ctrl-C while the template imports: no process outlives the command
+        if ctl is not None:
+            ctl.close()  # the runtime too
+        else:
+            runtime.close()
+        if store is not None:
+            store.engine.dispose()
+        _discard_database(new_file)
         raise
-    if problem is not None:
-        runtime.close()
-        raise fail(f"trainable '{spec.trainable}': {problem.sentence()}")
-    store = Store(db)
-    ctl = Controller(store, runtime, ControllerOptions(workdir=workdir))
     try:  # an earlier search to warm-start from, missing or with another space: nothing is stored
         search_id = ctl.submit(spec)
     except WarmStartError as exc:
