@@ -159,8 +159,17 @@ def _result(
 
 
 def run_quanta(
-    method: str, task: str, seed: int, workers: int, hours: float, ref: dict[str, Any], data: Any
+    method: str,
+    task: str,
+    seed: int,
+    workers: int,
+    hours: float,
+    ref: dict[str, Any],
+    data: Any,
+    knobs: dict[str, Any] | None = None,
 ) -> MORunResult:
+    """One Quanta search; `knobs` (`--knobs`: {"scheduler": {...}, "search": {...}}) are merged over
+    quanta_default's spec blocks, for a variant of it."""
     from bench.reach import FrontTracker
     from quanta.sim.search_bench import METRIC, MO_OBJECTIVES, TRAIN_TIME, simulate_search
 
@@ -180,6 +189,7 @@ def run_quanta(
     res = simulate_search(
         task, policy, algorithm, workers, hours, seed, {},
         data_path=None if data is None else str(data), objectives=MO_OBJECTIVES, stop_when=stop_when,
+        scheduler=(knobs or {}).get("scheduler"), search=(knobs or {}).get("search"),
     )  # fmt: skip
     return _result(
         method, task, seed, reports, ref, started=res.started, wall_s=res.wall_seconds, sim_s=res.sim_seconds
@@ -202,10 +212,19 @@ def run_syne(
 
 
 def run_one(
-    method: str, task: str, seed: int, workers: int, hours: float, ref: dict[str, Any], data: Any
+    method: str,
+    task: str,
+    seed: int,
+    workers: int,
+    hours: float,
+    ref: dict[str, Any],
+    data: Any,
+    knobs: dict[str, Any] | None = None,
 ) -> MORunResult:
-    runner = run_quanta if method in QUANTA else run_syne
-    return runner(method, task, seed, workers, hours, ref, data)
+    """One run; `knobs` apply to `REFERENCE` (quanta_default) alone."""
+    if method in QUANTA:
+        return run_quanta(method, task, seed, workers, hours, ref, data, knobs if method == REFERENCE else None)
+    return run_syne(method, task, seed, workers, hours, ref, data)
 
 
 def run_all(
@@ -219,13 +238,14 @@ def run_all(
     on_run: Callable[[MORunResult], None] = lambda r: None,
     jobs: int = 1,
     done_before: Sequence[MORunResult] = (),
+    knobs: dict[str, Any] | None = None,
 ) -> list[MORunResult]:
     """Every (method, task, seed), interleaved per seed, in that order in the result. With `jobs` > 1
     the runs go to that many processes (simulated time: a run's figures do not depend on its neighbours).
     `done_before`: runs already made (`--runs`): their units are not run again."""
     units = [(m, t, s) for s in seeds for t in tasks for m in methods]
     have = {(r.method, r.task, r.seed): r for r in done_before}
-    args = [(m, t, s, workers, hours, refs[t], data) for m, t, s in units if (m, t, s) not in have]
+    args = [(m, t, s, workers, hours, refs[t], data, knobs) for m, t, s in units if (m, t, s) not in have]
     order = {u: i for i, u in enumerate(units)}
     kept = [have[u] for u in units if u in have]
     if jobs <= 1:
@@ -397,6 +417,14 @@ def _csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
+def _tasks(spec: str) -> list[str]:
+    """`--tasks`: `task_list`'s names, and `suite-even` / `suite-odd`."""
+    halves = {"suite-even": 0, "suite-odd": 1}
+    if spec in halves:
+        return sorted(task_list("suite"))[halves[spec] :: 2]  # ids sorted as text
+    return task_list(spec)
+
+
 def available_methods() -> list[str]:
     """`all`: every method whose dependencies are installed (syne_ehvi needs BoTorch)."""
     from bench.syne_lcbench_mo import ehvi_missing
@@ -406,10 +434,21 @@ def available_methods() -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", default="3945,34539", help="task ids, or `suite` (the 24) / `heldout` (the other ten)")
+    ap.add_argument(
+        "--tasks",
+        default="3945,34539",
+        help="task ids, or `suite` (the 24) / `heldout` (the other ten) / `suite-even`, `suite-odd` (the 24, "
+        "ids sorted as text, those at even or odd places: a half to tune a variant on, the other to confirm it)",
+    )
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--hours", type=float, default=8.0)
+    ap.add_argument(
+        "--knobs",
+        type=json.loads,
+        default=None,
+        help='JSON {"scheduler": {...}, "search": {...}} merged over quanta_default\'s spec: a variant of it',
+    )
     ap.add_argument("--methods", default="all", help=f"comma-separated of {', '.join(METHODS)}, or 'all'")
     ap.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE_JSON, help="the reference fronts' JSON")
     ap.add_argument("--data", type=Path, default=None, help="YAHPO data folder (default ../shared/data/yahpo)")
@@ -424,7 +463,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     args = ap.parse_args(argv)
 
-    tasks = task_list(args.tasks)
+    tasks = _tasks(args.tasks)
+    if args.knobs is not None and (not isinstance(args.knobs, dict) or set(args.knobs) - {"scheduler", "search"}):
+        ap.error('--knobs: a JSON object with "scheduler" and/or "search" blocks')
     seeds = [int(s) for s in _csv(args.seeds)]
     methods = available_methods() if args.methods == "all" else _csv(args.methods)
     unknown = [m for m in methods if m not in (*METHODS, *EXTRA)]
@@ -453,7 +494,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     before = load_runs(args.runs) if args.runs is not None else []
-    runs = run_all(tasks, seeds, methods, args.workers, args.hours, refs, args.data, progress, args.jobs, before)
+    runs = run_all(
+        tasks, seeds, methods, args.workers, args.hours, refs, args.data, progress, args.jobs, before, args.knobs
+    )
     table = tabulate(runs, refs, budget_s)
     summary = summarize(table)
     print_table(table, summary, budget_s, methods)
@@ -464,6 +507,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seeds": seeds,
         "methods": methods,
         "goal_fraction": GOAL_FRACTION,
+        "knobs": args.knobs,
         "summary": summary,
         "wall_s": round(time.perf_counter() - t0, 1),
         "command": "python bench/lcbench_mo.py " + " ".join(sys.argv[1:] if argv is None else argv),

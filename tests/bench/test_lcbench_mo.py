@@ -237,3 +237,24 @@ def test_runs_saved_as_they_end_are_not_run_again(monkeypatch, tmp_path):
     assert made == [("a", "1", 1), ("b", "1", 1)]
     got = [(r.method, r.seed, r.time_s) for r in both]
     assert got == [("a", 0, 10.0), ("b", 0, 10.0), ("a", 1, 20.0), ("b", 1, 20.0)]
+
+
+def test_the_suite_halves_split_it_and_a_variant_reaches_quanta_default_alone(yahpo, tmp_path, monkeypatch):
+    import bench.lcbench_mo as mo
+
+    even, odd = mo._tasks("suite-even"), mo._tasks("suite-odd")
+    assert len(even) == len(odd) == 12 and sorted(even + odd) == sorted(mo.task_list("suite"))
+    seen: dict[str, object] = {}
+
+    def run_quanta(method, task, seed, workers, hours, ref, data, knobs=None):
+        seen[method] = knobs
+        return MORunResult(method, task, seed, 1.0, 1.0)
+
+    monkeypatch.setattr(mo, "run_quanta", run_quanta)
+    knobs = {"search": {"n_startup": 8}}
+    mo.main(["--tasks", "3945", "--seeds", "0", "--methods", "quanta_default,quanta_fifo_random", "--knobs",
+             json.dumps(knobs), "--json", str(tmp_path / "v.json")])  # fmt: skip
+    assert seen == {"quanta_default": knobs, "quanta_fifo_random": None}
+    assert json.loads((tmp_path / "v.json").read_text())["knobs"] == knobs
+    with pytest.raises(SystemExit):
+        mo.main(["--tasks", "3945", "--methods", "quanta_default", "--knobs", '{"policy": "fifo"}'])
