@@ -14,6 +14,7 @@ outside it imports it (the SDK and the API need no typer).
     simulate.py       quanta simulate, quanta simulate-search: traces and searches in simulated time
     share_options.py  the share layer's knobs and users' weights as serve/controller options
     output.py         exit codes, errors, files written atomically
+    prestart.py       a cold `quanta run`'s trial template, launched before everything else
 
 Heavy modules (torch, the database, the API) are imported inside the commands that use them, so
 `quanta --help` stays fast. The wiring the commands call (the controller loop, the runtime factory)
@@ -22,11 +23,17 @@ is in `quanta.service`; a stored search resumed or deleted where no controller r
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
-import typer
+from quanta.cli.prestart import start_early
 
-from quanta.cli import db, distributed, export, fork, lifecycle, remote, run, serve, simulate, users
+# First, before the imports below: a cold `quanta run`'s trial template imports torch meanwhile.
+start_early(sys.argv)
+
+import typer  # noqa: E402
+
+from quanta.cli import db, distributed, export, fork, lifecycle, remote, run, serve, simulate, users  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Quanta: Gandiva-style hyperparameter search.")
 

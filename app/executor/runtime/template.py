@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -55,6 +56,7 @@ class TemplateStart:
     tmp: str  # directory of the socket
     process: subprocess.Popen
     warm_modules: tuple[str, ...]
+    path: tuple[str, ...] = ()  # its sys.path entries (PYTHONPATH): what it can import from
 
     def close(self) -> None:
         """Stop the template (it has no children yet) and remove the socket."""
@@ -71,6 +73,7 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
     `prepare()`, then connects to the returned listener. Returns at once (a few ms): the warm-up runs
     in the other process. The template inherits this process's `sys.path`, absolute entries only (put
     the trainable's directory on it first), and not the directory it runs in."""
+    path = template_path()
     tmp = tempfile.mkdtemp(prefix="quanta-rt-", dir=workdir)
     address = os.path.join(tmp, "ctl.sock")
     authkey = secrets.token_bytes(16)
@@ -87,7 +90,7 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
             "OPENBLAS_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isabs(p)),
+            "PYTHONPATH": os.pathsep.join(path),
         },
     )
     assert process.stdin is not None
@@ -96,25 +99,33 @@ def start_template(warm_modules: Sequence[str] = (), workdir: str | None = None)
         process.stdin.close()
     except OSError:  # it died at once: the runtime reports the exit when it waits for it
         pass
-    return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules))
+    return TemplateStart(listener, address, authkey, tmp, process, tuple(warm_modules), path)
 
 
-def spec_module(spec_path: str | Path) -> str | None:
-    """The trainable's module named by a spec file (`trainable: module:function`), read without
+def template_path() -> tuple[str, ...]:
+    """The `sys.path` a template launched now inherits: this process's absolute entries."""
+    return tuple(p for p in sys.path if p and os.path.isabs(p))
+
+
+def spec_trainable(spec_path: str | Path) -> str | None:
+    """The trainable a spec file names (`trainable: module:function`, or a file path), read without
     validating the spec (so without importing what validation needs), or None if it cannot be read.
-    For warming the template early; the spec is validated properly afterwards."""
+    For launching the template early (`quanta.cli.prestart`); the spec is validated properly afterwards."""
     try:
         text = Path(spec_path).read_text()
         if str(spec_path).endswith(".json"):
-            raw = json.loads(text)
+            ref = str(json.loads(text)["trainable"]).strip()
         else:
-            import yaml
-
-            raw = yaml.safe_load(text)
-        module = str(raw["trainable"]).partition(":")[0].strip()
-        return module or None
+            # Its top-level `trainable:` line only: no YAML is parsed before the spec is validated (the spec's
+            # loader refuses what a plain one would expand, such as aliases). Anything else: None.
+            found = _TRAINABLE_LINE.search(text)
+            ref = found.group(1) if found else ""
+        return ref if ref.partition(":")[0] and ref.partition(":")[2] else None
     except Exception:  # anything wrong is load_spec's to report
         return None
+
+
+_TRAINABLE_LINE = re.compile(r"""^trainable:[ \t]*["']?([^"'\s#]+)["']?[ \t]*(?:#.*)?$""", re.MULTILINE)
 
 
 def _warm(module: str) -> dict[str, Any]:
