@@ -61,11 +61,12 @@ def check_fits(tracked: Mapping[str, Any], payload: Mapping[str, Any]) -> None:
 
 def restore_into(obj: Any, state: Any, device: torch.device) -> None:
     """Load `state` (the object's part of a checkpoint read `mapped`: tensors backed by the file) into the
-        tracked object `obj`, so that none of its tensors stays backed by the file afterwards: a module
-        copies into its own tensors (`load_state_dict`); an optimizer's state tensors are copied into the ones
-        it holds where they fit (shape, dtype; an adoption's case: no memory allocated anew) and copied anew
-        where it holds none (a restart's); any other object gets copies of every tensor on `device` (the trial's, as
-    a checkpoint read onto it would give)."""
+    tracked object `obj`, so that none of its tensors stays backed by the file afterwards: a module copies
+    into its own tensors (`load_state_dict`); an optimizer's state tensors are copied into the ones it
+    holds where they fit (shape, dtype; an adoption's case: no memory allocated anew) and copied anew where
+    it holds none (a restart's); any other object gets copies of every tensor on `device` (the trial's, as
+    a checkpoint read onto it would give). A failure part-way leaves `obj` part-changed: the caller ends
+    the process without a checkpoint (`Trial._adopt`) or fails the start (a restart's restore)."""
     if isinstance(obj, torch.nn.Module):
         obj.load_state_dict(state)
     elif isinstance(obj, torch.optim.Optimizer):
