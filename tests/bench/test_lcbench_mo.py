@@ -218,7 +218,7 @@ def test_runs_saved_as_they_end_are_not_run_again(monkeypatch, tmp_path):
 
     made: list[tuple[str, str, int]] = []
 
-    def fake_run_one(method, task, seed, workers, hours, ref, data):
+    def fake_run_one(method, task, seed, workers, hours, ref, data, knobs=None):
         made.append((method, task, seed))
         return MORunResult(method, task, seed, 10.0 * (seed + 1), 0.95, [(1.0, 0.5), (10.0, 0.95)], started=3)
 

@@ -25,6 +25,10 @@ from tests.integration.live_server import LiveServer, same_pythonpath, start_ser
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-token-0123456789abcdefghijklmno"  # QUANTA_TOKEN has at least 32 characters
+# The tests' own API clients open a connection per request: one kept alive across a browser step that
+# outlasts the server's keep-alive (5 s) can be reset as the next request goes out ("connection reset
+# by peer"), which httpx does not retry.
+FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",

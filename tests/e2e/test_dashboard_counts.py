@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS, TOKEN, new_page
+from tests.e2e.conftest import ARTIFACTS, FRESH_CONNECTIONS, TOKEN, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,7 +34,9 @@ TYPO = {
 
 
 def test_search_page_counts_parked_trials_and_warns_about_a_missing_metric(module_server, browser):
-    api = httpx.Client(base_url=f"{module_server.url}/api/v1", headers=module_server.headers, timeout=15)
+    api = httpx.Client(
+        base_url=f"{module_server.url}/api/v1", headers=module_server.headers, timeout=15, limits=FRESH_CONNECTIONS
+    )
     errors: list[str] = []
     r = api.post("/searches", json=PARKING)
     assert r.status_code == 201, r.text
