@@ -43,7 +43,9 @@ def test_gandiva_search_on_two_nodes_reaches_target(cluster: Cluster) -> None:
     cluster.stop("controller")  # one controller per database: serve brings its own
     port, token = free_port(), "e2e-token-0123456789abcdefghijklmno"
     cluster.serve(port, token)
-    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"})
+    # A POST imports the trainable in a process of its own first (torch and scikit-learn: several seconds
+    # on a loaded 2-core machine), so the client waits longer than httpx's 5 s default.
+    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=45)
     try:
 
         def healthy() -> bool:
