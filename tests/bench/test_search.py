@@ -1,5 +1,5 @@
 """bench/search.py --runs: runs logged for the same experiment are read back by (system, seed); another
-experiment's runs and a line cut short by an interrupted write are not."""
+experiment's runs and a line cut short by an interrupted write are not. A miss counts as the cap."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.search import ROOT, log_run, read_runs, run_key
+from bench.search import ROOT, log_run, miss_or_hit, read_runs, run_key
 
 
 def _args(max_seconds: float = 900.0) -> argparse.Namespace:
@@ -44,3 +44,9 @@ def test_runs_of_the_same_experiment_are_read_back_and_others_are_not(tmp_path: 
     log.write_text("\n".join(lines))
     log_run(log, {**key, "system": "ray", "seed": 1, "run": run})
     assert set(read_runs(log, key)) == {("default", 0), ("optuna", 1), ("ray", 1)}
+
+
+def test_a_miss_counts_as_the_cap_even_when_the_search_gave_up_sooner() -> None:
+    assert miss_or_hit(7.5, 9.0, 120.0) == 7.5
+    assert miss_or_hit(None, 6.0, 120.0) == 120.0  # out of trials after 6 s: not faster than a hit at 7.5 s
+    assert miss_or_hit(None, 130.0, 120.0) == 130.0  # stopped past the cap: its wall time
