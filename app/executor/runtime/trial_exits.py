@@ -3,8 +3,9 @@
 Contract (used by `NodeAgent`: its pump thread takes the exits, the task threads wait for them):
 - `ending(tid, why)` records that the node is ending the trial's process for a reason of its own
   ("handoff": a cross-node move, "stale": the trial was assigned again elsewhere, "lease": the node lost
-  its heartbeat) and returns an event that is set when that process's exit is taken; `mark(tid, why)`
-  records the reason without waiting. `fenced(tid)`: such an end is under way.
+  its heartbeat) and returns an event that is set when that process's exit is taken, or set already
+  when its exit was taken since it started (`forget`): no other exit is to come, and the reason is
+  dropped. `mark(tid, why)` records the reason without waiting. `fenced(tid)`: such an end is under way.
 - `took(tid, status)` is called for every `Exited` the pump takes: it returns the node's reason for
   that end (None: the process ended by itself or by the controller's order), wakes whoever waits for
   it, and keeps its status, so that a question asked just after the exit still gets its answer
@@ -33,6 +34,13 @@ class TrialExits:
     def ending(self, tid: int, why: str) -> threading.Event:
         waiter = threading.Event()
         with self._lock:
+            if tid in self._seen:
+                # Its process ended and the exit was taken after the caller saw it resident (two ends of
+                # one process, e.g. the fence check's and a stale run's): waiting would last the whole
+                # timeout, with the node's apply lock held.
+                self._why.pop(tid, None)
+                waiter.set()
+                return waiter
             self._why[tid] = why
             self._waiters.setdefault(tid, []).append(waiter)
         return waiter
