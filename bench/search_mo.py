@@ -77,7 +77,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench.search import quartiles, run_quanta  # noqa: E402
+from bench.search import miss_or_hit, quartiles, run_quanta  # noqa: E402
 from quanta.search.pareto import reaches, violation  # noqa: E402
 from quanta.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
@@ -578,7 +578,7 @@ def summarise(
         done = runs[system]
         if not done:
             continue
-        secs = [r["reached_s"] if r["reached_s"] is not None else max(r["wall_s"], args.max_seconds) for r in done]
+        secs = [miss_or_hit(r["reached_s"], r["wall_s"], args.max_seconds) for r in done]
         q1, q3 = quartiles(secs)
         results[system] = {
             "median_s": statistics.median(secs),

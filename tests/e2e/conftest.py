@@ -29,6 +29,13 @@ TOKEN = "e2e-token-0123456789abcdefghijklmno"  # QUANTA_TOKEN has at least 32 ch
 # outlasts the server's keep-alive (5 s) can be reset as the next request goes out ("connection reset
 # by peer"), which httpx does not retry.
 FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)
+
+
+def api_client(base_url: str, headers: dict[str, str], timeout: float) -> httpx.Client:
+    """A test's own client of the API at `base_url` (a connection per request: `FRESH_CONNECTIONS`)."""
+    return httpx.Client(base_url=base_url, headers=headers, timeout=timeout, limits=FRESH_CONNECTIONS)
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",

@@ -13,11 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 # the `server` fixture is in conftest.py
-from tests.e2e.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, FRESH_CONNECTIONS, TOKEN
+from tests.e2e.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, api_client
 from tests.e2e.conftest import canvas_ink as _canvas_ink
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -54,7 +53,7 @@ def _spec(name: str, *, max_trials: int, max_steps: int, parallelism: int) -> di
 def test_dashboard(server, tmp_path):
     t_start = time.monotonic()
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    api = httpx.Client(base_url=f"{server}/api/v1", headers=headers, timeout=10, limits=FRESH_CONNECTIONS)
+    api = api_client(f"{server}/api/v1", headers, timeout=10)
     r = api.post("/searches", json=_spec("e2e-linear", max_trials=6, max_steps=1000, parallelism=4))
     assert r.status_code == 201, r.text
     sid = r.json()["id"]

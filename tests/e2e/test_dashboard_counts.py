@@ -5,10 +5,9 @@ test-artifacts/dashboard-counts.png."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS, FRESH_CONNECTIONS, TOKEN, new_page
+from tests.e2e.conftest import ARTIFACTS, TOKEN, api_client, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,9 +33,7 @@ TYPO = {
 
 
 def test_search_page_counts_parked_trials_and_warns_about_a_missing_metric(module_server, browser):
-    api = httpx.Client(
-        base_url=f"{module_server.url}/api/v1", headers=module_server.headers, timeout=15, limits=FRESH_CONNECTIONS
-    )
+    api = api_client(f"{module_server.url}/api/v1", module_server.headers, timeout=15)
     errors: list[str] = []
     r = api.post("/searches", json=PARKING)
     assert r.status_code == 201, r.text

@@ -14,13 +14,12 @@ import math
 import random
 import time
 
-import httpx
 import pytest
 
 from quanta.db.models import SearchRow
 from quanta.db.store import Store
 from quanta.spec import parse_spec
-from tests.e2e.conftest import FRESH_CONNECTIONS, TOKEN
+from tests.e2e.conftest import TOKEN, api_client
 from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sync_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -81,9 +80,7 @@ def _finished_search(db_url: str) -> int:
 
 def test_importance_contour_and_slices(server, tmp_path):
     sid = _finished_search(f"sqlite:///{tmp_path}/q.db")
-    api = httpx.Client(
-        base_url=f"{server}/api/v1", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30, limits=FRESH_CONNECTIONS
-    )
+    api = api_client(f"{server}/api/v1", {"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     ranked = [p["name"] for p in api.get(f"/searches/{sid}/importance").json()["params"]]
     assert ranked[0] == "lr", ranked
 

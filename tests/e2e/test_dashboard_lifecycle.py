@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from quanta.db.store import Store
-from tests.e2e.conftest import ARTIFACTS, FRESH_CONNECTIONS, TOKEN, new_page
+from tests.e2e.conftest import ARTIFACTS, TOKEN, api_client, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,9 +41,7 @@ def _until(api: httpx.Client, sid: int, cond, timeout: float = 90) -> dict:  # n
 @pytest.fixture(scope="module")
 def ended(module_server):
     """(api client, the id of a completed search, the id of another one)."""
-    api = httpx.Client(
-        base_url=f"{module_server.url}/api/v1", headers=module_server.headers, timeout=15, limits=FRESH_CONNECTIONS
-    )
+    api = api_client(f"{module_server.url}/api/v1", module_server.headers, timeout=15)
     sid = api.post("/searches", json=SPEC).json()["id"]
     other = api.post("/searches", json={**SPEC, "name": "untagged"}).json()["id"]
     for s in (sid, other):

@@ -17,7 +17,7 @@ import pytest
 
 from quanta.db.export import flatten
 from quanta.db.store import Store
-from tests.e2e.conftest import ARTIFACTS, FRESH_CONNECTIONS, TOKEN, canvas_ink, new_page
+from tests.e2e.conftest import ARTIFACTS, TOKEN, api_client, canvas_ink, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -53,9 +53,7 @@ SPACE_B = {"lr": {"loguniform": [1e-3, 3e-2]}}
 @pytest.fixture(scope="module")
 def searches(module_server):
     """Two finished searches: (api client, id of A with 5 chatty trials, id of B with 3 linear trials)."""
-    api = httpx.Client(
-        base_url=f"{module_server.url}/api/v1", headers=module_server.headers, timeout=15, limits=FRESH_CONNECTIONS
-    )
+    api = api_client(f"{module_server.url}/api/v1", module_server.headers, timeout=15)
     a = api.post(
         "/searches", json=_spec("pages-a", "tests.e2e.trainables:chatty", SPACE_A, max_trials=5, max_steps=150)
     )
