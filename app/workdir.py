@@ -10,7 +10,7 @@ sharing a workdir would write each other's `search-1/`. Two rules keep them apar
   it belongs to (`claim_workdir`), and a command started on another database with the same workdir is
   refused, naming both, before it stores or writes anything.
 
-Ground floor: imports nothing from `quanta`.
+Ground floor: imports nothing from `quanta` but its URL parser (`quanta.db.url`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from quanta.db.url import sqlite_file
+
 DEFAULT_ROOT = Path(".quanta")
 MARKER = "DATABASE"
 
@@ -34,13 +36,8 @@ class WorkdirTaken(ValueError):
 def _sqlite_file(url: str) -> str | None:
     """The absolute path of a SQLite URL's database file; "" for an in-memory database; None when `url`
     is not SQLite."""
-    if not url.startswith("sqlite"):
-        return None
-    path = url.split("///", 1)[1] if "///" in url else ""
-    path = path.split("?", 1)[0]
-    if not path or path == ":memory:" or path.startswith("file::memory:"):
-        return ""
-    return os.path.realpath(path)  # relative paths are relative to the working directory, as SQLite's
+    path = sqlite_file(url)
+    return os.path.realpath(path) if path else path  # relative paths: to the working directory, as SQLite's
 
 
 def database_identity(url: str) -> str:

@@ -153,7 +153,7 @@ def _run_search(
     from quanta.service import ControllerLoop
 
     # A SQLite file this run creates: removed again when the run is refused before its search is stored.
-    file = (sqlite_path(db) or "").split("?", 1)[0]
+    file = sqlite_path(db)
     new_file = Path(file) if file and not Path(file).exists() else None
     # The controller binds itself as the runtime's launcher before any trial starts.
     runtime = LocalRuntime(devs, warm_modules=[spec.module], template=template)

@@ -16,15 +16,14 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import create_engine
 
+from quanta.db.url import sqlite_file
+
 DEFAULT_URL = "sqlite:///quanta.db"
 
 
 def sqlite_path(url: str) -> str | None:
-    """The file of a SQLite URL (None: not SQLite, or an in-memory database)."""
-    if not url.startswith("sqlite"):
-        return None
-    path = url.split("///", 1)[-1] if "///" in url else ""
-    return path if path and path != ":memory:" and not path.startswith("file::memory:") else None
+    """The file of a SQLite URL, without the URL's query (None: not SQLite, or an in-memory database)."""
+    return sqlite_file(url) or None
 
 
 def _create_private(path: Path) -> None:

@@ -33,6 +33,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from quanta.db.url import redact, sqlite_file
+
 log = logging.getLogger("quanta.lease")
 
 # The advisory lock's two int4 keys: "QUAN" and 1 (the controller). They show in pg_locks as
@@ -48,25 +50,6 @@ def _who() -> str:
     return f"pid {os.getpid()} on {socket.gethostname()}"
 
 
-def _sqlite_path(url: str) -> Path | None:
-    """The database file of a SQLite URL; None for an in-memory database."""
-    path = url.split("///", 1)[1] if "///" in url else ""
-    path = path.split("?", 1)[0]
-    if not path or path == ":memory:" or path.startswith("file::memory:"):
-        return None
-    return Path(path)
-
-
-def _redact(url: str) -> str:
-    """The URL without its password (for messages)."""
-    head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    cred, _, host = rest.rpartition("@")
-    user = cred.split(":", 1)[0]
-    return f"{head}://{user}:***@{host}" if ":" in cred else url
-
-
 class ControllerLease:
     """The right to run the controller on the database at `url`. `acquire()`, keep it, `release()`
     (or use it as a context manager). Not shared between threads: one controller holds it."""
@@ -78,14 +61,14 @@ class ControllerLease:
         self._conn: Connection | None = None
         self._held = False
         if url.startswith("sqlite"):
-            path = _sqlite_path(url)
+            path = sqlite_file(url) or None
             self.kind = "sqlite" if path is not None else "memory"
             self.lock_path = Path(f"{path}.lock") if path is not None else None
         elif url.startswith("postgresql"):
             self.kind = "postgresql"
             self.lock_path = None
         else:
-            raise ValueError(f"database URL {_redact(url)}: no leader lease for this kind of database")
+            raise ValueError(f"database URL {redact(url)}: no leader lease for this kind of database")
 
     # ---- taking and giving up ------------------------------------------------------------------
 
@@ -97,13 +80,13 @@ class ControllerLease:
             holder = self._try()
             if holder is None:
                 self._held = True
-                log.info("controller lease taken on %s", _redact(self.url))
+                log.info("controller lease taken on %s", redact(self.url))
                 return
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
                 self._close_pg()
                 raise LeaseHeld(
-                    f"another controller runs on database {_redact(self.url)} ({holder}); one controller "
+                    f"another controller runs on database {redact(self.url)} ({holder}); one controller "
                     "per database: stop it, or use another database (--db)"
                 )
             if stop is not None:
@@ -135,7 +118,7 @@ class ControllerLease:
         once or raise `LeaseHeld` (another controller took over meanwhile: this one must stop)."""
         if self.held():
             return
-        log.warning("controller lease on %s was lost; taking it again", _redact(self.url))
+        log.warning("controller lease on %s was lost; taking it again", redact(self.url))
         self._close_pg()
         self._held = False
         self.acquire()
