@@ -137,6 +137,7 @@ SUITE: tuple[Workload, ...] = (
     Workload("hf_tiny", "examples/hf_tiny.yaml", "transformers", 600, 40, needs=("transformers",)),
     Workload("lightning", "examples/lightning_mnist1d.yaml", "lightning", 600, 100, needs=("lightning",)),
     Workload("breast_cancer", "examples/breast_cancer.yaml", "steps", 600, 64, held_out=True),
+    Workload("breast_cancer_loss", "examples/breast_cancer_loss.yaml", "steps", 600, 64, held_out=True),
 )
 BY_NAME = {w.name: w for w in SUITE}
 ADAPTERS = {
@@ -146,7 +147,7 @@ ADAPTERS = {
 }
 # Workloads without a targets file --suite can race: never swept, or swept to targets that tie (see the
 # module docstring).
-TARGETS_TO_CHOOSE = ("mnist1d", "cifar10", "hf_tiny", "breast_cancer")
+TARGETS_TO_CHOOSE = ("mnist1d", "cifar10", "hf_tiny", "breast_cancer", "breast_cancer_loss")
 
 
 def select(names: str | None) -> list[Workload]:

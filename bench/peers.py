@@ -217,7 +217,7 @@ def _optuna_worker(
                 return
             last.append(value)
             append_log(log_path, value)
-            if spec.metric.reaches(value) or value >= hard:
+            if spec.metric.reaches(value) or past(value, hard, spec):
                 return
             ot.report(value, step)
             if ot.should_prune():
@@ -227,7 +227,7 @@ def _optuna_worker(
         return last[-1] if last else float("nan")
 
     def stop_at_hard(study: Any, _trial: Any) -> None:
-        if _best_in_log(log_path) >= hard:
+        if past(_best_in_log(log_path, spec), hard, spec):
             study.stop()
 
     study.optimize(
@@ -239,12 +239,19 @@ def _optuna_worker(
     )
 
 
-def _best_in_log(path: str) -> float:
+def past(value: float, target: float, spec: Any) -> bool:
+    """`value` is at `target` or beyond it, in the direction of the spec's metric's goal."""
+    return value >= target if spec.metric.goal == "maximize" else value <= target
+
+
+def _best_in_log(path: str, spec: Any) -> float:
+    """The best value in a reports log, by the spec's metric's goal (the worst possible if none)."""
+    sign = 1.0 if spec.metric.goal == "maximize" else -1.0
     try:
         values = [float(line.split()[1]) for line in Path(path).read_text().splitlines() if line.strip()]
     except FileNotFoundError:
-        return -math.inf
-    return max(values, default=-math.inf)
+        values = []
+    return sign * max((sign * v for v in values), default=-math.inf)
 
 
 # ---- Ray Tune -------------------------------------------------------------------------------------
@@ -294,7 +301,7 @@ def run_ray(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, max_s
 
         def __call__(self, trial_id: str, result: dict) -> bool:
             value = result.get(spec.metric.name)
-            if value is not None and value >= hard:
+            if value is not None and past(value, hard, spec):
                 self.done = True
             return False
 
@@ -471,7 +478,6 @@ def run_ray_bohb(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, 
         "space": spec.space,
         "fixed": {"seed": spec.seed, **spec.config},
     }
-    sign = 1 if mode == "max" else -1
 
     class HardTarget(tune.Stopper):
         def __init__(self) -> None:
@@ -479,7 +485,7 @@ def run_ray_bohb(spec: Any, seed: int, n_cpus: int, log_path: str, hard: float, 
 
         def __call__(self, trial_id: str, result: dict) -> bool:
             value = result.get(spec.metric.name)
-            if value is not None and sign * value >= sign * hard:
+            if value is not None and past(value, hard, spec):
                 self.done = True
             return False
 

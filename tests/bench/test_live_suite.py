@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -20,16 +21,16 @@ from quanta.spec import load_spec
 from .conftest import run_script
 
 
-def test_the_suite_has_six_named_workloads_and_one_held_out() -> None:
+def test_the_suite_has_six_named_workloads_and_two_held_out() -> None:
     assert {"mnist1d", "mnist1d_long", "digits", "cifar10", "hf_tiny", "lightning"} < set(BY_NAME)
-    assert [w.name for w in SUITE if w.held_out] == ["breast_cancer"]
+    assert [w.name for w in SUITE if w.held_out] == ["breast_cancer", "breast_cancer_loss"]
     assert set(TARGETS_TO_CHOOSE) <= set(BY_NAME)
 
 
 @pytest.mark.parametrize("workload", SUITE, ids=lambda w: w.name)
 def test_every_workload_is_complete(workload) -> None:
     spec = load_spec(workload.spec_path)  # parses and validates the spec
-    assert spec.metric.goal == "maximize" and workload.trials > 0 and workload.max_seconds > 0
+    assert spec.metric.target is not None and workload.trials > 0 and workload.max_seconds > 0
     module, _, fn = ADAPTERS[workload.adapter].partition(":")
     if workload.missing():
         pytest.skip(f"{workload.name} needs {workload.missing()} (pip install -e '.[integrations]')")
@@ -116,3 +117,17 @@ def test_a_peers_trial_checkpointed_at_a_report_resumes_after_it(tmp_path: Path)
     second = AdapterTrial({"seed": 0}, 201, lambda s, m: steps.append(s), checkpoint_path=path, resume=True)
     fn(second.config, second)
     assert second.restored_step == 101 and steps == [200]
+
+
+def test_the_peers_stop_at_a_target_in_the_direction_of_the_metrics_goal(tmp_path: Path) -> None:
+    """A loss to minimize is past its target below it, and the best of a log is its least value."""
+    from bench.peers import _best_in_log, past
+
+    spec = load_spec(BY_NAME["breast_cancer_loss"].spec_path)
+    log = tmp_path / "reports.log"
+    log.write_text("1.0 0.30\n2.0 0.08\n3.0 0.12\n")
+    assert _best_in_log(str(log), spec) == 0.08
+    assert past(0.06, 0.07, spec) and not past(0.08, 0.07, spec)
+    up = load_spec(BY_NAME["breast_cancer"].spec_path)
+    assert _best_in_log(str(log), up) == 0.30 and past(0.99, 0.98, up)
+    assert _best_in_log(str(tmp_path / "none.log"), spec) == math.inf  # nothing reported: the worst
