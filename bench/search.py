@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> None:
         help="--suite: where targets_<workload>.json are read",
     )
     args = ap.parse_args(argv)
+    missing = missing_peers([s for s in args.systems.split(",") if s])
+    if missing:
+        raise SystemExit(f"--systems: {missing}; install the peers with `pip install -e '.[bench]'`")
     console = Console()
     if args.suite:
         run_suite(args, console)
@@ -346,6 +349,32 @@ def main(argv: list[str] | None = None) -> None:
     args.max_seconds = args.max_seconds or 600.0
     easy, medium, hard = (float(x) for x in args.targets.split(","))
     race(args, {"easy": easy, "medium": medium, "hard": hard}, console)
+
+
+PEER_MODULES = {
+    "optuna": ("optuna",),
+    "optuna_hb": ("optuna",),
+    "ray": ("ray", "hyperopt"),
+    "ray_bohb": ("ray", "hpbandster", "ConfigSpace"),
+}
+
+
+def missing_peers(systems: list[str]) -> str:
+    """What keeps `systems` from racing, as one message ("" when nothing): a name that is neither a Quanta
+    system nor a peer, or a peer whose modules are not installed (a run would only record misses)."""
+    import importlib.util
+
+    problems = []
+    for system in systems:
+        if system in QUANTA:
+            continue
+        if system not in PEER_MODULES:
+            problems.append(f"unknown system {system!r}")
+            continue
+        absent = [m for m in PEER_MODULES[system] if importlib.util.find_spec(m) is None]
+        if absent:
+            problems.append(f"{system} needs {', '.join(absent)}, not installed")
+    return "; ".join(problems)
 
 
 def miss_or_hit(reached_s: float | None, wall_s: float, cap_s: float) -> float:

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.search import ROOT, log_run, miss_or_hit, read_runs, run_key
+from bench.search import ROOT, log_run, miss_or_hit, missing_peers, read_runs, run_key
 
 
 def _args(max_seconds: float = 900.0) -> argparse.Namespace:
@@ -50,3 +50,14 @@ def test_a_miss_counts_as_the_cap_even_when_the_search_gave_up_sooner() -> None:
     assert miss_or_hit(7.5, 9.0, 120.0) == 7.5
     assert miss_or_hit(None, 6.0, 120.0) == 120.0  # out of trials after 6 s: not faster than a hit at 7.5 s
     assert miss_or_hit(None, 130.0, 120.0) == 130.0  # stopped past the cap: its wall time
+
+
+def test_a_race_names_a_system_it_cannot_run_before_it_starts(monkeypatch) -> None:
+    """A peer whose modules are absent would only record misses: the race refuses it by name instead."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    problems = missing_peers(["default", "asha", "ray", "no_such"])
+    assert "ray needs ray, not installed" in problems and "unknown system 'no_such'" in problems
+    assert "default" not in problems and "asha" not in problems
