@@ -6,10 +6,15 @@
 
 Nothing is downloaded: the model is a `BertForSequenceClassification` built from a `BertConfig`
 (2 layers, hidden size 32 by default: about 30k parameters) and the data set is generated here. The
-task: sequences of 16 tokens over a vocabulary of 32; label 1 when token 1 occurs more often than
-token 2 (each occurs 0-4 times, never equally often), which needs attention to count, so it is learnt
-gradually and the learning rate and warm-up matter. The Trainer evaluates every `eval_every` steps;
-the search's metric is `eval_accuracy` (the Trainer prefixes evaluation metrics with `eval_`).
+task: sequences of 16 tokens over a vocabulary of 32; label 1 when token 1 occurs more often in the
+first half than in the second (0-4 times each, never equally often). Counting alone does not solve it
+(the counts of tokens ignore where they are), so the model must attend by position. From 200 training
+sequences it generalises only partly: of 40 random configurations run to 1,000 steps the best reached
+100 % held-out accuracy, the 6th 98.8 %, the 20th 94.1 % (`bench/results/targets_hf_tiny.json`), so
+the learning rate, width and warm-up matter and a sweep's best configurations do not tie. (From 4,000
+sequences of a plain count of two tokens, the best eight all reached 100 %.) The Trainer evaluates
+every `eval_every` steps; the search's metric is `eval_accuracy` (the Trainer prefixes evaluation
+metrics with `eval_`).
 Needs the `integrations` extra: `pip install -e ".[integrations]"`.
 """
 
@@ -37,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.0,
     "warmup_steps": 0,
     "batch_size": 32,
-    "train_size": 4000,
+    "train_size": 200,
     "eval_every": 50,
     "seed": 0,
 }
@@ -46,18 +51,19 @@ OUTPUT_ENV = "QUANTA_HF_OUTPUT"  # the Trainer's output_dir parent; default .qua
 
 
 class CountingTask(torch.utils.data.Dataset):
-    """`n` sequences: random tokens 3..VOCAB-1 with token 1 placed `a` times and token 2 `b` times
-    (a != b, each 0-4) at random positions; label `a > b`. A function of (n, seed) only."""
+    """`n` sequences: random tokens 3..VOCAB-1 with token 1 placed `a` times at random positions of the
+    first half and `b` times in the second (a != b, each 0-4); label `a > b`. A function of (n, seed)
+    only."""
 
     def __init__(self, n: int, seed: int):
         rng = np.random.default_rng(seed)
         x = rng.integers(3, VOCAB, size=(n, LENGTH))
         a = rng.integers(0, 5, size=n)
         b = (a + rng.integers(1, 5, size=n)) % 5  # never equal to a
+        half = LENGTH // 2
         for i in range(n):
-            pos = rng.permutation(LENGTH)
-            x[i, pos[: a[i]]] = 1
-            x[i, pos[a[i] : a[i] + b[i]]] = 2
+            x[i, rng.permutation(half)[: a[i]]] = 1
+            x[i, half + rng.permutation(half)[: b[i]]] = 1
         self.x = torch.from_numpy(x).long()
         self.y = torch.from_numpy((a > b).astype(np.int64))
 
@@ -69,7 +75,7 @@ class CountingTask(torch.utils.data.Dataset):
 
 
 @functools.cache
-def datasets(train_size: int = 4000) -> tuple[CountingTask, CountingTask]:
+def datasets(train_size: int = 200) -> tuple[CountingTask, CountingTask]:
     """Train (`train_size` sequences) and evaluation (1,000) sets, the same in every trial."""
     return CountingTask(train_size, seed=1), CountingTask(1000, seed=2)
 
