@@ -240,18 +240,19 @@ def _optuna_worker(
 
 
 def past(value: float, target: float, spec: Any) -> bool:
-    """`value` is at `target` or beyond it, in the direction of the spec's metric's goal."""
-    return value >= target if spec.metric.goal == "maximize" else value <= target
+    """`value` is at `target` or beyond it, in the direction of the spec's metric's goal (compared as
+    losses, `MetricSpec.loss`)."""
+    return bool(spec.metric.loss(value) <= spec.metric.loss(target))
 
 
 def _best_in_log(path: str, spec: Any) -> float:
     """The best value in a reports log, by the spec's metric's goal (the worst possible if none)."""
-    sign = 1.0 if spec.metric.goal == "maximize" else -1.0
     try:
         values = [float(line.split()[1]) for line in Path(path).read_text().splitlines() if line.strip()]
     except FileNotFoundError:
         values = []
-    return sign * max((sign * v for v in values), default=-math.inf)
+    worst = -math.inf if spec.metric.goal == "maximize" else math.inf
+    return min(values, key=spec.metric.loss, default=worst)
 
 
 # ---- Ray Tune -------------------------------------------------------------------------------------
