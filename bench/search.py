@@ -114,9 +114,6 @@ QUANTA: dict[str, dict[str, Any]] = {
     "bohb_rf0": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 0}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
-    # The default without rule 4's give-up (AshaKnobs.give_up_p 0): once its trials are all made, every held
-    # trial runs on the idle devices, the default's behaviour before the give-up.
-    "give_up_off": {"scheduler": {"give_up_p": 0}, "search": {}},
     # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
     # whose ranking of 10 trials correlates below 0.5 with the next rung's is passed over. LCBench's
     # `quanta_rung_check_rep50_p10`.

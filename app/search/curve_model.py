@@ -10,7 +10,7 @@ mapped through the logit, so that equal steps of `z` mean equal odds near 0.99 a
 A trial's future is a chain of linear-Gaussian steps from level to level: `z[k+1] = a[k] + b[k] * z[k] +
 N(0, s[k]^2)`. Each step's `(a, b, s)` is a least-squares fit on every pair of consecutive levels any
 trial of the search has shown (finished ones included), shrunk towards persistence (`b = 1`, a gain that
-shrinks with the steps, `prior_step`) with the weight of `PRIOR_PAIRS` pseudo-pairs, so that a search with few pairs
+shrinks level by level) with the weight of `PRIOR_PAIRS` pseudo-pairs, so that a search with few pairs
 leans on the prior and one with many on its data. Selection on `z[k]` (the policy continues the trials
 that look best) leaves a regression on `z[k]` unbiased. Where early values rank trials as later ones do,
 the fit says so (a slope near 1, a small spread); where they do not (late bloomers), the slope is low and
@@ -72,21 +72,6 @@ def used_pairs(n: int) -> int:
         i -= 1
         used = math.ceil(EXACT_PAIRS * REFIT_GROWTH**i)
     return used
-
-
-def prior_step(lo: int, hi: int, first: int) -> tuple[float, float]:
-    """The persistence prior of the transition from step `lo` to step `hi` on a grid starting at `first`:
-    (mean gain of the score, standard deviation of its residual). Per `FACTOR` of steps the gain is
-    `PRIOR_GAIN * GAIN_DECAY**i` and the spread `PRIOR_SPREAD * SPREAD_DECAY**i` at position i =
-    log_FACTOR(step / first); a transition spanning several such factors (ASHA's rungs, eta apart) sums
-    them, gains and variances, over its fractional positions, so that a coarse grid expects the gain
-    a fine one would over the same steps."""
-    i0 = math.log(max(lo, 1) / max(first, 1)) / math.log(FACTOR)
-    i1 = math.log(max(hi, 1) / max(first, 1)) / math.log(FACTOR)
-    gain = PRIOR_GAIN * (GAIN_DECAY**i0 - GAIN_DECAY**i1) / (1.0 - GAIN_DECAY)
-    d2 = SPREAD_DECAY**2
-    var = PRIOR_SPREAD**2 * (d2**i0 - d2**i1) / (1.0 - d2)
-    return gain, math.sqrt(max(var, 0.0))
 
 
 def score(value: float, goal: str, unit: bool) -> float:
@@ -195,7 +180,6 @@ class CurveModel:
         self._fit: list[Transition] = []
         self._local: list[_Local | None] = []
         self._used: list[int] = [-1] * max(n - 1, 0)  # pairs each transition's fit used (-1: never fitted)
-        self._prior = [prior_step(self.levels[k], self.levels[k + 1], self.levels[0]) for k in range(n - 1)]
 
     # ---- feeding ---------------------------------------------------------------------------------
 
@@ -260,7 +244,8 @@ class CurveModel:
                 out.append(self._fit[k])
                 local.append(self._local[k])
                 continue
-            gain, spread = self._prior[k]
+            # The prior of step k: persistence with a gain and a spread that shrink level by level.
+            gain, spread = PRIOR_GAIN * GAIN_DECAY**k, PRIOR_SPREAD * SPREAD_DECAY**k
             pairs = self._pairs[k][:n]
             w = PRIOR_PAIRS
             if n >= 2:

@@ -125,57 +125,9 @@ def test_a_held_trial_is_promoted_later_when_later_trials_at_its_rung_are_worse(
 
 def test_idle_devices_run_the_best_held_trial_when_nothing_else_waits():
     state = {"allowed": {"1": 0, "2": 0}, "records": {"1/0/0": {"1": -0.5, "2": -0.4}}}
-    near = dataclasses.replace(SEARCH, target=0.6)  # within reach of both
-    ts = (trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.4, devices=["cpu:1"]))
-    plan = policy().plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=ts, searches=(near,), policy_state=state))
+    plan = policy().plan(snap([trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.4, devices=["cpu:1"])], state))
     # Neither is in the top floor(2/3) = 0, no queued trial: both run rather than leave devices idle.
-    assert plan.running() == {1, 2} and plan.hold == () and plan.stop == ()
-
-
-def _finished_search(n: int, target: float | None) -> tuple[ClusterSnapshot, dict[int, float]]:
-    """A search that will create no more trials: `n` trials ended after climbing every rung (their values
-    at rungs 10, 30, 90, 270 gain 0.05 per rung and keep their order), and three held at rung 10."""
-    rng = np.random.default_rng(0)
-    records: dict[str, dict[str, float]] = {f"1/0/{k}": {} for k in range(4)}
-    for tid in range(100, 100 + n):
-        first = float(rng.uniform(0.3, 0.8))
-        for k in range(4):
-            records[f"1/0/{k}"][str(tid)] = -(first + 0.05 * k + float(rng.normal(0, 0.01)))
-    held = {1: 0.78, 2: 0.4, 3: 0.3}  # at rung 10
-    for tid, acc in held.items():
-        records["1/0/0"][str(tid)] = -acc
-    search = dataclasses.replace(SEARCH, target=target)
-    ts = tuple(trial(tid, 10, acc, devices=[f"cpu:{i % 2}"]) for i, (tid, acc) in enumerate(held.items()))
-    state = {"allowed": {str(tid): 0 for tid in held}, "records": records}
-    return ClusterSnapshot(now=0.0, devices=DEVICES, trials=ts, searches=(search,), policy_state=state), held
-
-
-def test_once_no_trials_will_come_held_trials_without_a_real_chance_are_stopped_not_trained_to_the_end():
-    # Forty trials showed that a trial ends about 0.15 above its first rung: 0.78 at rung 10 may reach 0.9;
-    # 0.4 and 0.3 cannot. The two hopeless ones are stopped with the reason; the devices do not run them.
-    snapshot, _ = _finished_search(40, target=0.9)
-    plan = policy().plan(snapshot)
-    assert set(plan.stop) == {2, 3} and 2 not in plan.hold and 3 not in plan.hold
-    assert plan.running() == {1}
-    assert plan.reasons[3].startswith("P(reach target)") and "no new trials will come" in plan.reasons[3]
-    # give_up_p 0: every held trial runs on idle devices, as work conservation alone would.
-    assert policy(give_up_p=0).plan(snapshot).stop == ()
-
-
-def test_the_search_best_trial_is_never_given_up_even_when_no_trial_can_reach_the_target():
-    snapshot, _ = _finished_search(40, target=0.999)  # beyond every curve
-    plan = policy().plan(snapshot)
-    assert set(plan.stop) == {2, 3} and plan.running() == {1}  # 1 is the best alive trial
-
-
-def test_without_a_target_a_held_trial_is_given_up_only_when_it_cannot_beat_the_best_shown():
-    snapshot, _ = _finished_search(40, target=None)
-    plan = policy().plan(snapshot)
-    # The best ended trial showed about 0.95; 0.78 + 0.15 may beat it, 0.4 and 0.3 cannot.
-    assert set(plan.stop) == {2, 3} and plan.running() == {1}
-    # A search that will make more trials gives up nobody: its held trials wait for promotion.
-    growing = dataclasses.replace(snapshot.searches[0], more_trials=True)
-    assert policy().plan(dataclasses.replace(snapshot, searches=(growing,))).stop == ()
+    assert plan.running() == {1, 2} and plan.hold == ()
 
 
 def test_held_trials_wait_for_new_configurations_while_their_search_will_make_more():
@@ -357,8 +309,7 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
 @pytest.mark.parametrize("check", [None, 0.5])  # None: the held-again fast path; 0.5: the default rung_check
 @pytest.mark.parametrize("rule", ["rent", "promotion"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("ends", [None, 20])  # 20: no new trials from round 20 on (rule 4 and its give-up)
-def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check, memory, ends):
+def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check, memory):
     # One policy object plans a little world round after round on the state it handed out, with the views
     # of trials nothing happened to reused as the controller's snapshot reuses them: it then skips
     # re-deciding the trials it held and sorts rung losses incrementally. A fresh policy (no memo)
@@ -370,16 +321,9 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
     kept = policy(rule=rule, rung_check=check, **budget)
     state: dict = {}
     held_seen = released = 0
-    finished = (dataclasses.replace(growing[0], more_trials=False),)
-    stopped = 0
     for rnd in range(40):
-        over = ends is not None and rnd >= ends
         snapshot = ClusterSnapshot(
-            now=10.0 * rnd,
-            devices=DEVICES,
-            trials=tuple(views.values()),
-            searches=finished if over else growing,
-            policy_state=state,
+            now=10.0 * rnd, devices=DEVICES, trials=tuple(views.values()), searches=growing, policy_state=state
         )
         plan = kept.plan(snapshot)
         fresh = policy(rule=rule, rung_check=check, **budget).plan(snapshot)
@@ -404,15 +348,12 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
                     del views[tid]  # done
             elif tid in plan.stop:
                 del views[tid]
-                stopped += 1
             elif tid in plan.release:  # checkpointed and freed: no longer resident
                 views[tid] = dataclasses.replace(v, devices=())
                 released += 1
             # held or waiting: the very same view object next round
-        if not over:
-            views[max(views, default=3) + 1] = trial(max(views, default=3) + 1, memory=memory)
+        views[max(views, default=3) + 1] = trial(max(views, default=3) + 1, memory=memory)
     assert held_seen > 40  # the memo's path was taken (trials were held round after round)
-    assert (stopped > 0) == (ends is not None)  # given up once no new trials come, never before
     assert (released > 0) == bool(memory)
 
 

@@ -239,14 +239,6 @@ class AshaKnobs(RunToRungKnobs):
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
-    # Freeze-thaw's threshold, on the same curve model (`quanta.executor.policy.asha.give_up`).
-    give_up_p: float = Field(
-        default=1e-3,
-        ge=0,
-        lt=1,
-        description="pause mode, once no new trials will come: a held trial (not the best) whose P(reach target) "
-        "by the last rung is below this is stopped rather than run on an idle device; 0 = run every one",
-    )
     legacy_fields: ClassVar[frozenset[str]] = frozenset(ASHA_RETIRED)
 
     @model_validator(mode="before")

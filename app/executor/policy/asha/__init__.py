@@ -17,12 +17,10 @@ Two variants (`mode`):
   `floor(n / eta)` (n = trials recorded at that rung, finished ones included) holds it; else it starts
   a queued trial (arrival order); else, once its search will create no more trials
   (`SearchView.more_trials`), rather than leave a device idle, it promotes the best held trial of the
-  highest rung anyway, but only one the learning-curve model gives a real chance: a held trial whose
-  P(reach the target by the last rung) is below `give_up_p` is stopped instead, never the search's best
-  (`give_up`), so a search that misses its target does not train every trial to the end. A promoted
-  trial resumes where it stopped: no lost work, no restart. Held trials count against
-  `memory_budget_mb` of host memory (their measured RSS); past it the lowest-ranked (lowest rung, then
-  worst value) are released: checkpointed and freed, to come back from the checkpoint if promoted later.
+  highest rung anyway. A promoted trial resumes where it stopped: no lost work, no
+  restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
+  the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
+  from the checkpoint if promoted later.
   With `rule: rent` (the default) promotion is by rank too, but the best held trial of a rung with
   fewer than `eta` recorded waits only as long as its next rung would cost the cluster (its device time
   to that rung / the devices), then goes on (`rules.rent_paid`); when it was held is kept in the state. Under
@@ -49,7 +47,7 @@ jobs) run first-come first-served.
 
 Modules: `policy` (`AshaPolicy`: the round, its memos across rounds), `rules` (the round's rules, one
 function each: the decision at a rung, promotion, rent, the idle device), `held` (the held trials kept
-sorted across rounds), `rung_check` (which rungs are passed over), `give_up` (rule 4's curve model).
+sorted across rounds), `rung_check` (which rungs are passed over).
 
 Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, per (search, bracket, rung)
 the values recorded, with `rule: rent` per held trial its rung and since when it waits there, and with

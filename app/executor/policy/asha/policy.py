@@ -11,7 +11,7 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
-from quanta.executor.policy.asha import give_up, pareto_rungs, rules
+from quanta.executor.policy.asha import pareto_rungs, rules
 from quanta.executor.policy.asha.held import Held, HeldSet
 from quanta.executor.policy.asha.rules import Decided, Round
 from quanta.executor.policy.asha.rung_check import rungs_passed
@@ -60,7 +60,6 @@ class AshaPolicy:
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
         # Memo, not state: what `pareto_rungs.ranked` keeps between rounds (`ParetoMemo`).
         self._pareto = pareto_rungs.ParetoMemo()
-        self._curves = give_up.RungCurves()  # memo, not state: rule 4's curve models (`give_up`)
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -139,7 +138,7 @@ class AshaPolicy:
         rules.promote(r, (h for h in thin if rules.rent_paid(r, h, since)), "promote (waited its next rung's cost)")
         rules.promote(r, due, "promote")
         rules.start_new(r)
-        rules.promote(r, give_up.sift(r, list(rules.idle_runs(r, again)), self._curves), "run (idle device)")
+        rules.promote(r, rules.idle_runs(r, again), "run (idle device)")
         return self._plan_of(r, again, alive, since, passed, reports)
 
     def _record_rungs(
@@ -199,18 +198,17 @@ class AshaPolicy:
         """The round's plan: its placement, stops, holds (released past the memory budget), the step each
         placed trial parks at, and the state the next round reads; the held trials are carried to it."""
         placement = r.board.placement()
-        gone = r.placed_held.union(r.stop)  # held trials that are held no longer: sent on, or given up
-        release = tuple(tid for tid in again.release(r.held, gone, self.knobs.memory_budget_mb) if tid not in gone)
-        for tid in gone:
-            if tid in again.entries:
-                again.remove(tid)
+        release = again.release(r.held, r.placed_held, self.knobs.memory_budget_mb)
+        for promoted in r.placed_held:
+            if promoted in again.entries:
+                again.remove(promoted)
         if self._carry:  # carried to the next round (see `_held`)
             for (rung, value, t), (levels, group) in zip(r.held, r.held_levels, strict=True):
-                if t.id not in gone:
+                if t.id not in r.placed_held:
                     again.add(Held(t, rung, value, levels, group))
             still: AbstractSet[int] = again.entries.keys()
         else:
-            still = {t.id for _, _, t in r.held if t.id not in gone}
+            still = {t.id for _, _, t in r.held if t.id not in r.placed_held}
         ids = list(map(_ID, alive))
         hold = tuple(compress(ids, map(still.__contains__, ids)))  # in arrival order (C-level: every round)
         placed = {i for ids in placement.values() for i in ids}
@@ -218,7 +216,7 @@ class AshaPolicy:
         self._records_out = r.book.records
         self._allowed_out = r.allowed
         if since:
-            state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in gone}
+            state["held"] = {str(tid): list(v) for tid, v in since.items() if tid not in r.placed_held}
         if passed:
             state["passed"] = {key: list(v) for key, v in passed.items()}
         if reports is not None:

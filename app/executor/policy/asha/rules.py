@@ -8,8 +8,7 @@
 3. `rent_paid` (`rule: rent`): the best held trial of a rung with fewer than eta recorded goes on once it
    has waited as long as its next rung costs the cluster; it goes before rule 2's promotions.
 4. `idle_runs`: work conservation: a device nothing else wants runs the best held trial of the highest
-   rung, of a search that will create no more trials; `give_up.sift` first stops those the learning-curve
-   model gives no real chance (below `give_up_p`), never the search's best.
+   rung, of a search that will create no more trials.
 
 `promote` places the trials rules 2-4 send on, highest rung first, while devices are free.
 
