@@ -48,7 +48,9 @@ workloads meet 1.3x at medium and hard (and 1x at easy). With `--runs` a suite r
 
 Prints a table per target (median, quartiles, hits, device-seconds, and each Quanta system's speed-up
 over each peer) and writes JSON shaped {"workload", "targets", "systems": {name: {target: {"median_s",
-"q1_s", "q3_s", "runs_s", "reached", "device_s_median"}}}, "ratios": ...}. Device-seconds are the
+"q1_s", "q3_s", "runs_s", "reached", "device_s_median"}, "wall_s": [per run], "reports": [per run]}},
+"ratios": ...}: `wall_s` and `reports` are what each whole run cost (its wall time, to the hard target,
+the end of its trials or the cap; the reports its trials made). Device-seconds are the
 devices a system holds times the seconds to the target: every system holds all devices for its whole
 search. Quanta systems run as `quanta run` processes, timed from their launch, and also get
 `systems.<name>.start_to_first_step_s`: the median wall time from that launch to the end of the first
@@ -412,6 +414,10 @@ def race(args: argparse.Namespace, targets: dict[str, float], console: Console) 
                     "reached": [r["reached"][name] is not None for r in done],
                     "device_s_median": statistics.median(secs) * args.devices,
                 }
+            # What each whole run cost: its wall time (to the hard target, the end of its trials or the cap)
+            # and the reports its trials made (its training, in evaluations).
+            results[system]["wall_s"] = [round(r["wall_s"], 1) for r in done]
+            results[system]["reports"] = [r["reports"] for r in done]
             firsts = [r["first_step_s"] for r in done if r.get("first_step_s") is not None]
             if firsts:
                 results[system]["start_to_first_step_s"] = statistics.median(firsts)
