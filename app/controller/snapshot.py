@@ -91,6 +91,7 @@ class SnapshotBuilder:
                 mutable=mutable_dims(s.spec.space, s.spec.mutable),
                 pareto=s.spec.pareto,
                 reference=s.spec.reference_losses(),
+                point=s.spec.point_target(),
             )
             for s in searches
             if s.status == SearchStatus.RUNNING

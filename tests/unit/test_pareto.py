@@ -3,6 +3,7 @@ searcher on Pareto ranks (ParetoTPE): pure, nothing trains."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -180,6 +181,26 @@ def test_a_parked_dominated_trial_goes_on_when_the_front_moves_past_it():
     )
     assert plan.placement["cpu:0"] == (1,) and plan.limits[1] == 30
     assert set(plan.hold) == {2, 3}
+
+
+def test_with_a_point_target_a_rung_ranks_on_the_objectives_not_yet_met():
+    # Objectives (size in thousands of parameters, -accuracy), target at most 12 at accuracy 0.86: as
+    # losses (12, -0.86). At rung 10 all three trials are on the front (none dominates another) and the
+    # epsilon-net puts the smallest first. All three meet the size bound, so past it size says nothing
+    # the user asked for: clipped at the target, the most accurate dominates and goes on.
+    trials = [
+        mo_trial(1, 10, (0.3, -0.43), devices=["cpu:0"]),
+        mo_trial(2, 10, (6.0, -0.64), devices=["cpu:1"]),
+        mo_trial(3, 10, (0.2, -0.30), devices=["cpu:1"]),
+    ]
+    assert mo_plan(trials).state["records"]["1/0/0"]["2"] > 0.0  # unclipped, it is not first
+    target = dataclasses.replace(SEARCH, point=(12.0, -0.86), more_trials=True)
+    snap = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(trials), searches=(target,), policy_state={})
+    plan = AshaPolicy(AshaKnobs(min_steps=10, rung_check=None)).plan(snap)
+    assert plan.state["records"]["1/0/0"] == {"2": 0.0, "1": 1.0, "3": 2.0}
+    assert plan.running() == {2} and set(plan.hold) == {1, 3}
+    # The points kept in the state are the trials' own, unclipped.
+    assert plan.state[PARETO_STATE]["1/0/0"]["1"] == [0.3, -0.43, 0.0]
 
 
 def test_points_are_recorded_once_and_kept_after_a_trial_ends():

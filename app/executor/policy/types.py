@@ -114,6 +114,7 @@ class SearchView:
     # (`goal` and `target` then speak of its first objective only).
     pareto: bool = False
     reference: tuple[float, ...] | None = None  # its hypervolume's reference point as losses (None: not given)
+    point: tuple[float, ...] | None = None  # its point target as losses, one per objective (None: none)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,11 @@ at or past the rung, `quanta.search.pareto.point_at`), recorded once and kept af
 policy's state under `PARETO_STATE` (JSON: a non-finite loss as null). Each round the trials at each rung
 are put in Pareto order (`quanta.search.pareto.order`: feasible ones by non-dominated rank with an
 epsilon-net tie-break, infeasible ones after them by violation, non-finite last) and each trial's loss
-there becomes its position in that order. ASHA's rules then run unchanged on those positions: a held
+there becomes its position in that order. A search with a point target (`SearchView.point`) is ordered on
+its points clipped at the target (`clipped`): a value better than the target's counts as the target's, so
+among trials that meet the target in some objectives the others decide (with a parameter bound of 12k,
+a 6k-parameter model at 0.64 accuracy no longer ranks level with a 0.3k one at 0.43, whose size is a gain
+the user did not ask for). ASHA's rules then run unchanged on those positions: a held
 trial in the top floor(n / eta) of its rung goes on; since a new point can move every other one's
 position, a parked dominated trial that the moving front brings into the top 1/eta is promoted then,
 from where it was parked. `rung_check` compares the positions at one rung with the next's.
@@ -63,11 +67,20 @@ class ParetoMemo:
     points_out: object = None
 
 
+def clipped(losses: tuple[float, ...], point: tuple[float, ...] | None) -> tuple[float, ...]:
+    """`losses` with each objective no better than the point target's (smaller is better); unchanged
+    without a point target."""
+    if point is None:
+        return losses
+    return tuple(max(v, p) for v, p in zip(losses, point, strict=True))
+
+
 def ranked(
     snapshot: ClusterSnapshot,
     levels: Callable[[TrialView, SearchView | None], tuple[int, ...]],
     bracket: Callable[[TrialView], int],
     memo: ParetoMemo | None = None,
+    clip: bool = True,
 ) -> tuple[ClusterSnapshot, dict[str, dict[str, _Stored]]]:
     """The snapshot ASHA's rules plan on, and the points of every rung of the Pareto searches (see the module
     docstring). Trials of other searches, and their records, are untouched. `memo` (see `ParetoMemo`) only
@@ -75,6 +88,7 @@ def ranked(
     of the state are handed back as the very objects the state carries (the rules then know that nothing
     they recorded moved)."""
     ids = {s.id for s in snapshot.searches if s.pareto}
+    targets = {s.id: s.point if clip else None for s in snapshot.searches if s.pareto}
     state = snapshot.policy_state
     carried: Mapping[str, Mapping[str, _Stored]] = state.get(PARETO_STATE, {})
     points: dict[str, dict[str, _Stored]] = {k: dict(v) for k, v in carried.items()}
@@ -120,7 +134,8 @@ def ranked(
         changed = True
         tids = list(at)
         loaded = [_load(at[tid]) for tid in tids]
-        best_first = order([p[0] for p in loaded], [p[1] for p in loaded])
+        point = targets.get(int(key.split("/", 1)[0]))
+        best_first = order([clipped(p[0], point) for p in loaded], [p[1] for p in loaded])
         positions[key] = {tids[j]: float(pos) for pos, j in enumerate(best_first)}
         memo.positions[key] = (len(at), positions[key])
     new_state: dict[str, Any] = dict(state)
