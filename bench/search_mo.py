@@ -81,7 +81,7 @@ from bench.search import miss_or_hit, quartiles, run_quanta  # noqa: E402
 from quanta.search.pareto import reaches, violation  # noqa: E402
 from quanta.spec import SearchSpec, load_spec, parse_spec  # noqa: E402
 
-QUANTA_SYSTEMS = ("default", "noclip")
+QUANTA_SYSTEMS = ("default",)
 PEERS = ("optuna_motpe", "syne_moasha")
 SPEC = ROOT / "examples" / "mnist1d_mo.yaml"
 
@@ -555,11 +555,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for seed in seeds:
         for system in systems:
             spec = workload_spec(args.spec, seed, args.trials, args.max_seconds, args.max_steps, target)
-            if system == "noclip":
-                doc = spec.model_dump(mode="json", exclude_defaults=True)
-                doc.pop("metric", None)
-                doc["scheduler"] = {**doc.get("scheduler", {}), "clip_at_target": False}
-                spec = parse_spec(doc)
             console.print(f"seed {seed} {system} ...", end=" ")
             r = {"seed": seed, **one_run(system, spec, args.devices, args.max_seconds)}
             runs[system].append(r)

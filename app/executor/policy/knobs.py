@@ -239,11 +239,6 @@ class AshaKnobs(RunToRungKnobs):
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
-    clip_at_target: bool = Field(
-        default=True,
-        description="a search with a point target ranks its rungs on points clipped at the target "
-        "(False: unclipped, for the comparison in bench/search_mo.py)",
-    )
     legacy_fields: ClassVar[frozenset[str]] = frozenset(ASHA_RETIRED)
 
     @model_validator(mode="before")

@@ -80,7 +80,6 @@ def ranked(
     levels: Callable[[TrialView, SearchView | None], tuple[int, ...]],
     bracket: Callable[[TrialView], int],
     memo: ParetoMemo | None = None,
-    clip: bool = True,
 ) -> tuple[ClusterSnapshot, dict[str, dict[str, _Stored]]]:
     """The snapshot ASHA's rules plan on, and the points of every rung of the Pareto searches (see the module
     docstring). Trials of other searches, and their records, are untouched. `memo` (see `ParetoMemo`) only
@@ -88,7 +87,7 @@ def ranked(
     of the state are handed back as the very objects the state carries (the rules then know that nothing
     they recorded moved)."""
     ids = {s.id for s in snapshot.searches if s.pareto}
-    targets = {s.id: s.point if clip else None for s in snapshot.searches if s.pareto}
+    targets = {s.id: s.point for s in snapshot.searches if s.pareto}
     state = snapshot.policy_state
     carried: Mapping[str, Mapping[str, _Stored]] = state.get(PARETO_STATE, {})
     points: dict[str, dict[str, _Stored]] = {k: dict(v) for k, v in carried.items()}

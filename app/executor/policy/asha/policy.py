@@ -81,9 +81,7 @@ class AshaPolicy:
         if not any(s.pareto for s in snapshot.searches):
             return self._plan(snapshot)
         # Searches with several objectives or constraints: the rules run on Pareto positions (`pareto_rungs`).
-        ranked, points = pareto_rungs.ranked(
-            snapshot, self.levels, self.bracket, self._pareto, self.knobs.clip_at_target
-        )
+        ranked, points = pareto_rungs.ranked(snapshot, self.levels, self.bracket, self._pareto)
         plan = self._plan(ranked)
         return replace(plan, state={**plan.state, pareto_rungs.PARETO_STATE: points})
 
