@@ -192,6 +192,11 @@ class RungRecords:
         other (Hyperband's brackets)."""
         return f"{search_id}/{group}/{rung}"
 
+    @staticmethod
+    def search_of(key: str) -> int:
+        """The search id of a record's key (`key`'s first part)."""
+        return int(key.split("/", 1)[0])
+
     def record(
         self, search_id: int, trial_id: int, curve: Sequence[tuple[int, float]], levels: Sequence[int], group: int = 0
     ) -> int:

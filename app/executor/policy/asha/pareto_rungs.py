@@ -67,11 +67,8 @@ class ParetoMemo:
     points_out: object = None
 
 
-def clipped(losses: tuple[float, ...], point: tuple[float, ...] | None) -> tuple[float, ...]:
-    """`losses` with each objective no better than the point target's (smaller is better); unchanged
-    without a point target."""
-    if point is None:
-        return losses
+def clipped(losses: tuple[float, ...], point: tuple[float, ...]) -> tuple[float, ...]:
+    """`losses` with each objective no better than the point target's (smaller is better)."""
     return tuple(max(v, p) for v, p in zip(losses, point, strict=True))
 
 
@@ -86,8 +83,8 @@ def ranked(
     saves work: the answer is the same without it. When no rung has a new point, the records and reports
     of the state are handed back as the very objects the state carries (the rules then know that nothing
     they recorded moved)."""
-    ids = {s.id for s in snapshot.searches if s.pareto}
-    targets = {s.id: s.point for s in snapshot.searches if s.pareto}
+    targets = {s.id: s.point for s in snapshot.searches if s.pareto}  # per Pareto search, its point target
+    ids = targets.keys()
     state = snapshot.policy_state
     carried: Mapping[str, Mapping[str, _Stored]] = state.get(PARETO_STATE, {})
     points: dict[str, dict[str, _Stored]] = {k: dict(v) for k, v in carried.items()}
@@ -133,8 +130,11 @@ def ranked(
         changed = True
         tids = list(at)
         loaded = [_load(at[tid]) for tid in tids]
-        point = targets.get(int(key.split("/", 1)[0]))
-        best_first = order([clipped(p[0], point) for p in loaded], [p[1] for p in loaded])
+        losses = [p[0] for p in loaded]
+        point = targets.get(RungRecords.search_of(key))
+        if point is not None:
+            losses = [clipped(v, point) for v in losses]
+        best_first = order(losses, [p[1] for p in loaded])
         positions[key] = {tids[j]: float(pos) for pos, j in enumerate(best_first)}
         memo.positions[key] = (len(at), positions[key])
     new_state: dict[str, Any] = dict(state)
@@ -142,7 +142,7 @@ def ranked(
         old: Mapping[str, Any] = state.get(name, {})
         if not changed and name in state and all(old.get(key) is at for key, at in positions.items()):
             continue  # the very records the state carries: nothing in them moved
-        kept = {k: v for k, v in old.items() if int(k.split("/", 1)[0]) not in ids}
+        kept = {k: v for k, v in old.items() if RungRecords.search_of(k) not in ids}
         new_state[name] = {**kept, **positions}
     trials = tuple(swapped.get(t.id, t) for t in snapshot.trials)
     resident = snapshot.resident_trials
