@@ -228,8 +228,15 @@ class Controller:
         self._last_tick = now
         woken = self._signals.wake  # something changed since the last tick (a trial ended, a command, ...)
         self._signals.wake, self._signals.freed_at = False, None
+        was_idle = not self._index.alive
         self.forks.sync(now)  # before the book's: a search with a fork to carry out does not end meanwhile
         self.book.sync(now)
+        if was_idle and self._index.alive:
+            # An idle controller does not poll its runtime, so what it knows of the nodes may be old (a
+            # node restarted meanwhile still reads as its earlier self, alive). Read it before this round
+            # places anything: a plan on the old view sends work to the new process, which the loss the
+            # next poll then sees takes away again.
+            self._drain()
         # No running search (e.g. the only one is paused): keep planning with the last policy so resident
         # trials of paused searches are parked.
         policy = self.policies.current(self.book.governing())

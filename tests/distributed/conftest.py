@@ -50,6 +50,7 @@ class Cluster:
         for d in (self.checkpoints, self.logs):
             d.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
+        self._incarnations: dict[str, str | None] = {}  # each node's incarnation before its worker last started
         self._store = None
 
     @property
@@ -76,6 +77,7 @@ class Cluster:
         return proc
 
     def worker(self, node: str, devices: str = "cpu:2", wait: bool = True) -> subprocess.Popen:
+        self._incarnations[node] = self._incarnation(node)
         proc = self._spawn(
             node,
             [
@@ -87,14 +89,25 @@ class Cluster:
             self.wait_node(node)
         return proc
 
-    def wait_node(self, node: str, timeout: float = 90) -> None:
+    def _incarnation(self, node: str) -> str | None:
         from quanta.db.cluster import NodeRow
+
+        with self.store.session() as s:
+            row = s.get(NodeRow, node)
+            return row.incarnation if row is not None else None
+
+    def wait_node(self, node: str, timeout: float = 90) -> None:
+        """Until the worker last started as `node` has registered and beaten: a node started again keeps
+        its row (status "up", its beat counting on), so only a new incarnation tells that it is there."""
+        from quanta.db.cluster import NodeRow
+
+        before = self._incarnations.get(node)
 
         def up() -> bool:
             assert self.procs[node].poll() is None, f"worker {node} exited: {self.log(node)[-3000:]}"
             with self.store.session() as s:
                 row = s.get(NodeRow, node)
-                return row is not None and row.status == "up" and row.beat > 2
+                return row is not None and row.incarnation != before and row.status == "up" and row.beat > 2
 
         wait_for(up, timeout, f"node {node} to register")
 

@@ -14,7 +14,7 @@ from celery import Celery
 from sqlmodel import select
 
 from quanta.db.cluster import AppliedRow, DbCluster, NodeRow
-from quanta.db.models import SearchRow
+from quanta.db.models import IntentRow, SearchRow
 from quanta.executor.runtime.celery_conf import APPLY_TASK, celery_conf, queue_of
 from quanta.spec import parse_spec
 from tests.distributed.conftest import Cluster, fault_spec, wait_for
@@ -147,3 +147,26 @@ def test_task_delivered_twice_starts_one_copy(cluster: Cluster) -> None:
         assert cluster.doubles(audit) == []
     finally:
         client.close()
+
+
+def test_a_node_restarted_while_the_controller_is_idle_gets_work_without_a_false_loss(cluster: Cluster) -> None:
+    audit = cluster.tmp / "audit-idle-restart"
+    # A search first, so that the controller has seen n1 as it is now.
+    small = fault_spec(audit, name="before-restart", budget={"max_trials": 1, "max_steps": 20, "max_seconds": 600})
+    assert cluster.wait_search(cluster.submit(small), 60).status == "completed"
+    # Then no search runs, so the controller polls nothing: it does not see n1 go and come back.
+    cluster.kill("n1")
+    cluster.ensure()
+    spec = fault_spec(audit, name="idle-restart", budget={"max_trials": 4, "max_steps": 60, "max_seconds": 600})
+    spec["parallelism"] = 4
+    sid = cluster.submit(spec)
+    row = cluster.wait_search(sid, 120)
+    assert row.status == "completed"
+    trials = _completed_every_trial(cluster, sid, spec)
+    # Its first round is planned on what the nodes are now: nothing sent to the new n1 is taken back as
+    # lost with the old one.
+    assert [(t.id, t.retries, t.error) for t in trials if t.retries or t.error] == []
+    with cluster.store.session() as s:
+        actions = [a for i in s.exec(select(IntentRow)) for a in i.actions if a["trial_id"] in {t.id for t in trials}]
+    assert {d.split("/")[0] for a in actions for d in a.get("devices", ())} == {"n1", "n2"}
+    assert cluster.doubles(audit) == []
