@@ -186,6 +186,28 @@ def test_a_fork_and_a_config_change_reach_the_process_of_the_current_epoch_only(
     assert rt.applied[-1] == (5, [A.Reconfigure(5, {"lr": 0.01})])
 
 
+def test_a_fence_ends_only_the_process_it_judged_stale(agent) -> None:
+    """The fence check judges a process stale (its trial was assigned again) and ends it from another
+    thread. When a run of the new assignment has replaced that process meanwhile, the new process goes on:
+    a stop by trial id would end it, reported as fenced or as a stop nobody ordered."""
+    a, ledger, rt = agent
+    ledger.assigned = {5: Assignment(5, "n1", 1)}
+    a.apply(1, orders({"kind": "run", "trial_id": 5, "devices": ["n1/cpu:0"], "epoch": 1}))
+    ledger.assigned = {5: Assignment(5, "n1", 2)}
+    a.apply(2, orders({"kind": "run", "trial_id": 5, "devices": ["n1/cpu:0"], "epoch": 2}))  # replaces it
+    assert [type(x).__name__ for _, acts in rt.applied for x in acts] == ["Run", "Stop", "Run"]
+    a._end_all({5: 1}, "stale")  # judged under epoch 1, carried out late
+    assert 5 in rt.residency() and len(rt.applied) == 3
+    a._end_all({5: 2}, "stale")  # the process it judged: ended, as fenced
+    assert 5 not in rt.residency()
+    wait_for(lambda: sum(r.kind == "exited" for r in ledger.rows) == 2)
+    ends = [(r.epoch, A.decode_event(r.kind, r.data)) for r in ledger.rows if r.kind == "exited"]
+    assert [(epoch, e.status, e.error) for epoch, e in ends] == [
+        (1, "crashed", "fenced on node n1 (stale)"),
+        (2, "crashed", "fenced on node n1 (stale)"),
+    ]
+
+
 def test_orders_of_stops_and_suspensions_carry_the_epoch_on_the_wire() -> None:
     for action in (A.Stop(4, "why"), A.Suspend(4, True), A.Release(4)):
         order = A.Order.from_dict(json.loads(json.dumps(A.Order(action, 3).to_dict())))

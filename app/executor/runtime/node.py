@@ -400,12 +400,21 @@ class NodeAgent:
         if not live:
             return
         log.error("no heartbeat for %.1f s: stopping %d trials (fencing)", self.lease_s, len(live))
-        threading.Thread(target=self._end_all, args=(live, "lease"), daemon=True).start()
+        judged = {tid: self._epochs.get(tid) for tid in live}
+        threading.Thread(target=self._end_all, args=(judged, "lease"), daemon=True).start()
 
-    def _end_all(self, tids: list[int], why: str) -> None:
-        for tid in tids:
-            with contextlib.suppress(Exception):
-                self._end(tid, why, wait_s=10)
+    def _end_all(self, judged: dict[int, int | None], why: str) -> None:
+        """End each trial's process judged `why` under the epoch it was judged with, and only that one.
+        Under the apply lock, so that no order starts another process meanwhile: a run of the trial's new
+        assignment may have replaced the judged process since (its epoch then differs), and a stop by
+        trial id would end the new process instead, with this node's reason or none at all (then read
+        as a stop nobody ordered, ending the trial)."""
+        for tid, epoch in judged.items():
+            with self._apply_lock:
+                if tid not in self.runtime.residency() or self._epochs.get(tid) != epoch:
+                    continue
+                with contextlib.suppress(Exception):
+                    self._end(tid, why, wait_s=10)
 
     def _fence_check(self) -> None:
         live = list(self.runtime.residency())
@@ -415,13 +424,13 @@ class NodeAgent:
             assigned = self.ledger.assignments_of(live)
         except Exception:
             return
-        stale = []
+        stale: dict[int, int | None] = {}
         for tid in live:
             a = assigned.get(tid)
             if self._exits.fenced(tid):
                 continue
             if a is not None and (a.node != self.name or a.epoch != self._epochs.get(tid, a.epoch)):
-                stale.append(tid)
+                stale[tid] = self._epochs.get(tid)
         if stale:
-            log.warning("trials %s were reassigned while this node was out of contact: stopping them", stale)
+            log.warning("trials %s were reassigned while this node was out of contact: stopping them", list(stale))
             threading.Thread(target=self._end_all, args=(stale, "stale"), daemon=True).start()
