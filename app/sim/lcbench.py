@@ -33,9 +33,12 @@ the controller.
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,6 +289,12 @@ def yahpo_bench(data_path: str | os.PathLike[str] | None = None) -> Any:
             from yahpo_gym import benchmark_set, local_config  # type: ignore[import-untyped]
         except ImportError as exc:
             raise ImportError(f"the LCBench surrogate needs the 'sim' extra (pip install -e '.[sim]'): {exc}") from None
+        # yahpo_gym keeps the data path in a settings file it writes and reads back (~/.config/yahpo_gym by
+        # default), so processes opening the surrogate at once (`--jobs`, test workers) read each other's
+        # half-written file and fail. This process writes its own, in a folder removed when it exits.
+        own = Path(tempfile.mkdtemp(prefix="quanta-yahpo-"))
+        atexit.register(shutil.rmtree, own, True)
+        local_config.settings_path = own / "config.yaml"
         local_config.init_config()
         local_config.set_data_path(str(path))
         bench = benchmark_set.BenchmarkSet(SCENARIO, check=False, multithread=False)

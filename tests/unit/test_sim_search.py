@@ -411,3 +411,23 @@ def test_a_short_search_on_the_real_surrogate():
     res = simulate_search("3945", "asha", "bohb", 2, 0.25, 0, {"low": 0.5})
     assert res.started > 2 and res.reports > 0 and res.sim_seconds == pytest.approx(900.0)
     assert res.time_to_target["low"] is not None and 0.5 <= res.best_so_far[-1][1] <= 1.0
+
+
+def _open_surrogate(data: str) -> bool:
+    from quanta.sim.lcbench import yahpo_bench
+
+    return yahpo_bench(data) is not None
+
+
+@needs_yahpo
+def test_processes_opening_the_surrogate_at_once_do_not_share_yahpos_settings_file():
+    """yahpo_gym writes its data path to a settings file and reads it back; processes sharing one (its
+    default, ~/.config/yahpo_gym) read each other's half-written file and fail. Each process keeps its own."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    shared = Path("~/.config/yahpo_gym").expanduser()
+    before = shared.stat().st_mtime_ns if shared.exists() else None
+    with ProcessPoolExecutor(4, mp_context=mp.get_context("spawn")) as pool:
+        assert list(pool.map(_open_surrogate, [str(REAL)] * 4)) == [True] * 4
+    assert (shared.stat().st_mtime_ns if shared.exists() else None) == before
