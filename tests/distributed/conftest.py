@@ -97,8 +97,9 @@ class Cluster:
             return row.incarnation if row is not None else None
 
     def wait_node(self, node: str, timeout: float = 90) -> None:
-        """Until the worker last started as `node` has registered and beaten: a node started again keeps
-        its row (status "up", its beat counting on), so only a new incarnation tells that it is there."""
+        """Until the worker last started as `node` has registered (a new node: and beaten twice). A node
+        started again keeps its row, status "up" and its beat counting on, so only its new incarnation
+        tells that the new worker is there."""
         from quanta.db.cluster import NodeRow
 
         before = self._incarnations.get(node)
