@@ -166,7 +166,8 @@ def test_a_node_restarted_while_the_controller_is_idle_gets_work_without_a_false
     # Its first round is planned on what the nodes are now: nothing sent to the new n1 is taken back as
     # lost with the old one.
     assert [(t.id, t.retries, t.error) for t in trials if t.retries or t.error] == []
+    ids = {t.id for t in trials}
     with cluster.store.session() as s:
-        actions = [a for i in s.exec(select(IntentRow)) for a in i.actions if a["trial_id"] in {t.id for t in trials}]
+        actions = [a for i in s.exec(select(IntentRow)) for a in i.actions if a["trial_id"] in ids]
     assert {d.split("/")[0] for a in actions for d in a.get("devices", ())} == {"n1", "n2"}
     assert cluster.doubles(audit) == []

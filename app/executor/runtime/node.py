@@ -73,6 +73,8 @@ from quanta.executor.runtime.trial_exits import TrialExits
 from quanta.executor.wire import EventRecord, NodeDevice
 
 log = logging.getLogger("quanta.node")
+# How long a fence waits for an order being applied before it checks without the apply lock.
+FENCE_LOCK_S = 1.0
 
 
 class NodeAgent:
@@ -408,13 +410,19 @@ class NodeAgent:
         Under the apply lock, so that no order starts another process meanwhile: a run of the trial's new
         assignment may have replaced the judged process since (its epoch then differs), and a stop by
         trial id would end the new process instead, with this node's reason or none at all (then read
-        as a stop nobody ordered, ending the trial)."""
+        as a stop nobody ordered, ending the trial). An apply stuck in a database call (the very reason a
+        lease is lost) must not hold a fence up: after `FENCE_LOCK_S` the check goes on without the lock,
+        and the epoch comparison alone spares a process that replaced the judged one."""
         for tid, epoch in judged.items():
-            with self._apply_lock:
+            locked = self._apply_lock.acquire(timeout=FENCE_LOCK_S)
+            try:
                 if tid not in self.runtime.residency() or self._epochs.get(tid) != epoch:
                     continue
                 with contextlib.suppress(Exception):
                     self._end(tid, why, wait_s=10)
+            finally:
+                if locked:
+                    self._apply_lock.release()
 
     def _fence_check(self) -> None:
         live = list(self.runtime.residency())
