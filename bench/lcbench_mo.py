@@ -30,6 +30,12 @@ Runs are interleaved per seed (seed 0: every task and method, then seed 1, ...).
 `--runs` appends each run to a JSON-lines file as it ends, and skips the units already there: a stopped
 run goes on where it was with the same command.
 
+`--include JSON` tabulates the runs an earlier invocation's `--json` recorded beside this one's (a unit both
+have is taken from this one), so a slow method run on fewer seeds joins the table of the others:
+
+    python bench/lcbench_mo.py --tasks suite --seeds 0 --jobs 2 --methods quanta_default,syne_ehvi \
+        --include bench/results/lcbench_mo.json --json bench/results/lcbench_mo_ehvi.json
+
 Prints one table (per task: median seconds to 95 % per method) and the summary, and writes JSON shaped
 {"tasks": {"<id>": {"reference": {"accuracy", "train_time_s", "hypervolume", "front"}, "methods":
 {"<name>": {"runs_s", "missed", "median_s", "misses", "median_censored", "seeds", "final_fraction",
@@ -281,6 +287,24 @@ def load_runs(path: Path) -> list[MORunResult]:
     return out
 
 
+def runs_from_result(path: Path) -> list[MORunResult]:
+    """The runs an earlier invocation's `--json` recorded (per task and method, each seed's seconds, a
+    miss as None, the fraction it ended at, trials and wall seconds; no curves): `--include` tabulates them
+    beside this invocation's. Raises ValueError naming `path` when it is not such a file."""
+    try:
+        doc = json.loads(path.read_text())
+        out = []
+        for task, block in doc["tasks"].items():
+            for method, e in block["methods"].items():
+                for i, seed in enumerate(e["seeds"]):
+                    t = None if e["missed"][i] else float(e["runs_s"][i])
+                    kw = {"started": int(e["started"][i]), "wall_s": float(e["wall_s"][i])}
+                    out.append(MORunResult(method, str(task), int(seed), t, float(e["final_fraction"][i]), [], **kw))
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ValueError(f"--include {path}: not a result of bench/lcbench_mo.py ({exc!r})") from exc
+    return out
+
+
 def save_run(path: Path, r: MORunResult) -> None:
     """Append run `r` to `path` (one line, flushed: a stopped benchmark resumes with it done)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -461,6 +485,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=None,
         help="a JSON-lines file each run is appended to as it ends; units already there are not run again",
     )
+    ap.add_argument(
+        "--include",
+        type=Path,
+        action="append",
+        default=[],
+        help="an earlier invocation's --json: its runs are tabulated with this one's (a unit both have is "
+        "taken from this one); repeatable",
+    )
     args = ap.parse_args(argv)
 
     tasks = _tasks(args.tasks)
@@ -497,15 +529,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs = run_all(
         tasks, seeds, methods, args.workers, args.hours, refs, args.data, progress, args.jobs, before, args.knobs
     )
+    here = {(r.method, r.task, r.seed) for r in runs}
+    included: list[MORunResult] = []
+    for path in args.include:
+        for r in runs_from_result(path):
+            if r.task in refs and (r.method, r.task, r.seed) not in here:
+                here.add((r.method, r.task, r.seed))
+                included.append(r)
+    runs = runs + included
     table = tabulate(runs, refs, budget_s)
     summary = summarize(table)
-    print_table(table, summary, budget_s, methods)
+    shown = list(dict.fromkeys([*methods, *(r.method for r in included)]))
+    print_table(table, summary, budget_s, shown)
     out: dict[str, Any] = {
         "tasks": table,
         "workers": args.workers,
         "hours": args.hours,
         "seeds": seeds,
-        "methods": methods,
+        "methods": shown,
+        "included": [str(p) for p in args.include],
         "goal_fraction": GOAL_FRACTION,
         "knobs": args.knobs,
         "summary": summary,

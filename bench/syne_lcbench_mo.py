@@ -22,9 +22,9 @@ and examples set it up, every knob at its default:
 - `random`: random search with both metrics (single fidelity): `SingleFidelityScheduler` with
   `MultiObjectiveRandomSearcher`, what its searcher factory builds for "random_search" with two metrics
   (0.16's `RandomSearch` baseline passes a single-objective searcher, which the scheduler refuses).
-- `ehvi`: `EHVI` (BoTorch's qLogEHVI on one GP per objective, single fidelity). It needs `botorch`,
-  which the main environment does not install: `ehvi_missing()` says so, and the benchmark leaves it
-  out of `all` then.
+- `ehvi`: `EHVI` (BoTorch's qLogEHVI on one GP per objective, single fidelity; its acquisition
+  optimised by gradient, as shipped). It needs BoTorch (`pip install 'quanta[ehvi]'`), which the main
+  environment does not install: `ehvi_missing()` says so, and the benchmark leaves it out of `all` then.
 `MORandomScalarizationBayesOpt` and `MOLinearScalarizationBayesOpt` are gone from 0.16's baselines (the
 searcher behind them imports a module the release no longer has), and Syne Tune has no NSGA-II.
 
@@ -58,11 +58,22 @@ MO_METHODS = ("moasha", "morea", "random", "ehvi", "moasha_asis")
 
 
 def ehvi_missing() -> str | None:
-    """Why `ehvi` cannot run here (BoTorch not installed), or None."""
+    """Why `ehvi` cannot run here, or None. Syne Tune's EHVI module imports BoTorch, GPyTorch and
+    linear_operator inside a `try` that only logs an ImportError, so a missing piece (BoTorch 0.15 also
+    needs `pyre_extensions`) would surface mid-run as a NameError; this imports the same names first.
+    BoTorch 0.18's fused log-EHVI refuses the float32 tensors Syne Tune 0.16 hands it ("expected scalar
+    type Double but found Float"); `quanta[ehvi]` pins the versions measured with."""
     try:
-        import botorch  # type: ignore[import-not-found]  # noqa: F401
+        import botorch  # type: ignore[import-not-found]
+        from botorch.acquisition.multi_objective import (  # type: ignore[import-not-found]  # noqa: F401
+            qLogExpectedHypervolumeImprovement,
+        )
+        from linear_operator.utils.errors import NotPSDError  # type: ignore[import-not-found]  # noqa: F401
     except ImportError as exc:
-        return f"Syne Tune's EHVI needs botorch ({exc})"
+        return f"Syne Tune's EHVI needs botorch, gpytorch and linear_operator (pip install 'quanta[ehvi]'): {exc}"
+    major_minor = tuple(int(x) for x in str(botorch.__version__).split(".")[:2])
+    if major_minor >= (0, 18):
+        return f"Syne Tune 0.16's EHVI fails on botorch {botorch.__version__} (float32 inputs); install 'quanta[ehvi]'"
     return None
 
 
