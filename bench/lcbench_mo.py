@@ -12,6 +12,9 @@ budget, on the exact clock (decisions free):
 - `syne_moasha`, `syne_morea`, `syne_random`, `syne_ehvi`: Syne Tune 0.16's multi-objective methods
   (`bench/syne_lcbench_mo.py`, which says how each is set up and which 0.16 does not ship); `syne_ehvi`
   needs BoTorch and is left out of `all` without it.
+- `syne_rsbo`: Syne Tune 0.14.2's random scalarisation (`MORandomScalarizationBayesOpt`, gone from 0.16),
+  run in the peer environment (`bench/peer_env.py`, `make peers-old`); left out of `all` without it.
+  0.14.2's NSGA-II refuses more than one worker (`bench/syne_lcbench_mo.py`), so it is not run.
 
 The reference front of a task (`reference_front`): 1,000 random configurations (seed 0, the draw
 `bench/lcbench_targets.py` makes) at their last epoch. Its reference point is the worst accuracy and the
@@ -76,7 +79,7 @@ QUANTA: dict[str, tuple[str, str | None]] = {
     "quanta_default": ("default", None),
     "quanta_fifo_random": ("fifo", "random"),
 }
-SYNE = ("syne_moasha", "syne_morea", "syne_random", "syne_ehvi")
+SYNE = ("syne_moasha", "syne_morea", "syne_random", "syne_ehvi", "syne_rsbo")
 METHODS = (*QUANTA, *SYNE)
 EXTRA = ("syne_moasha_asis",)  # named in --methods only: MO-ASHA with Syne Tune 0.16's priority as shipped
 
@@ -205,13 +208,17 @@ def run_quanta(
 def run_syne(
     method: str, task: str, seed: int, workers: int, hours: float, ref: dict[str, Any], data: Any
 ) -> MORunResult:
+    from bench.peer_env import PEER_MO_METHODS, run_peer_mo
     from bench.syne_lcbench_mo import run_syne_mo
 
     goal = GOAL_FRACTION * float(ref["hypervolume"])
-    run = run_syne_mo(
-        method.removeprefix("syne_"), task, workers=workers, hours=hours, seed=seed, reference=_point(ref),
-        goal=goal, data_path=data,
-    )  # fmt: skip
+    if method in PEER_MO_METHODS:
+        run = run_peer_mo(method, task, seed, workers, hours, _point(ref), goal, data)
+    else:
+        run = run_syne_mo(
+            method.removeprefix("syne_"), task, workers=workers, hours=hours, seed=seed, reference=_point(ref),
+            goal=goal, data_path=data,
+        )  # fmt: skip
     return _result(
         method, task, seed, run.reports, ref, started=run.started, wall_s=run.wall_seconds, sim_s=run.sim_seconds
     )
@@ -449,11 +456,22 @@ def _tasks(spec: str) -> list[str]:
     return task_list(spec)
 
 
-def available_methods() -> list[str]:
-    """`all`: every method whose dependencies are installed (syne_ehvi needs BoTorch)."""
+def unavailable(method: str) -> str | None:
+    """Why `method` cannot run here (a dependency it needs is missing), or None."""
+    from bench.peer_env import PEER_MO_METHODS, missing_reason
     from bench.syne_lcbench_mo import ehvi_missing
 
-    return [m for m in METHODS if m != "syne_ehvi" or ehvi_missing() is None]
+    if method == "syne_ehvi":
+        return ehvi_missing()
+    if method in PEER_MO_METHODS:
+        return missing_reason()
+    return None
+
+
+def available_methods() -> list[str]:
+    """`all`: every method whose dependencies are installed (syne_ehvi needs BoTorch, syne_rsbo the peer
+    environment)."""
+    return [m for m in METHODS if unavailable(m) is None]
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -503,11 +521,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     unknown = [m for m in methods if m not in (*METHODS, *EXTRA)]
     if unknown:
         ap.error(f"--methods: unknown {', '.join(unknown)} (known: {', '.join((*METHODS, *EXTRA))})")
-    if "syne_ehvi" in methods:
-        from bench.syne_lcbench_mo import ehvi_missing
-
-        if (why := ehvi_missing()) is not None:
-            ap.error(f"--methods: syne_ehvi: {why}")
+    for m in methods:
+        if (why := unavailable(m)) is not None:
+            ap.error(f"--methods: {m}: {why}")
     if args.workers < 1 or args.hours <= 0 or args.jobs < 1 or not tasks or not seeds:
         ap.error("--workers and --jobs must be >= 1, --hours > 0, and --tasks / --seeds name at least one")
     refs = references_for(tasks, args.reference, args.data)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the LCBench peers' environment (bench/peer_env.py): a virtual environment with the exact versions
-# in bench/peer_requirements.txt (Syne Tune 0.14.2 for MOBSTER, Hyper-Tune and DyHPO; DEHB 0.1.2), then
-# checks that what bench/peer_env.py runs imports. Re-running it on a built environment reinstalls nothing
-# that is already at its pinned version.
+# in bench/peer_requirements.txt (Syne Tune 0.14.2 for MOBSTER, Hyper-Tune, DyHPO and its multi-objective
+# random scalarisation; DEHB 0.1.2), then checks that what bench/peer_env.py runs imports. Re-running it on a
+# built environment reinstalls nothing that is already at its pinned version.
 #
 #   bash bench/peer_env.sh [VENV]      # default: $QUANTA_PEER_VENV, else .venv-peers at the project root
 #
@@ -23,9 +23,9 @@ fi
 # The modules bench/peer_env.py runs, imported from this tree.
 PYTHONPATH="$root" "$venv/bin/python" -c '
 import syne_tune, dehb
-from syne_tune.optimizer.legacy_baselines import MOBSTER, HyperTune, DyHPO
+from syne_tune.optimizer.legacy_baselines import MOBSTER, HyperTune, DyHPO, MORandomScalarizationBayesOpt
 from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
-import bench.syne_lcbench, bench.dehb_lcbench, quanta.sim.lcbench
-print(f"syne-tune {syne_tune.__version__}: MOBSTER, HyperTune, DyHPO; dehb imports")
+import bench.syne_lcbench, bench.syne_lcbench_mo, bench.dehb_lcbench, quanta.sim.lcbench, quanta.search.pareto
+print(f"syne-tune {syne_tune.__version__}: MOBSTER, HyperTune, DyHPO, MORandomScalarizationBayesOpt; dehb imports")
 '
 echo "peer environment ready at $venv ($((SECONDS - start)) s)"

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from bench.reach import FrontTracker
-from bench.syne_lcbench import EXACT_POLL_S, RESOURCE, TIME_ATTR, ExactClockBackend, LCBenchBlackbox
+from bench.syne_lcbench import EXACT_POLL_S, RESOURCE, TIME_ATTR, ExactClockBackend, LCBenchBlackbox, _not_deprecated
 
 METRIC = "val_accuracy"
 ERROR = "val_error"  # 1 - val_accuracy: what Syne Tune minimises
@@ -166,6 +166,28 @@ def _schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
     }
 
 
+def _legacy_schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]:
+    """Syne Tune 0.14.2's multi-objective method that 0.16 no longer ships, by our name (the peer
+    environment, `bench/peer_env.py`), at its published defaults under Syne Tune's FIFO scheduler (every
+    trial trains all 52 epochs): `rsbo` (`MORandomScalarizationBayesOpt`: one GP per objective, each
+    suggestion minimising the lower confidence bound of a random linear scalarisation; its searcher
+    sees each trial's latest report). 0.14.2's `NSGA2` is not here: its searcher refuses to suggest while
+    a trial is pending ("NSGA-2 does not support asynchronous scheduling ... set num_workers = 1"), so it
+    cannot run with the benchmark's 4 workers. `debug_log` off only silences the searcher's logs."""
+    from syne_tune.optimizer import legacy_baselines as lb
+
+    metrics = [ERROR, TRAIN_TIME]
+    return {
+        "rsbo": lambda space, seed, epochs: lb.MORandomScalarizationBayesOpt(
+            space, metric=metrics, mode="min", random_seed=seed, search_options={"debug_log": False}
+        ),
+    }
+
+
+# Only in Syne Tune 0.14.2 (the peer environment).
+LEGACY_MO_METHODS = ("rsbo",)
+
+
 @dataclass
 class MORun:
     """One multi-objective search on the simulated clock: its reports (seconds, val_accuracy,
@@ -198,9 +220,19 @@ def run_syne_mo(
     from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
     from syne_tune.constants import ST_TUNER_TIME
 
-    factories = _schedulers()
-    if method not in factories:
-        raise ValueError(f"method: unknown {method!r} (known: {', '.join(MO_METHODS)})")
+    if method in LEGACY_MO_METHODS:
+        import syne_tune
+
+        if not syne_tune.__version__.startswith("0.14"):
+            raise ValueError(
+                f"method: {method!r} needs Syne Tune 0.14 (the peer environment: bench/peer_env.sh), "
+                f"this is {syne_tune.__version__}"
+            )
+        factories = _legacy_schedulers()
+    elif method in MO_METHODS:
+        factories = _schedulers()
+    else:
+        raise ValueError(f"method: unknown {method!r} (known: {', '.join((*MO_METHODS, *LEGACY_MO_METHODS))})")
     if method == "ehvi" and (why := ehvi_missing()) is not None:
         raise ImportError(why)
     if bench is None:
@@ -243,6 +275,8 @@ def run_syne_mo(
         os.environ["SYNETUNE_FOLDER"] = folder
         level = logging.getLogger("syne_tune").level
         logging.getLogger("syne_tune").setLevel(logging.WARNING)
+        tuner_log = logging.getLogger("syne_tune.tuner")
+        tuner_log.addFilter(_not_deprecated)  # 0.14's legacy schedulers warn at every suggestion
         try:
             tuner = Tuner(
                 trial_backend=backend,
@@ -260,6 +294,7 @@ def run_syne_mo(
                 tuner.run()
         finally:
             logging.getLogger("syne_tune").setLevel(level)
+            tuner_log.removeFilter(_not_deprecated)
             if old is None:
                 os.environ.pop("SYNETUNE_FOLDER", None)
             else:

@@ -1,5 +1,6 @@
-"""bench/peer_env.py: the LCBench peers that run in their own environment (MOBSTER, Hyper-Tune and DyHPO
-from Syne Tune 0.14.2; DEHB 0.1.2), started from bench/lcbench.py in a subprocess of that environment.
+"""bench/peer_env.py: the LCBench peers that run in their own environment (MOBSTER, Hyper-Tune, DyHPO and
+the multi-objective random scalarisation from Syne Tune 0.14.2; DEHB 0.1.2), started from bench/lcbench.py
+and bench/lcbench_mo.py in a subprocess of that environment.
 
 The smoke tests run each system for two simulated minutes on the real surrogate; they need the peer
 environment (`make peers-old`, about 2 minutes to build; or QUANTA_PEER_VENV naming one) and are
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from bench.lcbench import TARGETS, Run, _run_one, main
+from bench.lcbench_mo import DEFAULT_REFERENCE_JSON as DEFAULT_MO_REFERENCE
 from bench.lcbench_targets import load_targets
 from bench.peer_env import BUILD, PEER_SYSTEMS, VENV_ENV, missing_reason, run_peer
 
@@ -69,3 +71,32 @@ def test_without_the_environment_a_peer_is_refused_naming_how_to_build_it(monkey
         main(["--tasks", TASK, "--seeds", "0", "--systems", "quanta_default,dehb_exact"])
     with pytest.raises(ValueError, match="system"):
         run_peer("syne_asha_exact", TASK, 0, 1, 0.01, targets, None, None)
+
+
+def test_syne_tunes_random_scalarisation_runs_two_objectives_in_the_peer_environment(peer_env, yahpo):
+    """`syne_rsbo` of bench/lcbench_mo.py: Syne Tune 0.14.2's MORandomScalarizationBayesOpt in the peer
+    environment, its reports back as (seconds, val_accuracy, train_time_s) within the budget."""
+    from bench.lcbench_mo import load_references, run_syne
+
+    ref = load_references(DEFAULT_MO_REFERENCE)[TASK]
+    r = run_syne("syne_rsbo", TASK, 0, 2, HOURS, ref, None)
+    assert (r.method, r.task, r.seed) == ("syne_rsbo", TASK, 0) and r.started >= 2
+    assert r.curve and all(0 < t <= HOURS * 3600 for t, _ in r.curve)
+    fractions = [f for _, f in r.curve]
+    assert fractions == sorted(fractions) and 0 < fractions[-1] <= 1.0 + 1e-9
+    assert 0 < r.sim_s <= HOURS * 3600 and r.wall_s > 0
+
+
+def test_without_the_environment_the_two_objective_peer_is_refused(monkeypatch, tmp_path):
+    from bench.lcbench_mo import available_methods
+    from bench.lcbench_mo import main as mo_main
+    from bench.peer_env import run_peer_mo
+
+    monkeypatch.setenv(VENV_ENV, str(tmp_path / "none"))
+    assert "syne_rsbo" not in available_methods()
+    with pytest.raises(SystemExit):
+        mo_main(["--tasks", TASK, "--seeds", "0", "--methods", "quanta_default,syne_rsbo"])
+    with pytest.raises(RuntimeError, match="make peers-old"):
+        run_peer_mo("syne_rsbo", TASK, 0, 1, 0.01, (0.5, 100.0), 1.0, None)
+    with pytest.raises(ValueError, match="method"):
+        run_peer_mo("syne_moasha", TASK, 0, 1, 0.01, (0.5, 100.0), 1.0, None)
