@@ -18,8 +18,8 @@ Contract:
 - `python bench/peer_env.py --system S --task T --seed N --workers W --hours H --targets JSON
   [--stop-at X] [--data DIR] --out FILE` (inside the environment): runs one and writes the PeerRun as
   JSON to FILE (written whole or not at all), plus the versions that ran it; with `--mo-method M
-  --reference "[ACC, SECONDS]" --goal HV` instead of `--system` and `--targets`, a multi-objective run
-  and its MORun.
+  --reference "[ACC, SECONDS]" --goal HV [--max-wall-s S]` instead of `--system` and `--targets`, a
+  multi-objective run and its MORun.
 """
 
 from __future__ import annotations
@@ -112,10 +112,11 @@ def run_peer_mo(
     goal: float,
     data: Path | None,
     timeout: float | None = None,
+    max_wall_s: float | None = None,
 ) -> Any:
     """One run of a `PEER_MO_METHODS` method in the peer environment: `syne_lcbench_mo.run_syne_mo` there
-    (until `hours` or until the front of its reports dominates `goal` of hypervolume up to `reference`),
-    returned as its `MORun`."""
+    (until `hours`, until the front of its reports dominates `goal` of hypervolume up to `reference`, or
+    until `max_wall_s` of wall time), returned as its `MORun`."""
     from bench.syne_lcbench_mo import MORun
 
     if method not in PEER_MO_METHODS:
@@ -124,6 +125,8 @@ def run_peer_mo(
         "--mo-method", PEER_MO_METHODS[method], "--task", task, "--seed", str(seed), "--workers", str(workers),
         "--hours", repr(float(hours)), "--reference", json.dumps(list(reference)), "--goal", repr(float(goal)),
     ]  # fmt: skip
+    if max_wall_s is not None:
+        args += ["--max-wall-s", repr(float(max_wall_s))]
     d = _run_in_env(method, task, seed, args, data, timeout)
     return MORun(
         reports=[(float(t), float(a), float(s)) for t, a, s in d["reports"]],
@@ -131,6 +134,7 @@ def run_peer_mo(
         sim_seconds=float(d["sim_seconds"]),
         wall_seconds=float(d["wall_seconds"]),
         reached=bool(d["reached"]),
+        cut=bool(d.get("cut", False)),
     )
 
 
@@ -182,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--stop-at", type=float, default=None)
     ap.add_argument("--reference", help="with --mo-method: the reference point, JSON [accuracy, seconds]")
     ap.add_argument("--goal", type=float, help="with --mo-method: the hypervolume to stop at")
+    ap.add_argument("--max-wall-s", type=float, default=None, help="with --mo-method: the run's wall-time cap")
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -197,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         mo = run_syne_mo(
             args.mo_method, args.task, workers=args.workers, hours=args.hours, seed=args.seed,
-            reference=(acc, secs), goal=args.goal, data_path=args.data,
+            reference=(acc, secs), goal=args.goal, data_path=args.data, max_wall_s=args.max_wall_s,
         )  # fmt: skip
         doc = asdict(mo)
     else:

@@ -26,11 +26,16 @@ and examples set it up, every knob at its default:
   optimised by gradient, as shipped). It needs BoTorch (`pip install 'quanta[ehvi]'`), which the main
   environment does not install: `ehvi_missing()` says so, and the benchmark leaves it out of `all` then.
 `MORandomScalarizationBayesOpt` and `MOLinearScalarizationBayesOpt` are gone from 0.16's baselines (the
-searcher behind them imports a module the release no longer has), and Syne Tune has no NSGA-II.
+searcher behind them imports a module the release no longer has), and 0.16 has no NSGA-II. From Syne Tune
+0.14.2, in the peer environment (`bench/peer_env.py`):
+- `rsbo`: `MORandomScalarizationBayesOpt` (`_legacy_schedulers`). Its `NSGA2` refuses more than one
+  worker, and `MOLinearScalarizationBayesOpt` sums the objectives with fixed weights (here an error and a
+  number of seconds), so neither runs.
 
 `run_syne_mo(method, task, workers, hours, seed, reference, goal, ...)` runs one search until `hours` of
 simulated time have passed or the front of its reports dominates `goal` of hypervolume up to `reference`
-(accuracy, seconds), and returns every report as (seconds, val_accuracy, train_time_s) in time order.
+(accuracy, seconds), or until its wall-time cap, and returns every report as (seconds, val_accuracy,
+train_time_s) in time order.
 """
 
 from __future__ import annotations
@@ -192,13 +197,15 @@ LEGACY_MO_METHODS = ("rsbo",)
 class MORun:
     """One multi-objective search on the simulated clock: its reports (seconds, val_accuracy,
     train_time_s) in time order up to its end, trials started, simulated and wall seconds, and whether it
-    ended at its hypervolume goal (`reached`) rather than its budget."""
+    ended at its hypervolume goal (`reached`) rather than its budget, or was `cut` at its wall-time cap
+    before either (its `sim_seconds` are then how far it got)."""
 
     reports: list[tuple[float, float, float]] = field(default_factory=list)
     started: int = 0
     sim_seconds: float = 0.0
     wall_seconds: float = 0.0
     reached: bool = False
+    cut: bool = False
 
 
 def run_syne_mo(
@@ -212,10 +219,12 @@ def run_syne_mo(
     goal: float,
     data_path: str | Path | None = None,
     bench: Any = None,
+    max_wall_s: float | None = None,
 ) -> MORun:
     """One Syne Tune multi-objective search (module docstring) on the exact clock. `bench` replaces the
-    real surrogate (tests). Raises ValueError naming an unknown method, ImportError for `ehvi` without
-    BoTorch."""
+    real surrogate (tests). `max_wall_s` caps the wall time: a run still short of its goal and budget
+    then ends `cut` (a GP-based method can take hours of CPU on a hard task). Raises ValueError naming an
+    unknown method, ImportError for `ehvi` without BoTorch."""
     from syne_tune import StoppingCriterion, Tuner
     from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
     from syne_tune.constants import ST_TUNER_TIME
@@ -260,13 +269,15 @@ def run_syne_mo(
                 run.reports.append(point)
                 if tracker.add(point[1], point[2]) >= goal:
                     run.reached = True
+            if max_wall_s is not None and not run.reached and time.perf_counter() - t0 > max_wall_s:
+                run.cut = True
 
     @dataclass
     class UntilGoal(StoppingCriterion):
         """Syne Tune's criterion (the simulated budget) or the hypervolume goal, whichever comes first."""
 
         def __call__(self, status: Any) -> bool:
-            return run.reached or super().__call__(status)
+            return run.reached or run.cut or super().__call__(status)
 
     callback = Watch()
     t0 = time.perf_counter()

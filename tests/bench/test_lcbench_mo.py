@@ -159,6 +159,33 @@ def test_syne_tunes_multi_objective_methods_run_and_stop_at_the_goal(method):
         run_syne_mo("nsga2", "standin", workers=1, hours=0.1, seed=0, reference=point, goal=goal, bench=SyneStandIn())
 
 
+def test_a_run_past_its_wall_time_cap_ends_cut_and_counts_the_simulated_time_it_got_to():
+    """`--max-wall-s`: a Syne Tune run still short of its goal at the cap ends `cut`; the table counts
+    its simulated seconds so far (its time to the goal is longer: a lower bound) and marks it."""
+    pytest.importorskip("syne_tune", reason="Syne Tune is installed by `make dev` (see the Makefile)")
+    from bench.lcbench_mo import _fmt
+    from bench.syne_lcbench_mo import run_syne_mo
+
+    ref = reference_front(SyneStandIn(), n=200, seed=0)
+    point = (ref["accuracy"], ref["train_time_s"])
+    unreachable = 2.0 * ref["hypervolume"]
+    kw = {"workers": 2, "hours": 0.05, "seed": 0, "reference": point, "goal": unreachable, "bench": SyneStandIn()}
+    whole = run_syne_mo("random", "standin", **kw)
+    cut = run_syne_mo("random", "standin", max_wall_s=0.0, **kw)
+    assert not whole.cut and not whole.reached and whole.sim_seconds > 0.9 * 0.05 * 3600
+    assert cut.cut and not cut.reached and 0 < cut.sim_seconds < whole.sim_seconds
+    runs = [
+        MORunResult("syne_random", "A", 0, None, 0.5, [], sim_s=cut.sim_seconds, cut=True),
+        MORunResult("syne_random", "A", 1, 300.0, 0.95, []),
+        MORunResult("syne_random", "A", 2, None, 0.7, [], sim_s=180.0),
+    ]
+    refs = {"A": {"front": 3}}
+    entry = tabulate(runs, refs, budget_s=1000.0)["A"]["methods"]["syne_random"]
+    assert entry["runs_s"] == [cut.sim_seconds, 300.0, 1000.0]
+    assert entry["cut"] == [True, False, False] and entry["missed"] == [False, False, True]
+    assert "1 cut" in _fmt(entry) and "1 miss" in _fmt(entry)
+
+
 # ---- the script on the real surrogate -------------------------------------------------------------
 
 
@@ -218,7 +245,7 @@ def test_runs_saved_as_they_end_are_not_run_again(monkeypatch, tmp_path):
 
     made: list[tuple[str, str, int]] = []
 
-    def fake_run_one(method, task, seed, workers, hours, ref, data, knobs=None):
+    def fake_run_one(method, task, seed, workers, hours, ref, data, knobs=None, max_wall_s=None):
         made.append((method, task, seed))
         return MORunResult(method, task, seed, 10.0 * (seed + 1), 0.95, [(1.0, 0.5), (10.0, 0.95)], started=3)
 
@@ -267,7 +294,7 @@ def test_an_earlier_result_is_tabulated_beside_this_invocations_runs(monkeypatch
 
     times = {("syne_moasha", 0): 400.0, ("syne_moasha", 1): None, ("syne_moasha", 2): 300.0}
 
-    def fake_run_one(method, task, seed, workers, hours, ref, data, knobs=None):
+    def fake_run_one(method, task, seed, workers, hours, ref, data, knobs=None, max_wall_s=None):
         t = times.get((method, seed), 100.0 if method == "quanta_default" else 900.0)
         return MORunResult(method, task, seed, t, 0.95 if t is not None else 0.9, [], started=5, wall_s=2.0)
 
