@@ -33,11 +33,11 @@ Runs are interleaved per seed (seed 0: every task and method, then seed 1, ...).
 `--runs` appends each run to a JSON-lines file as it ends, and skips the units already there: a stopped
 run goes on where it was with the same command.
 
-`--include JSON` tabulates the runs an earlier invocation's `--json` recorded beside this one's (a unit both
-have is taken from this one), so a slow method run on fewer seeds joins the table of the others:
-
-    python bench/lcbench_mo.py --tasks suite --seeds 0 --jobs 2 --methods quanta_default,syne_ehvi \
-        --include bench/results/lcbench_mo.json --json bench/results/lcbench_mo_ehvi.json
+`--include JSON` tabulates the runs an earlier invocation's `--json` recorded, of this invocation's tasks and
+seeds, beside this one's (a unit both have is taken from this one), so that methods run at different times
+join one table. `--max-wall-s S` ends a Syne Tune run still short of its goal after S seconds of wall time
+(the GP-based ones can take hours of CPU on a hard task); its figure is then the simulated seconds it got
+to, a lower bound on its time to the goal, marked "cut".
 
 Prints one table (per task: median seconds to 95 % per method) and the summary, and writes JSON shaped
 {"tasks": {"<id>": {"reference": {"accuracy", "train_time_s", "hypervolume", "front"}, "methods":
@@ -534,8 +534,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         type=Path,
         action="append",
         default=[],
-        help="an earlier invocation's --json: its runs are tabulated with this one's (a unit both have is "
-        "taken from this one); repeatable",
+        help="an earlier invocation's --json: its runs of this invocation's tasks and seeds are tabulated with "
+        "this one's (a unit both have is taken from this one); repeatable",
     )
     args = ap.parse_args(argv)
 
@@ -576,7 +576,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     included: list[MORunResult] = []
     for path in args.include:
         for r in runs_from_result(path):
-            if r.task in refs and (r.method, r.task, r.seed) not in here:
+            if r.task in refs and r.seed in seeds and (r.method, r.task, r.seed) not in here:
                 here.add((r.method, r.task, r.seed))
                 included.append(r)
     runs = runs + included

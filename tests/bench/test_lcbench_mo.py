@@ -288,8 +288,9 @@ def test_the_suite_halves_split_it_and_a_variant_reaches_quanta_default_alone(ya
 
 
 def test_an_earlier_result_is_tabulated_beside_this_invocations_runs(monkeypatch, tmp_path):
-    """`--include`: the runs an earlier `--json` recorded count in this invocation's table and summary;
-    a unit both have is taken from this invocation; a file that is no such result is refused by name."""
+    """`--include`: the runs an earlier `--json` recorded of this invocation's tasks and seeds count in its
+    table and summary; a unit both have is taken from this invocation; a file that is no such result is
+    refused by name."""
     import bench.lcbench_mo as mo
 
     times = {("syne_moasha", 0): 400.0, ("syne_moasha", 1): None, ("syne_moasha", 2): 300.0}
@@ -306,14 +307,14 @@ def test_an_earlier_result_is_tabulated_beside_this_invocations_runs(monkeypatch
     first = tmp_path / "first.json"
     mo.main([*common, "--seeds", "0,1,2", "--methods", "syne_moasha,quanta_default", "--json", str(first)])
     times[("quanta_default", 0)] = 200.0  # this invocation's run of a unit the earlier result also has
-    out = mo.main([*common, "--seeds", "0", "--methods", "quanta_default,syne_morea", "--include", str(first)])
+    out = mo.main([*common, "--seeds", "0,1", "--methods", "quanta_default,syne_morea", "--include", str(first)])
     methods = out["tasks"]["7"]["methods"]
-    assert methods["syne_moasha"]["runs_s"] == [400.0, 3600.0, 300.0]
-    assert methods["syne_moasha"]["missed"] == [False, True, False]
-    assert methods["syne_moasha"]["started"] == [5, 5, 5]
-    assert methods["quanta_default"]["runs_s"] == [200.0, 100.0, 100.0]  # seed 0 from this invocation
-    assert methods["syne_morea"]["runs_s"] == [900.0]
-    assert out["summary"]["median_ratio_best_syne"] == pytest.approx(400.0 / 100.0)
+    assert methods["syne_moasha"]["runs_s"] == [400.0, 3600.0]  # this invocation's seeds only
+    assert methods["syne_moasha"]["missed"] == [False, True]
+    assert methods["syne_moasha"]["started"] == [5, 5]
+    assert methods["quanta_default"]["runs_s"] == [200.0, 100.0]  # seed 0 from this invocation
+    assert methods["syne_morea"]["runs_s"] == [900.0, 900.0]
+    assert out["summary"]["median_ratio_best_syne"] == pytest.approx(900.0 / 150.0)
     assert out["methods"] == ["quanta_default", "syne_morea", "syne_moasha"]
     bad = tmp_path / "bad.json"
     bad.write_text('{"tasks": {"7": {}}}')
