@@ -138,11 +138,18 @@ def test_parked_moved_and_restarted_trials_report_exactly_what_an_uninterrupted_
         rt.close()
 
 
+# How many times its case's evaluation interval a trial evaluates at in the time-sliced search: each trial
+# must outlast several 0.3 s quanta, or two devices finish the first two before the third needs a park
+# (the Lightning case's 80 mini-batches took 0.2 s on a fast machine).
+SLICED_EVERY = {"lightning": 10, "hf": 1}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_short_search_runs_through_the_integration(name, tmp_path):
     """`quanta run`: three trials on two CPU devices, time-sliced (so parked and resumed)."""
     trainable, cfg, metric, every, _, _ = CASES[name]
-    config = {k: v for k, v in cfg.items() if k not in ("steps", "lr")}
+    every *= SLICED_EVERY[name]
+    config = {k: v for k, v in cfg.items() if k not in ("steps", "lr")} | {"eval_every": every}
     spec = {
         "name": f"{name}-tiny",
         "trainable": trainable,
