@@ -167,7 +167,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("syne-tune", "dehb", "numpy", "onnxruntime", "yahpo-gym", "autograd", "pymoo"):
+    for name in ("syne-tune", "dehb", "numpy", "onnxruntime", "yahpo-gym", "autograd", "moocore"):
         with contextlib.suppress(PackageNotFoundError):
             out[name] = version(name)
     return out
