@@ -316,9 +316,10 @@ def runs_from_result(path: Path) -> list[MORunResult]:
         out = []
         for task, block in doc["tasks"].items():
             for method, e in block["methods"].items():
+                cuts = e.get("cut") or [False] * len(e["seeds"])  # results written before runs were cut
                 for i, seed in enumerate(e["seeds"]):
                     t = None if e["missed"][i] else float(e["runs_s"][i])
-                    cut = bool(e.get("cut", [False] * len(e["seeds"]))[i])
+                    cut = bool(cuts[i])
                     kw = {"started": int(e["started"][i]), "wall_s": float(e["wall_s"][i]), "cut": cut}
                     kw["sim_s"] = float(e["runs_s"][i]) if cut else 0.0
                     out.append(MORunResult(method, str(task), int(seed), t, float(e["final_fraction"][i]), [], **kw))

@@ -194,6 +194,18 @@ def _legacy_schedulers() -> dict[str, Callable[[dict[str, Any], int, int], Any]]
 LEGACY_METHODS = ("mobster", "hypertune", "dyhpo")
 
 
+def require_syne_014(method: str) -> None:
+    """Raises ValueError naming `method` unless this is Syne Tune 0.14 (the peer environment), the only
+    release with the methods only it ships."""
+    import syne_tune
+
+    if not syne_tune.__version__.startswith("0.14"):
+        raise ValueError(
+            f"method: {method!r} needs Syne Tune 0.14 (the peer environment: bench/peer_env.sh), "
+            f"this is {syne_tune.__version__}"
+        )
+
+
 def run_syne_method(
     method: str,
     task: str,
@@ -218,13 +230,7 @@ def run_syne_method(
 
     legacy = method in LEGACY_METHODS
     if legacy:
-        import syne_tune
-
-        if not syne_tune.__version__.startswith("0.14"):
-            raise ValueError(
-                f"method: {method!r} needs Syne Tune 0.14 (the peer environment: bench/peer_env.sh), "
-                f"this is {syne_tune.__version__}"
-            )
+        require_syne_014(method)
         factories = _legacy_schedulers()
     else:
         factories = _schedulers()

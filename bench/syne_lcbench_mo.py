@@ -54,7 +54,15 @@ from typing import Any
 import numpy as np
 
 from bench.reach import FrontTracker
-from bench.syne_lcbench import EXACT_POLL_S, RESOURCE, TIME_ATTR, ExactClockBackend, LCBenchBlackbox, _not_deprecated
+from bench.syne_lcbench import (
+    EXACT_POLL_S,
+    RESOURCE,
+    TIME_ATTR,
+    ExactClockBackend,
+    LCBenchBlackbox,
+    _not_deprecated,
+    require_syne_014,
+)
 
 METRIC = "val_accuracy"
 ERROR = "val_error"  # 1 - val_accuracy: what Syne Tune minimises
@@ -230,13 +238,7 @@ def run_syne_mo(
     from syne_tune.constants import ST_TUNER_TIME
 
     if method in LEGACY_MO_METHODS:
-        import syne_tune
-
-        if not syne_tune.__version__.startswith("0.14"):
-            raise ValueError(
-                f"method: {method!r} needs Syne Tune 0.14 (the peer environment: bench/peer_env.sh), "
-                f"this is {syne_tune.__version__}"
-            )
+        require_syne_014(method)
         factories = _legacy_schedulers()
     elif method in MO_METHODS:
         factories = _schedulers()
