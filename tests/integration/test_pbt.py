@@ -30,15 +30,17 @@ from tests.integration.test_fork import start, step_until
 STEPS, INTERVAL = 40, 10
 
 
-def pbt_spec(name: str, population: int, seed: int, lr_max: float, sleep_s: float, **scheduler) -> dict:
-    """A PBT search of `population` `mutable_sgd` trials run to their budget (the target is never reached),
-    with `scheduler` knobs beside the population's."""
+def pbt_spec(
+    name: str, population: int, seed: int, lr_max: float, sleep_s: float, steps: int = STEPS, **scheduler
+) -> dict:
+    """A PBT search of `population` `mutable_sgd` trials run to their budget of `steps` (the target is
+    never reached), with `scheduler` knobs beside the population's."""
     return {
         "name": name,
         "trainable": "tests.trainables:mutable_sgd",
         "space": {"lr": {"loguniform": [0.001, lr_max], "mutable": True}},
         "metric": {"name": "loss", "goal": "minimize", "target": -1.0},  # never reached: trials run their budget
-        "budget": {"max_trials": population, "max_steps": STEPS},
+        "budget": {"max_trials": population, "max_steps": steps},
         "search": {"algorithm": "random"},
         "seed": seed,
         "scheduler": {
@@ -104,9 +106,13 @@ def test_a_published_state_is_taken_at_once_and_the_target_runs_on_from_it_bit_f
     """Two members on two devices: the top one's state is published at each interval it leads and an
     exploit links it, asking its source for nothing (no `Fork` into the target). With its rate unchanged
     (`perturb: [1.0, 1.0]`) the target computes from there exactly what the source computed from the same
-    step, and nothing published or staged outlives the search."""
+    step, and nothing published or staged outlives the search.
+
+    100 steps (nine judged intervals, 1 s a trial): at 40 (three), one run under a loaded suite published
+    nothing. A member judged before the other has reported has no one to rank against, and three intervals
+    left little room for both to be ranked; the failure message shows when each member first reported."""
     spec = {
-        **pbt_spec("published", population=2, seed=4, lr_max=0.1, sleep_s=0.01, perturb=[1.0, 1.0]),
+        **pbt_spec("published", population=2, seed=4, lr_max=0.1, sleep_s=0.01, steps=100, perturb=[1.0, 1.0]),
         "parallelism": 2,
     }
     store, sid = run_to_end(
@@ -117,7 +123,8 @@ def test_a_published_state_is_taken_at_once_and_the_target_runs_on_from_it_bit_f
     published = [a for a in intents if a.get("kind") == "fork" and a.get("into") == a.get("trial_id")]
     asked = [a for a in intents if a.get("kind") == "fork" and a.get("into") != a.get("trial_id")]
     exploits = [c for t in store.trials(sid) for c in store.config_changes(t.id) if c.cause == "exploit"]
-    assert published and exploits
+    firsts = {t.id: min((r.at for r in store.reports(t.id)), default=None) for t in store.trials(sid)}
+    assert published and exploits, (intents, firsts)  # with when each member first reported
     assert len(asked) < len(exploits), intents  # at least one took a published state, asking nothing
     # The first exploit: its source has run one lineage only until then (its first attempt: nothing was
     # exploited before, nothing restarted), so its reports of that attempt from the exploit's step on are
