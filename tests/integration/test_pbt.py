@@ -69,6 +69,11 @@ def run_to_end(tmp_path: Path, spec: dict, *, tick_after: bool = False) -> tuple
     return store, sid
 
 
+def first_reports(store: Store, sid: int) -> dict[int, float | None]:
+    """When each trial of search `sid` first reported (for a failure's message: read only then)."""
+    return {t.id: min((r.at for r in store.reports(t.id)), default=None) for t in store.trials(sid)}
+
+
 def test_a_bottom_trial_exploits_a_top_one_and_goes_on_from_its_state_with_new_values(tmp_path: Path):
     spec = pbt_spec("pbt", population=4, seed=3, lr_max=1.0, sleep_s=0.005, quantum_s=0.5)
     store, sid = run_to_end(tmp_path, spec)
@@ -123,8 +128,7 @@ def test_a_published_state_is_taken_at_once_and_the_target_runs_on_from_it_bit_f
     published = [a for a in intents if a.get("kind") == "fork" and a.get("into") == a.get("trial_id")]
     asked = [a for a in intents if a.get("kind") == "fork" and a.get("into") != a.get("trial_id")]
     exploits = [c for t in store.trials(sid) for c in store.config_changes(t.id) if c.cause == "exploit"]
-    firsts = {t.id: min((r.at for r in store.reports(t.id)), default=None) for t in store.trials(sid)}
-    assert published and exploits, (intents, firsts)  # with when each member first reported
+    assert published and exploits, (intents, first_reports(store, sid))
     assert len(asked) < len(exploits), intents  # at least one took a published state, asking nothing
     # The first exploit: its source has run one lineage only until then (its first attempt: nothing was
     # exploited before, nothing restarted), so its reports of that attempt from the exploit's step on are
