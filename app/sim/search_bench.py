@@ -19,7 +19,8 @@ and `best_so_far` read). Without `objectives` a search, its spec and its reports
 Interface for benchmark scripts (bench/lcbench.py finds it with `grep -rn "def simulate_search" app`):
 
     simulate_search(task, policy, algorithm, workers, hours, seed, targets, stop_at=None, data_path=None,
-                    scheduler=None, search=None, objectives=None, stop_when=None) -> SearchSimResult
+                    scheduler=None, search=None, objectives=None, stop_when=None, max_trials=None)
+                    -> SearchSimResult
 
 `SearchSimResult.time_to_target[name]` is the simulated seconds from the search's start to the first
 report at or above `targets[name]` (None: not within the budget); `best_so_far` one point (seconds,
@@ -29,6 +30,8 @@ and search blocks (e.g. `{"mode": "kill"}`), for variants of a policy or searche
 same arguments give the same result (`wall_seconds` aside). `stop_when(seconds, metrics)` sees every
 report as it arrives, in time order (seconds from the search's start); when it returns True the
 simulation ends after that tick (`stopped`; e.g. once a benchmark has measured what it needs).
+`max_trials`: a trial budget, so that the search can run out of trials before its hours (None: none
+that matters, `MAX_TRIALS`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class SearchSimResult:
     policy: str = ""
     algorithm: str = ""
     stopped: bool = False  # ended by `stop_when` before its budget
+    device_seconds: float = 0.0  # device time its trials took, summed over them
 
 
 def search_spec(
@@ -91,13 +95,15 @@ def search_spec(
     scheduler: Mapping[str, Any] | None = None,
     search: Mapping[str, Any] | None = None,
     objectives: Sequence[tuple[str, str]] | None = None,
+    max_trials: int | None = None,
 ) -> SearchSpec:
     """The spec of an LCBench search as a user would write it. `parallelism` (trials alive at once)
     defaults to `workers` for fifo (one trial per device) and twice that for the others (trials time-share
     or wait at rungs). `scheduler` / `search` are knobs merged over those blocks. `objectives`: (name,
     goal) pairs of `GOALS` (e.g. `MO_OBJECTIVES`) written as the spec's `metrics` (None: the single
     `metric` val_accuracy). Raises SpecError/KeyError/ValueError naming a bad policy, algorithm, knob,
-    objective or number."""
+    objective or number. `max_trials`: the spec's trial budget (None: `MAX_TRIALS`, so that the simulated
+    hours bound the search)."""
     name = DEFAULT_POLICY if policy == "default" else policy
     knobs = knobs_for(name, quantum_s=quantum_s)  # KeyError names an unknown policy
     block: dict[str, Any] = {"quantum_s": quantum_s} if policy == "default" else knobs.model_dump(mode="json")
@@ -110,7 +116,7 @@ def search_spec(
         "space": bench.space,
         "metric": {"name": METRIC, "goal": "maximize", "target": stop_at},
         "budget": {
-            "max_trials": MAX_TRIALS,
+            "max_trials": MAX_TRIALS if max_trials is None else max_trials,
             "max_steps": bench.epochs,
             "max_seconds": hours * 3600.0,
             "stop_on_target": stop_at is not None,
@@ -185,6 +191,7 @@ def run_search(
     search: Mapping[str, Any] | None = None,
     objectives: Sequence[tuple[str, str]] | None = None,
     stop_when: Callable[[float, Mapping[str, float | None]], bool] | None = None,
+    max_trials: int | None = None,
 ) -> SearchSimResult:
     """Simulate one search on `bench` (any surrogate model: tests pass a stand-in). `check` verifies the
     cluster's invariants after every tick (device capacity, work conserved, nothing both computing and
@@ -208,6 +215,7 @@ def run_search(
         scheduler=scheduler,
         search=search,
         objectives=objectives,
+        max_trials=max_trials,
     )
     report = [name for name, _ in objectives or () if name != METRIC]
     runtime = SimRuntime if stop_when is None else _WatchedRuntime
@@ -317,6 +325,7 @@ def _result(
         sim_seconds=min(end, ended) - t0,
         wall_seconds=wall,
         completed=sum(1 for t in trials if t.status == TrialStatus.COMPLETED),
+        device_seconds=math.fsum(t.device_seconds_base + t.device_seconds for t in trials),
         reports=rt.reports,
         policy=spec.scheduler.policy,
         algorithm=spec.search.algorithm,
@@ -349,6 +358,7 @@ def simulate_search(
     search: Mapping[str, Any] | None = None,
     objectives: Sequence[tuple[str, str]] | None = None,
     stop_when: Callable[[float, Mapping[str, float | None]], bool] | None = None,
+    max_trials: int | None = None,
 ) -> SearchSimResult:
     """One search on LCBench task `task` with Quanta's `policy` ("default": the spec's default) and
     searcher `algorithm` (None: the spec's default) on `workers` devices for `hours` simulated hours,
@@ -367,4 +377,5 @@ def simulate_search(
         search=search,
         objectives=objectives,
         stop_when=stop_when,
+        max_trials=max_trials,
     )

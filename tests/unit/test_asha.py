@@ -130,6 +130,27 @@ def test_idle_devices_run_the_best_held_trial_when_nothing_else_waits():
     assert plan.running() == {1, 2} and plan.hold == ()
 
 
+@pytest.mark.parametrize(
+    "order, one, two", [("highest", {3: 90}, {3: 90, 4: 30}), ("lowest", {4: 30}, {4: 30, 6: 30})]
+)
+def test_once_no_trial_is_left_to_make_the_tail_order_says_which_held_trials_go_on_first(order, one, two):
+    # Rung 0 holds 6 records (top 2: trials 1 and 5), rung 1 holds 3 (top 1: trial 1); 1, 2 and 5 have
+    # ended. Of the alive ones none is in its rung's top, so only the idle-device rule sends them on.
+    state = {
+        "allowed": {"3": 1, "4": 0, "6": 0},
+        "records": {
+            "1/0/0": {"1": -0.9, "2": -0.8, "3": -0.7, "4": -0.6, "5": -0.85, "6": -0.1},
+            "1/0/1": {"1": -0.95, "2": -0.9, "3": -0.8},
+        },
+    }
+    ts = [trial(3, 30, 0.8), trial(4, 10, 0.6), trial(6, 10, 0.1)]
+    plan = policy(tail_order=order).plan(snap(ts, state, devices=(DeviceView("cpu:0"),)))
+    assert plan.limits == one  # highest: trial 3 towards its last step; lowest: rung 0's best one rung on
+    plan = policy(tail_order=order).plan(snap(ts, state))
+    assert plan.limits == two
+    assert set(plan.hold) == {3, 4, 6} - two.keys()
+
+
 def test_held_trials_wait_for_new_configurations_while_their_search_will_make_more():
     state = {"allowed": {"1": 0, "2": 0}, "records": {"1/0/0": {"1": -0.5, "2": -0.4}}}
     ts = [trial(1, 10, 0.5, devices=["cpu:0"]), trial(2, 10, 0.4, devices=["cpu:1"])]

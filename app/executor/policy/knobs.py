@@ -236,6 +236,16 @@ class AshaKnobs(RunToRungKnobs):
     rung_check_pairs: int = Field(
         default=10, ge=3, le=100_000, description="trials recorded at a rung and the next before rung_check decides"
     )
+    # lowest: on LCBench with 64 trials, 10 seeds, each half of the 24 tasks, the searches that reached a
+    # target in their tail got there sooner in 12 and 9 runs and later in 4 and 2 at hard, none lost
+    # (docs/decisions.md, "Once a search makes no more trials").
+    tail_order: Literal["lowest", "highest"] = Field(
+        default="lowest",
+        description="pause mode, once the search makes no more trials: which held trials a free device runs on "
+        "first, one rung further: those of the lowest rung (every held trial climbs a rung before any runs to "
+        "its end, and the next rung's ranks promote the late bloomers) or of the highest (each in turn to its "
+        "last step); best first within a rung",
+    )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")

@@ -16,8 +16,10 @@ Two variants (`mode`):
   promotes, as Li et al.'s `get_job`: the best held trial of the highest rung whose top
   `floor(n / eta)` (n = trials recorded at that rung, finished ones included) holds it; else it starts
   a queued trial (arrival order); else, once its search will create no more trials
-  (`SearchView.more_trials`), rather than leave a device idle, it promotes the best held trial of the
-  highest rung anyway. A promoted trial resumes where it stopped: no lost work, no
+  (`SearchView.more_trials`), rather than leave a device idle, it promotes a held trial anyway: the
+  best of the lowest rung (`tail_order: lowest`, the default), so that every held trial climbs one rung
+  before any runs to its end and the next rung's ranks promote the late bloomers, or of the highest
+  (`tail_order: highest`). A promoted trial resumes where it stopped: no lost work, no
   restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
   the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
   from the checkpoint if promoted later.

@@ -138,7 +138,7 @@ class AshaPolicy:
         rules.promote(r, (h for h in thin if rules.rent_paid(r, h, since)), "promote (waited its next rung's cost)")
         rules.promote(r, due, "promote")
         rules.start_new(r)
-        rules.promote(r, rules.idle_runs(r, again), "run (idle device)")
+        rules.promote(r, rules.idle_runs(r, again), "run (idle device)", k.tail_order == "lowest")
         return self._plan_of(r, again, alive, since, passed, reports)
 
     def _record_rungs(

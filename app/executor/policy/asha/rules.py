@@ -7,10 +7,12 @@
    of its rung goes on to the next one, before any new trial starts.
 3. `rent_paid` (`rule: rent`): the best held trial of a rung with fewer than eta recorded goes on once it
    has waited as long as its next rung costs the cluster; it goes before rule 2's promotions.
-4. `idle_runs`: work conservation: a device nothing else wants runs the best held trial of the highest
-   rung, of a search that will create no more trials.
+4. `idle_runs`: work conservation: a device nothing else wants runs a held trial of a search that will
+   create no more trials, one rung on: the best of the lowest rung (`tail_order: lowest`, the default), or
+   of the highest (`tail_order: highest`).
 
-`promote` places the trials rules 2-4 send on, highest rung first, while devices are free.
+`promote` places the trials rules 2-4 send on, highest rung first (rule 4: as `tail_order` says), while
+devices are free.
 
 Pure: no I/O, no clock.
 """
@@ -208,10 +210,11 @@ def place(board: Board, t: TrialView) -> bool:
     return True
 
 
-def promote(r: Round, sent_on: Iterable[HeldTrial], why: str) -> None:
-    """Place held trials in order (highest rung, then best, then oldest) while devices are free; each goes on
-    to its next rung."""
-    for rung, value, t in sorted(sent_on, key=lambda h: (-h[0], h[1], h[2].arrival, h[2].id)):
+def promote(r: Round, sent_on: Iterable[HeldTrial], why: str, lowest_first: bool = False) -> None:
+    """Place held trials in order (highest rung, or with `lowest_first` the lowest, then best, then oldest)
+    while devices are free; each goes on to its next rung."""
+    sign = 1 if lowest_first else -1
+    for rung, value, t in sorted(sent_on, key=lambda h: (sign * h[0], h[1], h[2].arrival, h[2].id)):
         if r.board.n_free == 0:
             return
         if place(r.board, t):
