@@ -78,7 +78,7 @@ class SearchSimResult:
     policy: str = ""
     algorithm: str = ""
     stopped: bool = False  # ended by `stop_when` before its budget
-    device_seconds: float = 0.0  # device time its trials took, summed over them
+    device_seconds: float = 0.0  # device time its trials took (every process of each), summed over them
 
 
 def search_spec(
@@ -325,7 +325,7 @@ def _result(
         sim_seconds=min(end, ended) - t0,
         wall_seconds=wall,
         completed=sum(1 for t in trials if t.status == TrialStatus.COMPLETED),
-        device_seconds=math.fsum(t.device_seconds_base + t.device_seconds for t in trials),
+        device_seconds=math.fsum(t.device_seconds for t in trials),  # each: its earlier processes included
         reports=rt.reports,
         policy=spec.scheduler.policy,
         algorithm=spec.search.algorithm,

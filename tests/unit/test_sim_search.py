@@ -260,6 +260,15 @@ def test_a_search_stops_at_its_stop_target_and_fifo_runs_one_trial_per_device():
     assert spec.budget.max_steps == 52 and spec.trainable == "quanta.sim.lcbench_trial:train"
 
 
+def test_a_trial_budget_ends_the_search_and_its_device_time_is_counted_once_per_trial():
+    res = run_search(stand_in(), policy="fifo", algorithm="random", workers=1, hours=24, seed=0, max_trials=3)
+    assert res.started == 3 and res.completed == 3  # the budget, not the hours, ended it
+    assert res.sim_seconds < 24 * 3600
+    # One device busy from the first trial's start to the last one's end (start-up aside): a finished
+    # trial's earlier processes are counted in its own device time, not a second time beside it.
+    assert 0.5 * res.sim_seconds < res.device_seconds <= res.sim_seconds + 1e-6
+
+
 def test_a_step_overhead_lengthens_every_epoch_of_a_simulated_trial():
     from quanta.executor.actions import TrialLaunch
     from quanta.sim.search_bench import lcbench_workload
