@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def run_unit(task: str, seed: int, order: str, trials: int, workers: int, hours: float) -> dict[str, Any]:
-    """One search of the default on `task` with `tail_order` `order`."""
-    from bench.lcbench_targets import load_targets
+def run_unit(
+    task: str, seed: int, order: str, targets: dict[str, float], trials: int, workers: int, hours: float
+) -> dict[str, Any]:
+    """One search of the default on `task` with `tail_order` `order`, to `targets` ("medium", "hard")."""
     from quanta.sim.search_bench import simulate_search
 
-    targets = {k: v for k, v in load_targets()[task].items() if k in ("medium", "hard")}
     res = simulate_search(
         task, "default", None, workers, hours, seed, targets, stop_at=targets["hard"], max_trials=trials,
         scheduler={"tail_order": order},
@@ -68,6 +68,7 @@ def summarize(runs: Sequence[dict[str, Any]], orders: Sequence[str], miss_s: flo
     by = {(r["task"], r["seed"], r["order"]): r for r in runs}
     units = sorted({(r["task"], r["seed"]) for r in runs})
     tasks = sorted({t for t, _ in units})
+    seeds_of = {t: [s for u, s in units if u == t] for t in tasks}  # units are sorted: each task's in order
     base = orders[0]
 
     def secs(r: dict[str, Any], target: str) -> float:
@@ -92,8 +93,8 @@ def summarize(runs: Sequence[dict[str, Any]], orders: Sequence[str], miss_s: flo
                     if a is not None and b is not None and abs(secs(a, target) - secs(b, target)) > 1e-6:
                         logs.append(math.log(secs(a, target) / secs(b, target)))
                 per_task = [
-                    statistics.median(secs(by[(t, s, base)], target) for s in sorted({s for u, s in units if u == t}))
-                    / statistics.median(secs(by[(t, s, o)], target) for s in sorted({s for u, s in units if u == t}))
+                    statistics.median(secs(by[(t, s, base)], target) for s in seeds_of[t])
+                    / statistics.median(secs(by[(t, s, o)], target) for s in seeds_of[t])
                     for t in tasks
                 ]
                 row[target] = {
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from rich.table import Table
 
     from bench.lcbench_mo import _tasks
+    from bench.lcbench_targets import load_targets
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="suite-even", help="task ids, `suite`, `suite-even` or `suite-odd`")
@@ -127,9 +129,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
     orders = [x.strip() for x in a.orders.split(",") if x.strip()]
     units = [(t, s, o) for s in seeds for t in tasks for o in orders]  # interleaved per seed
+    every = load_targets()  # read once, handed to each unit
+    targets = {t: {k: v for k, v in every[t].items() if k in ("medium", "hard")} for t in tasks}
     started = time.time()
     with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        futures = [pool.submit(run_unit, t, s, o, a.trials, a.workers, a.hours) for t, s, o in units]
+        futures = [pool.submit(run_unit, t, s, o, targets[t], a.trials, a.workers, a.hours) for t, s, o in units]
         runs = [f.result() for f in futures]
     summary = summarize(runs, orders, a.hours * 3600.0)
     title = f"a search of {a.trials} trials to the hard target, {len(tasks)} tasks x {len(seeds)} seeds"
