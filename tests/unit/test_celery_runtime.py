@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from quanta.executor.actions import Exited, Fork, Migrate, Reconfigure, Reported, Run, Started, Stop, Suspend
+from quanta.executor.actions import (
+    Exited,
+    Fork,
+    Migrate,
+    Reconfigure,
+    Release,
+    Reported,
+    Run,
+    Started,
+    Stop,
+    Suspend,
+)
 from quanta.executor.runtime.celery_conf import APPLY_TASK
 from quanta.executor.runtime.celery_runtime import CeleryRuntime
 from quanta.executor.wire import Assignment, EventRecord, NodeDevice, NodeInfo, NodeResidency
@@ -179,6 +190,32 @@ def test_cross_node_move_is_a_handoff_with_a_linked_start_and_carries_device_tim
     cluster.emit("n2", 2, 3, "exited", trial_id=3, status="completed", steps=100, error=None, device_seconds=1.0)
     [done] = rt.poll(0)
     assert isinstance(done, Exited) and done.device_seconds == pytest.approx(3.5)
+
+
+def test_a_release_during_a_cross_node_move_waits_for_the_start_it_means(setup) -> None:
+    # The start on n2 is a task linked behind n1's hand-off: a release sent now would reach n2 before
+    # the process exists and be refused there, and the process would then run on with the state the
+    # release was to end (a population's exploit would commit under it).
+    cluster, celery, rt = setup
+    rt.apply(1, [Run(3, ("n1/cpu:0",))])
+    cluster.beat("n1", {3: running(1, 1, "n1/cpu:0")})
+    rt.poll(0)
+    rt.apply(2, [Migrate(3, ("n2/cpu:0",))])
+    sent = len(celery.applies())
+    rt.apply(3, [Release(3)])
+    assert len(celery.applies()) == sent and 3 in rt.residency()  # held; still resident as far as one knows
+    cluster.beat("n1", {})
+    rt.poll(0)
+    assert len(celery.applies()) == sent and 3 in rt.residency()
+    cluster.beat("n2", {3: running(2, 2, "n2/cpu:0", steps=41)})
+    rt.poll(0)
+    msg = celery.applies()[-1]
+    assert msg["queue"] == "node.n2"
+    assert msg["args"] == [3, [{"kind": "release", "trial_id": 3, "epoch": 2}]]
+    # Once its node applies it and the process is gone, the trial is not resident.
+    cluster.beat("n2", {})
+    rt.poll(0)
+    assert 3 not in rt.residency()
 
 
 def test_lost_node_crashes_its_trials_once_and_fences_its_processes(setup) -> None:

@@ -117,6 +117,7 @@ class CeleryRuntime:
         self._carry: dict[int, float] = {}  # device seconds of processes left behind by hand-offs
         self._exited_epoch: dict[int, int] = {}
         self._synth: list[tuple[int, int, str]] = []  # (trial, epoch, error) of trials on lost nodes
+        self._held: dict[int, tuple[int, Stop | Release]] = {}  # (round, order) waiting for a start in flight
         self._outbox = Outbox(self._publish, self._sent)
         self._modules: list[str] = []
         self._read_error_logged = 0.0
@@ -157,6 +158,16 @@ class CeleryRuntime:
             known = self._assign.get(tid)
             current_epoch = known.epoch if known is not None else None
             if isinstance(a, Stop | Release):  # both end the process where it is
+                pending = self._expect.get(tid)
+                if pending is not None and pending.source is not None and time.monotonic() <= pending.deadline:
+                    # A cross-node move not applied yet: its start is a task linked behind the hand-off,
+                    # so it reaches its node after this order would. The node would refuse the order,
+                    # having no process yet, and the process would then start and run on. Held until the
+                    # node reports the start (`_send_held`), the trial resident meanwhile. (A start on one
+                    # node is in that node's queue ahead of the order, and is applied first.)
+                    self._held[tid] = (round_no, a)
+                    continue
+                self._held.pop(tid, None)
                 node = where or (known.node if known is not None else None)
                 if node is not None:
                     by_node.setdefault(node, []).append(Order(a, current_epoch))
@@ -213,6 +224,7 @@ class CeleryRuntime:
                 if time.monotonic() - self._read_error_logged > 5:
                     log.warning("cannot read the cluster state: %s", exc)
                     self._read_error_logged = time.monotonic()
+            self._send_held()
             events += self._take_synth()
             if events:
                 self._cursor.returned()
@@ -307,6 +319,18 @@ class CeleryRuntime:
 
     # ---- internals -----------------------------------------------------------------------------
 
+    def _send_held(self) -> None:
+        """Send the stops and releases held for starts in flight whose node has applied them (or never
+        will: the expectation expired, and the order goes where the trial was assigned)."""
+        if not self._held:
+            return
+        self.residency()  # drops the expectations their nodes have applied
+        for tid, (round_no, order) in list(self._held.items()):
+            x = self._expect.get(tid)
+            if x is None or x.source is None:
+                del self._held[tid]
+                self.apply(round_no, [order])
+
     def _valid(self, tid: int, node: str, r: NodeResidency) -> bool:
         """A resident process counts only if it runs under the trial's current assignment."""
         a = self._assign.get(tid)
@@ -394,6 +418,7 @@ class CeleryRuntime:
                 return None  # already reported as crashed (its node was presumed lost)
             self._exited_epoch[tid] = r.epoch
             self._expect.pop(tid, None)
+            self._held.pop(tid, None)  # the process it meant has ended
             carry = self._carry.pop(tid, 0.0)
             if carry:
                 e = replace(e, device_seconds=e.device_seconds + carry)
