@@ -120,6 +120,9 @@ QUANTA: dict[str, dict[str, Any]] = {
     # the default since 2026-12-02), and the default before it (highest rung first):
     "tail_lowest": {"scheduler": {"tail_order": "lowest"}, "search": {}},
     "tail_highest": {"scheduler": {"tail_order": "highest"}, "search": {}},
+    # ... and without giving up on held trials the curve model gives no chance (AshaKnobs.tail_give_up,
+    # 1e-4 by default since 2026-12-02): every held trial may run on to its end.
+    "tail_no_give_up": {"scheduler": {"tail_give_up": None}, "search": {}},
     # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
     # whose ranking of 10 trials correlates below 0.5 with the next rung's is passed over. LCBench's
     # `quanta_rung_check_rep50_p10`.

@@ -38,6 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def scheduler_of(order: str) -> dict[str, Any]:
+    """The scheduler knobs an `--orders` item names: `lowest`, or `lowest@0.01` (with `tail_give_up` 0.01)."""
+    name, _, p = order.partition("@")
+    return {"tail_order": name, **({"tail_give_up": float(p)} if p else {})}
+
+
 def run_unit(
     task: str, seed: int, order: str, targets: dict[str, float], trials: int, workers: int, hours: float
 ) -> dict[str, Any]:
@@ -46,7 +52,7 @@ def run_unit(
 
     res = simulate_search(
         task, "default", None, workers, hours, seed, targets, stop_at=targets["hard"], max_trials=trials,
-        scheduler={"tail_order": order},
+        scheduler=scheduler_of(order),
     )  # fmt: skip
     return {
         "task": task,
