@@ -151,20 +151,22 @@ def test_once_no_trial_is_left_to_make_the_tail_order_says_which_held_trials_go_
     assert set(plan.hold) == {3, 4, 6} - two.keys()
 
 
-def tail_case() -> tuple[list[TrialView], dict]:
-    # Trials 7-9 ended after rung 10 (their records stay); 1-3 are held there, none in its top 1/3.
+def tail_case(at: int = 90) -> tuple[list[TrialView], dict]:
+    # Trials 7-9 ended after rung `at` (their records stay); 1-3 are held there, none in its top 1/3.
+    rung = (10, 30, 90).index(at)
     state = {
-        "allowed": {"1": 0, "2": 0, "3": 0},
-        "records": {"1/0/0": {"7": -0.95, "8": -0.9, "9": -0.85, "1": -0.25, "2": -0.2, "3": -0.2}},
+        "allowed": {"1": rung, "2": rung, "3": rung},
+        "records": {f"1/0/{rung}": {"7": -0.95, "8": -0.9, "9": -0.85, "1": -0.25, "2": -0.2, "3": -0.2}},
     }
-    return [trial(1, 10, 0.25), trial(2, 10, 0.2), trial(3, 10, 0.2)], state
+    return [trial(1, at, 0.25), trial(2, at, 0.2), trial(3, at, 0.2)], state
 
 
 def test_once_no_trial_is_left_to_make_held_trials_without_a_chance_are_given_up_but_never_the_best():
     ts, state = tail_case()
     plan = policy(tail_give_up=1e-4).plan(snap(ts, state))
-    # From 0.2 at step 10, the curve model gives 0.99 by step 270 a chance far below 1e-4: 2 and 3 are
-    # stopped, saying why; 1 is as hopeless but the best alive, so it runs on (the idle-device rule).
+    # From 0.2 at step 90 (the highest rung), the curve model gives 0.99 by step 270 a chance far below
+    # 1e-4: 2 and 3 are stopped, saying why; 1 is as hopeless but the best alive, so it runs on (the
+    # idle-device rule).
     assert set(plan.stop) == {2, 3}
     assert all("P(reach target)" in plan.reasons[t] and "no new trials will come" in plan.reasons[t] for t in (2, 3))
     assert plan.running() == {1} and plan.hold == ()
@@ -172,6 +174,13 @@ def test_once_no_trial_is_left_to_make_held_trials_without_a_chance_are_given_up
     # The same round from the state a restarted controller reads back gives the same plan.
     again = policy(tail_give_up=1e-4).plan(snap(ts, {**state, "curves": plan.state["curves"]}))
     assert (set(again.stop), again.running()) == ({2, 3}, {1})
+
+
+def test_a_held_trial_below_its_highest_rung_is_never_given_up_it_climbs_first():
+    ts, state = tail_case(at=10)
+    plan = policy(tail_give_up=1e-4).plan(snap(ts, state))
+    assert plan.stop == () and plan.running() == {1, 2}  # rung 10's best two climb (rule 4), 3 waits
+    assert plan.hold == (3,)
 
 
 @pytest.mark.parametrize("case", ["more trials", "no target", "knob off"])

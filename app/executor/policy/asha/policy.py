@@ -242,16 +242,26 @@ class AshaPolicy:
         )
 
     def _give_up(self, r: Round, again: HeldSet, alive: Sequence[TrialView]) -> None:
-        """`tail_give_up`: of each search that makes no more trials (and has a target), stop the held trials
-        whose chance of reaching the target is below the knob, but never the best of its alive trials."""
+        """`tail_give_up`: of each search that makes no more trials (and has a target), stop the trials held
+        at their highest rung whose chance of reaching the target (`TailModel.chances`) is below the knob,
+        but never the best of its alive trials."""
         tail = self._tail
         p = self.knobs.tail_give_up
         assert tail is not None and p is not None
         for s in r.snapshot.searches:
             if s.more_trials or s.target is None or s.pareto:
                 continue
-            held = [t.id for _, _, t in r.held if t.search_id == s.id]
-            held += [tid for tid, h in again.entries.items() if h.view.search_id == s.id]
+            # Only trials held at their highest rung (the last before the end): a trial held lower climbs
+            # first (rule 4), so that the curve it has shown is long enough to judge, while what is left
+            # of it, (1 - 1/eta) of its budget, is most of what giving it up saves.
+            held = [
+                t.id
+                for (rung, _, t), (levels, _) in zip(r.held, r.held_levels, strict=True)
+                if t.search_id == s.id and rung == len(levels) - 2
+            ]
+            held += [
+                tid for tid, h in again.entries.items() if h.view.search_id == s.id and h.rung == len(h.levels) - 2
+            ]
             if not held:
                 continue
             keep = tail.best_of(s, [t.id for t in alive if t.search_id == s.id])

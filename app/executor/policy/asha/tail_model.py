@@ -1,6 +1,7 @@
 """`TailModel`: each search's learning-curve model (`quanta.search.curve_model.CurveModel`), fed every
 round with its alive trials' curves, so that once a search makes no more trials ASHA can ask which held
-trials have a real chance of reaching the target (`AshaKnobs.tail_give_up`).
+trials have a real chance of reaching the target (`AshaKnobs.tail_give_up`: ASHA asks of the trials held
+at their highest rung only).
 
 The model is freeze-thaw's, on its grid (`levels_for`, first level at `FIRST_FRACTION` of the budget and
 no earlier than the first report). A trial's chance is P(its score at the last level >= the target's), from
