@@ -116,11 +116,10 @@ QUANTA: dict[str, dict[str, Any]] = {
     "bohb_rf0": {"scheduler": {"policy": "asha"}, "search": {"algorithm": "bohb", "random_fraction": 0}},
     "hyperband": {"scheduler": {"policy": "hyperband", "brackets": 3}, "search": {"algorithm": "bohb"}},
     "default": {"scheduler": {}, "search": {}},
-    # Once the search makes no more trials, every held trial may run on to its end (no give-up:
-    # AshaKnobs.tail_give_up None, the default before 2026-12-02), lowest rung first (tail_order: lowest,
-    # the default since 2026-12-02) or highest rung first (the default before):
-    "tail_lowest": {"scheduler": {"tail_order": "lowest", "tail_give_up": None}, "search": {}},
-    "tail_highest": {"scheduler": {"tail_order": "highest", "tail_give_up": None}, "search": {}},
+    # Once the search makes no more trials, its held trials go on lowest rung first (AshaKnobs.tail_order;
+    # the default since 2026-12-02), and the default before it (highest rung first):
+    "tail_lowest": {"scheduler": {"tail_order": "lowest"}, "search": {}},
+    "tail_highest": {"scheduler": {"tail_order": "highest"}, "search": {}},
     # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
     # whose ranking of 10 trials correlates below 0.5 with the next rung's is passed over. LCBench's
     # `quanta_rung_check_rep50_p10`.

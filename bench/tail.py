@@ -4,9 +4,7 @@ Once a search has made its last trial, pause-ASHA's idle-device rule runs its he
 a time, rather than leave a device idle (`quanta.executor.policy.asha.rules.idle_runs`); which go first is
 `scheduler.tail_order`: `highest` (the highest rung's best, each in turn to its last step) or `lowest`
 (every held trial one rung further, lowest rung first, so that the ranks of the next rung pick what goes
-on); and `scheduler.tail_give_up` stops the held trials whose chance of reaching the target is below it
-(an order written `lowest@1e-4`; without `@`, none is given up on). This script runs the default with each
-order given (`--orders`, the first the baseline) side by side
+on). This script runs the default with each order given (`--orders`, the first the baseline) side by side
 per (task, seed) on LCBench with a trial budget (`--trials`, 64 as in a small live search), each search
 stopping at the hard target as `quanta run` with a target does, and reports per order:
 
@@ -17,8 +15,6 @@ stopping at the hard target as `quanta run` with a target does, and reports per 
 - `end_s`: simulated seconds from the start to the search's end (its last trial stopped or done).
 
     python bench/tail.py --tasks suite-even --seeds 0,1,2,3,4,5,6,7,8,9 --jobs 2 --json bench/results/tail_even.json
-    python bench/tail.py --tasks suite-odd --seeds 0,1,2,3,4,5,6,7,8,9 --jobs 2 --orders lowest,lowest@0.0001 \
-        --json bench/results/tail_giveup_odd.json
 
 Writes JSON shaped {"runs": [{"task", "seed", "order", "medium_s", "hard_s", "end_s", "device_s",
 "completed", "killed", "started"}], "summary": {"<order>": {...}}, "trials", "workers", "hours", "seeds",
@@ -42,13 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def scheduler_of(order: str) -> dict[str, Any]:
-    """The scheduler knobs an `--orders` item names: `lowest` (no held trial given up on, `tail_give_up`
-    None) or `lowest@1e-4` (held trials given up on below that chance: the default's knobs)."""
-    name, _, p = order.partition("@")
-    return {"tail_order": name, "tail_give_up": float(p) if p else None}
-
-
 def run_unit(
     task: str, seed: int, order: str, targets: dict[str, float], trials: int, workers: int, hours: float
 ) -> dict[str, Any]:
@@ -57,7 +46,7 @@ def run_unit(
 
     res = simulate_search(
         task, "default", None, workers, hours, seed, targets, stop_at=targets["hard"], max_trials=trials,
-        scheduler=scheduler_of(order),
+        scheduler={"tail_order": order},
     )  # fmt: skip
     return {
         "task": task,
@@ -129,11 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="suite-even", help="task ids, `suite`, `suite-even` or `suite-odd`")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument(
-        "--orders",
-        default="highest,lowest",
-        help="tail_order values, each with @p for tail_give_up p (none: no give-up), the first the baseline",
-    )
+    ap.add_argument("--orders", default="highest,lowest", help="tail_order values, the first the baseline")
     ap.add_argument("--trials", type=int, default=64, help="the search's trial budget")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--hours", type=float, default=8.0)

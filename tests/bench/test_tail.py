@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.tail import scheduler_of, summarize
+from bench.tail import summarize
 
 
 def run(task: str, seed: int, order: str, medium: float | None, hard: float | None, device: float) -> dict:
@@ -48,8 +48,3 @@ def test_the_script_runs_both_orders_on_one_task_and_writes_its_json(yahpo: Path
     assert {r["order"] for r in doc["runs"]} == {"highest", "lowest"}
     assert all(r["started"] <= 8 for r in doc["runs"])  # the trial budget holds
     assert set(doc["summary"]) == {"highest", "lowest"} and doc["trials"] == 8
-
-
-def test_an_order_names_its_give_up_after_an_at_sign_and_none_without_one():
-    assert scheduler_of("lowest") == {"tail_order": "lowest", "tail_give_up": None}
-    assert scheduler_of("highest@0.0001") == {"tail_order": "highest", "tail_give_up": 0.0001}

@@ -43,9 +43,7 @@ def snap(trials, state=None, devices=DEVICES) -> ClusterSnapshot:
 
 
 def policy(**knobs) -> AshaPolicy:
-    # SEARCH makes no more trials (SearchView's default) and has a target: the tail's give-up is off here
-    # unless a test asks for it, so that these tests see the rules that place trials alone.
-    return AshaPolicy(AshaKnobs(min_steps=10, **{"tail_give_up": None, **knobs}))
+    return AshaPolicy(AshaKnobs(min_steps=10, **knobs))
 
 
 def test_rungs_and_brackets():
@@ -132,7 +130,9 @@ def test_idle_devices_run_the_best_held_trial_when_nothing_else_waits():
     assert plan.running() == {1, 2} and plan.hold == ()
 
 
-@pytest.mark.parametrize("order, one, two", [("highest", {3: 90}, {3: 90, 4: 30}), ("lowest", {4: 30}, {4: 30, 6: 30})])
+@pytest.mark.parametrize(
+    "order, one, two", [("highest", {3: 90}, {3: 90, 4: 30}), ("lowest", {4: 30}, {4: 30, 6: 30})]
+)
 def test_once_no_trial_is_left_to_make_the_tail_order_says_which_held_trials_go_on_first(order, one, two):
     # Rung 0 holds 6 records (top 2: trials 1 and 5), rung 1 holds 3 (top 1: trial 1); 1, 2 and 5 have
     # ended. Of the alive ones none is in its rung's top, so only the idle-device rule sends them on.
@@ -149,52 +149,6 @@ def test_once_no_trial_is_left_to_make_the_tail_order_says_which_held_trials_go_
     plan = policy(tail_order=order).plan(snap(ts, state))
     assert plan.limits == two
     assert set(plan.hold) == {3, 4, 6} - two.keys()
-
-
-def tail_case(at: int = 90) -> tuple[list[TrialView], dict]:
-    # Trials 7-9 ended after rung `at` (their records stay); 1-3 are held there, none in its top 1/3.
-    rung = (10, 30, 90).index(at)
-    state = {
-        "allowed": {"1": rung, "2": rung, "3": rung},
-        "records": {f"1/0/{rung}": {"7": -0.95, "8": -0.9, "9": -0.85, "1": -0.25, "2": -0.2, "3": -0.2}},
-    }
-    return [trial(1, at, 0.25), trial(2, at, 0.2), trial(3, at, 0.2)], state
-
-
-def test_once_no_trial_is_left_to_make_held_trials_without_a_chance_are_given_up_but_never_the_best():
-    ts, state = tail_case()
-    plan = policy(tail_give_up=1e-4).plan(snap(ts, state))
-    # From 0.2 at step 90 (the highest rung), the curve model gives 0.99 by step 270 a chance far below
-    # 1e-4: 2 and 3 are stopped, saying why; 1 is as hopeless but the best alive, so it runs on (the
-    # idle-device rule).
-    assert set(plan.stop) == {2, 3}
-    assert all("P(reach target)" in plan.reasons[t] and "no new trials will come" in plan.reasons[t] for t in (2, 3))
-    assert plan.running() == {1} and plan.hold == ()
-    assert plan.state["curves"]["1"]["log"]  # the model's data, for a restarted controller
-    # The same round from the state a restarted controller reads back gives the same plan.
-    again = policy(tail_give_up=1e-4).plan(snap(ts, {**state, "curves": plan.state["curves"]}))
-    assert (set(again.stop), again.running()) == ({2, 3}, {1})
-
-
-def test_a_held_trial_below_its_highest_rung_is_never_given_up_it_climbs_first():
-    ts, state = tail_case(at=10)
-    plan = policy(tail_give_up=1e-4).plan(snap(ts, state))
-    assert plan.stop == () and plan.running() == {1, 2}  # rung 10's best two climb (rule 4), 3 waits
-    assert plan.hold == (3,)
-
-
-@pytest.mark.parametrize("case", ["more trials", "no target", "knob off"])
-def test_held_trials_are_never_given_up_while_their_search_makes_trials_or_has_no_target(case):
-    ts, state = tail_case()
-    search = {
-        "more trials": dataclasses.replace(SEARCH, more_trials=True),
-        "no target": dataclasses.replace(SEARCH, target=None),
-        "knob off": SEARCH,
-    }[case]
-    knobs = {"tail_give_up": None} if case == "knob off" else {"tail_give_up": 1e-4}
-    snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(search,), policy_state=state)
-    plan = policy(**knobs).plan(snapshot)
-    assert plan.stop == ()
 
 
 def test_held_trials_wait_for_new_configurations_while_their_search_will_make_more():

@@ -246,17 +246,6 @@ class AshaKnobs(RunToRungKnobs):
         "its end, and the next rung's ranks promote the late bloomers) or of the highest (each in turn to its "
         "last step); best first within a rung",
     )
-    # 1e-4, judged at a trial's highest rung: on LCBench with 64 trials, 10 seeds, the same hits at both
-    # targets on the tune half and the confirm half, and a miss's device time 34 % and 21 % lower
-    # (docs/decisions.md, "Once a search makes no more trials").
-    tail_give_up: float | None = Field(
-        default=1e-4,
-        ge=0,
-        lt=1,
-        description="pause mode, once the search makes no more trials: stop a trial held at its highest rung "
-        "(not the best alive) whose chance of reaching the target by the curve model is below this; None: "
-        "every held trial may run on to its end",
-    )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")

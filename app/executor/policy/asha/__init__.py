@@ -19,10 +19,8 @@ Two variants (`mode`):
   (`SearchView.more_trials`), rather than leave a device idle, it promotes a held trial anyway: the
   best of the lowest rung (`tail_order: lowest`, the default), so that every held trial climbs one rung
   before any runs to its end and the next rung's ranks promote the late bloomers, or of the highest
-  (`tail_order: highest`). There, a trial held at its highest rung whose chance of reaching the
-  target by its last step is below `tail_give_up` (1e-4; freeze-thaw's curve model, `tail_model`) is
-  stopped instead, never the best alive trial, so that a search that misses does not train every trial
-  to its end. A promoted trial resumes where it stopped: no lost work, no restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
+  (`tail_order: highest`). A promoted trial resumes where it stopped: no lost work, no
+  restart. Held trials count against `memory_budget_mb` of host memory (their measured RSS); past it
   the lowest-ranked (lowest rung, then worst value) are released: checkpointed and freed, to come back
   from the checkpoint if promoted later.
   With `rule: rent` (the default) promotion is by rank too, but the best held trial of a rung with
@@ -51,13 +49,12 @@ jobs) run first-come first-served.
 
 Modules: `policy` (`AshaPolicy`: the round, its memos across rounds), `rules` (the round's rules, one
 function each: the decision at a rung, promotion, rent, the idle device), `held` (the held trials kept
-sorted across rounds), `rung_check` (which rungs are passed over), `tail_model` (the curve model the
-tail's give-up asks).
+sorted across rounds), `rung_check` (which rungs are passed over).
 
 Pure: no I/O, no clock. State (JSON): per trial the rung it may run to, per (search, bracket, rung)
 the values recorded, with `rule: rent` per held trial its rung and since when it waits there, and with
 `rung_check` per (search, bracket) how many of the lowest rungs are passed over and whether that is
-decided, and with `tail_give_up` per search the curve model's recorded scores (`curves`).
+decided.
 """
 
 from quanta.executor.policy.asha.policy import AshaPolicy

@@ -15,7 +15,6 @@ from quanta.executor.policy.asha import pareto_rungs, rules
 from quanta.executor.policy.asha.held import Held, HeldSet
 from quanta.executor.policy.asha.rules import Decided, Round
 from quanta.executor.policy.asha.rung_check import rungs_passed
-from quanta.executor.policy.asha.tail_model import TailModel
 from quanta.executor.policy.knobs import AshaKnobs, JudgeKnobs
 from quanta.executor.policy.placement.board import Board
 from quanta.executor.policy.types import ClusterSnapshot, Plan, SearchView, TrialView
@@ -61,8 +60,6 @@ class AshaPolicy:
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
         # Memo, not state: what `pareto_rungs.ranked` keeps between rounds (`ParetoMemo`).
         self._pareto = pareto_rungs.ParetoMemo()
-        self._tail = TailModel() if k.tail_give_up is not None and k.mode == "pause" else None
-        self._curves: Mapping[str, object] | None = None  # the tail model's state this round
 
     # ---- rungs -----------------------------------------------------------------------------------
 
@@ -131,10 +128,6 @@ class AshaPolicy:
             r.notes.append(f"asha: search/bracket {key}: its lowest {n} rung(s) passed over ({why})")
 
         rules.decide_at_rungs(r, decided, old_allowed, passed)
-        self._curves = None
-        if self._tail is not None:
-            self._curves = self._tail.feed(snapshot.searches, alive, state.get("curves", {}))
-            self._give_up(r, again, alive)
         for t in r.movers:  # running trials keep their devices until their next rung
             if t.running:
                 r.board.put(t.id, t.devices)
@@ -228,8 +221,6 @@ class AshaPolicy:
             state["passed"] = {key: list(v) for key, v in passed.items()}
         if reports is not None:
             state["reports"] = reports.records
-        if self._curves is not None:
-            state["curves"] = self._curves
         return Plan(
             placement=placement,
             stop=tuple(r.stop),
@@ -240,49 +231,6 @@ class AshaPolicy:
             release=release,
             limits={tid: step for tid, step in r.limits.items() if tid in placed},
         )
-
-    def _give_up(self, r: Round, again: HeldSet, alive: Sequence[TrialView]) -> None:
-        """`tail_give_up`: of each search that makes no more trials (and has a target), stop the trials held
-        at their highest rung whose chance of reaching the target (`TailModel.chances`) is below the knob,
-        but never the best of its alive trials."""
-        tail = self._tail
-        p = self.knobs.tail_give_up
-        assert tail is not None and p is not None
-        for s in r.snapshot.searches:
-            if s.more_trials or s.target is None or s.pareto:
-                continue
-            # Only trials held at their highest rung (the last before the end): a trial held lower climbs
-            # first (rule 4), so that the curve it has shown is long enough to judge, while what is left
-            # of it, (1 - 1/eta) of its budget, is most of what giving it up saves.
-            held = [
-                t.id
-                for (rung, _, t), (levels, _) in zip(r.held, r.held_levels, strict=True)
-                if t.search_id == s.id and rung == len(levels) - 2
-            ]
-            held += [
-                tid for tid, h in again.entries.items() if h.view.search_id == s.id and h.rung == len(h.levels) - 2
-            ]
-            if not held:
-                continue
-            keep = tail.best_of(s, [t.id for t in alive if t.search_id == s.id])
-            try:
-                chances = tail.chances(s, held)
-            except (ArithmeticError, ValueError, FloatingPointError) as exc:
-                # A model that cannot decide never stops the controller: its held trials all run on.
-                r.notes.append(f"asha: search {s.id}: the curve model failed ({exc!r}); no held trial given up on")
-                continue
-            gone = {tid: c for tid, c in chances.items() if c < p and tid != keep}
-            if not gone:
-                continue
-            for tid, c in gone.items():
-                r.stop.append(tid)
-                r.reasons[tid] = f"P(reach target) {c:.2g} below {p:g} and no new trials will come"
-                if tid in again.entries:
-                    again.remove(tid)
-            kept = [(h, lv) for h, lv in zip(r.held, r.held_levels, strict=True) if h[2].id not in gone]
-            r.held = [h for h, _ in kept]
-            r.held_levels = [lv for _, lv in kept]
-            r.notes.append(f"asha: search {s.id}: {len(gone)} held trial(s) given up on")
 
     def _rungs_passed(
         self,
