@@ -23,7 +23,9 @@ Why it survives faults:
   Assignment epochs fence a node that comes back: its stale processes are ignored here and stopped
   there.
 - Cross-node moves: the source node checkpoints to the shared store and ends the process, and a
-  linked task starts it on the target node from that checkpoint (no controller round trip).
+  linked task starts it on the target node from that checkpoint (no controller round trip). A stop or
+  release sent meanwhile would reach the target before that start, find no process and be refused, and
+  the process would then run on: it is held until the target reports the process (`_send_held`).
 """
 
 from __future__ import annotations
@@ -160,11 +162,8 @@ class CeleryRuntime:
             if isinstance(a, Stop | Release):  # both end the process where it is
                 pending = self._expect.get(tid)
                 if pending is not None and pending.source is not None and time.monotonic() <= pending.deadline:
-                    # A cross-node move not applied yet: its start is a task linked behind the hand-off,
-                    # so it reaches its node after this order would. The node would refuse the order,
-                    # having no process yet, and the process would then start and run on. Held until the
-                    # node reports the start (`_send_held`), the trial resident meanwhile. (A start on one
-                    # node is in that node's queue ahead of the order, and is applied first.)
+                    # A cross-node move not applied yet (module docstring): held, the trial resident
+                    # meanwhile. A start on one node is in that node's queue ahead of the order.
                     self._held[tid] = (round_no, a)
                     continue
                 self._held.pop(tid, None)
