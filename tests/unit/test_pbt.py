@@ -217,23 +217,3 @@ def test_the_top_quantile_at_an_interval_is_published_and_no_one_else():
     assert policy(quantile=0.25).plan(snap(trials)).publish == (4,)
     # Without mutable parameters nothing can be exploited: nothing is published.
     assert policy(quantile=0.5).plan(snap(trials, search=replace(SEARCH, mutable=()))).publish == ()
-
-
-def test_generations_run_the_earliest_interval_first_best_ranked_first_and_never_preempt():
-    p = policy(order="generation")
-    # Four members parked: 1 and 2 at interval 2 (ahead), 3 and 4 at interval 1; 4 ranks above 3.
-    members = [
-        trial(1, 2 * K + 50, 0.9, devices=("cpu:0",)),
-        trial(2, 2 * K + 50, 0.8, devices=("cpu:1",)),
-        trial(3, K + 50, 0.5, devices=("cpu:0",)),
-        trial(4, K + 50, 0.7, devices=("cpu:1",)),
-    ]
-    state = {"judged": {"1": 2, "2": 2, "3": 1, "4": 1}}
-    assert p.plan(snap(members, state)).running() == {3, 4}
-    # One device free and the laggards at one interval: the better ranked goes first.
-    busy = [replace(members[0], running=True), *members[1:]]
-    assert p.plan(snap(busy, state)).running() == {1, 4}
-    # A running member runs on to its boundary even behind members of an earlier interval.
-    ahead = [replace(members[0], running=True), replace(members[1], running=True), *members[2:]]
-    plan = p.plan(snap(ahead, state))
-    assert plan.running() == {1, 2} and plan.limits[1] == 3 * K

@@ -303,9 +303,6 @@ class PbtKnobs(MechanismKnobs):
     )
     resample_p: float = Field(default=0.25, ge=0, le=1, description="probability a value is resampled from the space")
     seed: int = Field(default=0, description="seed of the exploit and explore draws")
-    order: Literal["stride", "generation"] = Field(
-        default="stride", description="how members share the devices (experiment: stride or generation)"
-    )
 
     @field_validator("perturb")
     @classmethod

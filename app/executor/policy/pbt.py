@@ -37,7 +37,6 @@ from dataclasses import replace
 from typing import Any
 
 from quanta.executor.policy.knobs import JudgeKnobs, PbtKnobs, TimesliceKnobs
-from quanta.executor.policy.placement.board import Board
 from quanta.executor.policy.timeslice import TimeslicePolicy
 from quanta.executor.policy.types import ClusterSnapshot, MutableDim, Plan, SearchView, TrialView
 
@@ -168,10 +167,7 @@ class PbtPolicy:
             in_arrival_order=True,
             resident_trials=None,
         )
-        if self.knobs.order == "generation":
-            sliced = self._generations(sub, latest)
-        else:
-            sliced = self._slice.plan(sub)
+        sliced = self._slice.plan(sub)
         limits: dict[int, int] = {}
         for tid in sliced.running():
             t = by_id[tid]
@@ -190,28 +186,6 @@ class PbtPolicy:
             exploits=exploits,
             publish=tuple(publish),
         )
-
-    def _generations(self, snapshot: ClusterSnapshot, latest: Mapping[int, Mapping[str, float]]) -> Plan:
-        """Members in step by interval: a running member runs on to its boundary; of the others, those
-        at the earliest interval go first, the best ranked (last reported value) first."""
-        ranks: dict[int, int] = {}
-        for sid, recs in latest.items():
-            s = snapshot.search(sid)
-            goal = s.goal if s is not None else "maximize"
-            for i, (tid, _v) in enumerate(sorted(recs.items(), key=_better_first(goal))):
-                ranks[int(tid)] = i
-
-        def key(t: TrialView) -> tuple[bool, int, int, float, int]:
-            s = snapshot.search(t.search_id)
-            k = self.knobs.interval(s.max_steps) if s is not None else 1
-            return (not t.running, t.steps_done // k, ranks.get(t.id, len(ranks)), t.arrival, t.id)
-
-        board = Board(snapshot)
-        for t in sorted(snapshot.alive(), key=key):
-            devices = board.choose(t)
-            if devices is not None:
-                board.put(t.id, devices)
-        return Plan(placement=board.placement(), state={})
 
     def _may_give(self, t: TrialView, s: SearchView, recs: Mapping[str, float]) -> bool:
         """Whether trial `t`, at an interval it just reached, is in the top quantile of `recs`: a member of
