@@ -14,8 +14,6 @@ steps, quantile 0.25, perturbation factors 0.8 / 1.2, resample probability 0.25:
 
 - `quanta_pbt`: `quanta run` on the spec with `scheduler: {policy: pbt, ...}` (its 4 members time-sliced
   on the 2 devices; an exploit copies the state in host memory or through the checkpoint).
-- `quanta_pb2`: the same with `explore: pb2` (`quanta.executor.policy.pb2`): an exploiting member's new
-  rate is PB2's choice by a GP of the members' gains per interval, not the source's rate perturbed.
 - `ray_pbt`: Ray Tune's `PopulationBasedTraining` (asynchronous), 4 trials at one CPU each (it pauses
   trials that are ahead so that the ones behind catch up), the trainable reporting with a checkpoint at
   every evaluation (`tune.report(checkpoint=...)`) and restoring from `tune.get_checkpoint()`.
@@ -71,7 +69,7 @@ from rich.table import Table  # noqa: E402
 from quanta.spec import SearchSpec, parse_spec  # noqa: E402
 
 TARGETS = ROOT / "bench" / "results" / "targets_pbt.json"
-SYSTEMS = ("quanta_pbt", "quanta_pb2", "ray_pbt", "syne_pbt", "default")
+SYSTEMS = ("quanta_pbt", "ray_pbt", "syne_pbt", "default")
 PEERS = ("ray_pbt", "syne_pbt")
 LR = (0.001, 0.5)
 SWEEP_LRS = (0.003, 0.01, 0.03, 0.1, 0.2, 0.4)
@@ -121,7 +119,6 @@ def spec_for(system: str, seed: int, max_steps: int, interval: int, population: 
             "perturb": list(WORKLOAD["perturb"]),
             "resample_p": WORKLOAD["resample_p"],
             "seed": seed,
-            **({"explore": "pb2"} if system == "quanta_pb2" else {}),
         }
     return parse_spec(raw)
 
@@ -411,7 +408,7 @@ def one_run(system: str, spec: SearchSpec, devices: int, target: float, max_s: f
     log = work / "reports.jsonl"
     log.touch()
     t0 = time.time()
-    if system in ("quanta_pbt", "quanta_pb2", "default"):
+    if system in ("quanta_pbt", "default"):
         from bench.search import run_quanta
         from quanta.db.store import Store
 

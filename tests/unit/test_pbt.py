@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 
 import pytest
 
-from quanta.executor.policy import make_policy, pb2, policy_names
+from quanta.executor.policy import make_policy, policy_names
 from quanta.executor.policy.knobs import PbtKnobs
 from quanta.executor.policy.pbt import PbtPolicy, explore
 from quanta.executor.policy.types import ClusterSnapshot, DeviceView, MutableDim, SearchView, TrialStatus, TrialView
@@ -218,73 +217,3 @@ def test_the_top_quantile_at_an_interval_is_published_and_no_one_else():
     assert policy(quantile=0.25).plan(snap(trials)).publish == (4,)
     # Without mutable parameters nothing can be exploited: nothing is published.
     assert policy(quantile=0.5).plan(snap(trials, search=replace(SEARCH, mutable=()))).publish == ()
-
-
-def _rows_peaked_at(lr_best: float, n: int = 24) -> list[tuple[int, float, tuple[float, ...], float]]:
-    """PB2 rows whose gains peak at `lr_best` (log-Gaussian in the rate), rates spread over LR's range."""
-    rng = random.Random(3)
-    rows = []
-    for i in range(n):
-        lr = math.exp(rng.uniform(math.log(1e-4), math.log(1e-1)))
-        rows.append((1 + i // 4, 0.5, (lr, 0.9), 0.1 * math.exp(-(math.log(lr / lr_best) ** 2)) + rng.gauss(0, 0.002)))
-    return rows
-
-
-def test_pb2_chooses_values_where_the_population_gained_most():
-    for best in (3e-4, 0.003, 0.03):
-        out = pb2.select((LR, MOM), _rows_peaked_at(best), 7, 0.5, [], random.Random(0))
-        assert out is not None and set(out) == {"lr", "momentum"}
-        assert best / 3 < out["lr"] < best * 3, (best, out)
-        assert MOM.args[0] <= out["momentum"] <= MOM.args[1]
-    # Too few rows to fit: the caller perturbs instead.
-    assert pb2.select((LR, MOM), _rows_peaked_at(0.003)[:1], 2, 0.5, [], random.Random(0)) is None
-
-
-def test_pb2_scales_log_dimensions_on_their_logarithm_and_rounds_integers():
-    assert pb2.to_unit(LR, 1e-4) == 0.0 and pb2.to_unit(LR, 0.1) == 1.0
-    assert math.isclose(pb2.to_unit(LR, math.sqrt(1e-4 * 0.1)), 0.5)
-    assert math.isclose(pb2.from_unit(LR, 0.5), math.sqrt(1e-4 * 0.1))
-    layers = MutableDim("layers", "randint", (1.0, 6.0))
-    assert pb2.from_unit(layers, 0.55) == 4.0 and pb2.to_unit(layers, 9.0) == 1.0
-
-
-def _pb2_population(j: int) -> list[TrialView]:
-    """Eight members at interval `j`, trial i at lr 1e-4 * 2.6^i, each gaining by a log-Gaussian of its rate
-    about 0.003 over the interval (trial 4, at 0.0046, the most; 7 and 8, at 0.08 and 0.21, the least)."""
-    out = []
-    for i in range(1, 9):
-        lr = 1e-4 * 2.6**i  # 2.6e-4 ... 2.1e-1
-        gain = 0.1 * math.exp(-(math.log(lr / 0.003) ** 2))
-        curve = ((K * (j - 1), 0.5), (K * j, 0.5 + gain))
-        out.append(replace(trial(i, K * j, lr=lr, devices=(f"cpu:{i % 2}",)), curve=curve))
-    return out
-
-
-def test_pb2_exploits_take_values_from_the_gains_and_perturb_without_them():
-    p = policy(explore="pb2")
-    first = p.plan(snap(_pb2_population(1)))
-    assert len(first.state["gains"]["1"]) == 8 and first.state["gains"]["1"][0][0] == 1
-    # The bottom quarter (the highest rates) exploits; each gets a rate near 0.003, where the gains were
-    # largest, rather than its source's rate times 0.8 or 1.2.
-    assert set(first.exploits) == {7, 8}
-    for _source, values in first.exploits.values():
-        assert 0.0005 < values["lr"] < 0.02, values
-    assert first.exploits == policy(explore="pb2").plan(snap(_pb2_population(1))).exploits  # pure
-    # The default perturbs the source's values, and keeps no gains.
-    plain = policy(resample_p=0.0).plan(snap(_pb2_population(1)))
-    assert "gains" not in plain.state
-    by_id = {t.id: dict(t.values) for t in _pb2_population(1)}
-    for source, values in plain.exploits.values():
-        assert any(math.isclose(values["lr"], by_id[source]["lr"] * f) for f in (0.8, 1.2))
-    # A single member with a gain so far: PB2 has nothing to fit, and perturbs.
-    one = [*_pb2_population(1)[:1], *[replace(t, curve=((K, t.curve[-1][1]),)) for t in _pb2_population(1)[1:]]]
-    lone = policy(explore="pb2", resample_p=0.0).plan(snap(one))
-    assert len(lone.state["gains"]["1"]) == 1
-    for source, values in lone.exploits.values():
-        assert any(math.isclose(values["lr"], dict(one[source - 1].values)["lr"] * f) for f in (0.8, 1.2))
-
-
-def test_pb2_is_a_spec_choice_naming_the_field_when_wrong():
-    assert parse_spec(_spec({"policy": "pbt", "explore": "pb2"})).scheduler.explore == "pb2"
-    with pytest.raises(SpecError, match="scheduler.explore"):
-        parse_spec(_spec({"policy": "pbt", "explore": "bayes"}))

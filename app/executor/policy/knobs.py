@@ -302,11 +302,6 @@ class PbtKnobs(MechanismKnobs):
         default=(0.8, 1.2), description="factors a mutable value is multiplied by, one chosen at random"
     )
     resample_p: float = Field(default=0.25, ge=0, le=1, description="probability a value is resampled from the space")
-    explore: Literal["perturb", "pb2"] = Field(
-        default="perturb",
-        description="new values of an exploiting member: the source's perturbed (perturb, resample_p), or PB2's"
-        " choice by a GP of the population's gains per interval (quanta.executor.policy.pb2)",
-    )
     seed: int = Field(default=0, description="seed of the exploit and explore draws")
 
     @field_validator("perturb")

@@ -23,14 +23,9 @@ member copied in the middle of an interval would otherwise exploit again before 
 new values). The policy sees an exploit done when the member's mutable values change; one abandoned when
 the member runs on from its own step with its values unchanged.
 
-With `explore: pb2` the new values are not a perturbation of the source's but PB2's choice
-(`quanta.executor.policy.pb2`): the upper confidence bound of a GP fitted on every member's gain over
-every interval so far; with fewer than two such gains, values are perturbed as above.
-
 State (`Plan.state`): `judged[trial]` = the last interval judged, `scores["search:j"][trial]` = the value
 each member had at interval j, `slice` = the time-slicing offsets, `exploiting[trial]` = [steps, values]
-of a member when its exploit was ordered, until the policy sees it done or abandoned; with `explore: pb2`,
-`gains[search]` = the newest `pb2.KEEP_ROWS` rows [interval, base value, mutable values, gain].
+of a member when its exploit was ordered, until the policy sees it done or abandoned.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from quanta.executor.policy import pb2
 from quanta.executor.policy.knobs import JudgeKnobs, PbtKnobs, TimesliceKnobs
 from quanta.executor.policy.timeslice import TimeslicePolicy
 from quanta.executor.policy.types import ClusterSnapshot, MutableDim, Plan, SearchView, TrialView
@@ -91,22 +85,6 @@ def _values(t: TrialView) -> list[list[Any]]:
     return [[name, value] for name, value in t.values]
 
 
-def gain_row(t: TrialView, s: SearchView, j: int, k: int) -> list[Any] | None:
-    """PB2's row for trial `t` at interval `j` (`k` steps each): [j, its value at the start of the interval
-    (its last report at or before step (j - 1) k, else its first report), its mutable values in the
-    search's order, the gain since (larger is better)]; None without a report before its last, or
-    without a value for each mutable dimension."""
-    if len(t.curve) < 2:
-        return None
-    before = [v for step, v in t.curve if step <= (j - 1) * k] or [t.curve[0][1]]
-    values = dict(t.values)
-    if any(d.name not in values for d in s.mutable):
-        return None
-    base, last = before[-1], t.curve[-1][1]
-    gain = last - base if s.goal == "maximize" else base - last
-    return [j, base, [values[d.name] for d in s.mutable], gain]
-
-
 def _better_first(goal: str) -> Any:
     """Sort key over (trial id, value): the best value first (NaN last), ties by trial id."""
     sign = -1.0 if goal == "maximize" else 1.0
@@ -127,8 +105,6 @@ class PbtPolicy:
     def __init__(self, knobs: PbtKnobs | None = None):
         self.knobs = knobs or PbtKnobs()
         self._slice = TimeslicePolicy(TimesliceKnobs(quantum_s=self.knobs.quantum_s))
-        if self.knobs.explore == "pb2":
-            pb2.warm()
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         state = snapshot.policy_state
@@ -136,7 +112,6 @@ class PbtPolicy:
         # Exploits ordered and not seen done yet: trial -> [its steps, its values] when ordered.
         pending: dict[str, list[Any]] = {k: list(v) for k, v in dict(state.get("exploiting", {})).items()}
         scores: dict[str, dict[str, float]] = {k: dict(v) for k, v in dict(state.get("scores", {})).items()}
-        gains: dict[str, list[Any]] = {k: list(v) for k, v in dict(state.get("gains", {})).items()}
         alive = snapshot.alive()
         by_id = {t.id: t for t in alive}
         exploits: dict[int, tuple[int, Mapping[str, float]]] = {}
@@ -167,8 +142,6 @@ class PbtPolicy:
                 continue  # no new interval, or no report in it yet
             judged[str(t.id)] = j
             scores.setdefault(f"{s.id}:{j}", {})[str(t.id)] = t.curve[-1][1]
-            if self.knobs.explore == "pb2" and (row := gain_row(t, s, j, k)) is not None:
-                gains[str(s.id)] = [*gains.get(str(s.id), []), row][-pb2.KEEP_ROWS :]
             reached.append((t, s, j))
         latest: dict[int, dict[str, float]] = {}  # per search: each alive member's last reported value
         for t in alive:
@@ -178,7 +151,7 @@ class PbtPolicy:
         for t, s, j in reached:
             if t.max_steps and t.steps_done >= t.max_steps:
                 continue  # done: nothing to exploit for, nor to give
-            chosen = self._exploit(t, j, s, latest[s.id], by_id, gains.get(str(s.id), []))
+            chosen = self._exploit(t, j, s, latest[s.id], by_id)
             if chosen is not None:
                 exploits[t.id] = chosen
                 pending[str(t.id)] = [t.steps_done, _values(t)]
@@ -207,13 +180,7 @@ class PbtPolicy:
                 limits[tid] = nxt
         return Plan(
             placement=sliced.placement,
-            state={
-                "judged": judged,
-                "scores": scores,
-                "slice": dict(sliced.state),
-                "exploiting": pending,
-                **({"gains": gains} if self.knobs.explore == "pb2" else {}),
-            },
+            state={"judged": judged, "scores": scores, "slice": dict(sliced.state), "exploiting": pending},
             notes=tuple(notes),
             limits=limits,
             exploits=exploits,
@@ -230,18 +197,11 @@ class PbtPolicy:
         return cut >= 1 and bool(s.mutable) and str(t.id) in {tid for tid, _ in ranked[:cut]}
 
     def _exploit(
-        self,
-        t: TrialView,
-        j: int,
-        s: SearchView,
-        recs: Mapping[str, float],
-        by_id: Mapping[int, TrialView],
-        rows: list[Any],
+        self, t: TrialView, j: int, s: SearchView, recs: Mapping[str, float], by_id: Mapping[int, TrialView]
     ) -> tuple[int, dict[str, float]] | None:
         """(source, new values) when trial `t`, at interval `j`, is in the bottom quantile of `recs` (the
         members' last reported values) and an alive member of the top quantile can give it its state; else
-        None. The values are PB2's choice from `rows` (the search's gains) with `explore: pb2` and enough
-        rows, else the source's perturbed."""
+        None."""
         ranked = sorted(recs.items(), key=_better_first(s.goal))
         cut = int(len(ranked) * self.knobs.quantile)
         if cut < 1 or str(t.id) not in {tid for tid, _ in ranked[-cut:]}:
@@ -251,16 +211,4 @@ class PbtPolicy:
             return None
         rng = random.Random(f"{self.knobs.seed}:{s.id}:{t.id}:{j}")
         source = rng.choice(top)
-        chosen = None
-        if self.knobs.explore == "pb2" and source.curve:
-            k = self.knobs.interval(s.max_steps)
-            others = [dict(m.values) for m in by_id.values() if m.search_id == s.id and m.id != t.id]
-            chosen = pb2.select(
-                s.mutable,
-                [(int(r[0]), float(r[1]), tuple(float(v) for v in r[2]), float(r[3])) for r in rows],
-                source.steps_done // k + 1,
-                source.curve[-1][1],
-                others,
-                rng,
-            )
-        return source.id, chosen if chosen is not None else explore(s.mutable, dict(source.values), self.knobs, rng)
+        return source.id, explore(s.mutable, dict(source.values), self.knobs, rng)
