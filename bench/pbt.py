@@ -38,6 +38,9 @@ configuration is judged by its best report, which favours it.
 
     python bench/pbt.py --sweep                 # the target: 6 fixed rates x 10,000 steps, 2 at a time
     python bench/pbt.py --seeds 0,1,2,3,4,5,6 --json bench/results/pbt.json
+    python bench/pbt.py --systems quanta_pbt,quanta_pbt@500,syne_pbt,syne_pbt@500 --seeds 0    # intervals
+
+A system named `name@N` runs at a perturbation interval of N steps instead of `--interval`'s.
 
 Prints a table (median seconds to the target with quartiles, hits, median and best final accuracy; the
 ratio of each peer's median to Quanta's) and writes JSON shaped {"workload", "target", "systems": {name:
@@ -69,7 +72,7 @@ from rich.table import Table  # noqa: E402
 from quanta.spec import SearchSpec, parse_spec  # noqa: E402
 
 TARGETS = ROOT / "bench" / "results" / "targets_pbt.json"
-SYSTEMS = ("quanta_pbt", "ray_pbt", "syne_pbt", "default")
+SYSTEMS = ("quanta_pbt", "quanta_pbt_norefill", "ray_pbt", "syne_pbt", "default")
 PEERS = ("ray_pbt", "syne_pbt")
 LR = (0.001, 0.5)
 SWEEP_LRS = (0.003, 0.01, 0.03, 0.1, 0.2, 0.4)
@@ -89,6 +92,17 @@ WORKLOAD: dict[str, Any] = {
     "perturb": (0.8, 1.2),
     "resample_p": 0.25,
 }
+
+
+def system_interval(name: str, interval: int) -> tuple[str, int]:
+    """(system, perturbation interval) of a `--systems` entry: `quanta_pbt@500` is `quanta_pbt` at an
+    interval of 500 steps, a name without `@` runs at `interval` (`--interval`)."""
+    base, _, steps = name.partition("@")
+    if not steps:
+        return base, interval
+    if not steps.isdigit() or int(steps) < 1:
+        raise SystemExit(f"--systems: {name}: the interval after @ must be a positive number of steps")
+    return base, int(steps)
 
 
 def spec_for(system: str, seed: int, max_steps: int, interval: int, population: int, max_seconds: float) -> SearchSpec:
@@ -119,6 +133,7 @@ def spec_for(system: str, seed: int, max_steps: int, interval: int, population: 
             "perturb": list(WORKLOAD["perturb"]),
             "resample_p": WORKLOAD["resample_p"],
             "seed": seed,
+            **({"refill": False} if system == "quanta_pbt_norefill" else {}),
         }
     return parse_spec(raw)
 
@@ -408,7 +423,7 @@ def one_run(system: str, spec: SearchSpec, devices: int, target: float, max_s: f
     log = work / "reports.jsonl"
     log.touch()
     t0 = time.time()
-    if system in ("quanta_pbt", "default"):
+    if system in ("quanta_pbt", "quanta_pbt_norefill", "default"):
         from bench.search import run_quanta
         from quanta.db.store import Store
 
@@ -569,7 +584,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
         target = float(json.loads(args.targets_file.read_text())["target"])
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in SYSTEMS]
+    unknown = [s for s in systems if system_interval(s, 1)[0] not in SYSTEMS or s.startswith("default@")]
     if unknown:
         raise SystemExit(f"--systems: unknown {', '.join(unknown)}; expected {', '.join(SYSTEMS)}")
     if "default" in systems and "quanta_pbt" not in systems:
@@ -579,8 +594,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pbt_wall = args.max_seconds
         for system in [s for s in systems if s != "default"] + (["default"] if "default" in systems else []):
             cap = pbt_wall if system == "default" else args.max_seconds
-            spec = spec_for(system, seed, args.max_steps, args.interval, args.population, cap)
-            r = one_run(system, spec, args.devices, target, cap)
+            base, interval = system_interval(system, args.interval)
+            spec = spec_for(base, seed, args.max_steps, interval, args.population, cap)
+            r = one_run(base, spec, args.devices, target, cap)
             r["seed"] = seed
             if system == "quanta_pbt":
                 pbt_wall = r["wall_s"]
