@@ -72,7 +72,7 @@ from rich.table import Table  # noqa: E402
 from quanta.spec import SearchSpec, parse_spec  # noqa: E402
 
 TARGETS = ROOT / "bench" / "results" / "targets_pbt.json"
-SYSTEMS = ("quanta_pbt", "quanta_pbt_norefill", "ray_pbt", "syne_pbt", "default")
+SYSTEMS = ("quanta_pbt", "ray_pbt", "syne_pbt", "default")
 PEERS = ("ray_pbt", "syne_pbt")
 LR = (0.001, 0.5)
 SWEEP_LRS = (0.003, 0.01, 0.03, 0.1, 0.2, 0.4)
@@ -133,7 +133,6 @@ def spec_for(system: str, seed: int, max_steps: int, interval: int, population: 
             "perturb": list(WORKLOAD["perturb"]),
             "resample_p": WORKLOAD["resample_p"],
             "seed": seed,
-            **({"refill": False} if system == "quanta_pbt_norefill" else {}),
         }
     return parse_spec(raw)
 
@@ -423,7 +422,7 @@ def one_run(system: str, spec: SearchSpec, devices: int, target: float, max_s: f
     log = work / "reports.jsonl"
     log.touch()
     t0 = time.time()
-    if system in ("quanta_pbt", "quanta_pbt_norefill", "default"):
+    if system in ("quanta_pbt", "default"):
         from bench.search import run_quanta
         from quanta.db.store import Store
 

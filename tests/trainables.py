@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import time
@@ -141,9 +140,7 @@ def mutable_sgd(config: dict, trial: Trial) -> None:
     optimizer's `lr`, `momentum` and `weight_decay` as it computes with them (what a change of mutable
     parameters did to it), `config_lr` (what `trial.config` holds), `hook_calls` (how often its
     `on_config_change` hook ran) and `loss`, at every step. `scale_lr` scales the configured rate when
-    the optimizer is built (a trainable that derives its rate from the configured one). `end_above_lr`:
-    at a rate above it the trainable returns after the step's report, before its budget (as a trainable
-    whose loss went non-finite gives its time back)."""
+    the optimizer is built (a trainable that derives its rate from the configured one)."""
     torch.manual_seed(config.get("seed", 0))
     x, y = _data(config.get("data_seed", 0))
     model = torch.nn.Linear(x.shape[1], 1)
@@ -172,6 +169,4 @@ def mutable_sgd(config: dict, trial: Trial) -> None:
             config_lr=trial.config["lr"],
             hook_calls=len(calls),
         )
-        if group["lr"] > config.get("end_above_lr", math.inf):
-            return
         time.sleep(config.get("sleep_s", 0.0))

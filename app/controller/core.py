@@ -268,8 +268,6 @@ class Controller:
             self.forks.exploit(target, source, values)
         if plan.exploits:  # their sources are asked for their state now, not at the next event or quantum
             self.forks.exploits.sync(now)
-        for source, values in plan.forks:
-            self.forks.request(source, values)
         actions = self._actions(plan, now)
         self.last_plan = plan
         self._publish(snapshot, plan, now)

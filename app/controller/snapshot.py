@@ -27,7 +27,7 @@ from typing import Any
 
 from quanta.controller.book import SearchBook
 from quanta.controller.packed import PackedRates
-from quanta.controller.state import SearchState, TrialState
+from quanta.controller.state import TrialState
 from quanta.controller.trials import TrialIndex
 from quanta.executor.actions import Residency
 from quanta.executor.policy.types import ARRIVAL_ORDER, ClusterSnapshot, MutableDim, SearchView, TrialView
@@ -35,7 +35,7 @@ from quanta.executor.runtime.base import Runtime
 from quanta.search.judge import judge
 from quanta.search.space import dimension_at, is_dimension
 from quanta.search.verdict import JudgeKnobs
-from quanta.status import SearchStatus, TrialStatus
+from quanta.status import SearchStatus
 
 
 class SnapshotBuilder:
@@ -92,7 +92,6 @@ class SnapshotBuilder:
                 pareto=s.spec.pareto,
                 reference=s.spec.reference_losses(),
                 point=s.spec.point_target(),
-                ended_early=ended_early(s) if s.spec.scheduler.policy == "pbt" else 0,
             )
             for s in searches
             if s.status == SearchStatus.RUNNING
@@ -232,12 +231,6 @@ def _values(params: Mapping[str, Any], names: tuple[str, ...]) -> tuple[tuple[st
     return tuple(out)
 
 
-def ended_early(s: SearchState) -> int:
-    """How many of search `s`'s trials completed before their step budget (`SearchView.ended_early`)."""
-    budget = s.spec.budget.max_steps
-    return sum(1 for t in s.trials.values() if t.status is TrialStatus.COMPLETED and t.steps < (t.max_steps or budget))
-
-
 def _view(t: TrialState, r: Residency | None, old: TrialView | None = None, names: tuple[str, ...] = ()) -> TrialView:
     """Trial `t` as the policy sees it; brings its steps and device time up to date from residency `r`.
     `old` (its previous view) is returned, or cheaply copied, when only its progress moved. `names`: its
@@ -290,5 +283,4 @@ def _view(t: TrialState, r: Residency | None, old: TrialView | None = None, name
         owner=t.owner,
         kind_rates=tuple(sorted(t.kind_rates.items())),
         values=values,
-        parent=t.parent_id,
     )

@@ -333,30 +333,3 @@ def test_a_controller_restarted_in_the_middle_of_a_pbt_search_goes_on(tmp_path: 
     lineage = {t.id: t for t in store2.lineage(sid).trials}
     assert sum(1 for t in lineage.values() for c in t.changes if c.cause == "exploit") == len(after)
     assert all(t.parent_id is None for t in lineage.values())  # exploits change members, not the tree of trials
-
-
-def test_a_member_that_ends_before_its_budget_is_put_back_by_a_fork_of_a_top_member(tmp_path: Path):
-    """A member at lr 0.5 returns after its first step (`end_above_lr`, as a trainable whose loss went
-    non-finite does). With no trial left to start, the policy puts it back: a fork of the best member,
-    its rate perturbed, runs to the step budget; the population stays four and the search completes.
-    100 steps of 20 ms a member, so that the others are still running when the short one is seen ending."""
-    steps = 100
-    spec = pbt_spec("refill", population=4, seed=5, lr_max=1.0, sleep_s=0.02, steps=steps, quantum_s=0.5)
-    spec["search"] = {"algorithm": "random", "points_to_evaluate": [{"lr": v} for v in (0.5, 0.01, 0.02, 0.05)]}
-    spec["config"]["end_above_lr"] = 0.3
-    store, sid = run_to_end(tmp_path, spec)
-    trials = sorted(store.trials(sid), key=lambda t: t.id)
-    assert all(t.status == "completed" for t in trials)
-    ended = [t for t in trials if t.steps < steps]
-    assert [t.params["lr"] for t in ended] == [0.5] and ended[0].parent_id is None
-    forks = [t for t in trials if t.parent_id is not None]
-    assert len(forks) == 1 and len(trials) == 5, [(t.id, t.parent_id, t.steps) for t in trials]
-    child = forks[0]
-    parent_rates = {r.metrics["config_lr"] for r in store.reports(child.parent_id)}
-    assert child.parent_id in {t.id for t in trials if t.id != ended[0].id and t.parent_id is None}
-    (request,) = [f for f in store.fork_requests(("done",)) if f.child_id == child.id]
-    assert request.parent_id == child.parent_id  # the rate it started with (an exploit may change it since)
-    assert any(request.values["lr"] == pytest.approx(v * f) for v in parent_rates for f in (0.8, 1.2))
-    assert child.steps == steps  # it ran on from its parent's state to the step budget
-    assert child.fork_step is not None and 0 < child.fork_step < steps
-    assert max(r.step for r in store.reports(child.id)) == steps - 1

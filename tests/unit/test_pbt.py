@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 
@@ -218,37 +217,3 @@ def test_the_top_quantile_at_an_interval_is_published_and_no_one_else():
     assert policy(quantile=0.25).plan(snap(trials)).publish == (4,)
     # Without mutable parameters nothing can be exploited: nothing is published.
     assert policy(quantile=0.5).plan(snap(trials, search=replace(SEARCH, mutable=()))).publish == ()
-
-
-def test_a_member_that_ended_early_is_put_back_by_a_fork_of_the_top_once():
-    # Three members left of four (one ended before its budget), no trial left to start: one fork of the
-    # best (the top quarter of three holds none), its rate perturbed.
-    search = replace(SEARCH, ended_early=1, more_trials=False)
-    members = [trial(i, 150, i / 10, lr=0.001 * i, devices=(f"cpu:{i % 2}",)) for i in (1, 2, 3)]
-    p = policy(resample_p=0.0)
-    first = p.plan(snap(members, search=search))
-    assert [source for source, _ in first.forks] == [3]
-    assert any(math.isclose(first.forks[0][1]["lr"], 0.003 * f) for f in (0.8, 1.2))
-    assert first.state["refilled"] == {"1": 1}
-    assert not p.plan(snap(members, first.state, search=search)).forks  # put back once
-    # A second member ends: one more fork.
-    assert len(p.plan(snap(members[1:], first.state, search=replace(search, ended_early=2))).forks) == 1
-    # A search that still starts trials puts its members back itself; those count as put back.
-    own = p.plan(snap(members, search=replace(search, more_trials=True)))
-    assert not own.forks and own.state["refilled"] == {"1": 1}
-    assert not p.plan(snap(members, own.state, search=search)).forks
-    # Nobody has reported yet: nothing to fork from, and it waits.
-    waiting = p.plan(snap([trial(i) for i in (1, 2, 3)], search=search))
-    assert not waiting.forks and waiting.state["refilled"] == {}
-
-
-def test_a_fork_carrying_its_parent_s_curve_is_judged_by_its_own_training_first():
-    # Fork 9 of trial 4 shows up at step 250 (interval 2) with its parent's reports, the worst last value
-    # among the members: that interval is its parent's, so it is not judged (nor exploits) there.
-    fork = replace(trial(9, 250, 0.05, devices=("cpu:1",)), curve=((50, 0.3), (150, 0.2), (250, 0.05)), parent=4)
-    pop = [*population_at_interval(4), fork]
-    first = policy().plan(snap(pop))
-    assert 9 not in first.exploits and first.state["judged"]["9"] == 2
-    # Trained on into interval 3 by itself, still the worst: judged there, and exploits.
-    later = replace(fork, steps_done=300, curve=(*fork.curve, (300, 0.05)))
-    assert 9 in policy().plan(snap([*population_at_interval(4), later], first.state)).exploits

@@ -302,7 +302,6 @@ class PbtKnobs(MechanismKnobs):
         default=(0.8, 1.2), description="factors a mutable value is multiplied by, one chosen at random"
     )
     resample_p: float = Field(default=0.25, ge=0, le=1, description="probability a value is resampled from the space")
-    refill: bool = Field(default=True, description="put back a member that ends before its budget (wip: measured)")
     seed: int = Field(default=0, description="seed of the exploit and explore draws")
 
     @field_validator("perturb")

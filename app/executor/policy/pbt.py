@@ -23,19 +23,9 @@ member copied in the middle of an interval would otherwise exploit again before 
 new values). The policy sees an exploit done when the member's mutable values change; one abandoned when
 the member runs on from its own step with its values unchanged.
 
-A member that ends before its step budget (its trainable returned early: a rate explored too high sends
-the loss to NaN, and the trainable gives its time back) would leave the population smaller for good, and
-a population of three at quantile 0.25 exploits no more. So while the search starts no new trials
-(`SearchView.more_trials`), each such member is put back: the plan asks for a fork (`Plan.forks`) of a
-member of the top quantile (the best one when the quantile holds none), drawn as an exploit's source
-is, with that member's values explored. A fork (`TrialView.parent`: one of these, or a user's) carries
-its parent's curve up to the step it goes on from; it is judged next at the first interval it reaches by
-its own training, as an exploited member is.
-
 State (`Plan.state`): `judged[trial]` = the last interval judged, `scores["search:j"][trial]` = the value
 each member had at interval j, `slice` = the time-slicing offsets, `exploiting[trial]` = [steps, values]
-of a member when its exploit was ordered, until the policy sees it done or abandoned, `refilled[search]`
-= the members ended early that were put back (or replaced by the search's own new trials).
+of a member when its exploit was ordered, until the policy sees it done or abandoned.
 """
 
 from __future__ import annotations
@@ -122,7 +112,6 @@ class PbtPolicy:
         # Exploits ordered and not seen done yet: trial -> [its steps, its values] when ordered.
         pending: dict[str, list[Any]] = {k: list(v) for k, v in dict(state.get("exploiting", {})).items()}
         scores: dict[str, dict[str, float]] = {k: dict(v) for k, v in dict(state.get("scores", {})).items()}
-        refilled: dict[str, int] = {k: int(v) for k, v in dict(state.get("refilled", {})).items()}
         alive = snapshot.alive()
         by_id = {t.id: t for t in alive}
         exploits: dict[int, tuple[int, Mapping[str, float]]] = {}
@@ -136,11 +125,6 @@ class PbtPolicy:
                 continue
             k = self.knobs.interval(s.max_steps)
             j = t.steps_done // k
-            if t.parent is not None and str(t.id) not in judged:
-                # A fork, first seen: the curve it carries is its parent's, up to the step it goes on from.
-                # The interval that step lies in is its parent's; it is judged next by its own training.
-                judged[str(t.id)] = j
-                continue
             if (mark := pending.get(str(t.id))) is not None:
                 if _values(t) != mark[1]:
                     # Its exploit is done: it goes on from the source's step, with the source's curve as its
@@ -174,7 +158,6 @@ class PbtPolicy:
                 notes.append(f"pbt: trial {t.id} exploits trial {chosen[0]} at interval {j}: {chosen[1]}")
             elif self._may_give(t, s, latest[s.id]):
                 publish.append(t.id)
-        forks = self._refill(snapshot, alive, latest, refilled, notes) if self.knobs.refill else ()
         # The others are time-sliced; a trial being exploited waits for its new state.
         rest = tuple(t for t in alive if t.id not in exploits)
         sub = replace(
@@ -197,60 +180,12 @@ class PbtPolicy:
                 limits[tid] = nxt
         return Plan(
             placement=sliced.placement,
-            state={
-                "judged": judged,
-                "scores": scores,
-                "slice": dict(sliced.state),
-                "exploiting": pending,
-                "refilled": refilled,
-            },
+            state={"judged": judged, "scores": scores, "slice": dict(sliced.state), "exploiting": pending},
             notes=tuple(notes),
             limits=limits,
             exploits=exploits,
             publish=tuple(publish),
-            forks=forks,
         )
-
-    def _refill(
-        self,
-        snapshot: ClusterSnapshot,
-        alive: tuple[TrialView, ...],
-        latest: Mapping[int, Mapping[str, float]],
-        refilled: dict[str, int],
-        notes: list[str],
-    ) -> tuple[tuple[int, dict[str, float]], ...]:
-        """Forks that put back the members of each search that ended before their budget and were not put
-        back yet (`refilled`, updated): each of a member of the top quantile of the search's last values
-        (the best when the quantile holds none), drawn at random, with its values explored. A search that
-        still starts trials of its own puts them back itself: those are counted as put back."""
-        out: list[tuple[int, dict[str, float]]] = []
-        for sid in sorted(latest):
-            s = snapshot.search(sid)
-            if s is None:
-                continue
-            done = refilled.get(str(sid), 0)
-            if s.ended_early <= done:
-                continue
-            if s.more_trials or not s.mutable:
-                refilled[str(sid)] = s.ended_early
-                continue
-            members = {
-                t.id: t for t in alive if t.search_id == sid and not (t.max_steps and t.steps_done >= t.max_steps)
-            }
-            ranked = [tid for tid, _ in sorted(latest[sid].items(), key=_better_first(s.goal)) if int(tid) in members]
-            if not ranked:
-                continue
-            top = ranked[: max(1, int(len(ranked) * self.knobs.quantile))]
-            for n in range(done, s.ended_early):
-                rng = random.Random(f"{self.knobs.seed}:{sid}:refill:{n}")
-                source = members[int(rng.choice(top))]
-                values = explore(s.mutable, dict(source.values), self.knobs, rng)
-                out.append((source.id, values))
-                notes.append(
-                    f"pbt: a member of search {sid} ended before its budget: trial {source.id} forked, {values}"
-                )
-            refilled[str(sid)] = s.ended_early
-        return tuple(out)
 
     def _may_give(self, t: TrialView, s: SearchView, recs: Mapping[str, float]) -> bool:
         """Whether trial `t`, at an interval it just reached, is in the top quantile of `recs`: a member of

@@ -81,7 +81,6 @@ class TrialView:
     kind_rates: tuple[tuple[str, float], ...] = ()  # solo rate per device kind (see the docstring)
     # The values in force of its search's mutable parameters (`SearchView.mutable`), sorted by name.
     values: tuple[tuple[str, float], ...] = ()
-    parent: int | None = None  # a fork's: the trial it was forked from (its curve begins with that trial's)
     # A search with several objectives or constraints (`SearchView.pareto`): its reports as points, (step,
     # losses, violation) in step order (`quanta.search.pareto`: each objective oriented smaller-is-better;
     # violation 0 when feasible).
@@ -116,10 +115,6 @@ class SearchView:
     pareto: bool = False
     reference: tuple[float, ...] | None = None  # its hypervolume's reference point as losses (None: not given)
     point: tuple[float, ...] | None = None  # its point target as losses, one per objective (None: none)
-    # Its trials that completed before their step budget (the trainable returned early, e.g. its loss went
-    # non-finite): a population's policy puts others in their place (`Plan.forks`). Counted for
-    # population-based searches only (0 for the others).
-    ended_early: int = 0
 
 
 @dataclass(frozen=True)
@@ -236,10 +231,6 @@ class Plan:
     # trial's checkpoint before the trial runs on, so an exploit decided later takes it at once instead of
     # waiting for the trial's next boundary. A hint: nothing else changes when it is not carried out.
     publish: tuple[int, ...] = ()
-    # `forks`: new trials to start, each (a, values): a fork of trial a (its state at its next boundary, in
-    # its search, to its search's step budget) with `values` for its mutable parameters. A population's
-    # policy asks for them to keep its population whole when members end before their budget.
-    forks: tuple[tuple[int, Mapping[str, float]], ...] = ()
 
     def devices_of(self, trial_id: int) -> tuple[str, ...]:
         return tuple(sorted(d for d, ids in self.placement.items() if trial_id in ids))

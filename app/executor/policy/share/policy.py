@@ -46,7 +46,7 @@ One round (`SharePolicy.plan`), pure (no I/O, no clock: the snapshot carries `no
    verdicts (`judge_knobs`), the judge's verdicts on its trials (judged here, its state carried the
    same way). A trial resident on devices outside its group's set is shown there as not resident, so
    its policy may start it elsewhere; the reconciler parks it. The plans merge: placements (disjoint
-   by construction), stops, holds, releases, limits, exploits, forks and notes.
+   by construction), stops, holds, releases, limits, exploits and notes.
 5. **Borrowing.** Devices a group was given but left empty (its trials need more devices than its
    share has left, or it needs fewer than it got) go to groups that left trials waiting, the user
    furthest behind first: such a group plans again with them added. A lender that wants them back
@@ -215,7 +215,6 @@ class SharePolicy:
         limits: dict[int, int] = {}
         exploits: dict[int, tuple[int, Mapping[str, float]]] = {}
         publish: list[int] = []
-        forks: list[tuple[int, Mapping[str, float]]] = []
         notes: list[str] = []
         groups_state: dict[str, Any] = {}
         for r in rounds:
@@ -229,7 +228,6 @@ class SharePolicy:
             limits.update(p.limits)
             exploits.update(p.exploits)
             publish.extend(p.publish)
-            forks.extend(p.forks)
             notes.extend(p.notes if len(rounds) == 1 else (f"{r.group.key}: {n}" for n in p.notes))
             groups_state[r.group.key] = {
                 "policy": r.policy.name,
@@ -289,7 +287,6 @@ class SharePolicy:
             limits=limits,
             exploits=exploits,
             publish=tuple(publish),
-            forks=tuple(forks),
         )
 
 
