@@ -528,10 +528,10 @@ def summarise(runs: Mapping[str, list[dict[str, Any]]], target: float) -> dict[s
             "median_best_any": statistics.median(anys) if anys else None,
         }
     ours = systems.get("quanta_pbt", {}).get("median_reached_s")
-    ratios = {
+    ratios = {  # every peer's, at each interval it ran at (`name@N`): its best setup is among them
         p: systems[p]["median_reached_s"] / ours
-        for p in PEERS
-        if p in systems and ours and systems[p]["median_reached_s"] is not None
+        for p in systems
+        if system_interval(p, 0)[0] in PEERS and ours and systems[p]["median_reached_s"] is not None
     }
     return {"target": target, "systems": systems, "ratios": ratios}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.pbt import SYSTEMS, main, spec_for, summarise
+from bench.pbt import SYSTEMS, main, spec_for, summarise, system_interval
 
 from .conftest import run_script
 
@@ -35,6 +35,20 @@ def test_the_summary_counts_a_miss_as_its_wall_time_and_divides_each_peer_by_qua
     assert out["ratios"] == {"ray_pbt": pytest.approx(4.0)}
     assert out["systems"]["ray_pbt"]["median_best_final"] is None  # no member reached the last step
     assert out["systems"]["ray_pbt"]["median_best_any"] == 0.8
+
+
+def test_a_system_runs_at_another_interval_after_an_at_and_its_ratio_is_kept():
+    assert system_interval("syne_pbt@500", 1000) == ("syne_pbt", 500)
+    assert system_interval("syne_pbt", 1000) == ("syne_pbt", 1000)
+    with pytest.raises(SystemExit, match="positive number of steps"):
+        system_interval("syne_pbt@0", 1000)
+    runs = {
+        name: [{"reached_s": t, "wall_s": 50.0, "best_final": 0.9, "best_any": 0.95}]
+        for name, t in (("quanta_pbt", 10.0), ("syne_pbt", 20.0), ("syne_pbt@500", 15.0), ("quanta_pbt@500", 12.0))
+    }
+    assert summarise(runs, 0.95)["ratios"] == {"syne_pbt": pytest.approx(2.0), "syne_pbt@500": pytest.approx(1.5)}
+    with pytest.raises(SystemExit, match="unknown default@500"):
+        main(["--systems", "quanta_pbt,default@500", "--target", "0.9"])
 
 
 def test_bad_systems_are_refused_by_name():
