@@ -181,9 +181,11 @@ class ControllerLoop:
                 continue
             ctl.handle(ctl.runtime.poll(0))
             ctl.flush()
+            # Files first, rows last: once the search reads as gone (its row deleted), so are its
+            # checkpoints and logs. A restart in between finds the request still pending and finishes it.
+            shutil.rmtree(self.workdir / f"search-{sid}", ignore_errors=True)
             self.store.delete_search(sid)
             ctl.forget_search(sid)
-            shutil.rmtree(self.workdir / f"search-{sid}", ignore_errors=True)
             self._deletable.pop(sid, None)
             log.info("search %s deleted", sid)
 
