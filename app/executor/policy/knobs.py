@@ -248,11 +248,6 @@ class AshaKnobs(RunToRungKnobs):
     )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
-    rungs_in: Literal["steps", "seconds"] = Field(
-        default="steps",
-        description="what a rung measures: steps (every trial's rungs at the same steps) or seconds (a trial's "
-        "rungs at the same device time: its steps scaled by its measured rate over the search's median rate)",
-    )
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
     legacy_fields: ClassVar[frozenset[str]] = frozenset(ASHA_RETIRED)
 

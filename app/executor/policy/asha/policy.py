@@ -60,45 +60,16 @@ class AshaPolicy:
         self._sorted: dict[str, tuple[int, list[float]]] = {}  # `RungRecords`' sorted_memo, for those records
         # Memo, not state: what `pareto_rungs.ranked` keeps between rounds (`ParetoMemo`).
         self._pareto = pareto_rungs.ParetoMemo()
-        self._ref_rates: dict[int, float] = {}  # `rungs_in: seconds`: each search's median rate this round
 
     # ---- rungs -----------------------------------------------------------------------------------
 
     def levels(self, trial: TrialView, search: SearchView | None) -> tuple[int, ...]:
         """The rungs of `trial` in steps (its bracket's), ending at its max_steps."""
-        scale = self._scale(trial)
-        key = (trial.max_steps, search.max_steps if search else 0, self.bracket(trial), scale)
+        key = (trial.max_steps, search.max_steps if search else 0, self.bracket(trial))
         out = self._levels.get(key)
         if out is None:  # a pure function of the key (and the knobs): asked for every trial every round
             k = self.knobs
-            top = max(1, key[0] or key[1] or 1)
-            out = rungs_of(top, k.eta, k.min_steps, key[2])
-            if scale != 0:
-                f = 2.0 ** (scale / 2)
-                out = (*(min(top, max(1, round(level * f))) for level in out[:-1]), top)
-            self._levels[key] = out
-        return out
-
-    def _scale(self, trial: TrialView) -> int:
-        """With `rungs_in: seconds`: the trial's measured rate over its search's median rate, in half-octaves
-        (0: the same, or no rate yet)."""
-        ref = self._ref_rates.get(trial.search_id)
-        if ref is None or not trial.rate_solo:
-            return 0
-        return round(2 * math.log2(trial.rate_solo / ref))
-
-    def _reference_rates(self, snapshot: ClusterSnapshot) -> dict[int, float]:
-        if self.knobs.rungs_in != "seconds":
-            return {}
-        by: dict[int, list[float]] = {}
-        for t in snapshot.trials:
-            if t.rate_solo:
-                by.setdefault(t.search_id, []).append(t.rate_solo)
-        out: dict[int, float] = {}
-        for sid, rates in by.items():
-            rates.sort()
-            med = rates[len(rates) // 2]
-            out[sid] = 2.0 ** (round(4 * math.log2(med)) / 4)  # quarter-octaves: it moves seldom
+            out = self._levels[key] = rungs_of(max(1, key[0] or key[1] or 1), k.eta, k.min_steps, key[2])
         return out
 
     def bracket(self, trial: TrialView) -> int:
@@ -107,10 +78,6 @@ class AshaPolicy:
     # ---- the round -------------------------------------------------------------------------------
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
-        refs = self._reference_rates(snapshot)
-        if refs != self._ref_rates:
-            self._ref_rates = refs
-            self._held.clear()  # held trials' levels may have moved
         if not any(s.pareto for s in snapshot.searches):
             return self._plan(snapshot)
         # Searches with several objectives or constraints: the rules run on Pareto positions (`pareto_rungs`).
