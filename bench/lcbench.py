@@ -117,8 +117,6 @@ VARIANTS: dict[str, tuple[str, str | None, dict[str, Any], dict[str, Any]]] = {
     "quanta_bohb_g200": ("default", None, {}, {"gamma": 2.0}),
     # The default before rung_check on the reports became it (2026-11-25): every rung judges.
     "quanta_no_rung_check": ("default", None, {"rung_check": None}, {}),
-    "quanta_climb3": ("default", None, {"climb_every": 3}, {}),
-    "quanta_climb5": ("default", None, {"climb_every": 5}, {}),
 }
 
 

@@ -162,26 +162,6 @@ def test_held_trials_wait_for_new_configurations_while_their_search_will_make_mo
     assert plan.running() == set() and set(plan.hold) == {1, 2}
 
 
-def test_climb_every_gives_one_start_in_n_to_the_oldest_held_trial_of_the_lowest_rung():
-    # Trials 1 and 2 are held at rung 0 (neither in the top floor(2/3) = 0), trial 3 is a new configuration.
-    growing = SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True)
-    ts = [trial(1, 10, 0.4, devices=["cpu:0"]), trial(2, 10, 0.5, devices=["cpu:1"]), trial(3)]
-    records = {"allowed": {"1": 0, "2": 0}, "records": {"1/0/0": {"1": -0.4, "2": -0.5}}}
-
-    def plan_with(state):
-        snapshot = ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(growing,), policy_state=state)
-        return policy(climb_every=3).plan(snapshot)
-
-    plan = plan_with({**records, "climbs": {"1": 1}})  # one start since the last climb: not due
-    assert plan.running() == {3} and set(plan.hold) == {1, 2} and plan.state["climbs"] == {"1": 2}
-    plan = plan_with({**records, "climbs": {"1": 2}})  # two: the third goes to the oldest held, the worst here
-    assert plan.running() == {1, 3} and plan.limits[1] == 30 and plan.hold == (2,)
-    assert plan.state["climbs"] == {"1": 1}  # reset by the climb, then trial 3's start
-    without = policy().plan(ClusterSnapshot(now=0.0, devices=DEVICES, trials=tuple(ts), searches=(growing,),
-                                            policy_state=records))  # fmt: skip
-    assert without.running() == {3} and "climbs" not in without.state
-
-
 def test_memory_budget_releases_the_lowest_held_trials():
     state = {
         "allowed": {"1": 1, "2": 0, "3": 0, "4": 0},
@@ -346,12 +326,11 @@ def test_rung_check_passes_over_a_rung_that_ranks_unlike_the_next_and_lets_its_h
     assert plan.hold == () and plan.state["passed"] == {"1/0": [1, False]}
 
 
-@pytest.mark.parametrize("climb", [None, 3])
 @pytest.mark.parametrize("memory", [None, 300.0])  # 300 MB per trial: the 1,000 MB budget releases held ones
 @pytest.mark.parametrize("check", [None, 0.5])  # None: the held-again fast path; 0.5: the default rung_check
 @pytest.mark.parametrize("rule", ["rent", "promotion"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check, memory, climb):
+def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, seed, check, memory):
     # One policy object plans a little world round after round on the state it handed out, with the views
     # of trials nothing happened to reused as the controller's snapshot reuses them: it then skips
     # re-deciding the trials it held and sorts rung losses incrementally. A fresh policy (no memo)
@@ -359,12 +338,10 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
     rng = np.random.default_rng(seed)
     growing = (SearchView(id=1, goal="maximize", target=0.99, max_steps=MAX, more_trials=True),)
     views = {tid: trial(tid, memory=memory) for tid in (1, 2, 3)}
-    budget: dict = {"memory_budget_mb": 1000.0} if memory else {}
-    if climb:
-        budget["climb_every"] = climb
+    budget = {"memory_budget_mb": 1000.0} if memory else {}
     kept = policy(rule=rule, rung_check=check, **budget)
     state: dict = {}
-    held_seen = released = climbed = 0
+    held_seen = released = 0
     for rnd in range(40):
         snapshot = ClusterSnapshot(
             now=10.0 * rnd, devices=DEVICES, trials=tuple(views.values()), searches=growing, policy_state=state
@@ -376,7 +353,6 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
         ), f"round {rnd}"  # fmt: skip
         assert plan.state == fresh.state, f"round {rnd}"
         held_seen += len(plan.hold)
-        climbed += sum("climb" in note for note in plan.notes)
         state = plan.state
         placed = {tid: d for d, ids in plan.placement.items() for tid in ids}
         for tid in list(views):
@@ -400,7 +376,6 @@ def test_a_policy_planning_round_after_round_plans_as_a_fresh_one_does(rule, see
         views[max(views, default=3) + 1] = trial(max(views, default=3) + 1, memory=memory)
     assert held_seen > 40  # the memo's path was taken (trials were held round after round)
     assert (released > 0) == bool(memory)
-    assert (climbed > 0) == bool(climb)
 
 
 def test_the_held_set_keeps_each_rung_sorted_and_drops_trials_whose_view_changed():

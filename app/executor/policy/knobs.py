@@ -248,12 +248,6 @@ class AshaKnobs(RunToRungKnobs):
     )
     # Held trials are whole processes; measured RSS counts the pages they share with the template too,
     # so this over-counts: 4 GiB holds a few dozen small trials.
-    climb_every: int | None = Field(
-        default=None,
-        ge=2,
-        description="pause mode, while the search makes more trials: of every n starts, one goes to the "
-        "oldest held trial of the lowest rung, which climbs one rung (None: never)",
-    )
     memory_budget_mb: float = Field(default=4096.0, ge=0, description="host memory for held trials; 0 = no limit")
     legacy_fields: ClassVar[frozenset[str]] = frozenset(ASHA_RETIRED)
 

@@ -137,16 +137,9 @@ class AshaPolicy:
         since = rules.held_since(thin, state.get("held", {}), snapshot.now)
         rules.promote(r, (h for h in thin if rules.rent_paid(r, h, since)), "promote (waited its next rung's cost)")
         rules.promote(r, due, "promote")
-        counts: dict[str, int] | None = None
-        if k.climb_every is not None and k.mode == "pause":
-            counts = {key: int(v) for key, v in state.get("climbs", {}).items()}
-            rules.climb(r, again, counts)
-        rules.start_new(r, counts)
+        rules.start_new(r)
         rules.promote(r, rules.idle_runs(r, again), "run (idle device)", k.tail_order == "lowest")
-        plan = self._plan_of(r, again, alive, since, passed, reports)
-        if counts is not None:
-            plan = replace(plan, state={**plan.state, "climbs": counts})
-        return plan
+        return self._plan_of(r, again, alive, since, passed, reports)
 
     def _record_rungs(
         self, r: Round, others: Sequence[TrialView], carried: bool, reports: RungRecords | None

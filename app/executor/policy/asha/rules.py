@@ -224,32 +224,8 @@ def promote(r: Round, sent_on: Iterable[HeldTrial], why: str, lowest_first: bool
             r.notes.append(f"asha: {why} {t.id} past rung {rung} (loss {value:.4g})")
 
 
-def climb(r: Round, again: HeldSet, counts: dict[str, int]) -> None:
-    """`climb_every` n: of every n starts a search makes while it makes more trials, one goes to its oldest
-    held trial of its lowest rung, one rung on (`counts`: starts since its last climb, per search; updated
-    here for the climb, by `start_new` for the starts)."""
-    n = r.knobs.climb_every
-    if n is None or r.board.n_free == 0:
-        return
-    every: list[HeldTrial] | None = None
-    for sid, search in r.searches.items():
-        if not search.more_trials or counts.get(str(sid), 0) < n - 1 or r.board.n_free == 0:
-            continue
-        if every is None:
-            every = [*r.held, *((a.rung, a.loss, a.view) for a in again.entries.values())]
-        mine = [h for h in every if h[2].search_id == sid and h[2].id not in r.placed_held]
-        if not mine:
-            continue
-        h = min(mine, key=lambda h: (h[0], h[2].arrival, h[2].id))
-        before = len(r.placed_held)
-        promote(r, [h], "climb (the oldest of the lowest rung)")
-        if len(r.placed_held) > before:
-            counts[str(sid)] = 0
-
-
-def start_new(r: Round, counts: dict[str, int] | None = None) -> None:
+def start_new(r: Round) -> None:
     """New trials (and trials released from host memory) start in arrival order on the devices left."""
     for t in r.movers:
         if not t.running and r.board.n_free > 0:
-            if place(r.board, t) and counts is not None and t.steps_done == 0:
-                counts[str(t.search_id)] = counts.get(str(t.search_id), 0) + 1
+            place(r.board, t)
