@@ -46,3 +46,30 @@ def test_the_last_rung_before_the_full_budget_always_judges_and_groups_are_apart
     both = RungRecords({**book.records, **other.records})
     out = rungs_passed({(1, 0): LEVELS, (1, 1): LEVELS}, both, {}, threshold=0.5, pairs=10)
     assert out == {"1/0": (2, False), "1/1": (0, True)}
+
+
+def test_spearman_gives_scipys_value_with_ties_infinities_and_constant_or_nan_input():
+    import math
+    import warnings
+
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from quanta.executor.policy.asha.rung_check import spearman
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 10, 57):
+        for _ in range(40):
+            x = rng.integers(0, 5, n).astype(float)  # many ties
+            y = np.round(x + rng.normal(0, 2, n), 1)
+            if n > 3:
+                x[rng.integers(0, n)] = math.inf
+                y[rng.integers(0, n)] = -math.inf
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # scipy warns of constant input, and returns NaN
+                want = spearmanr(x, y).statistic
+            got = spearman(list(x), list(y))
+            assert (math.isnan(want) and math.isnan(got)) or abs(got - want) < 1e-12, (x, y, got, want)
+    assert math.isnan(spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]))  # constant: no ranking to agree with
+    assert math.isnan(spearman([1.0, math.nan, 3.0], [1.0, 2.0, 3.0]))
+    assert spearman([1.0, 2.0, 3.0], [30.0, 20.0, 10.0]) == -1.0
