@@ -270,7 +270,6 @@ class Controller:
             self.forks.exploits.sync(now)
         actions = self._actions(plan, now)
         self.last_plan = plan
-        self._publish(snapshot, plan, now)
         if actions:
             round_no = self._rounds.record(now, actions)
             runs = [a.trial_id for a in actions if isinstance(a, Run)]
@@ -278,6 +277,8 @@ class Controller:
             if runs:  # the round's own latency: from the freed device (or the due tick) to its commands
                 self.recorder.reaction(runs[0], time.perf_counter() - (began if freed_at is None else freed_at))
             self.runtime.apply(round_no, actions)
+        # After the commands, not before: its writes (a few ms a round) would hold every freed device idle.
+        self._publish(snapshot, plan, now)
         return plan
 
     def _plan_due(self, now: float, policy: Policy, woken: bool) -> bool:

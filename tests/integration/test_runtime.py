@@ -27,7 +27,7 @@ from quanta.executor.actions import (
     Suspend,
 )
 from quanta.executor.runtime.local import LocalRuntime
-from quanta.executor.runtime.template import start_template
+from quanta.executor.runtime.template import SPARES, start_template
 from tests.integration.helpers import collect_until_exit, launches
 
 LINEAR = "tests.trainables:linear"
@@ -224,6 +224,67 @@ def test_start_from_template_is_fast(rt_factory):
     assert len(starts) == 3
     # Generous bound for a loaded CI machine; bench/timeslice.py measures the real figure.
     assert min(e.start_ms for e in starts) < 1000
+
+
+def _children(pid: int) -> set[int]:
+    """The live child processes of `pid` (Linux: /proc/PID/task/*/children)."""
+    out: set[int] = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as fh:
+            out |= {int(c) for c in fh.read().split()}
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie has ended: only its parent's reaping is left)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_for(what, timeout: float = 30.0):
+    """Poll `what()` until it is true or `timeout` passes; its last value."""
+    deadline = time.monotonic() + timeout
+    while not (got := what()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
+def _spares_of(template: int, not_in: set[int] = frozenset()) -> set[int]:
+    """The template's children once they are `SPARES` and none of `not_in`, else the empty set."""
+    children = _children(template)
+    return children if len(children) == SPARES and not children & not_in else set()
+
+
+def test_trials_run_in_spares_forked_ahead_which_a_warm_replaces_and_none_outlives_the_template(rt_factory):
+    """The template keeps `SPARES` children forked ahead of requests: a trial asked for after a quiet
+    moment runs in one of them (its process existed before the request), a warm replaces them (they
+    predate its imports), and closing the runtime leaves none behind."""
+    rt = rt_factory({1: (LINEAR, {"steps": 5}), 2: ("tests.trainables_feedback:logreg", {"steps": 5, "lr": 0.1})})
+    rt._template.wait_ready()
+    template = rt._template.process.pid
+    spares = _wait_for(lambda: _spares_of(template))
+    assert len(spares) == SPARES
+    rt.apply(1, [Run(1, ("cpu:0",))])
+    exits = {e.trial_id: e for e in collect_until_exit(rt, {1}) if isinstance(e, Exited)}
+    assert exits[1].status == "completed" and exits[1].steps == 5
+    assert rt._handles[1].pid in spares
+    refilled = _wait_for(lambda: _spares_of(template, not_in={rt._handles[1].pid}))
+    assert len(refilled) == SPARES  # the one used is replaced once the template is idle
+
+    rt.warm(["tests.trainables_feedback"])
+    assert rt.import_problem("tests.trainables_feedback") is None
+    renewed = _wait_for(lambda: _spares_of(template, not_in=refilled))
+    assert len(renewed) == SPARES
+    rt.apply(2, [Run(2, ("cpu:1",))])
+    exits = {e.trial_id: e for e in collect_until_exit(rt, {2}) if isinstance(e, Exited)}
+    assert exits[2].status == "completed" and rt._handles[2].pid in renewed
+
+    rt.close()
+    gone = _wait_for(lambda: not any(_alive(p) for p in spares | refilled | renewed))
+    assert gone, "a spare outlived its template"
 
 
 def test_a_template_started_early_is_adopted_by_the_runtime(tmp_path):

@@ -130,9 +130,7 @@ def test_idle_devices_run_the_best_held_trial_when_nothing_else_waits():
     assert plan.running() == {1, 2} and plan.hold == ()
 
 
-@pytest.mark.parametrize(
-    "order, one, two", [("highest", {3: 90}, {3: 90, 4: 30}), ("lowest", {4: 30}, {4: 30, 6: 30})]
-)
+@pytest.mark.parametrize("order, one, two", [("highest", {3: 90}, {3: 90, 4: 30}), ("lowest", {4: 30}, {4: 30, 6: 30})])
 def test_once_no_trial_is_left_to_make_the_tail_order_says_which_held_trials_go_on_first(order, one, two):
     # Rung 0 holds 6 records (top 2: trials 1 and 5), rung 1 holds 3 (top 1: trial 1); 1, 2 and 5 have
     # ended. Of the alive ones none is in its rung's top, so only the idle-device rule sends them on.

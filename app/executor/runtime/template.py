@@ -13,6 +13,13 @@ Protocol with the runtime (over a `multiprocessing.connection` client to the run
                        ("exited", {"trial_id", "pid", "code", "signal"}), ("warmed", {"module", "error", "import"})
 The child connects to the runtime itself and speaks the trial protocol (see `child.py`).
 
+A fork of the warmed template costs 10-20 ms of its one thread (page tables of some 400 MB, on a
+2-core machine), paid on every trial's start. So the template keeps `SPARES` children forked ahead,
+whenever no request waits: each blocks on a pipe of its own until a "fork" hands it its launch, and
+the request is answered without a fork in its path (`_Spares`). A spare forked before a "warm" lacks
+what that warm imported, so a warm retires them all. A spare whose pipe closes (the template retired
+it, or died) exits.
+
 The template is single-threaded on purpose: forking a multi-threaded process is unsafe. It reaps its
 children between messages and, when its connection to the runtime closes (the runtime died), kills
 its children and exits, so no trial keeps burning a device after its controller is gone. Each child
@@ -29,10 +36,12 @@ import contextlib
 import importlib
 import json
 import os
+import pickle
 import re
 import secrets
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -153,15 +162,115 @@ def kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
+SPARES = 2  # children forked ahead: a round often starts one trial per freed device, and a host has a few
+
+
+class _Spares:
+    """Children forked ahead of the requests that will use them (see the module docstring). A spare is
+    (pid, the write end of its pipe); only the template holds the write ends, and every child it forks
+    closes the ones it inherited, so a spare sees its pipe close when the template retires it or dies."""
+
+    def __init__(self) -> None:
+        self.ready: list[tuple[int, int]] = []
+        self.failed = False  # a spare could not be forked: fork on request only, as without spares
+
+    def wanted(self) -> bool:
+        return not self.failed and len(self.ready) < SPARES
+
+    def fork(self, conn: Connection | None, address: str, authkey: bytes) -> None:
+        """Fork one spare (in the template); the spare waits for its launch and runs it, or exits."""
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:
+            self.failed = True
+            return
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or processes to spare now: a request's own fork reports that
+            os.close(read_fd)
+            os.close(write_fd)
+            self.failed = True
+            return
+        if pid == 0:
+            os.close(write_fd)
+            self.close_inherited()
+            if conn is not None:
+                conn.close()
+            msg = _read_launch(read_fd)
+            if msg is None:
+                os._exit(0)  # retired, or the template is gone
+            import quanta.executor.runtime.child as child  # imported by serve() already: a lookup
+
+            child.run(address, authkey, msg["launch"], msg["devices"], msg.get("sent"))
+            os._exit(0)
+        os.close(read_fd)
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # as a trial forked on request (see serve)
+        self.ready.append((pid, write_fd))
+
+    def hand(self, msg: dict[str, Any]) -> int | None:
+        """Give `msg` (a "fork" request's body) to a ready spare and return its pid, or None: no spare,
+        or the one there had died (then it is dropped and the next is tried)."""
+        while self.ready:
+            pid, write_fd = self.ready.pop(0)
+            data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                os.write(write_fd, struct.pack("!I", len(data)))  # whole: a pipe takes 4 bytes at once
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(write_fd, view) :]
+                return pid
+            except OSError:  # it died (its read end is gone): reaped as a spare, never reported
+                continue
+            finally:
+                os.close(write_fd)
+        return None
+
+    def retire(self) -> None:
+        """Close every ready spare's pipe: each exits at once (and is reaped as a spare)."""
+        for _, write_fd in self.ready:
+            with contextlib.suppress(OSError):
+                os.close(write_fd)
+        self.ready = []
+
+    def close_inherited(self) -> None:
+        """In a child just forked: close the spares' write ends it inherited from the template."""
+        for _, write_fd in self.ready:
+            with contextlib.suppress(OSError):
+                os.close(write_fd)
+        self.ready = []
+
+
+def _read_launch(read_fd: int) -> dict[str, Any] | None:
+    """A spare's wait: the "fork" body the template writes to its pipe, or None once the pipe closes."""
+    data = b""
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        head = pipe.read(4)
+        if len(head) < 4:
+            return None
+        size = struct.unpack("!I", head)[0]
+        while len(data) < size:
+            part = pipe.read(size - len(data))
+            if not part:
+                return None
+            data += part
+    body: dict[str, Any] = pickle.loads(data)  # written by the template that forked this process
+    return body
+
+
 def _reap(conn: Connection, children: dict[int, int]) -> None:
-    while children:
+    """Reap every child that ended; report those that ran a trial (spares that never ran one are not
+    the runtime's)."""
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        trial_id = children.pop(pid, -1)
+        if pid not in children:
+            continue  # a spare retired, or one that died before it was handed a trial
+        trial_id = children.pop(pid)
         code = os.waitstatus_to_exitcode(status)
         conn.send(
             (
@@ -196,9 +305,14 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
     # Warm before connecting: the runtime may still be starting (it accepts later), and nothing here
     # needs it. Once connected, the first fork can follow at once.
     warmed = [_warm(module) for module in warm]
+    # One spare before connecting, for the first request (whose own fork it takes the place of, so
+    # the first trial starts no later); the rest once connected, when no request waits.
+    spares = _Spares()
+    spares.fork(None, address, authkey)
     try:
         conn = Client(address, family="AF_UNIX", authkey=authkey)
     except (OSError, EOFError):  # the runtime's process gave up or died meanwhile
+        spares.retire()
         return
     conn.send(("template", {"pid": os.getpid()}))
     for report in warmed:
@@ -207,6 +321,9 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
     try:
         while True:
             _reap(conn, children)
+            if spares.wanted() and not conn.poll(0):
+                spares.fork(conn, address, authkey)  # nothing waits: fork ahead of the next request
+                continue
             if not conn.poll(0.05):
                 continue
             try:
@@ -215,18 +332,22 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
                 break
             if kind == "fork":
                 launch = msg["launch"]
-                pid = os.fork()
-                if pid == 0:  # child: never returns into this loop
-                    conn.close()
-                    child.run(address, authkey, launch, msg["devices"], msg.get("sent"))
-                    os._exit(0)
-                # The child puts itself in a group of its own too; whichever runs first wins the race
-                # (as shells do), so a kill of the group right after the fork reaches it.
-                with contextlib.suppress(OSError):
-                    os.setpgid(pid, pid)
+                pid = spares.hand(msg)
+                if pid is None:
+                    pid = os.fork()
+                    if pid == 0:  # child: never returns into this loop
+                        spares.close_inherited()
+                        conn.close()
+                        child.run(address, authkey, launch, msg["devices"], msg.get("sent"))
+                        os._exit(0)
+                    # The child puts itself in a group of its own too; whichever runs first wins the race
+                    # (as shells do), so a kill of the group right after the fork reaches it.
+                    with contextlib.suppress(OSError):
+                        os.setpgid(pid, pid)
                 children[pid] = launch.trial_id
                 conn.send(("forked", {"trial_id": launch.trial_id, "pid": pid}))
             elif kind == "warm":
+                spares.retire()  # forked before these imports: the next spares will have them
                 for module in msg["modules"]:
                     conn.send(("warmed", _warm(module)))
             elif kind == "shutdown":
@@ -234,6 +355,7 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
     except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
         pass
     finally:
+        spares.retire()
         for pid in list(children):
             kill_group(pid)
         for pid in list(children):

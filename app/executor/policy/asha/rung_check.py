@@ -28,7 +28,7 @@ from quanta.search.fidelity import RungRecords
 __all__ = ["rungs_passed", "spearman"]
 
 
-def _average_ranks(values: Sequence[float]) -> NDArray[np.float64]:
+def _average_ranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
     """Ranks from 1, tied values sharing their mean rank (scipy.stats.rankdata's "average")."""
     a = np.asarray(values, dtype=float)
     order = np.argsort(a, kind="mergesort")
