@@ -89,6 +89,7 @@ class Controller:
         self._last_tick: float | None = None
         self._last_plan_at: float | None = None
         self._published_at = -math.inf
+        self._progress_written: dict[int, tuple[int, float]] = {}  # what _publish last wrote of resident trials
         runtime.bind(self.launcher)
 
     # ---- what the service, the CLI and the simulator ask -----------------------------------------
@@ -270,6 +271,7 @@ class Controller:
             self.forks.exploits.sync(now)
         actions = self._actions(plan, now)
         self.last_plan = plan
+        published_round = self._rounds.round_no  # the view is of the rounds before this plan's own
         if actions:
             round_no = self._rounds.record(now, actions)
             runs = [a.trial_id for a in actions if isinstance(a, Run)]
@@ -278,7 +280,7 @@ class Controller:
                 self.recorder.reaction(runs[0], time.perf_counter() - (began if freed_at is None else freed_at))
             self.runtime.apply(round_no, actions)
         # After the commands, not before: its writes (a few ms a round) would hold every freed device idle.
-        self._publish(snapshot, plan, now)
+        self._publish(snapshot, plan, now, published_round)
         return plan
 
     def _plan_due(self, now: float, policy: Policy, woken: bool) -> bool:
@@ -330,14 +332,18 @@ class Controller:
                     self.book.finalize(ts, TrialStatus.KILLED, now, reason=why)
         return actions
 
-    def _publish(self, snapshot: ClusterSnapshot, plan: Plan, now: float) -> None:
+    def _publish(self, snapshot: ClusterSnapshot, plan: Plan, now: float, round_no: int) -> None:
         """Store what runs where, resident trials' steps and device time (so readers see them before the
         trial ends) and how each active search's trials stand, at most every `options.publish_every_s`."""
         if now - self._published_at < self.options.publish_every_s:
             return
         self._published_at = now
-        self.store.publish_cluster_view(cluster_view(snapshot, plan, self._rounds.round_no))
-        self.store.update_progress([(t.id, t.steps_done, t.device_seconds) for t in snapshot.trials if t.devices])
+        self.store.publish_cluster_view(cluster_view(snapshot, plan, round_no))
+        # Only what moved since it was last written: a parked trial stays resident, unchanged, for long.
+        progress = {t.id: (t.steps_done, t.device_seconds) for t in snapshot.trials if t.devices}
+        moved = [(tid, *now_at) for tid, now_at in progress.items() if self._progress_written.get(tid) != now_at]
+        self.store.update_progress(moved)
+        self._progress_written = progress
         computing = plan.running()
         for s in self.book.searches.values():
             if s.status.active:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import delete, or_, tuple_, update
+from sqlalchemy import Table, bindparam, delete, or_, tuple_, update
 from sqlmodel import Session, col, select
 
 from quanta.db.engine import DEFAULT_URL, make_engine
@@ -190,15 +190,19 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
             s.commit()
 
     def update_progress(self, rows: Sequence[tuple[int, int, float]]) -> None:
-        """(trial id, steps, device seconds) of resident trials, in one transaction."""
+        """(trial id, steps, device seconds) of resident trials, in one transaction: one UPDATE by primary
+        key for them all (rows of trials no longer stored are skipped), not a read and a write per trial."""
         if not rows:
             return
+        # A core UPDATE: the ORM's bulk form refuses an id no longer stored.
+        table: Table = TrialRow.__table__  # type: ignore[attr-defined]  # SQLModel tables have it
+        stmt = (
+            update(table)
+            .where(table.c.id == bindparam("tid"))
+            .values(steps=bindparam("new_steps"), device_seconds=bindparam("new_secs"))
+        )
         with self.session() as s:
-            for trial_id, steps, device_seconds in rows:
-                row = s.get(TrialRow, trial_id)
-                if row is not None:
-                    row.steps, row.device_seconds = steps, device_seconds
-                    s.add(row)
+            s.execute(stmt, [{"tid": tid, "new_steps": n, "new_secs": secs} for tid, n, secs in rows])
             s.commit()
 
     # ---- measurements --------------------------------------------------------------------------
