@@ -54,7 +54,9 @@ the end of its trials or the cap; the reports its trials made). Device-seconds a
 devices a system holds times the seconds to the target: every system holds all devices for its whole
 search. Quanta systems run as `quanta run` processes, timed from their launch, and also get
 `systems.<name>.start_to_first_step_s`: the median wall time from that launch to the end of the first
-trial's first mini-batch (see `run_quanta`).
+trial's first mini-batch (see `run_quanta`). Every system gets `systems.<name>.start_to_first_report_s`:
+the median wall time from its launch to its first report of the metric, the one start measured alike
+for Quanta and the peers.
 """
 
 from __future__ import annotations
@@ -277,6 +279,8 @@ def one_run(system: str, spec: SearchSpec, devices: int, targets: dict[str, floa
         hit = next((t for t, v in points if sign * v >= sign * target), None)
         reached[name] = None if hit is None else max(0.0, hit - t0)
     out: dict[str, Any] = {"wall_s": wall, "reached": reached, "exit_code": code, "reports": len(points)}
+    if points:  # every system's start, measured alike: launch to its first report of the metric
+        out["first_report_s"] = round(max(0.0, points[0][0] - t0), 3)
     if first_step is not None:
         out["first_step_s"] = round(first_step, 3)
     return out
@@ -425,6 +429,9 @@ def race(args: argparse.Namespace, targets: dict[str, float], console: Console) 
             firsts = [r["first_step_s"] for r in done if r.get("first_step_s") is not None]
             if firsts:
                 results[system]["start_to_first_step_s"] = statistics.median(firsts)
+            reports = [r["first_report_s"] for r in done if r.get("first_report_s") is not None]
+            if reports:
+                results[system]["start_to_first_report_s"] = statistics.median(reports)
 
     for i, seed in enumerate(seeds):
         for system in systems:
@@ -440,6 +447,7 @@ def race(args: argparse.Namespace, targets: dict[str, float], console: Console) 
                 console.print("(from --runs)", end=" ")
             runs[system].append(r)
             first = f", first mini-batch at {r['first_step_s']:.2f} s" if "first_step_s" in r else ""
+            first += f", first report at {r['first_report_s']:.2f} s" if "first_report_s" in r else ""
             console.print(
                 {k: (None if v is None else round(v, 1)) for k, v in r["reached"].items()},
                 f"wall {r['wall_s']:.0f} s{first}",
@@ -471,6 +479,9 @@ def race(args: argparse.Namespace, targets: dict[str, float], console: Console) 
         first_s = results.get(system, {}).get("start_to_first_step_s")
         if first_s is not None:
             console.print(f"{system}: start to first mini-batch, median {first_s:.2f} s")
+        report_s = results.get(system, {}).get("start_to_first_report_s")
+        if report_s is not None:
+            console.print(f"{system}: launch to first report of the metric, median {report_s:.2f} s")
     if args.json:
         write(args, targets, results, seeds, ratios(results, systems, targets))
         console.print(f"wrote {args.json}")
