@@ -234,7 +234,7 @@ class ControllerThread:
 
     def _main(self) -> None:
         from quanta.controller import Controller, ControllerOptions
-        from quanta.controller.options import SERVICE_SEARCHER_WAIT_S
+        from quanta.controller.options import READER_PUBLISH_EVERY_S, SERVICE_SEARCHER_WAIT_S
         from quanta.executor.runtime.base import Runtime
         from quanta.executor.runtime.local import LocalRuntime
 
@@ -243,7 +243,12 @@ class ControllerThread:
         try:
             # The controller binds itself as the runtime's launcher.
             runtime = make_runtime(self.broker, self.store, self.workdir) if self.broker else LocalRuntime(self.devices)
-            options = ControllerOptions(workdir=self.workdir, share=self.share, searcher_wait_s=SERVICE_SEARCHER_WAIT_S)
+            options = ControllerOptions(
+                workdir=self.workdir,
+                share=self.share,
+                searcher_wait_s=SERVICE_SEARCHER_WAIT_S,
+                publish_every_s=READER_PUBLISH_EVERY_S,
+            )
             ctl = Controller(self.store, runtime, options)
             ctl.load()
             loop = ControllerLoop(ctl, self.store, self.workdir, tick_s=self.tick_s, lease=self.lease, stop=self._stop)

@@ -54,7 +54,7 @@ def controller(
     )
     from quanta.cli.share_options import ShareOptionError, apply_weights, share_options
     from quanta.controller import Controller, ControllerOptions
-    from quanta.controller.options import SERVICE_SEARCHER_WAIT_S
+    from quanta.controller.options import READER_PUBLISH_EVERY_S, SERVICE_SEARCHER_WAIT_S
     from quanta.db.lease import ControllerLease, LeaseHeld
     from quanta.db.store import Store
     from quanta.service import ControllerLoop, make_runtime
@@ -89,7 +89,12 @@ def controller(
         raise fail(str(exc)) from None
     checkpoints.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(broker, store, checkpoints, dead_after_s=dead_after, expect_timeout_s=action_timeout)
-    options = ControllerOptions(workdir=checkpoints, share=knobs, searcher_wait_s=SERVICE_SEARCHER_WAIT_S)
+    options = ControllerOptions(
+        workdir=checkpoints,
+        share=knobs,
+        searcher_wait_s=SERVICE_SEARCHER_WAIT_S,
+        publish_every_s=READER_PUBLISH_EVERY_S,
+    )
     ctl = Controller(store, runtime, options)
     ctl.load()
     alive = [f"{n} ({len(v['devices'])} devices)" for n, v in runtime.nodes().items() if v["alive"]]

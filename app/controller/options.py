@@ -18,6 +18,11 @@ from quanta.executor.policy.types import Policy
 # What a serving controller waits for a hosted searcher per tick: asks of ordinary spaces take a few ms and
 # come within it (the trial starts this tick); a slow one is taken up at a later tick.
 SERVICE_SEARCHER_WAIT_S = 0.05
+# How often a controller with readers (`quanta serve`, `quanta run`, `quanta controller`) republishes what
+# runs where and the resident trials' progress: five times a second is live for a dashboard, and a round a
+# few milliseconds apart (trials of short steps reach rungs that often) no longer pays these writes each
+# time; on 2 CPU devices they were part of a controller that took a whole core from the trials.
+READER_PUBLISH_EVERY_S = 0.2
 
 
 @dataclass(frozen=True)

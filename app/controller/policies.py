@@ -9,12 +9,13 @@ planned by the governing search's policy. None when no search governs and none i
 `quantum(governing)` is the fixed quantum, else the governing (oldest running) search's (1 s when no
 search governs). `state` is the policy state the next snapshot carries and `judge_state` the judge's
 (both restored from the store after a restart); `remember(policy, plan, judge_state)` keeps and stores
-both, in one write. With the share layer each search's policy state and the judge's state of its
+both, in one write, when either changed. With the share layer each search's policy state and the judge's state of its
 trials live inside the share layer's state (`Plan.state["groups"]`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,7 @@ class PolicyChoice:
         self.state: dict[str, Any] = store.policy_state()
         self.judge_state: dict[str, Any] = store.judge_state()
         self.last: Policy | None = policy  # the policy of the last plan (the tick sets it)
+        self._saved: tuple[str, str, str] | None = None  # what `remember` last stored
 
     def current(self, governing: SearchState | None) -> Policy | None:
         if self._fixed_policy is not None:
@@ -76,4 +78,8 @@ class PolicyChoice:
     def remember(self, policy: Policy, plan: Plan, judge_state: dict[str, Any]) -> None:
         self.state = dict(plan.state)
         self.judge_state = judge_state
-        self._store.save_policy_state(policy.name, self.state, judge=judge_state)
+        # Written only when it changed: most plans of a busy search carry the state of the one before.
+        saved = (policy.name, json.dumps(self.state), json.dumps(judge_state))
+        if saved != self._saved:
+            self._store.save_policy_state(policy.name, self.state, judge=judge_state)
+            self._saved = saved

@@ -102,6 +102,9 @@ class EventRecorder:
         self._signals = signals
         self._pending_rows: list[Any] = []
         self._pending_reports: set[tuple[int, int, float]] = set()  # (trial, step, at) of buffered reports
+        # Trials whose metric, best or steps a buffered report moved: written with the rows, as they stand
+        # then (one transaction a batch, not one more a report; values only move on, so the latest is right).
+        self._moved: dict[int, TrialState] = {}
         self._stored_keys: dict[int, set[tuple[int, float]]] = {}  # (step, at) stored, per replaying trial
         self._keep_rows = store.keep_measurements
         self._kinds: dict[str, str] = {}  # device -> kind, as the runtime listed its devices
@@ -153,14 +156,15 @@ class EventRecorder:
         runtime that redelivers events is acknowledged only after a flush succeeded, see
         `Controller.handle`). Rows are written as fresh copies each try: a failed transaction may have
         left ids on the objects it tried to insert."""
-        if not self._pending_rows:
+        if not self._pending_rows and not self._moved:
             return
         rows = self._pending_rows
+        moved = [(t.id, t.metric, t.best, t.steps) for t in self._moved.values()]
         # Read before the write: a stored row's attributes expire with its session.
         stored = [(r.search_id, r.trial_id, r.step, r.at, r.metrics) for r in rows if isinstance(r, ReportRow)]
         for attempt, delay in enumerate((*FLUSH_DELAYS_S, None)):
             try:
-                self._store.add_rows([_fresh(r) for r in rows] if attempt else rows)
+                self._store.add_rows([_fresh(r) for r in rows] if attempt else rows, moved)
             except Exception as exc:
                 if delay is None:
                     log.error("cannot store %d rows (%s); kept for the next flush", len(rows), exc)
@@ -171,6 +175,7 @@ class EventRecorder:
                 break
         self._pending_rows = self._pending_rows[len(rows) :]
         self._pending_reports.clear()
+        self._moved.clear()
         if stored and self._on_stored is not None:
             self._on_stored(stored)
 
@@ -241,7 +246,7 @@ class EventRecorder:
                 self._signals.wake = True
             self.flush()
             self._store.update_search(s.id, **fields)
-        self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+        self._moved[t.id] = t
 
     def _on_point(self, s: SearchState, t: TrialState, e: Reported, metrics: dict[str, Any], objective: Any) -> None:
         """A report of a search with several objectives or constraints: the trial's point (when the report
@@ -257,7 +262,7 @@ class EventRecorder:
             t.reader = s.point_reader()
         point = t.reader.read(e.step, metrics)
         if point is None:
-            self._store.update_trial(t.id, metric=t.metric, steps=t.steps)
+            self._moved[t.id] = t
             return
         put_point(t.points, point)
         _step, losses, violation = point
@@ -281,7 +286,7 @@ class EventRecorder:
             if fields:
                 self.flush()
                 self._store.update_search(s.id, **fields)
-        self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+        self._moved[t.id] = t
 
     @staticmethod
     def _objectives_missing(s: SearchState | None, t: TrialState) -> list[str]:

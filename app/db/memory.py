@@ -32,6 +32,7 @@ from quanta.db.models import (
     TrialRow,
     UserRow,
 )
+from quanta.db.protocol import TrialFigures
 from quanta.db.reports import Key, merge_report, report_key
 from quanta.db.users import checked_new, checked_update, name_taken, taken_message
 from quanta.status import SearchStatus, TrialStatus
@@ -198,8 +199,14 @@ class MemoryStore:
             if row is not None:
                 row.steps, row.device_seconds = steps, device_seconds
 
-    def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
+    def add_rows(
+        self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow], trials: Sequence[TrialFigures] = ()
+    ) -> None:
         """As `Store.add_rows`: a report of a (trial, step, attempt) held already is merged into it."""
+        for trial_id, metric, best, steps in trials:
+            trial = self._trials.get(trial_id)
+            if trial is not None:
+                trial.metric, trial.best_metric, trial.steps = metric, best, steps
         for row in rows:
             cls = type(row)
             self.counts[cls.__name__] += 1

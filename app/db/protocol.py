@@ -40,6 +40,9 @@ from quanta.db.trials import TrialSort
 from quanta.spec import SearchSpec
 from quanta.status import SearchStatus, TrialStatus
 
+# A trial's figures a report moves, written with the report rows: (trial id, metric, best metric, steps).
+TrialFigures = tuple[int, float | None, float | None, int]
+
 
 @runtime_checkable
 class ControllerStore(Protocol):
@@ -86,7 +89,9 @@ class ControllerStore(Protocol):
     def update_progress(self, rows: Sequence[tuple[int, int, float]]) -> None: ...
 
     # measurements
-    def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None: ...
+    def add_rows(
+        self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow], trials: Sequence[TrialFigures] = ()
+    ) -> None: ...
     def reports(self, trial_id: int) -> list[ReportRow]: ...
     def search_reports(self, search_id: int) -> list[ReportRow]: ...
     def quanta(self, search_id: int | None = None, trial_id: int | None = None) -> list[QuantumRow]: ...

@@ -39,6 +39,7 @@ from quanta.db.models import (
     WarmStartRow,
 )
 from quanta.db.monitoring import MonitoringQueries
+from quanta.db.protocol import TrialFigures
 from quanta.db.reports import fold_batch, merge_report, report_key
 from quanta.db.searches import SearchQueries
 from quanta.db.secret import server_secret
@@ -207,16 +208,32 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
 
     # ---- measurements --------------------------------------------------------------------------
 
-    def add_rows(self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow]) -> None:
-        """Store the rows in one transaction. Reports are stored once per (trial, step, attempt) (see
+    def add_rows(
+        self,
+        rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow],
+        trials: Sequence[TrialFigures] = (),
+    ) -> None:
+        """Store the rows, and each of `trials`' (id, metric, best metric, steps), in one transaction (rows
+        of trials no longer stored are skipped). Reports are stored once per (trial, step, attempt) (see
         `ReportRow`): one whose key is stored already, or repeats one before it in `rows`, is merged into
         that row (`quanta.db.reports.merge_report`) instead of added, so writing the same report again is a
         no-op."""
         rows = list(rows)
-        if not rows:
+        if not rows and not trials:
             return
         reports = fold_batch(r for r in rows if isinstance(r, ReportRow))
         with self.session() as s:
+            if trials:  # a core UPDATE by primary key, as `update_progress`
+                table: Table = TrialRow.__table__  # type: ignore[attr-defined]  # SQLModel tables have it
+                stmt = (
+                    update(table)
+                    .where(table.c.id == bindparam("tid"))
+                    .values(
+                        metric=bindparam("new_metric"), best_metric=bindparam("new_best"), steps=bindparam("new_steps")
+                    )
+                )
+                params = [{"tid": t, "new_metric": m, "new_best": b, "new_steps": n} for t, m, b, n in trials]
+                s.execute(stmt, params)
             s.add_all([r for r in rows if not isinstance(r, ReportRow)])
             keys = list(reports)
             for i in range(0, len(keys), _KEYS_PER_QUERY):

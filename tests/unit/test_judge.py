@@ -155,6 +155,28 @@ def test_a_restarted_controller_carries_the_judges_state():
     assert later.verdicts == first.verdicts  # the cached prediction stands, as without the restart
 
 
+def test_a_plan_that_changes_no_state_writes_none():
+    # Most plans of a busy search carry the state of the one before: they are not written again.
+    from quanta.controller.policies import PolicyChoice
+    from quanta.db.memory import MemoryStore
+    from quanta.executor.policy import make_policy
+    from quanta.executor.policy.types import Plan
+
+    writes: list[dict] = []
+
+    class Counting(MemoryStore):
+        def save_policy_state(self, policy, state, judge=None):
+            writes.append(dict(state))
+            super().save_policy_state(policy, state, judge)
+
+    store = Counting()
+    choice, policy = PolicyChoice(store, None, None), make_policy("gandiva")
+    for state in ({"rank": [1]}, {"rank": [1]}, {"rank": [2]}, {"rank": [2]}):
+        choice.remember(policy, Plan(state=state), {})
+    assert writes == [{"rank": [1]}, {"rank": [2]}]
+    assert PolicyChoice(store, None, None).state == {"rank": [2]}
+
+
 # ---- rungs and curves together (JudgeKnobs.rung_eta) ------------------------------------------------
 
 RUNG = JudgeKnobs(rung_eta=3.0)  # rungs at 37, 111, 333 steps of MAX = 1000 (first: 1000 / 27)

@@ -169,6 +169,22 @@ def test_measurement_rows(store):
     assert [(p.trial_a, p.rate_b) for p in store.pairs()] == [(1, 2.0)]
 
 
+def test_report_rows_and_the_figures_they_move_are_stored_together(store):
+    """`add_rows(rows, trials)` writes each trial's (metric, best, steps) with the rows; a trial no longer
+    stored is skipped, and the figures alone (no rows) are written too."""
+    s = store.create_search("s", {}, 0.0)
+    t = store.add_trial(s.id, 0, {}, {}, 0.0)
+    report = ReportRow(trial_id=t.id, search_id=s.id, step=25, at=1.0, metrics={"acc": 0.7}, objective=0.7)
+    store.add_rows([report], [(t.id, 0.7, 0.7, 25), (t.id + 100, 0.1, 0.1, 3)])
+    got = store.trial(t.id)
+    assert (got.metric, got.best_metric, got.steps) == (0.7, 0.7, 25)
+    assert [r.step for r in store.reports(t.id)] == [25]
+    store.add_rows([], [(t.id, 0.6, 0.7, 50)])
+    got = store.trial(t.id)
+    assert (got.metric, got.best_metric, got.steps) == (0.6, 0.7, 50)
+    assert store.trial(t.id + 100) is None
+
+
 def test_intents_and_state(store):
     assert store.last_intent() is None
     store.record_intent(1, 1.0, [{"kind": "run", "trial_id": 1, "devices": ["d0"]}])
