@@ -56,7 +56,8 @@ search. Quanta systems run as `quanta run` processes, timed from their launch, a
 `systems.<name>.start_to_first_step_s`: the median wall time from that launch to the end of the first
 trial's first mini-batch (see `run_quanta`). Every system gets `systems.<name>.start_to_first_report_s`:
 the median wall time from its launch to its first report of the metric, the one start measured alike
-for Quanta and the peers.
+for Quanta and the peers; Quanta systems also `systems.<name>.controller_cpu_share`, the median CPU of
+the `quanta run` process itself (not its trials) from the first report to its end, in cores.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import statistics
 import subprocess
 import sys
@@ -198,14 +200,32 @@ def workload_spec(
     return parse_spec(base)
 
 
+def _own_cpu_s(pid: int) -> float | None:
+    """CPU seconds process `pid` itself has used (user + system, its children not counted), from
+    /proc; None where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_quanta(
-    spec: SearchSpec, devices: int, log_path: str, workdir: str, timeout_s: float
+    spec: SearchSpec,
+    devices: int,
+    log_path: str,
+    workdir: str,
+    timeout_s: float,
+    measures: dict[str, float] | None = None,
 ) -> tuple[float | None, int]:
     """Run the search as a user does, `quanta run SPEC` in a new process (from the repository root, as
     the examples expect), and append its reports to `log_path`. Returns the start to first step: wall
     seconds from launching that process to the end of the first trial's first mini-batch, read from the
     first report at step 0 (mnist1d reports step 0; its evaluation afterwards makes the figure a little
-    pessimistic), or None if no trial reported step 0; and the exit code."""
+    pessimistic), or None if no trial reported step 0; and the exit code. With `measures`, adds to it
+    `controller_cpu_share`: the CPU the `quanta run` process itself (the controller, not its trials)
+    used from its first report to its end, per wall second, sampled every 0.1 s from /proc."""
     from quanta.db.store import Store
 
     spec_path = Path(workdir) / "spec.json"
@@ -213,13 +233,17 @@ def run_quanta(
     db = f"sqlite:///{workdir}/q.db"
     cmd = [sys.executable, "-m", "quanta.cli", "run", str(spec_path), "--devices", f"cpu:{devices}", "--db", db]
     t0 = time.time()
+    samples: list[tuple[float, float]] = []  # (wall time, the process's CPU seconds)
     with open(Path(workdir) / "quanta.out", "w") as out:
         proc = subprocess.Popen([*cmd, "--workdir", f"{workdir}/.quanta"], cwd=ROOT, stdout=out, stderr=out)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
+        while proc.poll() is None and time.time() - t0 < timeout_s:
+            cpu = _own_cpu_s(proc.pid)
+            if cpu is not None:
+                samples.append((time.time(), cpu))
+            time.sleep(0.1)
+        if proc.poll() is None:
             proc.kill()  # its template sees the closed connection and stops the trials
-            proc.wait()
+        proc.wait()
     store = Store(db)
     reports = [r for s in store.searches() if s.id is not None for r in store.search_reports(s.id)]
     with open(log_path, "a") as fh:
@@ -227,6 +251,10 @@ def run_quanta(
             if r.objective is not None:
                 fh.write(f"{r.at:.6f} {r.objective!r}\n")
     first = min((r.at for r in reports if r.step == 0), default=None)
+    first_report = min((r.at for r in reports), default=None)
+    after = [(t, c) for t, c in samples if first_report is not None and t >= first_report]
+    if measures is not None and len(after) > 1 and after[-1][0] > after[0][0]:
+        measures["controller_cpu_share"] = (after[-1][1] - after[0][1]) / (after[-1][0] - after[0][0])
     return (None if first is None else first - t0), proc.returncode
 
 
@@ -254,10 +282,11 @@ def one_run(system: str, spec: SearchSpec, devices: int, targets: dict[str, floa
     log_path = work / "reports.log"
     log_path.touch()
     first_step: float | None = None
+    measures: dict[str, float] = {}
     code: int | None
     t0 = time.time()
     if system in QUANTA:  # `quanta run`, timed as a user sees it
-        first_step, code = run_quanta(spec, devices, str(log_path), str(work), max_s + 120)
+        first_step, code = run_quanta(spec, devices, str(log_path), str(work), max_s + 120, measures)
     else:
         proc = mp.get_context("spawn").Process(
             target=_child,
@@ -279,6 +308,7 @@ def one_run(system: str, spec: SearchSpec, devices: int, targets: dict[str, floa
         hit = next((t for t, v in points if sign * v >= sign * target), None)
         reached[name] = None if hit is None else max(0.0, hit - t0)
     out: dict[str, Any] = {"wall_s": wall, "reached": reached, "exit_code": code, "reports": len(points)}
+    out.update({k: round(v, 3) for k, v in measures.items()})
     if points:  # every system's start, measured alike: launch to its first report of the metric
         out["first_report_s"] = round(max(0.0, points[0][0] - t0), 3)
     if first_step is not None:
@@ -432,6 +462,9 @@ def race(args: argparse.Namespace, targets: dict[str, float], console: Console) 
             reports = [r["first_report_s"] for r in done if r.get("first_report_s") is not None]
             if reports:
                 results[system]["start_to_first_report_s"] = statistics.median(reports)
+            shares = [r["controller_cpu_share"] for r in done if r.get("controller_cpu_share") is not None]
+            if shares:
+                results[system]["controller_cpu_share"] = statistics.median(shares)
 
     for i, seed in enumerate(seeds):
         for system in systems:
@@ -482,6 +515,9 @@ def race(args: argparse.Namespace, targets: dict[str, float], console: Console) 
         report_s = results.get(system, {}).get("start_to_first_report_s")
         if report_s is not None:
             console.print(f"{system}: launch to first report of the metric, median {report_s:.2f} s")
+        share = results.get(system, {}).get("controller_cpu_share")
+        if share is not None:
+            console.print(f"{system}: the controller's CPU after the first report, median {share:.2f} of a core")
     if args.json:
         write(args, targets, results, seeds, ratios(results, systems, targets))
         console.print(f"wrote {args.json}")
