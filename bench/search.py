@@ -66,7 +66,6 @@ import argparse
 import json
 import math
 import multiprocessing as mp
-import os
 import statistics
 import subprocess
 import sys
@@ -200,15 +199,16 @@ def workload_spec(
     return parse_spec(base)
 
 
-def _own_cpu_s(pid: int) -> float | None:
-    """CPU seconds process `pid` itself has used (user + system, its children not counted), from
-    /proc; None where that cannot be read."""
+def _own_cpu_s(proc: Any) -> float | None:
+    """CPU seconds the `psutil.Process` itself has used (user + system, its children not counted); None
+    once it is gone."""
+    import psutil
+
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        times = proc.cpu_times()
+    except psutil.Error:
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(times.user + times.system)
 
 
 def run_quanta(
@@ -225,7 +225,9 @@ def run_quanta(
     first report at step 0 (mnist1d reports step 0; its evaluation afterwards makes the figure a little
     pessimistic), or None if no trial reported step 0; and the exit code. With `measures`, adds to it
     `controller_cpu_share`: the CPU the `quanta run` process itself (the controller, not its trials)
-    used from its first report to its end, per wall second, sampled every 0.1 s from /proc."""
+    used from its first report to its end, per wall second, sampled every 0.1 s (psutil)."""
+    import psutil
+
     from quanta.db.store import Store
 
     spec_path = Path(workdir) / "spec.json"
@@ -236,8 +238,9 @@ def run_quanta(
     samples: list[tuple[float, float]] = []  # (wall time, the process's CPU seconds)
     with open(Path(workdir) / "quanta.out", "w") as out:
         proc = subprocess.Popen([*cmd, "--workdir", f"{workdir}/.quanta"], cwd=ROOT, stdout=out, stderr=out)
+        watched = psutil.Process(proc.pid)
         while proc.poll() is None and time.time() - t0 < timeout_s:
-            cpu = _own_cpu_s(proc.pid)
+            cpu = _own_cpu_s(watched)
             if cpu is not None:
                 samples.append((time.time(), cpu))
             time.sleep(0.1)

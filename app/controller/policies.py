@@ -8,9 +8,9 @@ distinct scheduler block, built on first use) plan inside its share; trials outs
 planned by the governing search's policy. None when no search governs and none is fixed.
 `quantum(governing)` is the fixed quantum, else the governing (oldest running) search's (1 s when no
 search governs). `state` is the policy state the next snapshot carries and `judge_state` the judge's
-(both restored from the store after a restart); `remember(policy, plan, judge_state)` keeps and stores
-both, in one write, when either changed. With the share layer each search's policy state and the judge's state of its
-trials live inside the share layer's state (`Plan.state["groups"]`).
+(both restored from the store after a restart); `remember(policy, plan, judge_state)` keeps both and
+stores them, in one write, when either changed. With the share layer each search's policy state and the
+judge's state of its trials live inside the share layer's state (`Plan.state["groups"]`).
 """
 
 from __future__ import annotations

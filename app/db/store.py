@@ -195,15 +195,8 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
         key for them all (rows of trials no longer stored are skipped), not a read and a write per trial."""
         if not rows:
             return
-        # A core UPDATE: the ORM's bulk form refuses an id no longer stored.
-        table: Table = TrialRow.__table__  # type: ignore[attr-defined]  # SQLModel tables have it
-        stmt = (
-            update(table)
-            .where(table.c.id == bindparam("tid"))
-            .values(steps=bindparam("new_steps"), device_seconds=bindparam("new_secs"))
-        )
         with self.session() as s:
-            s.execute(stmt, [{"tid": tid, "new_steps": n, "new_secs": secs} for tid, n, secs in rows])
+            _update_trials(s, ("steps", "device_seconds"), rows)
             s.commit()
 
     # ---- measurements --------------------------------------------------------------------------
@@ -223,17 +216,8 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
             return
         reports = fold_batch(r for r in rows if isinstance(r, ReportRow))
         with self.session() as s:
-            if trials:  # a core UPDATE by primary key, as `update_progress`
-                table: Table = TrialRow.__table__  # type: ignore[attr-defined]  # SQLModel tables have it
-                stmt = (
-                    update(table)
-                    .where(table.c.id == bindparam("tid"))
-                    .values(
-                        metric=bindparam("new_metric"), best_metric=bindparam("new_best"), steps=bindparam("new_steps")
-                    )
-                )
-                params = [{"tid": t, "new_metric": m, "new_best": b, "new_steps": n} for t, m, b, n in trials]
-                s.execute(stmt, params)
+            if trials:
+                _update_trials(s, ("metric", "best_metric", "steps"), trials)
             s.add_all([r for r in rows if not isinstance(r, ReportRow)])
             keys = list(reports)
             for i in range(0, len(keys), _KEYS_PER_QUERY):
@@ -382,3 +366,14 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
             s.execute(delete(ForkRow).where(col(ForkRow.search_id) == search_id))
             s.execute(delete(ConfigChangeRow).where(col(ConfigChangeRow.search_id) == search_id))
             s.commit()
+
+
+def _update_trials(session: Session, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> None:
+    """Set `columns` of trial rows by primary key, each row (trial id, *values), in one executemany
+    UPDATE of `session`'s transaction. A core UPDATE: the ORM's bulk form refuses an id no longer stored,
+    where this skips it."""
+    table: Table = TrialRow.__table__  # type: ignore[attr-defined]  # SQLModel tables have it
+    # Bound names differ from the columns': SQLAlchemy reserves a column's own name for its SET clause.
+    stmt = update(table).where(table.c.id == bindparam("trial_key")).values({c: bindparam(f"new_{c}") for c in columns})
+    params = [{"trial_key": row[0], **{f"new_{c}": v for c, v in zip(columns, row[1:], strict=True)}} for row in rows]
+    session.execute(stmt, params)
