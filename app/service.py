@@ -86,6 +86,7 @@ class ControllerLoop:
         self.stop = stop if stop is not None else threading.Event()
         self.retry_failed_ticks = retry_failed_ticks
         self._deletable: dict[int, float] = {}
+        self._deletes_read_at = -float("inf")
         self._idle_shown_at = -float("inf")
         # Set when this process's store creates a search (the API of `quanta serve`): an idle loop's rest
         # ends then, so a posted search starts at once rather than at the next tick (up to `tick_s`).
@@ -168,6 +169,9 @@ class ControllerLoop:
         """Carry out DELETE requests: stop the search, wait until its trial processes have exited
         (and their last events are recorded), then delete its rows and its checkpoints."""
         ctl = self.ctl
+        if not ctl.idle() and time.monotonic() - self._deletes_read_at < ctl.options.read_store_every_s:
+            return  # read as often as the controller reads the other requests (`read_store_every_s`)
+        self._deletes_read_at = time.monotonic()
         for sid in self.store.pending_deletes():
             s = ctl.search(sid)
             if s is not None and s.status in SEARCH_STARTED:
@@ -234,7 +238,7 @@ class ControllerThread:
 
     def _main(self) -> None:
         from quanta.controller import Controller, ControllerOptions
-        from quanta.controller.options import READER_PUBLISH_EVERY_S, SERVICE_SEARCHER_WAIT_S
+        from quanta.controller.options import READ_STORE_EVERY_S, READER_PUBLISH_EVERY_S, SERVICE_SEARCHER_WAIT_S
         from quanta.executor.runtime.base import Runtime
         from quanta.executor.runtime.local import LocalRuntime
 
@@ -248,6 +252,7 @@ class ControllerThread:
                 share=self.share,
                 searcher_wait_s=SERVICE_SEARCHER_WAIT_S,
                 publish_every_s=READER_PUBLISH_EVERY_S,
+                read_store_every_s=READ_STORE_EVERY_S,
             )
             ctl = Controller(self.store, runtime, options)
             ctl.load()

@@ -54,7 +54,7 @@ def controller(
     )
     from quanta.cli.share_options import ShareOptionError, apply_weights, share_options
     from quanta.controller import Controller, ControllerOptions
-    from quanta.controller.options import READER_PUBLISH_EVERY_S, SERVICE_SEARCHER_WAIT_S
+    from quanta.controller.options import READ_STORE_EVERY_S, READER_PUBLISH_EVERY_S, SERVICE_SEARCHER_WAIT_S
     from quanta.db.lease import ControllerLease, LeaseHeld
     from quanta.db.store import Store
     from quanta.service import ControllerLoop, make_runtime
@@ -94,6 +94,7 @@ def controller(
         share=knobs,
         searcher_wait_s=SERVICE_SEARCHER_WAIT_S,
         publish_every_s=READER_PUBLISH_EVERY_S,
+        read_store_every_s=READ_STORE_EVERY_S,
     )
     ctl = Controller(store, runtime, options)
     ctl.load()

@@ -145,7 +145,7 @@ def _run_search(
 ) -> None:
     """`quanta run` once the spec is valid and the lease is held: run it, print and write the result."""
     from quanta.controller import Controller, ControllerOptions
-    from quanta.controller.options import READER_PUBLISH_EVERY_S
+    from quanta.controller.options import READ_STORE_EVERY_S, READER_PUBLISH_EVERY_S
     from quanta.db.engine import sqlite_path
     from quanta.db.store import Store
     from quanta.db.summary import search_result
@@ -165,7 +165,10 @@ def _run_search(
         # most of it the schema's creation and the imports Python compiles from source) and what the first
         # submit and tick import (every policy, the searchers), off the way to the first trial.
         store = Store(db)
-        ctl = Controller(store, runtime, ControllerOptions(workdir=workdir, publish_every_s=READER_PUBLISH_EVERY_S))
+        options = ControllerOptions(
+            workdir=workdir, publish_every_s=READER_PUBLISH_EVERY_S, read_store_every_s=READ_STORE_EVERY_S
+        )
+        ctl = Controller(store, runtime, options)
         import quanta.search.factory  # noqa: F401
         from quanta.executor.policy import registry
 

@@ -291,9 +291,10 @@ class SearchBook:
 
     # ---- the lifecycle -------------------------------------------------------------------------
 
-    def sync(self, now: float) -> None:
-        """Commands from the store, then each running search's budget and new trials (`BookSync`)."""
-        self._store_sync.sync(now)
+    def sync(self, now: float, read_store: bool = True) -> None:
+        """Commands from the store (unless `read_store` is False: not due this tick), then each running
+        search's budget and new trials (`BookSync`)."""
+        self._store_sync.sync(now, read_store)
 
     def fail(self, s: SearchState, reason: str) -> None:
         """End search `s` as failed, `reason` stored as its error (its alive trials are stopped)."""

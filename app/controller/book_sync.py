@@ -49,9 +49,10 @@ class BookSync:
         self._store = store
         self._index = index
 
-    def sync(self, now: float) -> None:
-        """Commands from the store, then each running search's budget and new trials."""
-        self._sync_store(now)
+    def sync(self, now: float, read_store: bool = True) -> None:
+        """Commands from the store (when `read_store`), then each running search's budget and new trials."""
+        if read_store:
+            self._sync_store(now)
         for s in list(self._book.searches.values()):
             self._sync(s, now)
 
@@ -66,7 +67,9 @@ class BookSync:
         searches, stop of trials."""
         book = self._book
         rows = self._store.searches_needing_controller()
-        self._maker.read_quotas()
+        idle = not self._index.alive  # nothing runs: quotas matter only to a search about to start
+        if not idle or any(row.status == SearchStatus.QUEUED for row in rows):
+            self._maker.read_quotas()
         starting: set[str] = set()  # users whose search started in this sync
         for row in rows:
             assert row.id is not None
@@ -117,6 +120,8 @@ class BookSync:
                 if s.status == SearchStatus.PAUSED:
                     s.status = SearchStatus.RUNNING
                     self._store.update_search(row.id, status=SearchStatus.RUNNING)
+        if idle:
+            return  # a trial's command is for an alive one (a final trial's is cleared when one runs again)
         for trow in self._store.trials_with_commands():
             assert trow.id is not None
             self._store.update_trial(trow.id, command=None)

@@ -43,12 +43,16 @@ from quanta.controller.state import SearchState, Signals, TrialState
 from quanta.controller.tracking import ReportTracking
 from quanta.controller.trials import TrialIndex
 from quanta.db.protocol import ControllerStore
-from quanta.executor.actions import Action, Event, Migrate, Run, Stop
+from quanta.executor.actions import Action, Event, Exited, Migrate, Run, Stop
 from quanta.executor.policy.types import ClusterSnapshot, Placement, Plan, Policy
 from quanta.executor.reconcile import reconcile
 from quanta.executor.runtime.base import Runtime
 from quanta.spec import SearchSpec
 from quanta.status import SEARCH_STARTED, SearchStatus, TrialStatus
+
+# The longest the controller holds rows between ticks before it stores them, on a runtime that lets it
+# (`Runtime.acks_by_polling` False); readers see reports this much later at most.
+FLUSH_EVERY_S = 0.1
 
 
 class Controller:
@@ -89,6 +93,9 @@ class Controller:
         self._last_tick: float | None = None
         self._last_plan_at: float | None = None
         self._published_at = -math.inf
+        self._store_read_at = -math.inf  # when the tick last read users' requests (`read_store_every_s`)
+        self._user_weights: dict[str, float] = {}
+        self._user_weights_due = True  # read them at the next snapshot (an idle tick builds none)
         self._progress_written: dict[int, tuple[int, float]] = {}  # what _publish last wrote of resident trials
         runtime.bind(self.launcher)
 
@@ -202,6 +209,8 @@ class Controller:
     def snapshot(self, now: float) -> ClusterSnapshot:
         """The frozen view the policy plans on (see `SnapshotBuilder`)."""
         policy = self.policies.last
+        if self._user_weights_due or not self.options.read_store_every_s:  # 0: read for every snapshot
+            self._user_weights, self._user_weights_due = self.store.user_weights(), False
         return self.snapshots.build(
             now,
             policy_state=self.policies.state,
@@ -209,7 +218,7 @@ class Controller:
             round_no=self._rounds.round_no,
             judge_knobs=policy.judge_knobs if policy is not None else None,
             judge_state=self.policies.judge_state,
-            user_weights=self.store.user_weights(),
+            user_weights=self._user_weights,
         )
 
     def close(self) -> None:
@@ -230,8 +239,12 @@ class Controller:
         woken = self._signals.wake  # something changed since the last tick (a trial ended, a command, ...)
         self._signals.wake, self._signals.freed_at = False, None
         was_idle = not self._index.alive
-        self.forks.sync(now)  # before the book's: a search with a fork to carry out does not end meanwhile
-        self.book.sync(now)
+        read = was_idle or now - self._store_read_at >= self.options.read_store_every_s
+        if read:
+            self._store_read_at, self._user_weights_due = now, True
+        # Before the book's: a search with a fork to carry out does not end meanwhile.
+        self.forks.sync(now, read_requests=read)
+        self.book.sync(now, read_store=read)
         if was_idle and self._index.alive:
             # An idle controller does not poll its runtime, so what it knows of the nodes may be old (a
             # node restarted meanwhile still reads as its earlier self, alive). Read it before this round
@@ -273,12 +286,13 @@ class Controller:
         self.last_plan = plan
         published_round = self._rounds.round_no  # the view is of the rounds before this plan's own
         if actions:
-            round_no = self._rounds.record(now, actions)
+            round_no = self._rounds.record(now, actions, self.policies.take_unsaved())
             runs = [a.trial_id for a in actions if isinstance(a, Run)]
             self.book.mark_running(runs, now)
             if runs:  # the round's own latency: from the freed device (or the due tick) to its commands
                 self.recorder.reaction(runs[0], time.perf_counter() - (began if freed_at is None else freed_at))
             self.runtime.apply(round_no, actions)
+        self.policies.save()  # a plan with no actions: its state on its own
         # After the commands, not before: its writes (a few ms a round) would hold every freed device idle.
         self._publish(snapshot, plan, now, published_round)
         return plan
@@ -376,8 +390,26 @@ class Controller:
             timeout = due - self.runtime.now()
             if timeout <= 0:
                 break
-            self.handle(self.runtime.poll(min(timeout, self.options.poll_cap_s)))
+            self._handle_between_ticks(self.runtime.poll(min(timeout, self.options.poll_cap_s, self._flush_due())))
         self.flush()
+
+    def _flush_due(self) -> float:
+        """Seconds until the rows buffered between ticks are due to be stored (inf: none are buffered)."""
+        held = self.recorder.buffered_for()
+        return math.inf if held is None else max(0.0, FLUSH_EVERY_S - held)
+
+    def _handle_between_ticks(self, events: list[Event]) -> None:
+        """As `handle`, but on a runtime whose events live in this process the rows are stored at most
+        every `FLUSH_EVERY_S` and at the end of the step, not once per batch: with steps of a millisecond
+        a batch comes every few, and a transaction each was most of the controller's CPU."""
+        if self.runtime.acks_by_polling:
+            self.handle(events)  # the next poll acknowledges this batch: it must be stored first
+            return
+        self.recorder.handle(events, flush=False)
+        # A trial's end goes to the trackers after its last reports (`ReportTracking`): store them now.
+        if self._flush_due() <= 0.0 or any(isinstance(e, Exited) for e in events):
+            self.flush()
+        self.tracking.handled(events)
 
     def run(self, search_id: int, on_progress: Callable[[SearchState], None] | None = None) -> SearchState:
         """Tick until the search ends; returns its final state."""

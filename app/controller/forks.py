@@ -134,10 +134,13 @@ class Forks:
                 return f.child
         return None
 
-    def sync(self, now: float) -> None:
-        for row in self._store.fork_requests(("pending",)):
-            if row.id not in self._open:
-                self._take(row)
+    def sync(self, now: float, read_requests: bool = True) -> None:
+        """Take up the requests stored since (unless `read_requests` is False: not due this tick), then
+        carry the open ones and the exploits on."""
+        if read_requests:
+            for row in self._store.fork_requests(("pending",)):
+                if row.id not in self._open:
+                    self._take(row)
         for f in list(self._open.values()):
             self._advance(f, now)
         self.exploits.sync(now)

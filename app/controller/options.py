@@ -23,6 +23,9 @@ SERVICE_SEARCHER_WAIT_S = 0.05
 # few milliseconds apart (trials of short steps reach rungs that often) no longer pays these writes each
 # time; on 2 CPU devices they were part of a controller that took a whole core from the trials.
 READER_PUBLISH_EVERY_S = 0.2
+# How often such a controller reads what users asked through the store while trials run (`read_store_every_s`):
+# well within the loop's tick (`quanta.service.TICK_S`), the longest a command was ever promised to wait.
+READ_STORE_EVERY_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class ControllerOptions:
     commands written to the database are picked up promptly; `math.inf` lifts the cap.
     `publish_every_s`: republish the cluster view (API `/cluster`, dashboard) at most this often
     (0 = every planning tick; `math.inf` = never, for a run with no viewer).
+    `read_store_every_s`: while a trial is alive, read what users asked through the store (new searches,
+    commands, forks, quotas, users' weights; `BookSync`, `Forks.sync`) at most this often (0 = every
+    tick); an idle controller reads at every tick. With steps of a millisecond a tick comes every few,
+    and those reads were a good part of each.
     `cache_views`: reuse a trial's `TrialView` between snapshots while nothing about it changed (no
     event, no action, not resident); worth it for clusters of thousands of trials.
     `kind_aware`: on a cluster of several device kinds, place trials where their rate relative to
@@ -53,6 +60,7 @@ class ControllerOptions:
     quantum_s: float | None = None
     poll_cap_s: float = 0.5
     publish_every_s: float = 0.0
+    read_store_every_s: float = 0.0
     cache_views: bool = False
     share: ShareKnobs | None = None
     kind_aware: bool = True
@@ -67,3 +75,5 @@ class ControllerOptions:
             raise ValueError(f"searcher_wait_s must be >= 0 or None, not {self.searcher_wait_s}")
         if self.publish_every_s < 0:
             raise ValueError(f"publish_every_s must be >= 0, not {self.publish_every_s}")
+        if not self.read_store_every_s >= 0:
+            raise ValueError(f"read_store_every_s must be >= 0, not {self.read_store_every_s}")

@@ -8,8 +8,9 @@ distinct scheduler block, built on first use) plan inside its share; trials outs
 planned by the governing search's policy. None when no search governs and none is fixed.
 `quantum(governing)` is the fixed quantum, else the governing (oldest running) search's (1 s when no
 search governs). `state` is the policy state the next snapshot carries and `judge_state` the judge's
-(both restored from the store after a restart); `remember(policy, plan, judge_state)` keeps both and
-stores them, in one write, when either changed. With the share layer each search's policy state and the
+(both restored from the store after a restart); `remember(policy, plan, judge_state)` keeps both, and
+when either changed they are to be stored: with the round's intent (`take_unsaved`, the tick's
+`Rounds.record`) or, for a plan with no actions, by `save()`. With the share layer each search's policy state and the
 judge's state of its trials live inside the share layer's state (`Plan.state["groups"]`).
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quanta.controller.state import SearchState
-from quanta.db.protocol import ControllerStore
+from quanta.db.protocol import ControllerStore, PolicyRecord
 from quanta.executor.policy import policy_for
 from quanta.executor.policy.knobs import PolicyKnobs, ShareKnobs
 from quanta.executor.policy.share import SharePolicy
@@ -46,7 +47,8 @@ class PolicyChoice:
         self.state: dict[str, Any] = store.policy_state()
         self.judge_state: dict[str, Any] = store.judge_state()
         self.last: Policy | None = policy  # the policy of the last plan (the tick sets it)
-        self._saved: tuple[str, str, str] | None = None  # what `remember` last stored
+        self._saved: tuple[str, str, str] | None = None  # what `remember` last kept to store
+        self._unsaved: PolicyRecord | None = None  # kept by `remember`, not stored yet
 
     def current(self, governing: SearchState | None) -> Policy | None:
         if self._fixed_policy is not None:
@@ -81,5 +83,16 @@ class PolicyChoice:
         # Written only when it changed: most plans of a busy search carry the state of the one before.
         saved = (policy.name, json.dumps(self.state), json.dumps(judge_state))
         if saved != self._saved:
-            self._store.save_policy_state(policy.name, self.state, judge=judge_state)
+            self._unsaved = (policy.name, self.state, judge_state)
             self._saved = saved
+
+    def take_unsaved(self) -> PolicyRecord | None:
+        """The state `remember` kept and nothing stored yet (None: none); the caller stores it."""
+        unsaved, self._unsaved = self._unsaved, None
+        return unsaved
+
+    def save(self) -> None:
+        """Store the state `remember` kept, if nothing has stored it yet."""
+        unsaved = self.take_unsaved()
+        if unsaved is not None:
+            self._store.save_policy_state(unsaved[0], unsaved[1], judge=unsaved[2])

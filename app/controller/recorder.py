@@ -9,10 +9,12 @@ of a queued trial, a process its resumed search no longer counts on, adds its de
 that parked itself at its step limit (a rung: judged there, `TrialState.at_rung`) wakes the controller
 to plan at once; start/park/resume latencies and checkpoints are noted, and `reaction` notes a round's
 own latency. A report is stored once per (trial, step, attempt) (`ReportRow`); a step a later attempt
-reports again replaces its point in the trial's curve. Rows are buffered and written by `flush()` (at
-the end of each `handle`). A solo profile on devices of one kind also updates the trial's rate on that
-kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies, pairs) are built only for a store
-that keeps them.
+reports again replaces its point in the trial's curve. Rows, and the trial and search figures they move
+(a trial's metric, best and steps; a search's best and target), are buffered and written together by
+`flush()`: at the end of each `handle`, or, after `handle(events, flush=False)`, when the caller says
+(it then holds rows of several batches, `buffered_for`). A solo profile on devices of one kind also
+updates the trial's rate on that kind (`TrialState.kind_rates`). Measurement rows (quanta, latencies,
+pairs) are built only for a store that keeps them.
 """
 
 from __future__ import annotations
@@ -105,11 +107,15 @@ class EventRecorder:
         # Trials whose metric, best or steps a buffered report moved: written with the rows, as they stand
         # then (one transaction a batch, not one more a report; values only move on, so the latest is right).
         self._moved: dict[int, TrialState] = {}
+        # The same for searches: the fields of each search's row that buffered reports moved (best, target).
+        self._search_fields: dict[int, dict[str, Any]] = {}
+        self._buffered_since: float | None = None  # perf_counter when the oldest buffered row came
         self._stored_keys: dict[int, set[tuple[int, float]]] = {}  # (step, at) stored, per replaying trial
         self._keep_rows = store.keep_measurements
         self._kinds: dict[str, str] = {}  # device -> kind, as the runtime listed its devices
 
-    def handle(self, events: list[Event]) -> None:
+    def handle(self, events: list[Event], flush: bool = True) -> None:
+        """Apply `events`; then store what they buffered (`flush`), unless `flush` is False."""
         for e in events:
             ts = self._index.get(e.trial_id)
             if ts is None:
@@ -146,8 +152,14 @@ class EventRecorder:
                 self._forks.adopted(e)
             elif isinstance(e, Configured) and self._forks is not None:
                 self._forks.configured(ts, e)
-        if events:
+        if self._buffered_since is None and (self._pending_rows or self._moved or self._search_fields):
+            self._buffered_since = time.perf_counter()
+        if events and flush:
             self.flush()
+
+    def buffered_for(self) -> float | None:
+        """Seconds since the oldest row or figure still buffered came (None: nothing is buffered)."""
+        return None if self._buffered_since is None else time.perf_counter() - self._buffered_since
 
     def flush(self) -> None:
         """Write the buffered rows in one transaction. On a database error the rows stay buffered and
@@ -156,15 +168,17 @@ class EventRecorder:
         runtime that redelivers events is acknowledged only after a flush succeeded, see
         `Controller.handle`). Rows are written as fresh copies each try: a failed transaction may have
         left ids on the objects it tried to insert."""
-        if not self._pending_rows and not self._moved:
+        if not self._pending_rows and not self._moved and not self._search_fields:
+            self._buffered_since = None
             return
         rows = self._pending_rows
         moved = [(t.id, t.metric, t.best, t.steps) for t in self._moved.values()]
+        searches = {sid: dict(fields) for sid, fields in self._search_fields.items()}
         # Read before the write: a stored row's attributes expire with its session.
         stored = [(r.search_id, r.trial_id, r.step, r.at, r.metrics) for r in rows if isinstance(r, ReportRow)]
         for attempt, delay in enumerate((*FLUSH_DELAYS_S, None)):
             try:
-                self._store.add_rows([_fresh(r) for r in rows] if attempt else rows, moved)
+                self._store.add_rows([_fresh(r) for r in rows] if attempt else rows, moved, searches)
             except Exception as exc:
                 if delay is None:
                     log.error("cannot store %d rows (%s); kept for the next flush", len(rows), exc)
@@ -176,6 +190,8 @@ class EventRecorder:
         self._pending_rows = self._pending_rows[len(rows) :]
         self._pending_reports.clear()
         self._moved.clear()
+        self._search_fields.clear()
+        self._buffered_since = None
         if stored and self._on_stored is not None:
             self._on_stored(stored)
 
@@ -244,8 +260,7 @@ class EventRecorder:
                 s.reached_at = e.at
                 fields.update(reached=True, reached_at=e.at, seconds_to_target=max(0.0, e.at - s.started_at))
                 self._signals.wake = True
-            self.flush()
-            self._store.update_search(s.id, **fields)
+            self._search_fields.setdefault(s.id, {}).update(fields)
         self._moved[t.id] = t
 
     def _on_point(self, s: SearchState, t: TrialState, e: Reported, metrics: dict[str, Any], objective: Any) -> None:
@@ -284,8 +299,7 @@ class EventRecorder:
                 fields.update(reached=True, reached_at=e.at, seconds_to_target=max(0.0, e.at - s.started_at))
                 self._signals.wake = True
             if fields:
-                self.flush()
-                self._store.update_search(s.id, **fields)
+                self._search_fields.setdefault(s.id, {}).update(fields)
         self._moved[t.id] = t
 
     @staticmethod

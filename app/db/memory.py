@@ -32,7 +32,7 @@ from quanta.db.models import (
     TrialRow,
     UserRow,
 )
-from quanta.db.protocol import TrialFigures
+from quanta.db.protocol import PolicyRecord, TrialFigures
 from quanta.db.reports import Key, merge_report, report_key
 from quanta.db.users import checked_new, checked_update, name_taken, taken_message
 from quanta.status import SearchStatus, TrialStatus
@@ -200,13 +200,21 @@ class MemoryStore:
                 row.steps, row.device_seconds = steps, device_seconds
 
     def add_rows(
-        self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow], trials: Sequence[TrialFigures] = ()
+        self,
+        rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow],
+        trials: Sequence[TrialFigures] = (),
+        searches: Mapping[int, Mapping[str, Any]] | None = None,
     ) -> None:
         """As `Store.add_rows`: a report of a (trial, step, attempt) held already is merged into it."""
         for trial_id, metric, best, steps in trials:
             trial = self._trials.get(trial_id)
             if trial is not None:
                 trial.metric, trial.best_metric, trial.steps = metric, best, steps
+        for search_id, fields in (searches or {}).items():
+            search = self._searches.get(search_id)
+            if search is not None:
+                for k, v in fields.items():
+                    setattr(search, k, v)
         for row in rows:
             cls = type(row)
             self.counts[cls.__name__] += 1
@@ -243,9 +251,13 @@ class MemoryStore:
 
     # ---- controller state ----------------------------------------------------------------------
 
-    def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
+    def record_intent(
+        self, round_no: int, at: float, actions: list[dict[str, Any]], policy: PolicyRecord | None = None
+    ) -> None:
         self._intents.append(IntentRow(id=self._next_id(IntentRow), round_no=round_no, at=at, actions=actions))
         self._round_no = round_no
+        if policy is not None:
+            self.save_policy_state(*policy)
         if not self.keep_measurements and len(self._intents) > 1:
             del self._intents[0]  # only the last intent is ever read back
 

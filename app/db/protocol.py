@@ -42,6 +42,8 @@ from quanta.status import SearchStatus, TrialStatus
 
 # A trial's figures a report moves, written with the report rows: (trial id, metric, best metric, steps).
 TrialFigures = tuple[int, float | None, float | None, int]
+# A policy's state as saved with a round's intent: (policy name, its state, the judge's state).
+PolicyRecord = tuple[str, Mapping[str, Any], Mapping[str, Any]]
 
 
 @runtime_checkable
@@ -90,7 +92,10 @@ class ControllerStore(Protocol):
 
     # measurements
     def add_rows(
-        self, rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow], trials: Sequence[TrialFigures] = ()
+        self,
+        rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow],
+        trials: Sequence[TrialFigures] = (),
+        searches: Mapping[int, Mapping[str, Any]] | None = None,
     ) -> None: ...
     def reports(self, trial_id: int) -> list[ReportRow]: ...
     def search_reports(self, search_id: int) -> list[ReportRow]: ...
@@ -99,8 +104,11 @@ class ControllerStore(Protocol):
     def pairs(self) -> list[PairRow]: ...
 
     # the controller's own state
-    def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
-        """The round's actions stored as intent, and `round_no` as the round number, in one transaction."""
+    def record_intent(
+        self, round_no: int, at: float, actions: list[dict[str, Any]], policy: PolicyRecord | None = None
+    ) -> None:
+        """The round's actions stored as intent, `round_no` as the round number and, when given, the
+        policy's state (as `save_policy_state`), in one transaction."""
         ...
 
     def last_intent(self) -> IntentRow | None: ...

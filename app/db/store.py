@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, or_, tuple_, update
+from sqlalchemy import Table, bindparam, delete, insert, or_, tuple_, update
 from sqlmodel import Session, col, select
 
 from quanta.db.engine import DEFAULT_URL, make_engine
@@ -39,7 +39,7 @@ from quanta.db.models import (
     WarmStartRow,
 )
 from quanta.db.monitoring import MonitoringQueries
-from quanta.db.protocol import TrialFigures
+from quanta.db.protocol import PolicyRecord, TrialFigures
 from quanta.db.reports import fold_batch, merge_report, report_key
 from quanta.db.searches import SearchQueries
 from quanta.db.secret import server_secret
@@ -205,27 +205,41 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
         self,
         rows: Iterable[ReportRow | QuantumRow | LatencyRow | PairRow],
         trials: Sequence[TrialFigures] = (),
+        searches: Mapping[int, Mapping[str, Any]] | None = None,
     ) -> None:
-        """Store the rows, and each of `trials`' (id, metric, best metric, steps), in one transaction (rows
-        of trials no longer stored are skipped). Reports are stored once per (trial, step, attempt) (see
+        """Store the rows, each of `trials`' (id, metric, best metric, steps) and each of `searches`' fields
+        (search id -> column values), in one transaction (trials and searches no longer stored are skipped).
+        Reports are stored once per (trial, step, attempt) (see
         `ReportRow`): one whose key is stored already, or repeats one before it in `rows`, is merged into
         that row (`quanta.db.reports.merge_report`) instead of added, so writing the same report again is a
         no-op."""
         rows = list(rows)
-        if not rows and not trials:
+        if not rows and not trials and not searches:
             return
         reports = fold_batch(r for r in rows if isinstance(r, ReportRow))
         with self.session() as s:
             if trials:
                 _update_trials(s, ("metric", "best_metric", "steps"), trials)
-            s.add_all([r for r in rows if not isinstance(r, ReportRow)])
+            for search_id, fields in (searches or {}).items():
+                row = s.get(SearchRow, search_id)
+                if row is not None:
+                    for k, v in fields.items():
+                        setattr(row, k, v)
+                    s.add(row)
             keys = list(reports)
             for i in range(0, len(keys), _KEYS_PER_QUERY):
                 key = tuple_(col(ReportRow.trial_id), col(ReportRow.step), col(ReportRow.attempt))
                 for stored in s.exec(select(ReportRow).where(key.in_(keys[i : i + _KEYS_PER_QUERY]))):
                     merge_report(stored, reports.pop(report_key(stored)))
                     s.add(stored)
-            s.add_all(reports.values())
+            # New rows by bulk INSERT (one executemany a table), not the unit of work: building and
+            # tracking an ORM object per row was most of the cost of a controller's round of reports.
+            # The objects passed in are left as they were (no id).
+            new: dict[type, list[dict[str, Any]]] = {}
+            for r in [r for r in rows if not isinstance(r, ReportRow)] + list(reports.values()):
+                new.setdefault(type(r), []).append(r.model_dump(exclude={"id"}))
+            for cls, values in new.items():
+                s.execute(insert(cls), values)
             s.commit()
 
     def reports(self, trial_id: int) -> list[ReportRow]:
@@ -260,13 +274,18 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
 
     # ---- the controller's state ----------------------------------------------------------------------
 
-    def record_intent(self, round_no: int, at: float, actions: list[dict[str, Any]]) -> None:
-        """Store round `round_no`'s actions as intent and make it the controller's round number, in one
-        transaction: one commit (one flush to disk) between a decision and its actions."""
+    def record_intent(
+        self, round_no: int, at: float, actions: list[dict[str, Any]], policy: PolicyRecord | None = None
+    ) -> None:
+        """Store round `round_no`'s actions as intent and make it the controller's round number, with the
+        policy's state when given (as `save_policy_state`), in one transaction: one commit (one flush to
+        disk) between a decision and its actions."""
         with self.session() as s:
             s.add(IntentRow(round_no=round_no, at=at, actions=actions))
             row = s.get(ControllerRow, 1) or ControllerRow(id=1)
             row.round_no = round_no
+            if policy is not None:
+                _set_policy_state(row, *policy)
             s.add(row)
             s.commit()
 
@@ -301,12 +320,9 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
 
     def save_policy_state(self, policy: str, state: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> None:
         """The policy's state and the judge's (`judge`, {} when None), saved together."""
-        # JSON round trip: tuples become lists and non-string keys are rejected here, not at commit.
-        value = json.loads(json.dumps(state))
-        judged = json.loads(json.dumps(judge or {}))
         with self.session() as s:
             row = s.get(ControllerRow, 1) or ControllerRow(id=1)
-            row.policy, row.policy_state, row.judge_state = policy, value, judged
+            _set_policy_state(row, policy, state, judge or {})
             s.add(row)
             s.commit()
 
@@ -366,6 +382,12 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
             s.execute(delete(ForkRow).where(col(ForkRow.search_id) == search_id))
             s.execute(delete(ConfigChangeRow).where(col(ConfigChangeRow.search_id) == search_id))
             s.commit()
+
+
+def _set_policy_state(row: ControllerRow, policy: str, state: Mapping[str, Any], judge: Mapping[str, Any]) -> None:
+    """Put a policy's state and the judge's into the controller's row."""
+    # JSON round trip: tuples become lists and non-string keys are rejected here, not at commit.
+    row.policy, row.policy_state, row.judge_state = policy, json.loads(json.dumps(state)), json.loads(json.dumps(judge))
 
 
 def _update_trials(session: Session, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> None:

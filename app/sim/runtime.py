@@ -73,6 +73,7 @@ class SimRuntime(SimCluster):
     each job is: `TrialLaunch.max_steps` and `config` keys ``job_type``, ``devices`` and ``rate``."""
 
     adopts_in_place = False  # a simulated job has no state (its forks are refused)
+    acks_by_polling = False
 
     def __init__(
         self,

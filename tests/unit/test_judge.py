@@ -148,7 +148,9 @@ def test_a_restarted_controller_carries_the_judges_state():
     store = MemoryStore()
     knobs = JudgeKnobs(rung_eta=None, feedback_every_steps=50)
     first = judge(snap([trial(1, 0.95, 200)]), knobs)
-    PolicyChoice(store, None, None).remember(make_policy("gandiva"), Plan(state={"rank": [1]}), first.state)
+    choice = PolicyChoice(store, None, None)
+    choice.remember(make_policy("gandiva"), Plan(state={"rank": [1]}), first.state)
+    choice.save()  # as the tick does (with its round's intent, or alone)
     restarted = PolicyChoice(store, None, None)
     assert restarted.state == {"rank": [1]} and restarted.judge_state == first.state
     later = judge(snap([trial(1, 0.7, 240)]), knobs, restarted.judge_state)
@@ -173,8 +175,15 @@ def test_a_plan_that_changes_no_state_writes_none():
     choice, policy = PolicyChoice(store, None, None), make_policy("gandiva")
     for state in ({"rank": [1]}, {"rank": [1]}, {"rank": [2]}, {"rank": [2]}):
         choice.remember(policy, Plan(state=state), {})
+        choice.save()  # as a tick whose plan has no actions
     assert writes == [{"rank": [1]}, {"rank": [2]}]
     assert PolicyChoice(store, None, None).state == {"rank": [2]}
+    # A plan with actions: its state goes with the round's intent, in one write, and not again.
+    choice.remember(policy, Plan(state={"rank": [3]}), {})
+    store.record_intent(1, 1.0, [], choice.take_unsaved())
+    choice.save()
+    assert writes[-1] == {"rank": [3]} and len(writes) == 3
+    assert PolicyChoice(store, None, None).state == {"rank": [3]} and store.round_no() == 1
 
 
 # ---- rungs and curves together (JudgeKnobs.rung_eta) ------------------------------------------------

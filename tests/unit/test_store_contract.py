@@ -183,6 +183,13 @@ def test_report_rows_and_the_figures_they_move_are_stored_together(store):
     got = store.trial(t.id)
     assert (got.metric, got.best_metric, got.steps) == (0.6, 0.7, 50)
     assert store.trial(t.id + 100) is None
+    # A search's figures those reports moved go in the same write; a search no longer stored is skipped.
+    later = ReportRow(trial_id=t.id, search_id=s.id, step=50, at=2.0, metrics={"acc": 0.8}, objective=0.8)
+    fields = {"best_trial_id": t.id, "best_metric": 0.8, "best_params": {"lr": 0.1}, "reached": True}
+    store.add_rows([later], [(t.id, 0.8, 0.8, 50)], {s.id: fields, s.id + 100: {"best_metric": 0.1}})
+    row = store.search(s.id)
+    assert (row.best_trial_id, row.best_metric, row.best_params, row.reached) == (t.id, 0.8, {"lr": 0.1}, True)
+    assert [r.step for r in store.reports(t.id)] == [25, 50] and store.search(s.id + 100) is None
 
 
 def test_intents_and_state(store):
@@ -192,6 +199,10 @@ def test_intents_and_state(store):
     last = store.last_intent()
     assert last.round_no == 2 and last.actions[0]["kind"] == "suspend"
     assert store.round_no() == 2  # stored with the intent, in the same transaction
+    # The plan's state, when given, goes in that transaction too.
+    store.record_intent(3, 3.0, [], ("asha", {"rungs": {"1": (1, 2)}}, {"1": {"at": 20}}))
+    assert store.round_no() == 3 and store.last_intent().actions == []
+    assert store.policy_state() == {"rungs": {"1": [1, 2]}} and store.judge_state() == {"1": {"at": 20}}
 
 
 def test_controller_state(store):

@@ -44,6 +44,10 @@ class Runtime(Protocol):
     # state is handed over on this node without ending the target's process. False: the controller ends
     # the target's process (`Release`) and starts it again from the staged state.
     adopts_in_place: bool
+    # Whether a poll acknowledges the batch the one before it returned (events kept outside this process,
+    # read again after `redeliver`): the controller then stores each batch before it polls again. False:
+    # events live only in this process, and the controller may store several batches' rows in one write.
+    acks_by_polling: bool
 
     def bind(self, launcher: Launcher) -> None:
         """Look up trials' launches with `launcher` from now on (the controller binds itself when it is

@@ -90,6 +90,7 @@ class CeleryRuntime:
     whether or not source and target are on one node."""
 
     adopts_in_place = False
+    acks_by_polling = True  # its event cursor (`EventCursor.ack`)
 
     def __init__(
         self,

@@ -62,6 +62,7 @@ class LocalRuntime:
     `start_template`) so that its warm-up overlaps the caller's own start-up; the runtime adopts it."""
 
     adopts_in_place = True
+    acks_by_polling = False
 
     def __init__(
         self,

@@ -324,7 +324,8 @@ def serve(address: str, authkey: bytes, warm: list[str]) -> None:
             if spares.wanted() and not conn.poll(0):
                 spares.fork(conn, address, authkey)  # nothing waits: fork ahead of the next request
                 continue
-            if not conn.poll(0.05):
+            # Reaping a trial's exit is what the short wait is for: with no trial running, wake less often.
+            if not conn.poll(0.05 if children else 0.5):
                 continue
             try:
                 kind, msg = conn.recv()
