@@ -209,10 +209,9 @@ class Store(SearchQueries, TrialQueries, MonitoringQueries, UserQueries, TokenQu
     ) -> None:
         """Store the rows, each of `trials`' (id, metric, best metric, steps) and each of `searches`' fields
         (search id -> column values), in one transaction (trials and searches no longer stored are skipped).
-        Reports are stored once per (trial, step, attempt) (see
-        `ReportRow`): one whose key is stored already, or repeats one before it in `rows`, is merged into
-        that row (`quanta.db.reports.merge_report`) instead of added, so writing the same report again is a
-        no-op."""
+        Reports are stored once per (trial, step, attempt) (see `ReportRow`): one whose key is stored
+        already, or repeats one before it in `rows`, is merged into that row
+        (`quanta.db.reports.merge_report`) instead of added, so writing the same report again is a no-op."""
         rows = list(rows)
         if not rows and not trials and not searches:
             return
