@@ -10,8 +10,8 @@ planned by the governing search's policy. None when no search governs and none i
 search governs). `state` is the policy state the next snapshot carries and `judge_state` the judge's
 (both restored from the store after a restart); `remember(policy, plan, judge_state)` keeps both, and
 when either changed they are to be stored: with the round's intent (`take_unsaved`, the tick's
-`Rounds.record`) or, for a plan with no actions, by `save()`. With the share layer each search's policy state and the
-judge's state of its trials live inside the share layer's state (`Plan.state["groups"]`).
+`Rounds.record`) or, for a plan with no actions, by `save()`. With the share layer each search's policy
+state and the judge's state of its trials live inside the share layer's state (`Plan.state["groups"]`).
 """
 
 from __future__ import annotations
