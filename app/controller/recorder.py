@@ -332,15 +332,15 @@ class EventRecorder:
         return (step, at) in keys
 
     def _rewrite(self, s: SearchState | None, t: TrialState) -> None:
-        """Write the trial's (and, if it holds it, the search's) best again: the round that first handled
-        a redelivered report may have failed before it wrote them."""
+        """Write the trial's (and, if it holds it, the search's) best again, with the next flush of the
+        rows: the round that first handled a redelivered report may have failed before it wrote them."""
         if s is not None and s.best_trial == t.id:
             fields: dict[str, Any] = {"best_trial_id": t.id, "best_metric": s.best, "best_params": t.params}
             if s.reached_at is not None:
                 to_target = max(0.0, s.reached_at - s.started_at)
                 fields.update(reached=True, reached_at=s.reached_at, seconds_to_target=to_target)
-            self._store.update_search(s.id, **fields)
-        self._store.update_trial(t.id, metric=t.metric, best_metric=t.best, steps=t.steps)
+            self._search_fields.setdefault(s.id, {}).update(fields)
+        self._moved[t.id] = t
 
     def _kind_of(self, devices: tuple[str, ...]) -> str | None:
         """The kind of `devices` when they are all of one kind the runtime knows (else None)."""
