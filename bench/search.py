@@ -123,6 +123,9 @@ QUANTA: dict[str, dict[str, Any]] = {
     # the default since 2026-12-02), and the default before it (highest rung first):
     "tail_lowest": {"scheduler": {"tail_order": "lowest"}, "search": {}},
     "tail_highest": {"scheduler": {"tail_order": "highest"}, "search": {}},
+    # BOHB's model asks by TPE's density ratio or by a GP's expected improvement (SearchAlgoSpec.acquisition):
+    "acq_tpe": {"scheduler": {}, "search": {"acquisition": "tpe"}},
+    "acq_gp": {"scheduler": {}, "search": {"acquisition": "gp"}},
     # The default with rung_check on each rung's own report (AshaKnobs.rung_check_on; off by default): a rung
     # whose ranking of 10 trials correlates below 0.5 with the next rung's is passed over. LCBench's
     # `quanta_rung_check_rep50_p10`.

@@ -110,6 +110,9 @@ class SearchAlgoSpec(BaseModel):
     # density (capped at 25). HyperOpt's 0.25 makes that 2-3 trials in a search of 50-150; larger values
     # were later to the hard targets on LCBench.
     gamma: float = Field(default=0.25, gt=0, le=25, description="TPE's good-quantile factor (bohb; HyperOpt's gamma)")
+    acquisition: Literal["tpe", "gp"] = Field(
+        default="tpe", description="bohb's model asks: TPE's density ratio, or a GP's expected improvement"
+    )
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,
         max_length=MAX_TRIALS,

@@ -16,6 +16,7 @@ from hyperopt import rand
 from hyperopt.tpe import _default_gamma
 
 from quanta.search.fidelity import value_at
+from quanta.search.gp_proposal import GPProposer
 from quanta.search.searcher import HistoryItem, HyperOptSearcher
 
 __all__ = ["MultiFidelityTPE"]
@@ -56,8 +57,14 @@ class MultiFidelityTPE(HyperOptSearcher):
         warm: Sequence[HistoryItem] = (),
         random_fraction: float = 0.0,
         gamma: float = _default_gamma,
+        acquisition: str = "tpe",
     ):
         super().__init__(space, seed, n_startup, points=points, warm=warm)
+        if acquisition not in ("tpe", "gp"):
+            raise ValueError(f"acquisition must be 'tpe' or 'gp', got {acquisition!r}")
+        # "gp": a model ask takes the expected improvement of a GP over the level's losses
+        # (quanta.search.gp_proposal) instead of TPE's density ratio.
+        self._gp = GPProposer(self._domain) if acquisition == "gp" else None
         if not 0.0 < gamma <= 25.0:
             raise ValueError(f"gamma must be in (0, 25], got {gamma}")
         self.gamma = float(gamma)
@@ -139,6 +146,21 @@ class MultiFidelityTPE(HyperOptSearcher):
         if level is None or (self.random_fraction > 0 and _coin(seed) < self.random_fraction):
             return None
         return level
+
+    def _suggest_vals(self, number: int, seed: int) -> dict[str, list[Any]]:
+        if self._gp is None:
+            return super()._suggest_vals(number, seed)
+        level = self._model_level(seed)
+        if level is None:
+            return super()._suggest_vals(number, seed)  # random, as TPE's start-up and random share
+        at_level = self._at_level[level]
+        observed = [(n, self._vals_of(n), at_level[n]) for n in sorted(at_level)]
+        pending = [self._vals_of(n) for n in self._order if n >= 0 and n not in at_level][-16:]
+        return self._gp.propose(level, observed, pending, seed)
+
+    def _vals_of(self, number: int) -> dict[str, list[Any]]:
+        doc = self._docs.get(number) or self._warm_docs[number]
+        return {label: list(vs) for label, vs in doc["misc"]["vals"].items() if len(vs) > 0}
 
     def _suggest(self, number: int, seed: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]]
