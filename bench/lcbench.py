@@ -145,8 +145,10 @@ VARIANTS["quanta_level_rf33"] = ("default", None, {}, {"rank": "level", "random_
 # The freeze-thaw policy (`scheduler.policy: freeze_thaw`, its knobs' defaults) with the default searcher:
 # the candidate for the default, tuned on the suite's even-indexed tasks and to be confirmed on the others.
 VARIANTS["quanta_freeze_thaw"] = ("freeze_thaw", None, {}, {})
-# BOHB's model asks by a GP's expected improvement at the level instead of TPE (quanta.search.gp_proposal).
+# BOHB's model asks by a GP's expected improvement at the level (quanta.search.gp_proposal; the default since
+# 2026-12-03), and by TPE's density ratio (the default before):
 VARIANTS["quanta_gp"] = ("default", None, {}, {"acquisition": "gp"})
+VARIANTS["quanta_acq_tpe"] = ("default", None, {}, {"acquisition": "tpe"})
 
 # The goals quanta_default is held to at the hard target (docs/benchmarks.md, LCBench).
 GOAL_RATIO_BEST_SYNE = 1.3

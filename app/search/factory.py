@@ -68,7 +68,7 @@ def make_searcher(
             warm=warm,
             random_fraction=search.random_fraction,
             gamma=search.gamma,
-            acquisition=search.acquisition,
+            acquisition=search.acquisition or "gp",
         )
     cls = HyperOptSearcher if search.algorithm == "tpe" else RandomSearcher
     return cls.restore(space, seed, search.n_startup, history, points=points, warm=warm)

@@ -96,3 +96,27 @@ def test_a_searcher_rebuilt_from_its_history_asks_what_the_original_asks() -> No
 def test_an_unknown_acquisition_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="acquisition"):
         _searcher("ucb")
+
+
+def test_the_default_searcher_of_one_objective_proposes_by_the_gp_and_of_several_by_tpe() -> None:
+    from quanta.search.factory import make_searcher
+    from quanta.search.knobs import SearchAlgoSpec
+    from quanta.search.pareto_tpe import ParetoTPE
+
+    single = make_searcher(SPACE, 0, SearchAlgoSpec(), rungs=LEVELS)
+    assert isinstance(single, MultiFidelityTPE) and single._gp is not None
+    pinned = make_searcher(SPACE, 0, SearchAlgoSpec(acquisition="tpe"), rungs=LEVELS)
+    assert isinstance(pinned, MultiFidelityTPE) and pinned._gp is None
+    several = make_searcher(SPACE, 0, SearchAlgoSpec(), rungs=LEVELS, pareto=True)
+    assert isinstance(several, ParetoTPE) and several._gp is None
+
+
+def test_a_spec_asking_for_the_gp_with_several_objectives_is_refused_naming_the_field() -> None:
+    from quanta.spec import SpecError, parse_spec
+
+    two = [{"name": "accuracy", "goal": "maximize"}, {"name": "latency_ms", "goal": "minimize"}]
+    base = {"name": "mo", "trainable": "m:f", "space": {"lr": {"loguniform": [1e-4, 1e-1]}}, "metrics": two}
+    with pytest.raises(SpecError, match="search.acquisition"):
+        parse_spec({**base, "search": {"acquisition": "gp"}})
+    assert parse_spec({**base, "search": {"acquisition": "tpe"}}).search.acquisition == "tpe"
+    assert parse_spec({**base}).search.acquisition is None
