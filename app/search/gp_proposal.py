@@ -10,9 +10,11 @@ pending, and returns the candidate with the largest expected improvement over th
 - the losses are replaced by their normal scores (the quantiles of their ranks), so that one diverged run
   does not set the scale of all the others;
 - the GP has a Matern-5/2 kernel with one length scale per label, an amplitude and a noise, fitted by
-  maximum marginal likelihood (L-BFGS-B from one fixed start). The fit is a function of the data alone: it
-  is refitted when the observations have grown by `REFIT_GROWTH` since the size the last fit used, taken
-  from the sequence of sizes, so that a searcher rebuilt from its history fits what the original fitted;
+  maximum marginal likelihood (L-BFGS-B from one fixed start) on the first `fitted_size(n)` of the n
+  observations (in trial-number order; a size that grows by `REFIT_GROWTH`), so it is refitted as the data
+  grows and is a function of the data alone: a searcher rebuilt from its history fits what the original
+  fitted for the same ask;
+- at most `MAX_OBSERVATIONS` observations are used: the `KEEP_BEST` best and the most recent others;
 - pending configurations (the most recent `PENDING` asks without a loss) are added at the GP's own mean
   (the kriging believer), which narrows the uncertainty where a parallel ask already went;
 - candidates: `RANDOM_CANDIDATES` uniform points and `LOCAL_CANDIDATES` Gaussian steps around each of the
@@ -179,6 +181,19 @@ def fitted_size(n: int) -> int:
     return size
 
 
+def _capped(
+    observed: Sequence[tuple[int, Mapping[str, Sequence[Any]], float]],
+) -> Sequence[tuple[int, Mapping[str, Sequence[Any]], float]]:
+    """At most MAX_OBSERVATIONS of `observed`, in their order: the KEEP_BEST of lowest loss and the most
+    recent others."""
+    if len(observed) <= MAX_OBSERVATIONS:
+        return observed
+    by_loss = sorted(range(len(observed)), key=lambda i: observed[i][2])
+    best = set(by_loss[:KEEP_BEST])
+    rest = [i for i in range(len(observed)) if i not in best][-(MAX_OBSERVATIONS - KEEP_BEST) :]
+    return [observed[i] for i in sorted(best | set(rest))]
+
+
 def _normal_scores(losses: NDArray[np.float64]) -> NDArray[np.float64]:
     ranks = np.argsort(np.argsort(losses, kind="stable"), kind="stable")
     out: NDArray[np.float64] = ndtri((ranks + 0.5) / len(losses))
@@ -190,7 +205,8 @@ class GPProposer:
 
     def __init__(self, domain: Any):
         self.labels = _labels(domain)
-        self._fits: dict[tuple[int, int], NDArray[np.float64]] = {}  # (level, fitted size) -> theta
+        self._fit_key: tuple[int, tuple[int, ...]] | None = None  # (level, the numbers fitted on)
+        self._theta = np.zeros(len(self.labels) + 2)
 
     def _active(self, values: Mapping[str, Any]) -> list[_Label]:
         out = []
@@ -237,19 +253,20 @@ class GPProposer:
     ) -> dict[str, list[Any]]:
         rng = np.random.default_rng([seed, 0x6B])
         dim = len(self.labels)
-        if len(observed) > MAX_OBSERVATIONS:
-            by_loss = sorted(range(len(observed)), key=lambda i: observed[i][2])
-            best = set(by_loss[:KEEP_BEST])
-            rest = [i for i in range(len(observed)) if i not in best][-(MAX_OBSERVATIONS - KEEP_BEST) :]
-            observed = [observed[i] for i in sorted(best | set(rest))]
+        # The kernel's parameters are a function of the observations they are fitted on, named by their
+        # trial numbers: a searcher rebuilt from its history fits exactly what the original used for the
+        # same ask, whatever it had fitted before.
+        fitted = _capped(observed[: fitted_size(len(observed))])
+        key = (level, tuple(number for number, _, _ in fitted))
+        if key != self._fit_key:
+            xf = np.array([self.encode(v) for _, v, _ in fitted]).reshape(-1, dim)
+            self._theta = _fit(xf, _normal_scores(np.array([loss for _, _, loss in fitted], dtype=float)))
+            self._fit_key = key
+        theta = self._theta
+        observed = _capped(observed)
         x = np.array([self.encode(v) for _, v, _ in observed]).reshape(-1, dim)
         losses = np.array([loss for _, _, loss in observed], dtype=float)
         y = _normal_scores(losses)
-        size = fitted_size(len(y))
-        key = (level, size)
-        theta = self._fits.get(key)
-        if theta is None:
-            theta = self._fits[key] = _fit(x[:size], _normal_scores(losses[:size]))
         scales, amp, noise = np.exp(theta[:dim]), math.exp(theta[dim]), math.exp(theta[dim + 1])
 
         def posterior(

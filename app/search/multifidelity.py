@@ -16,7 +16,7 @@ from hyperopt import rand
 from hyperopt.tpe import _default_gamma
 
 from quanta.search.fidelity import value_at
-from quanta.search.gp_proposal import GPProposer
+from quanta.search.gp_proposal import PENDING, GPProposer
 from quanta.search.searcher import HistoryItem, HyperOptSearcher
 
 __all__ = ["MultiFidelityTPE"]
@@ -155,7 +155,13 @@ class MultiFidelityTPE(HyperOptSearcher):
             return super()._suggest_vals(number, seed)  # random, as TPE's start-up and random share
         at_level = self._at_level[level]
         observed = [(n, self._vals_of(n), at_level[n]) for n in sorted(at_level)]
-        pending = [self._vals_of(n) for n in self._order if n >= 0 and n not in at_level][-16:]
+        pending: list[dict[str, list[Any]]] = []  # the most recent asks without a value at the level
+        for n in reversed(self._order):
+            if len(pending) == PENDING:
+                break
+            if n >= 0 and n not in at_level:
+                pending.append(self._vals_of(n))
+        pending.reverse()
         return self._gp.propose(level, observed, pending, seed)
 
     def _vals_of(self, number: int) -> dict[str, list[Any]]:
