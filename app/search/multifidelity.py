@@ -162,7 +162,12 @@ class MultiFidelityTPE(HyperOptSearcher):
             if n >= 0 and n not in at_level:
                 pending.append(self._vals_of(n))
         pending.reverse()
-        return self._gp.propose(level, observed, pending, seed)
+        try:
+            return self._gp.propose(level, observed, pending, seed)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+            # A GP that cannot be fitted or solved (a degenerate set of points) never stops a search: the
+            # ask falls back to TPE at the same level, as deterministic as the failure.
+            return super()._suggest_vals(number, seed)
 
     def _vals_of(self, number: int) -> dict[str, list[Any]]:
         doc = self._docs.get(number) or self._warm_docs[number]

@@ -141,3 +141,16 @@ def test_a_rebuilt_searcher_asks_the_same_when_trials_reached_the_level_out_of_o
     rebuilt = MultiFidelityTPE.restore(SPACE, 0, 10, s.history(), levels=LEVELS, min_points=5, acquisition="gp")
     for n in (45, 46, 47):
         assert rebuilt.ask(n).vals == s.ask(n).vals
+
+
+def test_a_gp_that_cannot_be_solved_falls_back_to_tpe_at_the_same_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _searcher("gp")
+    _drive(s, 20)
+
+    def singular(*_args: object, **_kwargs: object) -> dict:
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+
+    tpe = MultiFidelityTPE.restore(SPACE, 0, 10, s.history(), levels=LEVELS, min_points=5, acquisition="tpe")
+    monkeypatch.setattr(GPProposer, "propose", singular)
+    for n in (20, 21, 22):  # what TPE asks from the same history (its random share included)
+        assert s.ask(n).vals == tpe.ask(n).vals
