@@ -242,62 +242,53 @@ class GPProposer:
         # One BLAS thread: these matrices are small, and a second thread spinning beside the trials on the
         # same cores cost 3-25x the CPU of one (a fit on 120 points: 1.7 s against 65 ms on a busy machine).
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._propose(level, observed, pending, seed)
+            rng = np.random.default_rng([seed, 0x6B])
+            dim = len(self.labels)
+            # The kernel's parameters are a function of the observations they are fitted on, named by their
+            # trial numbers: a searcher rebuilt from its history fits exactly what the original used for the
+            # same ask, whatever it had fitted before.
+            fitted = _capped(observed[: fitted_size(len(observed))])
+            key = (level, tuple(number for number, _, _ in fitted))
+            if key != self._fit_key:
+                xf = np.array([self.encode(v) for _, v, _ in fitted]).reshape(-1, dim)
+                self._theta = _fit(xf, _normal_scores(np.array([loss for _, _, loss in fitted], dtype=float)))
+                self._fit_key = key
+            theta = self._theta
+            observed = _capped(observed)
+            x = np.array([self.encode(v) for _, v, _ in observed]).reshape(-1, dim)
+            losses = np.array([loss for _, _, loss in observed], dtype=float)
+            y = _normal_scores(losses)
+            scales, amp, noise = np.exp(theta[:dim]), math.exp(theta[dim]), math.exp(theta[dim + 1])
 
-    def _propose(
-        self,
-        level: int,
-        observed: Sequence[tuple[int, Mapping[str, Sequence[Any]], float]],
-        pending: Sequence[Mapping[str, Sequence[Any]]],
-        seed: int,
-    ) -> dict[str, list[Any]]:
-        rng = np.random.default_rng([seed, 0x6B])
-        dim = len(self.labels)
-        # The kernel's parameters are a function of the observations they are fitted on, named by their
-        # trial numbers: a searcher rebuilt from its history fits exactly what the original used for the
-        # same ask, whatever it had fitted before.
-        fitted = _capped(observed[: fitted_size(len(observed))])
-        key = (level, tuple(number for number, _, _ in fitted))
-        if key != self._fit_key:
-            xf = np.array([self.encode(v) for _, v, _ in fitted]).reshape(-1, dim)
-            self._theta = _fit(xf, _normal_scores(np.array([loss for _, _, loss in fitted], dtype=float)))
-            self._fit_key = key
-        theta = self._theta
-        observed = _capped(observed)
-        x = np.array([self.encode(v) for _, v, _ in observed]).reshape(-1, dim)
-        losses = np.array([loss for _, _, loss in observed], dtype=float)
-        y = _normal_scores(losses)
-        scales, amp, noise = np.exp(theta[:dim]), math.exp(theta[dim]), math.exp(theta[dim + 1])
+            def posterior(
+                xs: NDArray[np.float64], ys: NDArray[np.float64], q: NDArray[np.float64]
+            ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+                k = amp * _matern(xs, xs, scales) + (noise + 1e-9) * np.eye(len(xs))
+                chol = np.linalg.cholesky(k)
+                ks = amp * _matern(q, xs, scales)
+                v = np.linalg.solve(chol, ks.T)
+                mean = ks @ np.linalg.solve(chol.T, np.linalg.solve(chol, ys))
+                var = np.maximum(amp - (v * v).sum(0), 1e-12)
+                return mean, var
 
-        def posterior(
-            xs: NDArray[np.float64], ys: NDArray[np.float64], q: NDArray[np.float64]
-        ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-            k = amp * _matern(xs, xs, scales) + (noise + 1e-9) * np.eye(len(xs))
-            chol = np.linalg.cholesky(k)
-            ks = amp * _matern(q, xs, scales)
-            v = np.linalg.solve(chol, ks.T)
-            mean = ks @ np.linalg.solve(chol.T, np.linalg.solve(chol, ys))
-            var = np.maximum(amp - (v * v).sum(0), 1e-12)
-            return mean, var
-
-        if pending:
-            xp = np.array([self.encode(v) for v in pending[-PENDING:]]).reshape(-1, dim)
-            believed, _ = posterior(x, y, xp)
-            x, y = np.vstack([x, xp]), np.concatenate([y, believed])
-        centres = x[: len(observed)][np.argsort(losses, kind="stable")[:LOCAL_CENTRES]]
-        steps = [
-            c + rng.normal(0.0, s, size=(LOCAL_CANDIDATES // len(LOCAL_STEPS), dim))
-            for c in centres
-            for s in LOCAL_STEPS
-        ]
-        cands = np.clip(np.vstack([rng.random((RANDOM_CANDIDATES, dim)), *steps]), 0.0, 1.0)
-        cands = self._snap(cands)  # what decoding gives: integers, choices, quantised values, absent labels
-        mean, var = posterior(x, y, cands)
-        sd = np.sqrt(var)
-        gap = float(y[: len(observed)].min()) - mean
-        u = gap / sd
-        ei = gap * ndtr(u) + sd * np.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
-        return self.decode(cands[int(np.argmax(ei))])
+            if pending:
+                xp = np.array([self.encode(v) for v in pending[-PENDING:]]).reshape(-1, dim)
+                believed, _ = posterior(x, y, xp)
+                x, y = np.vstack([x, xp]), np.concatenate([y, believed])
+            centres = x[: len(observed)][np.argsort(losses, kind="stable")[:LOCAL_CENTRES]]
+            steps = [
+                c + rng.normal(0.0, s, size=(LOCAL_CANDIDATES // len(LOCAL_STEPS), dim))
+                for c in centres
+                for s in LOCAL_STEPS
+            ]
+            cands = np.clip(np.vstack([rng.random((RANDOM_CANDIDATES, dim)), *steps]), 0.0, 1.0)
+            cands = self._snap(cands)  # what decoding gives: integers, choices, quantised values, absent labels
+            mean, var = posterior(x, y, cands)
+            sd = np.sqrt(var)
+            gap = float(y[: len(observed)].min()) - mean
+            u = gap / sd
+            ei = gap * ndtr(u) + sd * np.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
+            return self.decode(cands[int(np.argmax(ei))])
 
     def _snap(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each row of `u` as `encode(decode(row))`, for all rows at once."""
