@@ -55,6 +55,9 @@ def make_searcher(
             warm=warm,
             random_fraction=search.random_fraction if search.algorithm == "bohb" else 0.0,
             gamma=search.gamma,
+            # bohb's model asks are ParEGO's on the GP unless tpe is asked for; `tpe` stays TPE, as with one
+            # objective.
+            acquisition=(search.acquisition or "gp") if search.algorithm == "bohb" else "tpe",
         )
     if search.algorithm == "bohb":
         return MultiFidelityTPE.restore(

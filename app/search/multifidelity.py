@@ -153,7 +153,7 @@ class MultiFidelityTPE(HyperOptSearcher):
         level = self._model_level(seed)
         if level is None:
             return super()._suggest_vals(number, seed)  # random, as TPE's start-up and random share
-        at_level = self._at_level[level]
+        at_level = self._gp_losses(level, seed)
         observed = [(n, self._vals_of(n), at_level[n]) for n in sorted(at_level)]
         pending: list[dict[str, list[Any]]] = []  # the most recent asks without a value at the level
         for n in reversed(self._order):
@@ -168,6 +168,11 @@ class MultiFidelityTPE(HyperOptSearcher):
             # A GP that cannot be fitted or solved (a degenerate set of points) never stops a search: the
             # ask falls back to TPE at the same level, as deterministic as the failure.
             return super()._suggest_vals(number, seed)
+
+    def _gp_losses(self, level: int, seed: int) -> Mapping[int, float]:
+        """The loss of each trial that has a value at rung `level`, as the GP of the ask seeded `seed` is
+        fitted on it (here the level's losses; a subclass may make them a function of the ask)."""
+        return self._at_level[level]
 
     def _vals_of(self, number: int) -> dict[str, list[Any]]:
         doc = self._docs.get(number) or self._warm_docs[number]

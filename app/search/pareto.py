@@ -11,6 +11,9 @@ with a non-finite loss (a NaN or infinite report) is kept and ranked last, never
   `pareto_rank`), each rank spread by an epsilon-net (Syne Tune's MO-ASHA tie-break), then the
   infeasible by violation, then those with a non-finite loss.
 - `front(points, violations)`: the feasible, finite, non-dominated points (moocore's `is_nondominated`).
+- `chebyshev(points, violations, weights)`: one loss per point, ParEGO's augmented Chebyshev scalarisation
+  of the objectives scaled to [0, 1] over the feasible finite points, the infeasible after every feasible
+  one by violation, the non-finite last: what a single-loss model ranks by for one choice of weights.
 - `hypervolume(points, reference)`: the volume they dominate up to `reference` (moocore's `hypervolume`).
 
 moocore is used for the sort, the front and the volume: it is maintained, C-backed and exact for any number
@@ -113,6 +116,36 @@ def order(points: Sequence[Losses], violations: Sequence[float]) -> list[int]:
             members = np.flatnonzero(ranks == r)
             out.extend(feasible[int(members[j])] for j in epsilon_net(x[members]))
     return out + infeasible + broken
+
+
+# ParEGO's augmentation (Knowles 2006): the weighted sum's share, so that of two points with the same worst
+# weighted objective the one better in the others scores better (weakly dominated points do not tie).
+CHEBYSHEV_RHO = 0.05
+
+
+def chebyshev(points: Sequence[Losses], violations: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """One loss per point, smaller better (see the module docstring). A feasible finite point scores
+    max_i(w_i f_i) + rho * sum_i(w_i f_i), where f_i is its loss i scaled to [0, 1] between the feasible
+    finite points' least and greatest (an objective they all share is 0), so it lies in [0, 1 + rho]; an
+    infeasible finite point scores in [2, 3), growing with its violation (3 when the violation is inf);
+    a point with a non-finite loss scores 4. `weights`: one per objective, non-negative."""
+    n = len(points)
+    if n == 0:
+        return []
+    w = np.asarray(weights, dtype=float)
+    finite = _finite(points)
+    out = np.full(n, 4.0)
+    feasible = [i for i in range(n) if finite[i] and violations[i] == 0.0]
+    if feasible:
+        x = np.array([points[i] for i in feasible], dtype=float)
+        lo, hi = x.min(axis=0), x.max(axis=0)
+        f = (x - lo) / np.where(hi > lo, hi - lo, 1.0)
+        out[feasible] = np.max(w * f, axis=1) + CHEBYSHEV_RHO * np.sum(w * f, axis=1)
+    for i in range(n):
+        if finite[i] and violations[i] != 0.0:
+            v = float(violations[i])
+            out[i] = 3.0 if math.isinf(v) else 2.0 + v / (1.0 + v)
+    return [float(v) for v in out]
 
 
 def _ranks_1d(x: np.ndarray) -> np.ndarray:

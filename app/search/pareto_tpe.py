@@ -6,7 +6,13 @@ several objectives there is no single loss to order by, so at each rung the tria
 ordered by `quanta.search.pareto.order` (feasible ones by non-dominated rank, each rank spread by an
 epsilon-net; infeasible ones after them by violation, so that infeasible regions are proposed less) and
 each trial's score there is its position in that order over the number ranked. The scores are recomputed
-at every ask, since a new point can move every other one's rank. A search whose `search.algorithm` is
+at every ask, since a new point can move every other one's rank.
+
+With `acquisition="gp"` (the default for `bohb`) a model ask is ParEGO's (Knowles 2006) on the GP of
+`quanta.search.gp_proposal`: weights over the objectives are drawn from the flat Dirichlet by the ask's
+seed, each trial's point at the level is scalarised by `quanta.search.pareto.chebyshev` with them, and the
+GP's expected improvement on those losses picks the configuration. Each ask so aims at one part of the
+front, and over the asks at all of it. A search whose `search.algorithm` is
 `tpe` gets the same with one rung, the full budget (the order of finished trials).
 
 Points arrive through `observe_point(number, step, losses, violation)` (the controller reads them from the
@@ -18,14 +24,14 @@ trials (warm start) carry one objective and are not ranked here. Pure: no device
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Self
 
 import numpy as np
 
 from quanta.search.multifidelity import MultiFidelityTPE
-from quanta.search.pareto import Losses, Point, order, point_at, put_point
+from quanta.search.pareto import Losses, Point, chebyshev, order, point_at, put_point
 from quanta.search.searcher import HistoryItem
 
 __all__ = ["ParetoTPE"]
@@ -87,3 +93,16 @@ class ParetoTPE(MultiFidelityTPE):
                 top = i
         self._dirty.clear()
         return top
+
+    def _gp_losses(self, level: int, seed: int) -> Mapping[int, float]:
+        """ParEGO's losses at rung `level` for the ask seeded `seed` (see the module docstring). Called after
+        `_read_levels`, which keeps every rung's points in `_mo_ranked`."""
+        at = self._mo_ranked[level][0]
+        nums = sorted(at)
+        if not nums:
+            return {}
+        width = len(at[nums[0]][1])
+        # A stream of its own, so that the weights do not follow the candidates the GP draws from `seed`.
+        weights = np.random.default_rng([seed, 0x9A2E]).dirichlet(np.ones(width))
+        scores = chebyshev([at[k][1] for k in nums], [at[k][2] for k in nums], weights.tolist())
+        return dict(zip(nums, scores, strict=True))

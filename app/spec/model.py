@@ -199,12 +199,6 @@ class SearchSpec(FrozenModel):
                         f"searcher fits at the scheduler's rungs; set {knob} in scheduler only",
                     )
         self._check_pareto_target()
-        if self.search.acquisition == "gp" and self.pareto:
-            raise KnobError(
-                "search.acquisition",
-                "gp ranks one loss; a search with several objectives or constraints ranks by Pareto order "
-                "with tpe (leave acquisition unset)",
-            )
         problem = mutable_problem(self.space, self.mutable)
         if problem is not None:
             raise problem

@@ -98,7 +98,7 @@ def test_an_unknown_acquisition_is_refused_by_name() -> None:
         _searcher("ucb")
 
 
-def test_the_default_searcher_of_one_objective_proposes_by_the_gp_and_of_several_by_tpe() -> None:
+def test_the_default_searcher_proposes_by_the_gp_with_one_objective_and_with_several() -> None:
     from quanta.search.factory import make_searcher
     from quanta.search.knobs import SearchAlgoSpec
     from quanta.search.pareto_tpe import ParetoTPE
@@ -108,17 +108,20 @@ def test_the_default_searcher_of_one_objective_proposes_by_the_gp_and_of_several
     pinned = make_searcher(SPACE, 0, SearchAlgoSpec(acquisition="tpe"), rungs=LEVELS)
     assert isinstance(pinned, MultiFidelityTPE) and pinned._gp is None
     several = make_searcher(SPACE, 0, SearchAlgoSpec(), rungs=LEVELS, pareto=True)
-    assert isinstance(several, ParetoTPE) and several._gp is None
+    assert isinstance(several, ParetoTPE) and several._gp is not None  # ParEGO's scalarisations
+    several_tpe = make_searcher(SPACE, 0, SearchAlgoSpec(acquisition="tpe"), rungs=LEVELS, pareto=True)
+    assert isinstance(several_tpe, ParetoTPE) and several_tpe._gp is None
+    finished_only = make_searcher(SPACE, 0, SearchAlgoSpec(algorithm="tpe"), rungs=LEVELS, pareto=True)
+    assert isinstance(finished_only, ParetoTPE) and finished_only._gp is None
 
 
-def test_a_spec_asking_for_the_gp_with_several_objectives_is_refused_naming_the_field() -> None:
-    from quanta.spec import SpecError, parse_spec
+def test_a_spec_with_several_objectives_takes_either_acquisition() -> None:
+    from quanta.spec import parse_spec
 
     two = [{"name": "accuracy", "goal": "maximize"}, {"name": "latency_ms", "goal": "minimize"}]
     base = {"name": "mo", "trainable": "m:f", "space": {"lr": {"loguniform": [1e-4, 1e-1]}}, "metrics": two}
-    with pytest.raises(SpecError, match="search.acquisition"):
-        parse_spec({**base, "search": {"acquisition": "gp"}})
-    assert parse_spec({**base, "search": {"acquisition": "tpe"}}).search.acquisition == "tpe"
+    for acquisition in ("gp", "tpe"):
+        assert parse_spec({**base, "search": {"acquisition": acquisition}}).search.acquisition == acquisition
     assert parse_spec({**base}).search.acquisition is None
 
 

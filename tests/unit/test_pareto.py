@@ -20,6 +20,7 @@ from quanta.search.pareto import (
     Bound,
     Objective,
     PointReader,
+    chebyshev,
     default_reference,
     epsilon_net,
     front,
@@ -296,6 +297,41 @@ def test_pareto_tpe_learns_from_ranks_and_a_restored_one_asks_the_same():
     asks = [s.ask(16 + i).params for i in range(12)]
     again = make_searcher(SPACE, 7, algo, rungs=(10, 30), history=s.history()[:16], pareto=True)
     assert [again.ask(16 + i).params for i in range(12)] == asks
+
+
+def test_chebyshev_scores_feasible_points_by_their_weighted_worst_then_infeasible_then_non_finite():
+    pts = [(0.0, 4.0), (2.0, 2.0), (4.0, 0.0), (3.0, 3.0), (1.0, 1.0), (0.5, INF)]
+    viol = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0]
+    s = chebyshev(pts, viol, (1.0, 0.0))  # all the weight on the first objective, scaled over [0, 4]
+    assert s[:4] == pytest.approx([0.0, 0.5 * 1.05, 1.05, 0.75 * 1.05])
+    assert 2.0 <= s[4] < 3.0 and s[5] == 4.0  # infeasible after every feasible point, non-finite last
+    even = chebyshev(pts, viol, (0.5, 0.5))
+    assert min(range(4), key=even.__getitem__) == 1  # the middle of the front, under even weights
+    assert chebyshev(pts, [0.0, 0.0, 0.0, 0.0, INF, 0.0], (0.5, 0.5))[4] == 3.0
+    rng = np.random.default_rng(0)
+    x = rng.random((40, 3))
+    for w in rng.dirichlet(np.ones(3), size=20):
+        sc = chebyshev([tuple(p) for p in x], [0.0] * 40, tuple(w))
+        for i, j in itertools.permutations(range(40), 2):
+            if _dominates(x[i], x[j]):
+                assert sc[i] < sc[j]  # a dominated point never scores better, whatever the weights
+
+
+def test_the_default_pareto_searcher_aims_its_model_asks_along_the_front():
+    # ParEGO on the GP: each model ask scalarises by its own weights, so its asks lie near the front
+    # (y small) and spread along it (x over its range).
+    algo = SearchAlgoSpec(algorithm="bohb", n_startup=10, random_fraction=0.0)
+    s = make_searcher(SPACE, 3, algo, rungs=(10, 30), pareto=True)
+    assert isinstance(s, ParetoTPE) and s._gp is not None
+    for k in range(40):
+        p = s.ask(k).params
+        x, y = p["x"], p["y"]
+        s.observe_point(k, 10, (x + y, (1 - x) + y), 0.0)
+    model = [h.vals for h in s.history()[10:]]
+    ys = np.array([v["y"][0] for v in model])
+    xs = np.array([v["x"][0] for v in model])
+    assert np.median(ys) < 0.1  # near the front; a random ask's median y is 0.5
+    assert xs.std() > 0.15  # along it, not at one point
 
 
 def test_other_algorithms_with_pareto():
