@@ -30,7 +30,7 @@ Pure: numpy and scipy, seeded from the ask, no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,9 +234,14 @@ class GPProposer:
         observed: Sequence[tuple[int, Mapping[str, Sequence[Any]], float]],
         pending: Sequence[Mapping[str, Sequence[Any]]],
         seed: int,
+        fit_losses: Callable[[Sequence[int]], Sequence[float]] | None = None,
     ) -> dict[str, list[Any]]:
         """The candidate of largest expected improvement. `observed`: (trial number, vals, loss at the
-        rung `level`) in trial-number order; `pending`: configurations asked and not yet at the rung."""
+        rung `level`) in trial-number order; `pending`: configurations asked and not yet at the rung.
+        `fit_losses`: where the losses are a function of the ask (ParEGO's weights), the losses the
+        kernel's parameters are fitted on, given the fitted trials' numbers; it must depend on those trials
+        alone, so that the parameters stay a function of the trials they are named by (None: the
+        observed losses)."""
         from threadpoolctl import threadpool_limits
 
         # One BLAS thread: these matrices are small, and a second thread spinning beside the trials on the
@@ -247,7 +252,12 @@ class GPProposer:
             # The kernel's parameters are a function of the observations they are fitted on, named by their
             # trial numbers: a searcher rebuilt from its history fits exactly what the original used for the
             # same ask, whatever it had fitted before.
-            fitted = _capped(observed[: fitted_size(len(observed))])
+            fitted = observed[: fitted_size(len(observed))]
+            if fit_losses is not None:
+                fitted = [
+                    (n, v, float(y)) for (n, v, _), y in zip(fitted, fit_losses([n for n, _, _ in fitted]), strict=True)
+                ]
+            fitted = _capped(fitted)
             key = (level, tuple(number for number, _, _ in fitted))
             if key != self._fit_key:
                 xf = np.array([self.encode(v) for _, v, _ in fitted]).reshape(-1, dim)

@@ -8,7 +8,7 @@ no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 import numpy as np
@@ -163,7 +163,7 @@ class MultiFidelityTPE(HyperOptSearcher):
                 pending.append(self._vals_of(n))
         pending.reverse()
         try:
-            return self._gp.propose(level, observed, pending, seed)
+            return self._gp.propose(level, observed, pending, seed, self._gp_fit_losses(level))
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
             # A GP that cannot be fitted or solved (a degenerate set of points) never stops a search: the
             # ask falls back to TPE at the same level, as deterministic as the failure.
@@ -173,6 +173,11 @@ class MultiFidelityTPE(HyperOptSearcher):
         """The loss of each trial that has a value at rung `level`, as the GP of the ask seeded `seed` is
         fitted on it (here the level's losses; a subclass may make them a function of the ask)."""
         return self._at_level[level]
+
+    def _gp_fit_losses(self, level: int) -> Callable[[Sequence[int]], Sequence[float]] | None:
+        """What the GP's kernel parameters are fitted on at rung `level` (`GPProposer.propose`'s
+        `fit_losses`); None: the losses the ask reads, which here depend on the trials alone."""
+        return None
 
     def _vals_of(self, number: int) -> dict[str, list[Any]]:
         doc = self._docs.get(number) or self._warm_docs[number]

@@ -24,7 +24,7 @@ trials (warm start) carry one objective and are not ranked here. Pure: no device
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Self
 
@@ -106,3 +106,19 @@ class ParetoTPE(MultiFidelityTPE):
         weights = np.random.default_rng([seed, 0x9A2E]).dirichlet(np.ones(width))
         scores = chebyshev([at[k][1] for k in nums], [at[k][2] for k in nums], weights.tolist())
         return dict(zip(nums, scores, strict=True))
+
+    def _gp_fit_losses(self, level: int) -> Callable[[Sequence[int]], Sequence[float]] | None:
+        """The kernel's parameters are fitted on the fitted trials' positions in the Pareto order of their
+        own points at rung `level`: ParEGO's losses change with each ask's weights, and parameters fitted
+        on one ask's would not be what a searcher rebuilt from the history fits for a later ask (nor kept
+        from one ask to the next: over 256 trials the fitted set, chosen by loss, would change each ask)."""
+        at = self._mo_ranked[level][0]
+
+        def positions(numbers: Sequence[int]) -> list[float]:
+            ranked = order([at[k][1] for k in numbers], [at[k][2] for k in numbers])
+            out = [0.0] * len(numbers)
+            for pos, j in enumerate(ranked):
+                out[j] = pos / len(numbers)
+            return out
+
+        return positions

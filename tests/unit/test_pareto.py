@@ -334,6 +334,20 @@ def test_the_default_pareto_searcher_aims_its_model_asks_along_the_front():
     assert xs.std() > 0.15  # along it, not at one point
 
 
+def test_a_searcher_rebuilt_at_any_ask_asks_what_the_original_asked():
+    # ParEGO's losses change with each ask's weights; the kernel's parameters must not, or a searcher
+    # rebuilt from its history fits otherwise than the original did for the same ask.
+    space = {"x": {"uniform": [0.0, 1.0]}, "y": {"uniform": [0.0, 1.0]}, "z": {"uniform": [0.0, 1.0]}}
+    algo = SearchAlgoSpec(algorithm="bohb", n_startup=8, random_fraction=0.0)
+    s = make_searcher(space, 7, algo, rungs=(10, 30), pareto=True)
+    for k in range(60):
+        p = s.ask(k).params
+        s.observe_point(k, 10, (p["x"] + p["y"], 1 - p["x"] + p["y"] + 0.3 * p["z"]), 0.0)
+    for cut in range(10, 60, 3):
+        rebuilt = make_searcher(space, 7, algo, rungs=(10, 30), history=s.history()[:cut], pareto=True)
+        assert rebuilt.ask(cut).vals == s.history()[cut].vals, cut
+
+
 def test_other_algorithms_with_pareto():
     tpe = make_searcher(SPACE, 1, SearchAlgoSpec(algorithm="tpe"), rungs=(10, 30), pareto=True)
     assert isinstance(tpe, ParetoTPE) and tpe.levels == (30,)
