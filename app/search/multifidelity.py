@@ -170,8 +170,9 @@ class MultiFidelityTPE(HyperOptSearcher):
             return super()._suggest_vals(number, seed)
 
     def _gp_losses(self, level: int, seed: int) -> Mapping[int, float]:
-        """The loss of each trial that has a value at rung `level`, as the GP of the ask seeded `seed` is
-        fitted on it (here the level's losses; a subclass may make them a function of the ask)."""
+        """The loss of each trial that has a value at rung `level`, as the GP of the ask seeded `seed` reads
+        it for its posterior and expected improvement (here the level's losses; a subclass may make them a
+        function of the ask, and then says what the kernel is fitted on in `_gp_fit_losses`)."""
         return self._at_level[level]
 
     def _gp_fit_losses(self, level: int) -> Callable[[Sequence[int]], Sequence[float]] | None:

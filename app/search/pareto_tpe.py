@@ -6,14 +6,15 @@ several objectives there is no single loss to order by, so at each rung the tria
 ordered by `quanta.search.pareto.order` (feasible ones by non-dominated rank, each rank spread by an
 epsilon-net; infeasible ones after them by violation, so that infeasible regions are proposed less) and
 each trial's score there is its position in that order over the number ranked. The scores are recomputed
-at every ask, since a new point can move every other one's rank.
+at every ask, since a new point can move every other one's rank. A search whose `search.algorithm` is
+`tpe` gets the same with one rung, the full budget (the order of finished trials).
 
 With `acquisition="gp"` (the default for `bohb`) a model ask is ParEGO's (Knowles 2006) on the GP of
 `quanta.search.gp_proposal`: weights over the objectives are drawn from the flat Dirichlet by the ask's
 seed, each trial's point at the level is scalarised by `quanta.search.pareto.chebyshev` with them, and the
 GP's expected improvement on those losses picks the configuration. Each ask so aims at one part of the
-front, and over the asks at all of it. A search whose `search.algorithm` is
-`tpe` gets the same with one rung, the full budget (the order of finished trials).
+front, and over the asks at all of it. The GP's kernel parameters are fitted on the Pareto positions of
+the fitted trials among themselves, which do not depend on the ask.
 
 Points arrive through `observe_point(number, step, losses, violation)` (the controller reads them from the
 reports with `quanta.search.pareto.PointReader`); `history()` keeps them in `HistoryItem.points` and
