@@ -205,7 +205,7 @@ class GPProposer:
 
     def __init__(self, domain: Any):
         self.labels = _labels(domain)
-        self._fit_key: tuple[int, tuple[int, ...]] | None = None  # (level, the numbers fitted on)
+        self._fit_key: tuple[int, tuple[int, ...]] | None = None  # (level, the numbers of the prefix fitted from)
         self._theta = np.zeros(len(self.labels) + 2)
 
     def _active(self, values: Mapping[str, Any]) -> list[_Label]:
@@ -252,14 +252,17 @@ class GPProposer:
             # The kernel's parameters are a function of the observations they are fitted on, named by their
             # trial numbers: a searcher rebuilt from its history fits exactly what the original used for the
             # same ask, whatever it had fitted before.
-            fitted = observed[: fitted_size(len(observed))]
-            if fit_losses is not None:
-                fitted = [
-                    (n, v, float(y)) for (n, v, _), y in zip(fitted, fit_losses([n for n, _, _ in fitted]), strict=True)
-                ]
-            fitted = _capped(fitted)
-            key = (level, tuple(number for number, _, _ in fitted))
+            # Named by the prefix fitted from: the capped set and its losses are a function of it (a trial's
+            # loss at a rung, or `fit_losses`, depends on the trials alone), so an ask whose prefix is the
+            # last one's neither re-ranks it (`fit_losses`) nor refits.
+            prefix = observed[: fitted_size(len(observed))]
+            key = (level, tuple(number for number, _, _ in prefix))
             if key != self._fit_key:
+                fitted = prefix
+                if fit_losses is not None:
+                    ys = fit_losses([n for n, _, _ in prefix])
+                    fitted = [(n, v, float(y)) for (n, v, _), y in zip(prefix, ys, strict=True)]
+                fitted = _capped(fitted)
                 xf = np.array([self.encode(v) for _, v, _ in fitted]).reshape(-1, dim)
                 self._theta = _fit(xf, _normal_scores(np.array([loss for _, _, loss in fitted], dtype=float)))
                 self._fit_key = key
